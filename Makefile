@@ -1,0 +1,50 @@
+# The README's two commands are `make demo` and `make test`; everything they need is installed from here.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast install system-deps up down status lint lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
+	$(BIN)/uv pip sync -q --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	touch $@
+
+install: $(STAMP) system-deps
+
+system-deps:
+	scripts/install-system-packages.sh
+
+demo: install
+	scripts/demo.sh
+
+test: $(STAMP)
+	scripts/install-system-packages.sh --with-test-deps
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow"
+
+up: install
+	$(BIN)/venice up
+
+down:
+	$(BIN)/venice down
+
+status:
+	$(BIN)/venice status
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+lock: $(STAMP)
+	$(BIN)/uv pip compile -q --python $(BIN)/python requirements.txt -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# System packages the project needs beyond Python: Java 17 and Maven (for the embedded Kafka broker) and, for the
+# tests, a PostgreSQL server. Installs what is missing with apt when it can; otherwise names what to install.
+set -euo pipefail
+
+need=()
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+if [ "${1:-}" = "--with-test-deps" ]; then
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if command -v apt-get >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "installing system packages: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+else
+  echo "error: missing system packages: ${need[*]} (install them with your package manager)" >&2
+  exit 1
+fi

@@ -1,0 +1,58 @@
+"""`venice up`, `status`, `down` on a platform of their own: nothing is left running afterwards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from tests.support.platform import make_platform_env
+from venice_core.embedded import kafka
+
+
+def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
+    env = make_platform_env(tmp_path / "home")
+    up = env.venice("up", check=True)
+    assert "kafka started" in up.stdout and "metadata store ready" in up.stdout
+    pid = kafka.process(env.config).pid()
+    assert pid is not None
+
+    assert "already running" in env.venice("up", check=True).stdout
+    status = env.venice("status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "kafka            healthy" in status.stdout
+
+    assert "kafka stopped" in env.venice("down", check=True).stdout
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    assert not kafka.is_healthy(env.config, timeout=1)
+    status = env.venice("status")
+    assert status.returncode == 1 and "not running" in status.stdout
+    assert "was not running" in env.venice("down", check=True).stdout
+
+
+def _bin_with(tmp_path: Path, *programs: str) -> str:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in programs:
+        os.symlink(shutil.which(program), bin_dir / program)
+    return str(bin_dir)
+
+
+def test_missing_java_is_one_clear_error(tmp_path: Path) -> None:
+    env = make_platform_env(tmp_path / "home")
+    env.env["PATH"] = _bin_with(tmp_path)
+    result = env.venice("up")
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "error: 'java' is not installed or not on PATH: install a Java 17+ runtime "
+        "(Debian: apt-get install openjdk-17-jre-headless)"
+    )
+
+
+def test_missing_maven_is_one_clear_error(tmp_path: Path) -> None:
+    env = make_platform_env(tmp_path / "home")
+    env.env["PATH"] = _bin_with(tmp_path, "java")
+    env.env["VENICE_CACHE_DIR"] = str(tmp_path / "empty-cache")
+    result = env.venice("up")
+    assert result.returncode != 0
+    assert result.stderr.strip().startswith("error: 'mvn' is not installed or not on PATH: install Apache Maven")

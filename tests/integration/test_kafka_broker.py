@@ -1,0 +1,80 @@
+"""The embedded broker is a real Kafka: topics, produce, consume, and data that survives a restart."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.platform import PlatformEnv
+from venice_core.embedded import kafka
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+def _produce(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    for key, value in messages:
+        producer.produce(
+            topic,
+            value=value,
+            key=key,
+            partition=0,
+            on_delivery=lambda err, _msg: errors.append(str(err)) if err else None,
+        )
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def _read_all(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[bytes, bytes]] = []
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None, f"timed out after {len(out)} of {expected} messages"
+            if msg.error():
+                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
+                break
+            out.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_produce_consume_and_survive_a_restart(platform_env: PlatformEnv) -> None:
+    config = platform_env.config
+    bootstrap = config.kafka.bootstrap
+    topic = f"restart-{uuid.uuid4().hex[:8]}"
+    messages = [(f"k{i}".encode(), f"value-{i}".encode() * 10) for i in range(500)]
+
+    _create_topic(bootstrap, topic)
+    _produce(bootstrap, topic, messages)
+    assert _read_all(bootstrap, topic, len(messages)) == messages
+
+    pid_before = kafka.process(config).pid()
+    assert kafka.stop(config)
+    assert kafka.process(config).pid() is None
+    assert not kafka.is_healthy(config, timeout=1)
+    assert "started" in kafka.start(config)
+    assert kafka.process(config).pid() not in (None, pid_before)
+
+    assert _read_all(bootstrap, topic, len(messages)) == messages
+
+
+def test_starting_twice_says_already_running(platform_env: PlatformEnv) -> None:
+    assert "already running" in kafka.start(platform_env.config)

@@ -1,0 +1,105 @@
+"""The metadata store on SQLite (WAL) and on a real PostgreSQL server: same code, same behaviour."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
+
+from venice_core.config import load_config
+from venice_core.controller import stores
+from venice_core.errors import IncompatibleSchema, MetadataStoreError, StoreAlreadyExists, StoreNotFound
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import Base
+
+KEY = '"string"'
+V1 = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
+V2 = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"},{"name":"b","type":"string","default":"x"}]}'
+BAD = '{"type":"record","name":"V","fields":[{"name":"a","type":"string"}]}'
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def meta(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'meta.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    store = MetadataStore(url)
+    store.migrate()
+    yield store
+    Base.metadata.drop_all(store.engine)
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    store.dispose()
+
+
+@pytest.fixture
+def config(tmp_path: Path):
+    return load_config({"VENICE_HOME": str(tmp_path)})
+
+
+def test_migrations_match_the_models(meta: MetadataStore) -> None:
+    assert meta.current_revision() == meta.head_revision()
+    with meta.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    meta.migrate()  # idempotent
+    meta.check_migrated()
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    meta = MetadataStore(f"sqlite:///{tmp_path / 'wal.db'}")
+    with meta.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    meta.dispose()
+
+
+def test_store_lifecycle(meta: MetadataStore, config) -> None:
+    stores.create_store(meta, config, "users", KEY, V1, partitions=3, rollout_order=["dc-2", "dc-0", "dc-1"])
+    assert stores.list_stores(meta) == ["users"]
+    info = stores.describe_store(meta, "users")
+    assert info["partition_count"] == 3
+    assert info["rollout_order"] == ["dc-2", "dc-0", "dc-1"]
+    assert info["key_schema"] == "string"
+    assert [s["id"] for s in info["value_schemas"]] == [1]
+
+    assert stores.add_value_schema(meta, "users", V2) == 2
+    assert stores.add_value_schema(meta, "users", V2) == 2  # same schema: same id
+    assert [i for i, _ in stores.list_value_schemas(meta, "users")] == [1, 2]
+
+    stores.update_store(meta, config, "users", partitions=8, hook_configs={"min.delay": "5"}, compression="zstd")
+    info = stores.describe_store(meta, "users")
+    assert (info["partition_count"], info["compression"], info["hook_configs"]) == (
+        8,
+        "ZSTD",
+        {"min.delay": "5"},
+    )
+
+    stores.delete_store(meta, "users")
+    assert stores.list_stores(meta) == []
+    with pytest.raises(StoreNotFound):
+        stores.describe_store(meta, "users")
+
+
+def test_bad_input_changes_nothing(meta: MetadataStore, config) -> None:
+    stores.create_store(meta, config, "users", KEY, V1)
+    before = stores.describe_store(meta, "users")
+    with pytest.raises(StoreAlreadyExists):
+        stores.create_store(meta, config, "users", KEY, V2)
+    with pytest.raises(IncompatibleSchema):
+        stores.add_value_schema(meta, "users", BAD)
+    with pytest.raises(StoreNotFound):
+        stores.add_value_schema(meta, "ghost", V2)
+    with pytest.raises(Exception, match="partition count"):
+        stores.update_store(meta, config, "users", partitions=0, compression="GZIP")
+    assert stores.describe_store(meta, "users") == before
+
+
+def test_unmigrated_store_is_a_clear_error(tmp_path: Path) -> None:
+    meta = MetadataStore(f"sqlite:///{tmp_path / 'empty.db'}")
+    with pytest.raises(MetadataStoreError, match="not initialised"):
+        meta.check_migrated()
+    meta.dispose()

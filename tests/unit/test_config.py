@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from venice_core.config import HOOKS_CONFIGS_PREFIX, load_config
+from venice_core.errors import ConfigError
+
+
+def _load(tmp_path: Path, text: str):
+    path = tmp_path / "venice.properties"
+    path.write_text(text)
+    return load_config({"VENICE_CONFIG": str(path)}), path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = load_config({"VENICE_HOME": str(tmp_path)})
+    assert config.region_names == ("dc-0", "dc-1", "dc-2")
+    assert config.source_region == "dc-0"
+    assert config.kafka.bootstrap == "127.0.0.1:9092"
+    assert config.home == tmp_path
+    assert config.metadata_db_url == f"sqlite:///{tmp_path / 'metadata.db'}"
+    assert all(r.kafka_bootstrap == "127.0.0.1:9092" for r in config.regions)
+    # Regions sharing the embedded broker keep their topics apart by prefix.
+    assert config.region("dc-1").version_topic("users", 3) == "dc-1.users_v3"
+    assert config.hooks.wait_interval_seconds == 60
+    assert config.hooks.failure_policy == "PROCEED"
+
+
+def test_home_properties_file_is_found(tmp_path: Path) -> None:
+    (tmp_path / "venice.properties").write_text("cluster.name=prod-west\n")
+    assert load_config({"VENICE_HOME": str(tmp_path)}).cluster_name == "prod-west"
+
+
+def test_file_overrides_and_region_settings(tmp_path: Path) -> None:
+    config, _ = _load(
+        tmp_path,
+        "# production-like\n"
+        "regions = east, west\n"
+        "source.region: west\n"
+        "region.east.kafka.bootstrap.servers=10.0.0.1:9092\n"
+        "region.east.topic.prefix=\n"
+        "metadata.db.url=postgresql://u@db/venice\n",
+    )
+    assert config.region_names == ("east", "west")
+    assert config.source_region == "west"
+    assert config.region("east").kafka_bootstrap == "10.0.0.1:9092"
+    assert config.region("east").version_topic("s", 1) == "s_v1"
+    assert config.region("west").topic_prefix == "west."
+    assert config.metadata_db_url == "postgresql://u@db/venice"
+
+
+def test_hook_keys_verbatim_and_configs_prefix_clipped(tmp_path: Path) -> None:
+    config, _ = _load(
+        tmp_path,
+        "venice.store.lifecycle.hooks=a.B, c.D\n"
+        "venice.store.lifecycle.hooks.threads=2\n"
+        "venice.store.lifecycle.hooks.timeout.seconds=5\n"
+        "venice.store.lifecycle.hooks.wait.interval.seconds=0.5\n"
+        "venice.store.lifecycle.hooks.failure.policy=abort\n"
+        f"{HOOKS_CONFIGS_PREFIX}min.delay.seconds=30\n",
+    )
+    assert config.hooks.class_paths == ("a.B", "c.D")
+    assert config.hooks.threads == 2
+    assert config.hooks.timeout_seconds == 5
+    assert config.hooks.wait_interval_seconds == 0.5
+    assert config.hooks.failure_policy == "ABORT"
+    assert dict(config.hooks.configs) == {"min.delay.seconds": "30"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cluster.name=a\nno.such.key=1\n", r"venice.properties:2: unknown key 'no.such.key'"),
+        ("this line is wrong\n", r"venice.properties:1: malformed line"),
+        ("kafka.embedded.port=abc\n", r"venice.properties:1: kafka.embedded.port must be an integer"),
+        ("regions=a,b\nregion.c.topic.prefix=x\n", r"venice.properties:2: .*names region 'c'"),
+        ("source.region=dc-9\n", r"venice.properties:1: source region 'dc-9'"),
+        (
+            "kafka.embedded.enabled=maybe\n",
+            r"venice.properties:1: kafka.embedded.enabled must be true or false",
+        ),
+        ("cluster.name=a\ncluster.name=b\n", r"venice.properties:2: duplicate key 'cluster.name'"),
+        ("venice.store.lifecycle.hooks.failure.policy=retry\n", r"venice.properties:1: .*must be one of"),
+        ("regions=DC_0\n", r"venice.properties:1: invalid region name 'DC_0'"),
+    ],
+)
+def test_bad_keys_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, text)
+
+
+def test_missing_config_file_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="VENICE_CONFIG names .*nope.properties, which is not a file"):
+        load_config({"VENICE_CONFIG": str(tmp_path / "nope.properties")})
+
+
+def test_unknown_region_lookup(tmp_path: Path) -> None:
+    config = load_config({"VENICE_HOME": str(tmp_path)})
+    with pytest.raises(ConfigError, match="unknown region 'dc-7'"):
+        config.region("dc-7")

@@ -1,0 +1,3 @@
+"""venice_core: a Venice-style derived-data platform. Importable without Airflow."""
+
+__version__ = "0.1.0"

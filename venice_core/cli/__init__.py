@@ -1,0 +1,1 @@
+"""The `venice` command."""

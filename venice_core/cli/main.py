@@ -1,0 +1,39 @@
+"""Entry point of the `venice` command: every error the platform raises is one line on stderr."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from venice_core.cli import platform
+from venice_core.cli.stores import schema_app, store_app
+from venice_core.errors import VeniceError
+
+app = typer.Typer(
+    name="venice",
+    help="A Venice-style derived-data platform: stores, pushes, rollouts, reads.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("up")(platform.up)
+app.command("down")(platform.down)
+app.command("status")(platform.status)
+app.add_typer(store_app, name="store")
+app.add_typer(schema_app, name="schema")
+
+
+def main() -> None:
+    try:
+        app()
+    except VeniceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

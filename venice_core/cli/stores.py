@@ -1,0 +1,149 @@
+"""`venice store ...` and `venice schema ...`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from venice_core.cli.context import metadata, parse_key_values
+from venice_core.controller import stores
+from venice_core.schema import read_schema_file
+
+store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)
+schema_app = typer.Typer(help="Register and list a store's value schemas.", no_args_is_help=True)
+
+StoreArg = typer.Argument(..., help="Store name.")
+
+
+def _rollout(value: str | None) -> list[str] | None:
+    return [r.strip() for r in value.split(",") if r.strip()] if value else None
+
+
+@store_app.command("create")
+def create(
+    store: str = StoreArg,
+    key_schema: Path = typer.Option(..., "--key-schema", help="Avro schema file of the key."),
+    value_schema: Path = typer.Option(..., "--value-schema", help="Avro schema file of the value."),
+    partitions: int = typer.Option(stores.DEFAULT_PARTITIONS, "--partitions", help="Partition count."),
+    compression: str = typer.Option("NO_OP", "--compression", help="NO_OP, GZIP or ZSTD."),
+    rollout_order: str = typer.Option(None, "--rollout-order", help="Regions in rollout order, comma-separated."),
+    auto_register: bool = typer.Option(
+        False,
+        "--auto-register-schemas/--no-auto-register-schemas",
+        help="Register compatible schemas on push.",
+    ),
+    versions_to_preserve: int = typer.Option(stores.DEFAULT_VERSIONS_TO_PRESERVE, "--versions-to-preserve"),
+) -> None:
+    """Create a store with its key schema and first value schema."""
+    stores.validate_store_name(store)
+    key_text, _ = read_schema_file(key_schema, "key schema file")
+    value_text, _ = read_schema_file(value_schema, "value schema file")
+    with metadata() as (config, meta):
+        stores.create_store(
+            meta,
+            config,
+            store,
+            key_text,
+            value_text,
+            partitions=partitions,
+            compression=compression,
+            rollout_order=_rollout(rollout_order),
+            auto_register_schemas=auto_register,
+            versions_to_preserve=versions_to_preserve,
+        )
+    typer.echo(f"created store '{store}' ({partitions} partitions, value schema 1)")
+
+
+@store_app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the stores."""
+    with metadata() as (_, meta):
+        names = stores.list_stores(meta)
+    typer.echo(json.dumps(names) if as_json else "\n".join(names))
+
+
+@store_app.command("show")
+def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show a store: settings, schemas, each region's current version, each version's status."""
+    with metadata() as (_, meta):
+        info = stores.describe_store(meta, store)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    typer.echo(f"store:                {info['name']}")
+    typer.echo(f"partitions:           {info['partition_count']}")
+    typer.echo(f"compression:          {info['compression']}")
+    typer.echo(f"rollout order:        {', '.join(info['rollout_order'])}")
+    typer.echo(f"auto-register:        {info['auto_register_schemas']}")
+    typer.echo(f"versions to preserve: {info['versions_to_preserve']}")
+    typer.echo(f"hook configs:         {json.dumps(info['hook_configs'])}")
+    typer.echo(f"key schema:           {json.dumps(info['key_schema'])}")
+    for schema in info["value_schemas"]:
+        typer.echo(f"value schema {schema['id']}:       {json.dumps(schema['schema'])}")
+    for region, versions in info["regions"].items():
+        typer.echo(f"region {region}: current v{versions['current']}, backup v{versions['backup']}")
+    for version in info["versions"]:
+        regions = ", ".join(f"{r}={s['status']}" for r, s in sorted(version["regions"].items()))
+        typer.echo(f"version {version['number']}: {version['status']}  {regions}")
+
+
+@store_app.command("update")
+def update(
+    store: str = StoreArg,
+    partitions: int = typer.Option(None, "--partitions", help="Partition count of future versions."),
+    compression: str = typer.Option(None, "--compression", help="NO_OP, GZIP or ZSTD."),
+    rollout_order: str = typer.Option(None, "--rollout-order", help="Regions in rollout order, comma-separated."),
+    auto_register: bool = typer.Option(None, "--auto-register-schemas/--no-auto-register-schemas"),
+    versions_to_preserve: int = typer.Option(None, "--versions-to-preserve"),
+    hook_config: list[str] = typer.Option([], "--hook-config", help="Store-level hook config key=value."),
+    remove_hook_config: list[str] = typer.Option([], "--remove-hook-config", help="Remove a hook config key."),
+) -> None:
+    """Change a store's settings (they apply to the versions pushed afterwards)."""
+    with metadata() as (config, meta):
+        stores.update_store(
+            meta,
+            config,
+            store,
+            partitions=partitions,
+            compression=compression,
+            rollout_order=_rollout(rollout_order),
+            auto_register_schemas=auto_register,
+            versions_to_preserve=versions_to_preserve,
+            hook_configs=parse_key_values(hook_config, "--hook-config"),
+            remove_hook_configs=remove_hook_config,
+        )
+    typer.echo(f"updated store '{store}'")
+
+
+@store_app.command("delete")
+def delete(store: str = StoreArg) -> None:
+    """Delete a store and all its versions."""
+    with metadata() as (_, meta):
+        stores.delete_store(meta, store)
+    typer.echo(f"deleted store '{store}'")
+
+
+@schema_app.command("add")
+def schema_add(
+    store: str = StoreArg,
+    value_schema: Path = typer.Option(..., "--value-schema", help="Avro schema file of the new value schema."),
+) -> None:
+    """Register a new value schema; it must be compatible with every existing one."""
+    text, _ = read_schema_file(value_schema, "value schema file")
+    with metadata() as (_, meta):
+        schema_id = stores.add_value_schema(meta, store, text)
+    typer.echo(f"value schema {schema_id} registered for '{store}'")
+
+
+@schema_app.command("list")
+def schema_list(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List a store's value schemas with their ids."""
+    with metadata() as (_, meta):
+        schemas = stores.list_value_schemas(meta, store)
+    if as_json:
+        typer.echo(json.dumps([{"id": i, "schema": json.loads(s)} for i, s in schemas], indent=2))
+    else:
+        for schema_id, schema in schemas:
+            typer.echo(f"{schema_id}\t{schema}")

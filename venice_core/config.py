@@ -1,0 +1,301 @@
+"""Cluster configuration: one `key=value` properties file over built-in defaults.
+
+The file is named by `$VENICE_CONFIG`, else `$VENICE_HOME/venice.properties` is used when it exists, else the
+defaults alone apply. Every key is a named constant below with its default beside it; an unknown or malformed key
+is reported with the file and line it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from venice_core.errors import ConfigError
+
+ENV_CONFIG = "VENICE_CONFIG"
+ENV_HOME = "VENICE_HOME"
+DEFAULT_HOME = Path.home() / ".venice"
+CONFIG_FILE_NAME = "venice.properties"
+
+# key -> default (None: computed from other keys)
+CLUSTER_NAME = "cluster.name"
+DATA_DIR = "data.dir"
+REGIONS = "regions"
+SOURCE_REGION = "source.region"
+METADATA_DB_URL = "metadata.db.url"
+KAFKA_EMBEDDED_ENABLED = "kafka.embedded.enabled"
+KAFKA_EMBEDDED_HOST = "kafka.embedded.host"
+KAFKA_EMBEDDED_PORT = "kafka.embedded.port"
+KAFKA_EMBEDDED_CONTROLLER_PORT = "kafka.embedded.controller.port"
+KAFKA_EMBEDDED_HEAP = "kafka.embedded.heap"
+SERVER_HOST = "server.host"
+SERVER_PORT_BASE = "server.port.base"
+
+# VIP-4 hook keys, verbatim.
+HOOKS = "venice.store.lifecycle.hooks"
+HOOKS_THREADS = "venice.store.lifecycle.hooks.threads"
+HOOKS_TIMEOUT_SECONDS = "venice.store.lifecycle.hooks.timeout.seconds"
+HOOKS_WAIT_INTERVAL_SECONDS = "venice.store.lifecycle.hooks.wait.interval.seconds"
+HOOKS_FAILURE_POLICY = "venice.store.lifecycle.hooks.failure.policy"
+HOOKS_CONFIGS_PREFIX = "venice.store.lifecycle.hooks.configs."
+
+DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {
+        CLUSTER_NAME: "venice-cluster",
+        REGIONS: "dc-0,dc-1,dc-2",
+        KAFKA_EMBEDDED_ENABLED: "true",
+        KAFKA_EMBEDDED_HOST: "127.0.0.1",
+        KAFKA_EMBEDDED_PORT: "9092",
+        KAFKA_EMBEDDED_CONTROLLER_PORT: "9093",
+        KAFKA_EMBEDDED_HEAP: "512m",
+        SERVER_HOST: "127.0.0.1",
+        SERVER_PORT_BASE: "7070",
+        HOOKS: "",
+        HOOKS_THREADS: "4",
+        HOOKS_TIMEOUT_SECONDS: "60",
+        HOOKS_WAIT_INTERVAL_SECONDS: "60",
+        HOOKS_FAILURE_POLICY: "PROCEED",
+    }
+)
+_COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL})
+_REGION_KEY = re.compile(r"^region\.(?P<region>[^.]+)\.(?P<setting>kafka\.bootstrap\.servers|topic\.prefix)$")
+_REGION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+HOOK_FAILURE_POLICIES = ("PROCEED", "WAIT", "ABORT")
+
+
+@dataclass(frozen=True)
+class RegionConfig:
+    name: str
+    kafka_bootstrap: str
+    topic_prefix: str
+
+    def version_topic(self, store: str, version: int) -> str:
+        return f"{self.topic_prefix}{store}_v{version}"
+
+
+@dataclass(frozen=True)
+class EmbeddedKafkaConfig:
+    enabled: bool
+    host: str
+    port: int
+    controller_port: int
+    heap: str
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    class_paths: tuple[str, ...]
+    threads: int
+    timeout_seconds: float
+    wait_interval_seconds: float
+    failure_policy: str
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    cluster_name: str
+    home: Path
+    regions: tuple[RegionConfig, ...]
+    source_region: str
+    metadata_db_url: str
+    kafka: EmbeddedKafkaConfig
+    server_host: str
+    server_port_base: int
+    hooks: HookSettings
+    source: str  # where the settings came from, for error messages
+
+    def region(self, name: str) -> RegionConfig:
+        for region in self.regions:
+            if region.name == name:
+                return region
+        known = ", ".join(r.name for r in self.regions)
+        raise ConfigError(f"unknown region '{name}' (configured: {known})")
+
+    @property
+    def region_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.regions)
+
+    def server_port(self, region: str) -> int:
+        return self.server_port_base + self.region_names.index(self.region(region).name)
+
+    @property
+    def run_dir(self) -> Path:
+        """Pid files and logs of the processes `venice up` starts."""
+        return self.home / "run"
+
+
+@dataclass(frozen=True)
+class _Setting:
+    value: str
+    where: str
+
+
+def parse_properties(text: str, source: str) -> dict[str, _Setting]:
+    """Parse `key=value` (or `key: value`) lines; `#` and `!` start comments, as in Java properties files."""
+    settings: dict[str, _Setting] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", line)
+        where = f"{source}:{lineno}"
+        if not match:
+            raise ConfigError(f"{where}: malformed line (expected key=value): {raw.strip()!r}")
+        key, value = match.group(1), match.group(2).strip()
+        if key in settings:
+            raise ConfigError(f"{where}: duplicate key '{key}' (first set at {settings[key].where})")
+        settings[key] = _Setting(value, where)
+    return settings
+
+
+def _is_known_key(key: str) -> bool:
+    return (
+        key in DEFAULTS
+        or key in _COMPUTED_KEYS
+        or key.startswith(HOOKS_CONFIGS_PREFIX)
+        or _REGION_KEY.match(key) is not None
+    )
+
+
+def _int(settings: Mapping[str, _Setting], key: str, minimum: int = 0) -> int:
+    setting = settings[key]
+    try:
+        value = int(setting.value)
+    except ValueError:
+        raise ConfigError(f"{setting.where}: {key} must be an integer, got {setting.value!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{setting.where}: {key} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(settings: Mapping[str, _Setting], key: str) -> float:
+    setting = settings[key]
+    try:
+        value = float(setting.value)
+    except ValueError:
+        raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{setting.where}: {key} must be positive, got {value}")
+    return value
+
+
+def _bool(settings: Mapping[str, _Setting], key: str) -> bool:
+    setting = settings[key]
+    lowered = setting.value.lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{setting.where}: {key} must be true or false, got {setting.value!r}")
+    return lowered == "true"
+
+
+def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: str | None) -> ClusterConfig:
+    for key, setting in file_settings.items():
+        if not _is_known_key(key):
+            raise ConfigError(f"{setting.where}: unknown key '{key}'")
+    settings: dict[str, _Setting] = {k: _Setting(v, "default") for k, v in DEFAULTS.items()}
+    settings.update(file_settings)
+
+    if DATA_DIR in settings:
+        home = Path(settings[DATA_DIR].value).expanduser()
+    else:
+        home = Path(env_home).expanduser() if env_home else DEFAULT_HOME
+
+    region_names = [r.strip() for r in settings[REGIONS].value.split(",") if r.strip()]
+    if not region_names:
+        raise ConfigError(f"{settings[REGIONS].where}: {REGIONS} must name at least one region")
+    for name in region_names:
+        if not _REGION_NAME.match(name):
+            raise ConfigError(
+                f"{settings[REGIONS].where}: invalid region name '{name}' (lower-case letters, digits, '-')"
+            )
+    if len(set(region_names)) != len(region_names):
+        raise ConfigError(f"{settings[REGIONS].where}: {REGIONS} lists a region twice")
+
+    kafka = EmbeddedKafkaConfig(
+        enabled=_bool(settings, KAFKA_EMBEDDED_ENABLED),
+        host=settings[KAFKA_EMBEDDED_HOST].value,
+        port=_int(settings, KAFKA_EMBEDDED_PORT, 1),
+        controller_port=_int(settings, KAFKA_EMBEDDED_CONTROLLER_PORT, 1),
+        heap=settings[KAFKA_EMBEDDED_HEAP].value,
+    )
+    for key, setting in file_settings.items():
+        match = _REGION_KEY.match(key)
+        if match and match.group("region") not in region_names:
+            raise ConfigError(f"{setting.where}: '{key}' names region '{match.group('region')}', not in {REGIONS}")
+
+    shared_broker = len(region_names) > 1
+    regions = []
+    for name in region_names:
+        bootstrap = settings.get(f"region.{name}.kafka.bootstrap.servers")
+        prefix = settings.get(f"region.{name}.topic.prefix")
+        regions.append(
+            RegionConfig(
+                name=name,
+                kafka_bootstrap=bootstrap.value if bootstrap else kafka.bootstrap,
+                # Regions sharing the embedded broker keep their topics apart by prefix.
+                topic_prefix=prefix.value if prefix else (f"{name}." if shared_broker else ""),
+            )
+        )
+
+    source_region = settings[SOURCE_REGION].value if SOURCE_REGION in settings else region_names[0]
+    if source_region not in region_names:
+        raise ConfigError(f"{settings[SOURCE_REGION].where}: source region '{source_region}' is not in {REGIONS}")
+
+    policy = settings[HOOKS_FAILURE_POLICY].value.upper()
+    if policy not in HOOK_FAILURE_POLICIES:
+        raise ConfigError(
+            f"{settings[HOOKS_FAILURE_POLICY].where}: {HOOKS_FAILURE_POLICY} must be one of "
+            f"{', '.join(HOOK_FAILURE_POLICIES)}, got {settings[HOOKS_FAILURE_POLICY].value!r}"
+        )
+    hooks = HookSettings(
+        class_paths=tuple(p.strip() for p in settings[HOOKS].value.split(",") if p.strip()),
+        threads=_int(settings, HOOKS_THREADS, 1),
+        timeout_seconds=_float(settings, HOOKS_TIMEOUT_SECONDS),
+        wait_interval_seconds=_float(settings, HOOKS_WAIT_INTERVAL_SECONDS),
+        failure_policy=policy,
+        configs=MappingProxyType(
+            {k[len(HOOKS_CONFIGS_PREFIX) :]: s.value for k, s in settings.items() if k.startswith(HOOKS_CONFIGS_PREFIX)}
+        ),
+    )
+    db_url = settings[METADATA_DB_URL].value if METADATA_DB_URL in settings else f"sqlite:///{home / 'metadata.db'}"
+    return ClusterConfig(
+        cluster_name=settings[CLUSTER_NAME].value,
+        home=home,
+        regions=tuple(regions),
+        source_region=source_region,
+        metadata_db_url=db_url,
+        kafka=kafka,
+        server_host=settings[SERVER_HOST].value,
+        server_port_base=_int(settings, SERVER_PORT_BASE, 1),
+        hooks=hooks,
+        source=source,
+    )
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """The properties file in effect, or None when only the defaults apply."""
+    env = os.environ if env is None else env
+    if env.get(ENV_CONFIG):
+        path = Path(env[ENV_CONFIG]).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"${ENV_CONFIG} names {path}, which is not a file")
+        return path
+    home = Path(env[ENV_HOME]).expanduser() if env.get(ENV_HOME) else DEFAULT_HOME
+    candidate = home / CONFIG_FILE_NAME
+    return candidate if candidate.is_file() else None
+
+
+def load_config(env: Mapping[str, str] | None = None) -> ClusterConfig:
+    env = os.environ if env is None else env
+    path = config_path(env)
+    if path is None:
+        return build_config({}, "built-in defaults", env.get(ENV_HOME))
+    return build_config(parse_properties(path.read_text(), str(path)), str(path), env.get(ENV_HOME))

@@ -1,0 +1,1 @@
+"""Lifecycle operations: the one place that changes the metadata store's state."""

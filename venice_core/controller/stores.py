@@ -1,0 +1,235 @@
+"""Store and schema operations: the one place that creates, changes and deletes stores and their schemas."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from venice_core.config import ClusterConfig
+from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import (
+    RegionCurrentVersion,
+    Store,
+    ValueSchema,
+    Version,
+    VersionRegionStatus,
+)
+from venice_core.schema import canonical_json, check_value_schema_compatible, parse_schema
+
+STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
+COMPRESSION_STRATEGIES = ("NO_OP", "GZIP", "ZSTD")
+DEFAULT_PARTITIONS = 4
+DEFAULT_VERSIONS_TO_PRESERVE = 2
+MAX_PARTITIONS = 1024
+
+
+def validate_store_name(name: str) -> str:
+    if not STORE_NAME_PATTERN.match(name or ""):
+        raise InvalidStoreName(
+            f"invalid store name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
+            "(at most 128 characters)"
+        )
+    return name
+
+
+def _validate_partitions(partitions: int) -> int:
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise ConfigError(f"partition count must be between 1 and {MAX_PARTITIONS}, got {partitions}")
+    return partitions
+
+
+def _validate_compression(compression: str) -> str:
+    upper = compression.upper()
+    if upper not in COMPRESSION_STRATEGIES:
+        raise ConfigError(f"unknown compression {compression!r} (one of {', '.join(COMPRESSION_STRATEGIES)})")
+    return upper
+
+
+def _validate_rollout_order(config: ClusterConfig, order: Sequence[str]) -> list[str]:
+    regions = list(order)
+    unknown = [r for r in regions if r not in config.region_names]
+    if unknown:
+        raise ConfigError(f"rollout order names unknown regions {unknown} (configured: {list(config.region_names)})")
+    if sorted(regions) != sorted(config.region_names):
+        raise ConfigError(f"rollout order must list every region exactly once: {list(config.region_names)}")
+    return regions
+
+
+def _validate_versions_to_preserve(count: int) -> int:
+    if count < 1:
+        raise ConfigError(f"versions to preserve must be at least 1, got {count}")
+    return count
+
+
+def get_store(session: Session, name: str) -> Store:
+    store = session.get(Store, name)
+    if store is None:
+        raise StoreNotFound(name)
+    return store
+
+
+def value_schemas(session: Session, name: str) -> list[ValueSchema]:
+    return list(
+        session.scalars(select(ValueSchema).where(ValueSchema.store_name == name).order_by(ValueSchema.schema_id))
+    )
+
+
+def create_store(
+    meta: MetadataStore,
+    config: ClusterConfig,
+    name: str,
+    key_schema: str,
+    value_schema: str,
+    partitions: int = DEFAULT_PARTITIONS,
+    compression: str = "NO_OP",
+    rollout_order: Sequence[str] | None = None,
+    auto_register_schemas: bool = False,
+    versions_to_preserve: int = DEFAULT_VERSIONS_TO_PRESERVE,
+) -> None:
+    validate_store_name(name)
+    key = parse_schema(key_schema, "key schema")
+    value = parse_schema(value_schema, "value schema")
+    store = Store(
+        name=name,
+        key_schema=canonical_json(key),
+        partition_count=_validate_partitions(partitions),
+        compression=_validate_compression(compression),
+        rollout_order=_validate_rollout_order(config, rollout_order or config.region_names),
+        auto_register_schemas=auto_register_schemas,
+        versions_to_preserve=_validate_versions_to_preserve(versions_to_preserve),
+        hook_configs={},
+        largest_used_version=0,
+    )
+    try:
+        with meta.session() as session:
+            if session.get(Store, name) is not None:
+                raise StoreAlreadyExists(name)
+            session.add(store)
+            session.flush()
+            session.add(ValueSchema(store_name=name, schema_id=1, schema=canonical_json(value)))
+    except IntegrityError:
+        raise StoreAlreadyExists(name) from None
+
+
+def update_store(
+    meta: MetadataStore,
+    config: ClusterConfig,
+    name: str,
+    *,
+    partitions: int | None = None,
+    compression: str | None = None,
+    rollout_order: Sequence[str] | None = None,
+    auto_register_schemas: bool | None = None,
+    versions_to_preserve: int | None = None,
+    hook_configs: Mapping[str, str] | None = None,
+    remove_hook_configs: Sequence[str] = (),
+) -> None:
+    """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad."""
+    updates: dict[str, Any] = {}
+    if partitions is not None:
+        updates["partition_count"] = _validate_partitions(partitions)
+    if compression is not None:
+        updates["compression"] = _validate_compression(compression)
+    if rollout_order is not None:
+        updates["rollout_order"] = _validate_rollout_order(config, rollout_order)
+    if auto_register_schemas is not None:
+        updates["auto_register_schemas"] = auto_register_schemas
+    if versions_to_preserve is not None:
+        updates["versions_to_preserve"] = _validate_versions_to_preserve(versions_to_preserve)
+    with meta.session() as session:
+        store = get_store(session, name)
+        if hook_configs or remove_hook_configs:
+            merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
+            merged.update(hook_configs or {})
+            updates["hook_configs"] = merged
+        for attribute, value in updates.items():
+            setattr(store, attribute, value)
+
+
+def delete_store(meta: MetadataStore, name: str) -> None:
+    with meta.session() as session:
+        store = get_store(session, name)
+        for model in (VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):
+            session.execute(delete(model).where(model.store_name == name))
+        session.delete(store)
+
+
+def add_value_schema(meta: MetadataStore, name: str, schema_text: str) -> int:
+    """Register a value schema compatible with every existing one; returns its id (the existing id if the same
+    schema is already registered)."""
+    new = parse_schema(schema_text, "value schema")
+    text = canonical_json(new)
+    try:
+        with meta.session() as session:
+            get_store(session, name)
+            existing = value_schemas(session, name)
+            for row in existing:
+                if parse_schema(row.schema) == new:
+                    return row.schema_id
+            check_value_schema_compatible(new, [(row.schema_id, parse_schema(row.schema)) for row in existing])
+            next_id = (
+                session.scalar(select(func.max(ValueSchema.schema_id)).where(ValueSchema.store_name == name)) or 0
+            ) + 1
+            session.add(ValueSchema(store_name=name, schema_id=next_id, schema=text))
+            return next_id
+    except IntegrityError:
+        raise VeniceError(f"another value schema was registered for '{name}' at the same time: retry") from None
+
+
+def list_value_schemas(meta: MetadataStore, name: str) -> list[tuple[int, str]]:
+    with meta.session() as session:
+        get_store(session, name)
+        return [(row.schema_id, row.schema) for row in value_schemas(session, name)]
+
+
+def list_stores(meta: MetadataStore) -> list[str]:
+    with meta.session() as session:
+        return list(session.scalars(select(Store.name).order_by(Store.name)))
+
+
+def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
+    """Everything `venice store show` prints, as JSON-able data."""
+    with meta.session() as session:
+        store = get_store(session, name)
+        versions = list(session.scalars(select(Version).where(Version.store_name == name).order_by(Version.number)))
+        region_status = list(session.scalars(select(VersionRegionStatus).where(VersionRegionStatus.store_name == name)))
+        current = {
+            row.region: {"current": row.current_version, "backup": row.backup_version}
+            for row in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == name))
+        }
+        return {
+            "name": store.name,
+            "key_schema": json.loads(store.key_schema),
+            "value_schemas": [
+                {"id": row.schema_id, "schema": json.loads(row.schema)} for row in value_schemas(session, name)
+            ],
+            "partition_count": store.partition_count,
+            "compression": store.compression,
+            "rollout_order": list(store.rollout_order),
+            "auto_register_schemas": store.auto_register_schemas,
+            "versions_to_preserve": store.versions_to_preserve,
+            "hook_configs": dict(store.hook_configs or {}),
+            "largest_used_version": store.largest_used_version,
+            "regions": {region: current.get(region, {"current": 0, "backup": 0}) for region in store.rollout_order},
+            "versions": [
+                {
+                    "number": v.number,
+                    "status": v.status,
+                    "partition_count": v.partition_count,
+                    "compression": v.compression,
+                    "regions": {
+                        s.region: {"status": s.status, "updated_at": s.updated_at, "details": s.details}
+                        for s in region_status
+                        if s.number == v.number
+                    },
+                }
+                for v in versions
+            ],
+        }

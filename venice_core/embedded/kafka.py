@@ -1,0 +1,194 @@
+"""The embedded Apache Kafka 4 broker: one KRaft node (broker + controller) on 127.0.0.1.
+
+Its jars come from Maven Central through `kafka-pom.xml` (beside this file) into a cache folder keyed by the
+pom's content; its storage is formatted on first start; its data and logs live in the data dir.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from venice_core.config import ClusterConfig
+from venice_core.embedded.process import ManagedProcess, require_program
+from venice_core.errors import ComponentError
+
+POM = Path(__file__).with_name("kafka-pom.xml")
+ENV_CACHE_DIR = "VENICE_CACHE_DIR"
+START_TIMEOUT_SECONDS = 90.0
+
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = {log_dir}/server.log
+appender.file.filePattern = {log_dir}/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def cache_dir() -> Path:
+    if os.environ.get(ENV_CACHE_DIR):
+        return Path(os.environ[ENV_CACHE_DIR])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "venice"
+
+
+def jars_dir() -> Path:
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+    return cache_dir() / f"kafka-libs-{digest}"
+
+
+def ensure_jars() -> Path:
+    """Fetch the broker's jars with Maven once; later calls reuse the cache."""
+    target = jars_dir()
+    if (target / ".complete").exists():
+        return target
+    mvn = require_program("mvn", "Apache Maven (Debian: apt-get install maven)")
+    staging = target.with_name(target.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        raise ComponentError(f"Maven could not fetch the Kafka jars (is Maven Central reachable?):\n{tail}")
+    (staging / ".complete").touch()
+    staging.replace(target)
+    return target
+
+
+def _data_dir(config: ClusterConfig) -> Path:
+    return config.home / "kafka"
+
+
+def process(config: ClusterConfig) -> ManagedProcess:
+    return ManagedProcess("kafka", config.run_dir)
+
+
+def server_properties(config: ClusterConfig) -> str:
+    k = config.kafka
+    controller = f"{k.host}:{k.controller_port}"
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": controller,
+        "listeners": f"PLAINTEXT://{k.bootstrap},CONTROLLER://{controller}",
+        "advertised.listeners": f"PLAINTEXT://{k.bootstrap},CONTROLLER://{controller}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(_data_dir(config) / "data"),
+        "num.partitions": "1",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "4",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Version topics are the source of repushes: keep them until the controller deletes them.
+        "log.retention.ms": "-1",
+        "auto.create.topics.enable": "false",
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
+    if not _port_open(config.kafka.host, config.kafka.port):
+        return False
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": config.kafka.bootstrap, "log_level": 0})
+    try:
+        admin.list_topics(timeout=timeout)
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        return False
+
+
+def start(config: ClusterConfig) -> str:
+    """Start the broker and wait until it answers. Returns a line for the user."""
+    proc = process(config)
+    pid = proc.pid()
+    if pid is not None:
+        return f"kafka is already running (pid {pid}) on {config.kafka.bootstrap}"
+    java = require_program("java", "a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
+    if _port_open(config.kafka.host, config.kafka.port):
+        raise ComponentError(
+            f"port {config.kafka.bootstrap} is taken by another process: stop it or set kafka.embedded.port"
+        )
+    libs = ensure_jars()
+    data_dir = _data_dir(config)
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    props = data_dir / "server.properties"
+    props.write_text(server_properties(config))
+    log4j = data_dir / "log4j2.properties"
+    log4j.write_text(LOG4J2_PROPERTIES.format(log_dir=data_dir / "logs"))
+    jvm = [
+        java,
+        f"-Xmx{config.kafka.heap}",
+        "-Xms64m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{libs}/*",
+    ]
+
+    if not (data_dir / "data" / "meta.properties").exists():
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        result = subprocess.run(
+            [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props)],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise ComponentError(f"cannot format Kafka storage in {data_dir}: {result.stdout}{result.stderr}")
+
+    proc.start([*jvm, "kafka.Kafka", str(props)], cwd=data_dir)
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if proc.pid() is None:
+            raise ComponentError(f"kafka exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}")
+        if is_healthy(config, timeout=2.0):
+            return f"kafka started (pid {proc.pid()}) on {config.kafka.bootstrap}"
+        time.sleep(0.5)
+    proc.stop()
+    raise ComponentError(f"kafka did not answer on {config.kafka.bootstrap} within {START_TIMEOUT_SECONDS:.0f}s")
+
+
+def stop(config: ClusterConfig) -> bool:
+    return process(config).stop(timeout=60.0)

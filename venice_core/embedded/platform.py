@@ -1,0 +1,60 @@
+"""`venice up`, `venice down`, `venice status`: the embedded platform as a whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from venice_core.config import ClusterConfig
+from venice_core.embedded import kafka
+from venice_core.errors import VeniceError
+from venice_core.meta import MetadataStore
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    healthy: bool
+    detail: str
+
+
+def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
+    """Start every component in dependency order; each already running is left as it is."""
+    config.home.mkdir(parents=True, exist_ok=True)
+    if config.kafka.enabled:
+        report(kafka.start(config))
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        meta.migrate()
+        report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
+    finally:
+        meta.dispose()
+
+
+def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
+    """Stop every component, in reverse order of start."""
+    if config.kafka.enabled:
+        report("kafka stopped" if kafka.stop(config) else "kafka was not running")
+
+
+def status(config: ClusterConfig) -> list[ComponentStatus]:
+    components: list[ComponentStatus] = []
+    if config.kafka.enabled:
+        pid = kafka.process(config).pid()
+        if pid is None:
+            components.append(ComponentStatus("kafka", False, "not running"))
+        else:
+            healthy = kafka.is_healthy(config)
+            state = "serving" if healthy else "not answering"
+            components.append(ComponentStatus("kafka", healthy, f"pid {pid}, {config.kafka.bootstrap}, {state}"))
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        revision = meta.current_revision()
+        healthy = revision == meta.head_revision()
+        detail = f"{meta.safe_url}, schema {revision or 'not initialised'}"
+        components.append(ComponentStatus("metadata-store", healthy, detail))
+    except VeniceError as exc:
+        components.append(ComponentStatus("metadata-store", False, str(exc)))
+    finally:
+        meta.dispose()
+    return components

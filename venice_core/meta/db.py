@@ -1,0 +1,107 @@
+"""Engine, sessions and Alembic migrations of the metadata store (SQLite in WAL mode, or PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from venice_core.errors import MetadataStoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
+
+# Alembic is imported where it is used: it costs most of a CLI command's start-up.
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API connection
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class MetadataStore:
+    """The coordination point of the platform. One short transaction per operation."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def _alembic_config(self) -> AlembicConfig:
+        from alembic.config import Config as AlembicConfig
+
+        cfg = AlembicConfig()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        cfg.attributes["engine"] = self.engine
+        return cfg
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration (idempotent)."""
+        from alembic import command
+
+        try:
+            command.upgrade(self._alembic_config(), "head")
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot migrate the metadata store at {self.safe_url}: {exc}") from exc
+
+    def current_revision(self) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
+        try:
+            with self.engine.connect() as conn:
+                return MigrationContext.configure(conn).get_current_revision()
+        except OperationalError as exc:
+            raise MetadataStoreError(f"cannot reach the metadata store at {self.safe_url}: {exc.orig}") from exc
+
+    def head_revision(self) -> str | None:
+        from alembic.script import ScriptDirectory
+
+        return ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+
+    def check_migrated(self) -> None:
+        """Cheap check for every command (no Alembic import): `venice up` has initialised this database."""
+        try:
+            with self.engine.connect() as conn:
+                initialised = conn.execute(text("SELECT version_num FROM alembic_version")).first() is not None
+        except OperationalError as exc:
+            if "alembic_version" not in str(exc.orig):
+                raise MetadataStoreError(f"cannot reach the metadata store at {self.safe_url}: {exc.orig}") from exc
+            initialised = False
+        except ProgrammingError:  # PostgreSQL: relation does not exist
+            initialised = False
+        if not initialised:
+            raise MetadataStoreError(f"the metadata store at {self.safe_url} is not initialised: run `venice up`")
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on any error."""
+        with self._sessions.begin() as session:
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,83 @@
+"""SQLAlchemy 2 models of the metadata store. A schema change is a new Alembic migration beside these."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def now() -> float:
+    return time.time()
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Store(Base):
+    __tablename__ = "stores"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    key_schema: Mapped[str] = mapped_column(Text)
+    partition_count: Mapped[int] = mapped_column(Integer)
+    compression: Mapped[str] = mapped_column(String(32), default="NO_OP")
+    rollout_order: Mapped[list[str]] = mapped_column(JSON)
+    auto_register_schemas: Mapped[bool] = mapped_column(Boolean, default=False)
+    versions_to_preserve: Mapped[int] = mapped_column(Integer, default=2)
+    hook_configs: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    largest_used_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+
+class ValueSchema(Base):
+    __tablename__ = "value_schemas"
+
+    store_name: Mapped[str] = mapped_column(ForeignKey("stores.name", ondelete="CASCADE"), primary_key=True)
+    schema_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    schema: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Version(Base):
+    """An immutable store-version: one push's data, in one version topic per region."""
+
+    __tablename__ = "versions"
+
+    store_name: Mapped[str] = mapped_column(ForeignKey("stores.name", ondelete="CASCADE"), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(32))
+    partition_count: Mapped[int] = mapped_column(Integer)
+    compression: Mapped[str] = mapped_column(String(32))
+    push_job_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+
+class VersionRegionStatus(Base):
+    """A version's push status in one region, with the time it last changed (VIP-4's job status extension)."""
+
+    __tablename__ = "version_region_status"
+
+    store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(32))
+    details: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class RegionCurrentVersion(Base):
+    """Which version a region serves (current) and keeps for rollback (backup)."""
+
+    __tablename__ = "region_current_version"
+
+    store_name: Mapped[str] = mapped_column(ForeignKey("stores.name", ondelete="CASCADE"), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    current_version: Mapped[int] = mapped_column(Integer, default=0)
+    backup_version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
