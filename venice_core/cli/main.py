@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from venice_core.cli import platform
+from venice_core.cli import data, platform
 from venice_core.cli.stores import schema_app, store_app
 from venice_core.errors import VeniceError
 
@@ -20,6 +20,9 @@ app = typer.Typer(
 app.command("up")(platform.up)
 app.command("down")(platform.down)
 app.command("status")(platform.status)
+app.command("push")(data.push)
+app.command("get")(data.get)
+app.command("server")(data.server)
 app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
 

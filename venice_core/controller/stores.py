@@ -15,6 +15,7 @@ from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
+    PartitionStatus,
     RegionCurrentVersion,
     Store,
     ValueSchema,
@@ -156,7 +157,7 @@ def update_store(
 def delete_store(meta: MetadataStore, name: str) -> None:
     with meta.session() as session:
         store = get_store(session, name)
-        for model in (VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):
+        for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):
             session.execute(delete(model).where(model.store_name == name))
         session.delete(store)
 

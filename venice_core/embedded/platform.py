@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import kafka
+from venice_core.embedded import kafka, servers
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -29,10 +29,15 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
         report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
     finally:
         meta.dispose()
+    for region in config.region_names:
+        report(servers.start(config, region))
 
 
 def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     """Stop every component, in reverse order of start."""
+    for region in reversed(config.region_names):
+        if servers.stop(config, region):
+            report(f"region server {region} stopped")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
 
@@ -47,6 +52,11 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
             healthy = kafka.is_healthy(config)
             state = "serving" if healthy else "not answering"
             components.append(ComponentStatus("kafka", healthy, f"pid {pid}, {config.kafka.bootstrap}, {state}"))
+    for region in config.region_names:
+        pid = servers.process(config, region).pid()
+        healthy = pid is not None and servers.is_healthy(config, region)
+        detail = "not running" if pid is None else f"pid {pid}, port {config.server_port(region)}"
+        components.append(ComponentStatus(f"server-{region}", healthy, detail))
     meta = MetadataStore(config.metadata_db_url)
     try:
         revision = meta.current_revision()

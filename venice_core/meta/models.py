@@ -81,3 +81,19 @@ class RegionCurrentVersion(Base):
     current_version: Mapped[int] = mapped_column(Integer, default=0)
     backup_version: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+
+class PartitionStatus(Base):
+    """Ingestion progress of one partition of a version in one region, reported by that region's server."""
+
+    __tablename__ = "partition_status"
+
+    store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(32))
+    offset: Mapped[int] = mapped_column(Integer, default=-1)
+    records: Mapped[int] = mapped_column(Integer, default=0)
+    details: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[float] = mapped_column(Float, default=now)

@@ -1,0 +1,71 @@
+"""`venice push`, `venice get`, `venice server`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import typer
+
+from venice_core.cli.context import metadata, parse_key_values
+from venice_core.client import ReadClient
+from venice_core.config import load_config
+
+
+def push(
+    store: str = typer.Argument(..., help="Store name."),
+    input_path: str = typer.Option(..., "--input", help="Avro, Parquet or JSON files (a file or a folder)."),
+    key_field: str = typer.Option("key", "--key-field", help="Input field holding the key."),
+    value_field: str = typer.Option(
+        "value",
+        "--value-field",
+        help="Input field holding the value; without it the other fields form the value record.",
+    ),
+    conf: list[str] = typer.Option(
+        [], "--conf", help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*)."
+    ),
+) -> None:
+    """Push a dataset as a new version: create it, write it with Spark, wait for every region, swap them in."""
+    from venice_core.jobs.local_push import push as run_push
+
+    confs = parse_key_values(conf, "--conf")
+    path = input_path if "://" in input_path else str(Path(input_path).resolve())
+    with metadata() as (config, meta):
+        number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
+    typer.echo(f"version {number} of '{store}' is serving in every region")
+
+
+def get(
+    store: str = typer.Argument(..., help="Store name."),
+    key: str = typer.Argument(..., help="The key as JSON for the key schema (a bare string for a string key)."),
+    region: str = typer.Option(None, "--region", help="Region to read from (default: the source region)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the value as JSON (default: JSON too, compact)."),
+) -> None:
+    """Read one key from a region; exits 1 if the key is not found."""
+    config = load_config()
+    region_name = region or config.source_region
+    try:
+        parsed_key = json.loads(key)
+    except json.JSONDecodeError:
+        parsed_key = key
+    client = ReadClient(
+        "127.0.0.1" if config.server_host == "0.0.0.0" else config.server_host,
+        config.server_port(config.region(region_name).name),
+    )
+    value = client.get(store, parsed_key)
+    if value is None:
+        typer.echo(f"key {key} not found in '{store}' ({region_name})", err=True)
+        raise typer.Exit(1)
+    typer.echo(json.dumps(value, indent=2 if as_json else None, default=str))
+
+
+def server(region: str = typer.Option(..., "--region", help="The region this server serves.")) -> None:
+    """Run a region server in the foreground (`venice up` starts one per region)."""
+    from venice_core.server.region_server import RegionServer
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    config = load_config()
+    with metadata():
+        pass  # refuse to start on an uninitialised metadata store
+    RegionServer(config, region).run()

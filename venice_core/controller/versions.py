@@ -1,0 +1,362 @@
+"""Version lifecycle: create, report and aggregate status, swap, roll back, kill, retire.
+
+Every function is one transaction on the metadata store. Topic creation and deletion go through `pubsub.admin`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+
+from venice_core.config import ClusterConfig
+from venice_core.controller.status import (
+    IN_FLIGHT,
+    ExecutionStatus,
+    VersionStatus,
+    aggregate,
+)
+from venice_core.controller.stores import get_store
+from venice_core.errors import VeniceError
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import (
+    PartitionStatus,
+    RegionCurrentVersion,
+    Store,
+    Version,
+    VersionRegionStatus,
+)
+from venice_core.pubsub import admin
+
+
+class PushInProgress(VeniceError):
+    http_status = 409
+
+
+class VersionNotFound(VeniceError):
+    http_status = 404
+
+
+@dataclass(frozen=True)
+class RegionJobStatus:
+    status: ExecutionStatus
+    updated_at: float
+    details: str = ""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """VIP-4's JobStatusQueryResponse: the overall status plus each region's status and when it last changed."""
+
+    store: str
+    version: int
+    version_status: VersionStatus
+    overall: ExecutionStatus
+    regions: dict[str, RegionJobStatus]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "version": self.version,
+            "version_status": self.version_status.value,
+            "overall": self.overall.value,
+            "regions": {
+                r: {"status": s.status.value, "updated_at": s.updated_at, "details": s.details}
+                for r, s in self.regions.items()
+            },
+        }
+
+
+def create_version(
+    meta: MetadataStore, config: ClusterConfig, store_name: str, push_job_id: str, regions: list[str] | None = None
+) -> Version:
+    """Reserve the next version number (refused while another push of the store is in flight), record it as
+    STARTED, and create its topic in every region."""
+    target_regions = regions or list(config.region_names)
+    with meta.session() as session:
+        store = get_store(session, store_name)
+        in_flight = session.scalars(
+            select(Version.number).where(Version.store_name == store_name, Version.status.in_(list(IN_FLIGHT)))
+        ).first()
+        if in_flight is not None:
+            raise PushInProgress(f"a push of '{store_name}' is already in progress (version {in_flight})")
+        number = store.largest_used_version + 1
+        # Optimistic concurrency: only one of two concurrent pushes moves largest_used_version.
+        result = session.execute(
+            update(Store)
+            .where(Store.name == store_name, Store.largest_used_version == store.largest_used_version)
+            .values(largest_used_version=number)
+        )
+        if result.rowcount != 1:
+            raise PushInProgress(f"another push of '{store_name}' started at the same time")
+        version = Version(
+            store_name=store_name,
+            number=number,
+            status=VersionStatus.STARTED,
+            partition_count=store.partition_count,
+            compression=store.compression,
+            push_job_id=push_job_id,
+            details={"regions": target_regions},
+        )
+        session.add(version)
+        for region in target_regions:
+            session.add(
+                VersionRegionStatus(
+                    store_name=store_name,
+                    number=number,
+                    region=region,
+                    status=ExecutionStatus.NEW,
+                    details="",
+                    updated_at=time.time(),
+                )
+            )
+    try:
+        for region in target_regions:
+            region_config = config.region(region)
+            admin.create_topic(
+                region_config.kafka_bootstrap, region_config.version_topic(store_name, number), version.partition_count
+            )
+    except VeniceError as exc:
+        set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")
+        raise
+    return version
+
+
+def get_version(meta: MetadataStore, store_name: str, number: int) -> Version:
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        return version
+
+
+def set_version_status(
+    meta: MetadataStore, store_name: str, number: int, status: VersionStatus, reason: str = ""
+) -> None:
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        version.status = status
+        if reason:
+            version.details = {**(version.details or {}), "reason": reason}
+
+
+def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
+    """Stop an in-flight push: region servers drop the version; regions keep serving what they served."""
+    set_version_status(meta, store_name, number, VersionStatus.KILLED, reason)
+
+
+def report_partition(
+    meta: MetadataStore,
+    store_name: str,
+    number: int,
+    region: str,
+    partition: int,
+    status: ExecutionStatus,
+    offset: int,
+    records: int,
+    details: str = "",
+) -> None:
+    with meta.session() as session:
+        row = session.get(PartitionStatus, (store_name, number, region, partition))
+        if row is None:
+            session.add(
+                PartitionStatus(
+                    store_name=store_name,
+                    number=number,
+                    region=region,
+                    partition=partition,
+                    status=status,
+                    offset=offset,
+                    records=records,
+                    details=details,
+                    updated_at=time.time(),
+                )
+            )
+        else:
+            row.status, row.offset, row.records, row.details = status, offset, records, details
+            row.updated_at = time.time()
+        session.flush()
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            return
+        statuses = [
+            ExecutionStatus(s)
+            for s in session.scalars(
+                select(PartitionStatus.status).where(
+                    PartitionStatus.store_name == store_name,
+                    PartitionStatus.number == number,
+                    PartitionStatus.region == region,
+                )
+            )
+        ]
+        statuses += [ExecutionStatus.NEW] * (version.partition_count - len(statuses))
+        _set_region_status(
+            session, store_name, number, region, aggregate(statuses), details if status is ExecutionStatus.ERROR else ""
+        )
+
+
+def _set_region_status(
+    session: Any, store_name: str, number: int, region: str, status: ExecutionStatus, details: str
+) -> None:
+    row = session.get(VersionRegionStatus, (store_name, number, region))
+    if row is None:
+        session.add(
+            VersionRegionStatus(
+                store_name=store_name,
+                number=number,
+                region=region,
+                status=status,
+                details=details,
+                updated_at=time.time(),
+            )
+        )
+    elif row.status != status:  # the time a region's status last *changed* (VIP-4)
+        row.status, row.details, row.updated_at = status, details, time.time()
+
+
+def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        rows = session.scalars(
+            select(VersionRegionStatus).where(
+                VersionRegionStatus.store_name == store_name, VersionRegionStatus.number == number
+            )
+        )
+        regions = {r.region: RegionJobStatus(ExecutionStatus(r.status), r.updated_at, r.details) for r in rows}
+        return JobStatus(
+            store_name, number, VersionStatus(version.status), aggregate([r.status for r in regions.values()]), regions
+        )
+
+
+def partition_progress(meta: MetadataStore, store_name: str, number: int) -> list[PartitionStatus]:
+    with meta.session() as session:
+        return list(
+            session.scalars(
+                select(PartitionStatus).where(
+                    PartitionStatus.store_name == store_name, PartitionStatus.number == number
+                )
+            )
+        )
+
+
+def _current_row(session: Any, store_name: str, region: str) -> RegionCurrentVersion:
+    row = session.get(RegionCurrentVersion, (store_name, region))
+    if row is None:
+        row = RegionCurrentVersion(store_name=store_name, region=region, current_version=0, backup_version=0)
+        session.add(row)
+    return row
+
+
+def _refresh_version_statuses(session: Any, store: Store) -> None:
+    """ONLINE where every region serves a version, PARTIALLY_ONLINE where some do."""
+    serving: dict[int, int] = {}
+    for row in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store.name)):
+        serving[row.current_version] = serving.get(row.current_version, 0) + 1
+    for version in session.scalars(select(Version).where(Version.store_name == store.name)):
+        count = serving.get(version.number, 0)
+        regions = (version.details or {}).get("regions") or store.rollout_order
+        if count >= len(regions):
+            version.status = VersionStatus.ONLINE
+        elif count > 0:
+            version.status = VersionStatus.PARTIALLY_ONLINE
+        elif version.status in (VersionStatus.ONLINE, VersionStatus.PARTIALLY_ONLINE):
+            version.status = VersionStatus.ONLINE  # no longer current anywhere: an ONLINE backup
+
+
+def mark_pushed(meta: MetadataStore, store_name: str, number: int) -> None:
+    set_version_status(meta, store_name, number, VersionStatus.PUSHED)
+
+
+def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) -> None:
+    """Make `number` the region's current version; the previous current becomes its backup."""
+    with meta.session() as session:
+        store = get_store(session, store_name)
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        status = session.get(VersionRegionStatus, (store_name, number, region))
+        if status is None or status.status != ExecutionStatus.COMPLETED:
+            raise VeniceError(f"version {number} of '{store_name}' is not fully ingested in {region}; cannot swap")
+        row = _current_row(session, store_name, region)
+        if row.current_version != number:
+            row.backup_version, row.current_version = row.current_version, number
+        session.flush()
+        _refresh_version_statuses(session, store)
+
+
+def rollback_region(meta: MetadataStore, store_name: str, region: str) -> int:
+    """Serve the backup again; the version rolled back from is marked ROLLED_BACK. Returns the version served."""
+    with meta.session() as session:
+        store = get_store(session, store_name)
+        row = _current_row(session, store_name, region)
+        if row.backup_version == 0:
+            raise VeniceError(f"'{store_name}' has no backup version in {region} to roll back to")
+        rolled_back = row.current_version
+        row.current_version, row.backup_version = row.backup_version, 0
+        session.flush()
+        _refresh_version_statuses(session, store)
+        version = session.get(Version, (store_name, rolled_back))
+        if version is not None and rolled_back not in _serving(session, store_name):
+            version.status = VersionStatus.ROLLED_BACK
+        return row.current_version
+
+
+def _serving(session: Any, store_name: str) -> set[int]:
+    rows = session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store_name))
+    return {v for r in rows for v in (r.current_version, r.backup_version) if v}
+
+
+def current_versions(meta: MetadataStore, region: str) -> dict[str, int]:
+    """Store -> current version in a region (what a region server serves)."""
+    with meta.session() as session:
+        rows = session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.region == region))
+        return {r.store_name: r.current_version for r in rows if r.current_version}
+
+
+def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, int, str]]:
+    """(store, version, partition count, compression) a region should hold: in flight, current or backup."""
+    from venice_core.controller.status import HOSTABLE
+
+    with meta.session() as session:
+        rows = session.execute(
+            select(
+                Version.store_name, Version.number, Version.partition_count, Version.compression, Version.details
+            ).where(Version.status.in_(list(HOSTABLE)))
+        ).all()
+        return [(s, n, p, c) for s, n, p, c, d in rows if region in ((d or {}).get("regions") or [region])]
+
+
+def retire_old_versions(meta: MetadataStore, config: ClusterConfig, store_name: str) -> list[int]:
+    """Delete versions beyond the store's `versions_to_preserve` that no region serves or keeps as backup, and
+    every KILLED or ERROR version that is not in flight. Returns the retired numbers."""
+    with meta.session() as session:
+        store = get_store(session, store_name)
+        keep = _serving(session, store_name)
+        versions = list(
+            session.scalars(select(Version).where(Version.store_name == store_name).order_by(Version.number.desc()))
+        )
+        retired = []
+        kept_online = 0
+        for version in versions:
+            if version.number in keep or version.status in IN_FLIGHT:
+                kept_online += 1
+                continue
+            failed = version.status in (VersionStatus.KILLED, VersionStatus.ERROR)
+            if failed or kept_online >= store.versions_to_preserve:
+                retired.append(version.number)
+            else:
+                kept_online += 1
+        for number in retired:
+            for model in (PartitionStatus, VersionRegionStatus):
+                session.execute(model.__table__.delete().where(model.store_name == store_name, model.number == number))
+            session.delete(session.get(Version, (store_name, number)))
+    for number in retired:
+        for region in config.regions:
+            admin.delete_topics(region.kafka_bootstrap, [region.version_topic(store_name, number)])
+    return retired

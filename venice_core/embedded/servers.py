@@ -1,0 +1,53 @@
+"""The region servers of the embedded platform: one `venice server --region R` process per region."""
+
+from __future__ import annotations
+
+import http.client
+import sys
+import time
+
+from venice_core.config import ClusterConfig
+from venice_core.embedded.process import ManagedProcess
+from venice_core.errors import ComponentError
+
+START_TIMEOUT_SECONDS = 60.0
+
+
+def process(config: ClusterConfig, region: str) -> ManagedProcess:
+    return ManagedProcess(f"server-{region}", config.run_dir)
+
+
+def _host(config: ClusterConfig) -> str:
+    return "127.0.0.1" if config.server_host == "0.0.0.0" else config.server_host
+
+
+def is_healthy(config: ClusterConfig, region: str) -> bool:
+    try:
+        conn = http.client.HTTPConnection(_host(config), config.server_port(region), timeout=2)
+        conn.request("GET", "/health")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+
+
+def start(config: ClusterConfig, region: str) -> str:
+    proc = process(config, region)
+    pid = proc.pid()
+    if pid is not None:
+        return f"region server {region} is already running (pid {pid})"
+    proc.start([sys.executable, "-m", "venice_core.cli.main", "server", "--region", region])
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if proc.pid() is None:
+            raise ComponentError(
+                f"region server {region} exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}"
+            )
+        if is_healthy(config, region):
+            return f"region server {region} started (pid {proc.pid()}) on {_host(config)}:{config.server_port(region)}"
+        time.sleep(0.3)
+    proc.stop()
+    raise ComponentError(f"region server {region} did not answer within {START_TIMEOUT_SECONDS:.0f}s")
+
+
+def stop(config: ClusterConfig, region: str) -> bool:
+    return process(config, region).stop(timeout=60.0)

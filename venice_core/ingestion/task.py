@@ -1,0 +1,192 @@
+"""Ingest one partition of a version topic into a PartitionStorage.
+
+Every commit writes the data and the checkpoint (next offset, DIV state, START_OF_PUSH settings, record count) in
+one RocksDB write, so a task killed at any point resumes from its checkpoint with exactly the data it covers.
+A gap or a bad checksum before END_OF_PUSH fails the partition with a clear error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from venice_core.controller.status import ExecutionStatus
+from venice_core.protocol import chunking
+from venice_core.protocol.div import DataIntegrityError, Validator
+from venice_core.protocol.envelope import (
+    CHUNK_SCHEMA_ID,
+    HEADER,
+    MANIFEST_SCHEMA_ID,
+    SCHEMA_ID,
+    ControlMessageType,
+    MessageType,
+    ProtocolError,
+    checksum_bytes,
+    decode,
+)
+from venice_core.storage.rocksdb import PartitionStorage
+
+log = logging.getLogger(__name__)
+
+Reporter = Callable[[ExecutionStatus, int, int, str], None]  # status, offset, records, details
+COMMIT_EVERY_MESSAGES = 20_000
+COMMIT_EVERY_SECONDS = 1.0
+REPORT_EVERY_SECONDS = 2.0
+
+
+@dataclass
+class IngestionStats:
+    records: int = 0
+    duplicates: int = 0
+    offset: int = -1  # last consumed offset
+    end_offset: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - self.offset - 1)
+
+
+class PartitionIngestionTask:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        storage: PartitionStorage,
+        report: Reporter,
+        consumer_group: str,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partition = partition
+        self.storage = storage
+        self.report = report
+        self.consumer_group = consumer_group
+        self.stats = IngestionStats()
+        self.error: str | None = None
+        self.completed = False
+
+    def run(self, stop: threading.Event) -> None:
+        checkpoint = self.storage.checkpoint() or {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
+        self.stats.records = checkpoint["records"]
+        self.stats.offset = checkpoint["next_offset"] - 1
+        if checkpoint["eop"]:
+            self.completed = True
+            self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
+            return
+        validator = Validator(checkpoint["div"])
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.consumer_group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+                "queued.min.messages": 50_000,
+            }
+        )
+        consumer.assign([TopicPartition(self.topic, self.partition, checkpoint["next_offset"])])
+        self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
+        try:
+            self._loop(consumer, validator, checkpoint, stop)
+        except (DataIntegrityError, ProtocolError) as exc:
+            self.error = f"partition {self.partition} of {self.topic}: {exc}"
+            log.error("ingestion failed: %s", self.error)
+            self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
+        finally:
+            consumer.close()
+
+    def _loop(
+        self, consumer: Consumer, validator: Validator, checkpoint: dict[str, Any], stop: threading.Event
+    ) -> None:
+        batch = self.storage.new_batch()
+        pending_chunks: dict[bytes, bytes] = {}
+        uncommitted = 0
+        last_commit = last_report = time.monotonic()
+        sop = checkpoint["sop"]
+
+        def commit(eop: bool = False) -> None:
+            nonlocal batch, uncommitted, last_commit
+            state = {
+                "next_offset": self.stats.offset + 1,
+                "div": validator.state(),
+                "sop": sop,
+                "eop": eop,
+                "records": self.stats.records,
+            }
+            if sop and sop.get("sorted"):
+                self.storage.ingest_sst()  # before the checkpoint that covers it
+            self.storage.commit(batch, state)
+            batch = self.storage.new_batch()
+            pending_chunks.clear()
+            uncommitted = 0
+            last_commit = time.monotonic()
+
+        while not stop.is_set():
+            messages = consumer.consume(num_messages=5000, timeout=0.2)
+            for raw in messages:
+                if raw.error():
+                    if raw.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise ProtocolError(f"consumer error: {raw.error().str()}")
+                kafka_key, kafka_value = raw.key(), raw.value()
+                message = decode(kafka_key, kafka_value)
+                data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
+                self.stats.offset = raw.offset()
+                if not validator.accept(message, data):
+                    self.stats.duplicates += 1
+                    continue
+                uncommitted += 1
+                if message.type is MessageType.PUT:
+                    if message.schema_id == CHUNK_SCHEMA_ID:
+                        pending_chunks[message.key] = message.value
+                        self.storage.stage_chunk(batch, message.key, message.value)
+                        continue
+                    if message.schema_id == MANIFEST_SCHEMA_ID:
+                        manifest = chunking.Manifest.decode(message.value)
+                        parts = []
+                        for chunk_key in manifest.chunk_keys:
+                            part = pending_chunks.get(chunk_key) or self.storage.get_chunk(chunk_key)
+                            if part is None:
+                                raise DataIntegrityError(f"chunk {chunk_key.hex()} of a large value is missing")
+                            parts.append(part)
+                            self.storage.drop_chunk(batch, chunk_key)
+                        stored = SCHEMA_ID.pack(manifest.schema_id) + b"".join(parts)
+                    else:
+                        stored = kafka_value[HEADER.size :]  # schema id + value, as stored
+                    self.stats.records += 1
+                    if sop and sop.get("sorted"):
+                        self.storage.sst_put(message.key, stored)
+                    else:
+                        batch.put(message.key, stored)
+                elif message.type is MessageType.DELETE:
+                    batch.delete(message.key)
+                elif message.control_type is ControlMessageType.START_OF_PUSH:
+                    sop = message.control
+                elif message.control_type is ControlMessageType.END_OF_PUSH:
+                    expected = (message.control.get("record_counts") or {}).get(str(self.partition))
+                    if expected is not None and expected != self.stats.records:
+                        raise DataIntegrityError(
+                            f"END_OF_PUSH counts {expected} records, ingestion stored {self.stats.records}"
+                        )
+                    commit(eop=True)
+                    self.completed = True
+                    self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
+                    return
+            now = time.monotonic()
+            if uncommitted and (uncommitted >= COMMIT_EVERY_MESSAGES or now - last_commit >= COMMIT_EVERY_SECONDS):
+                commit()
+            if now - last_report >= REPORT_EVERY_SECONDS:
+                tp = TopicPartition(self.topic, self.partition)
+                self.stats.end_offset = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)[1]
+                self.report(ExecutionStatus.PROGRESS, self.stats.offset, self.stats.records, "")
+                last_report = now
+        if uncommitted:
+            commit()

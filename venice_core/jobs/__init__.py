@@ -1,0 +1,1 @@
+"""Spark entry points (`spark-submit`) and the local push orchestration that runs them."""

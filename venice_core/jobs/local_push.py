@@ -1,0 +1,249 @@
+"""A push driven from this process (`venice push --local`): each step is a function the rollout can call too.
+
+create version -> START_OF_PUSH -> Spark job (spark-submit) -> END_OF_PUSH -> wait for every region -> swap each
+region in rollout order -> retire old versions. Any failure kills the new version; the previous one keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from venice_core.config import ClusterConfig
+from venice_core.controller import versions
+from venice_core.controller.status import ExecutionStatus
+from venice_core.controller.stores import describe_store
+from venice_core.errors import ComponentError, VeniceError
+from venice_core.meta import MetadataStore
+from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.envelope import ControlMessageType
+from venice_core.pubsub import admin
+from venice_core.pubsub.writer import VersionTopicWriter
+
+JOB_FILE = Path(__file__).with_name("push.py")
+SPARK_AVRO_PACKAGE = "org.apache.spark:spark-avro_2.13:{version}"
+INGESTION_TIMEOUT_SECONDS = 1800
+
+
+class PushFailed(VeniceError):
+    pass
+
+
+def spark_submit_argv(
+    config: ClusterConfig, job_args: list[str], confs: dict[str, str], input_path: str, master: str = "local[2,4]"
+) -> list[str]:
+    """The `spark-submit` command line (a list, as Airflow's SparkSubmitHook builds it). `local[2,4]` lets a failed
+    task be retried up to 4 times, as on a cluster."""
+    import pyspark
+
+    spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
+    argv = [
+        spark_submit,
+        "--master",
+        master,
+        "--name",
+        "venice-push",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=8",
+        "--driver-memory",
+        "2g",
+    ]
+    for key, value in confs.items():
+        if key.startswith(("spark.", "venice.push.test.")):
+            argv += ["--conf", f"{key}={value}"]
+    local = Path(input_path)
+    if input_path.endswith(".avro") or (local.is_dir() and any(local.rglob("*.avro"))):
+        argv += ["--packages", SPARK_AVRO_PACKAGE.format(version=pyspark.__version__)]
+    return [*argv, str(JOB_FILE), *job_args]
+
+
+def _flag(confs: dict[str, str], key: str) -> bool:
+    return confs.get(key, "false").lower() == "true"
+
+
+def send_control(
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    partitions: int,
+    push_job_id: str,
+    control_type: ControlMessageType,
+    bodies: list[dict[str, Any]],
+) -> None:
+    source = config.region(config.source_region)
+    writer = VersionTopicWriter(
+        source.kafka_bootstrap,
+        source.version_topic(store, number),
+        partitions,
+        deterministic_guid(push_job_id, number, control_type.name),
+    )
+    writer.broadcast(control_type, bodies)
+    writer.flush()
+
+
+def run_spark_job(
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    input_path: str,
+    key_field: str,
+    value_field: str,
+    push_job_id: str,
+    confs: dict[str, str],
+) -> dict[str, Any]:
+    source = config.region(config.source_region)
+    with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
+        result_file = Path(tmp) / "result.json"
+        job_args = [
+            "--store",
+            store,
+            "--version",
+            str(number),
+            "--topic",
+            source.version_topic(store, number),
+            "--bootstrap",
+            source.kafka_bootstrap,
+            "--input",
+            input_path,
+            "--key-field",
+            key_field,
+            "--value-field",
+            value_field,
+            "--push-job-id",
+            push_job_id,
+            "--result-file",
+            str(result_file),
+        ]
+        if _flag(confs, "allow.duplicate.key"):
+            job_args.append("--allow-duplicate-key")
+        if _flag(confs, "allow.empty.input"):
+            job_args.append("--allow-empty")
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        argv = spark_submit_argv(config, job_args, confs, input_path, confs.get("spark.master", "local[2,4]"))
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if proc.returncode != 0 or not result_file.exists():
+            errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
+            reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise PushFailed(f"push job failed: {reason}")
+        return json.loads(result_file.read_text())
+
+
+def wait_for_ingestion(
+    meta: MetadataStore,
+    store: str,
+    number: int,
+    progress: Callable[[str], None],
+    timeout: float = INGESTION_TIMEOUT_SECONDS,
+) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        status = versions.job_status(meta, store, number)
+        line = ", ".join(f"{r}={s.status.value}" for r, s in sorted(status.regions.items()))
+        if line != last:
+            progress(f"ingestion: {line}")
+            last = line
+        if status.overall is ExecutionStatus.COMPLETED:
+            return
+        if status.overall is ExecutionStatus.ERROR:
+            details = "; ".join(f"{r}: {s.details}" for r, s in status.regions.items() if s.details)
+            raise PushFailed(f"ingestion failed: {details or 'a region reported ERROR'}")
+        time.sleep(0.5)
+    raise PushFailed(f"ingestion did not complete within {timeout:.0f}s")
+
+
+def wait_until_served(config: ClusterConfig, store: str, number: int, timeout: float = 30) -> None:
+    """Region servers pick up a swap within a second; wait so a read right after the push sees the new data."""
+    import http.client
+
+    for region in config.region_names:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                conn = http.client.HTTPConnection(
+                    config.server_host if config.server_host != "0.0.0.0" else "127.0.0.1",
+                    config.server_port(region),
+                    timeout=5,
+                )
+                conn.request("GET", "/health")
+                if json.loads(conn.getresponse().read()).get("stores", {}).get(store) == number:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
+            time.sleep(0.2)
+
+
+def push(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    store: str,
+    input_path: str,
+    key_field: str = "key",
+    value_field: str = "value",
+    confs: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+) -> int:
+    """Run a whole push; returns the new version number once every region serves it."""
+    confs = dict(confs or {})
+    info = describe_store(meta, store)  # unknown store: StoreNotFound before anything is created
+    if "://" not in input_path and not Path(input_path).exists():
+        raise PushFailed(f"input path {input_path} does not exist")
+    admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
+    push_job_id = f"{store}-{uuid.uuid4().hex[:12]}"
+    version = versions.create_version(meta, config, store, push_job_id)
+    number, partitions = version.number, version.partition_count
+    progress(f"created version {number} of '{store}' ({partitions} partitions, push job {push_job_id})")
+    try:
+        send_control(
+            config,
+            store,
+            number,
+            partitions,
+            push_job_id,
+            ControlMessageType.START_OF_PUSH,
+            [{"sorted": True, "chunked": True, "compression": info["compression"], "compression_dictionary": None}]
+            * partitions,
+        )
+        started = time.monotonic()
+        result = run_spark_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
+        progress(
+            f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
+            f"in {time.monotonic() - started:.1f}s"
+        )
+        send_control(
+            config,
+            store,
+            number,
+            partitions,
+            push_job_id,
+            ControlMessageType.END_OF_PUSH,
+            [{"record_counts": {str(p): result["record_counts"][str(p)]}} for p in range(partitions)],
+        )
+        wait_for_ingestion(meta, store, number, progress)
+        versions.mark_pushed(meta, store, number)
+        for region in info["rollout_order"]:
+            versions.swap_region(meta, store, region, number)
+            progress(f"swapped {region} to version {number}")
+        wait_until_served(config, store, number)
+    except BaseException as exc:
+        versions.kill_push(meta, store, number, str(exc))
+        raise
+    retired = versions.retire_old_versions(meta, config, store)
+    if retired:
+        progress(f"retired versions {retired}")
+    return number

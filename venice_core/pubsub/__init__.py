@@ -1,0 +1,1 @@
+"""Kafka: admin operations, the protocol writer, consumers. Topic names come from `RegionConfig.version_topic`."""

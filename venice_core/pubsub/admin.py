@@ -1,0 +1,62 @@
+"""Topic administration with confluent-kafka's AdminClient; broker failures become one clear ComponentError."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from venice_core.errors import ComponentError
+
+TIMEOUT_SECONDS = 15.0
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
+    try:
+        admin_client(bootstrap).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {exc.args[0].str()}") from None
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create the topic if it does not exist (idempotent); a topic with another partition count is an error."""
+    check_reachable(bootstrap)
+    admin = admin_client(bootstrap)
+    future = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=TIMEOUT_SECONDS)[topic]
+    try:
+        future.result(timeout=TIMEOUT_SECONDS)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ComponentError(f"cannot create topic {topic} at {bootstrap}: {exc.args[0].str()}") from None
+        existing = len(admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics[topic].partitions)
+        if existing != partitions:
+            raise ComponentError(f"topic {topic} exists with {existing} partitions, not {partitions}") from None
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    if not topics:
+        return
+    admin = admin_client(bootstrap)
+    for topic, future in admin.delete_topics(topics, operation_timeout=TIMEOUT_SECONDS).items():
+        try:
+            future.result(timeout=TIMEOUT_SECONDS)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise ComponentError(f"cannot delete topic {topic}: {exc.args[0].str()}") from None
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The offset after the last message of each partition."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "venice-offsets", "enable.auto.commit": False})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()

@@ -1,0 +1,119 @@
+"""The writer that speaks the version-topic protocol over an idempotent confluent-kafka producer.
+
+One writer is one producer identity (GUID): it numbers its messages per partition and closes each segment with
+a checksum. Delivery errors are collected and raised at flush: nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from venice_core.errors import ComponentError
+from venice_core.protocol import chunking
+from venice_core.protocol.div import SegmentState
+from venice_core.protocol.envelope import (
+    CHUNK_SCHEMA_ID,
+    MANIFEST_SCHEMA_ID,
+    ControlMessageType,
+    checksum_bytes,
+    encode_control,
+    encode_delete,
+    encode_put,
+)
+from venice_core.protocol.partitioner import partition_for
+
+PRODUCER_CONFIG: dict[str, Any] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.num.messages": 10000,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 200_000,
+    "queue.buffering.max.kbytes": 512 * 1024,
+}
+
+
+class VersionTopicWriter:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition_count: int,
+        guid: bytes,
+        max_chunk_bytes: int = chunking.DEFAULT_MAX_CHUNK_BYTES,
+        producer_config: dict[str, Any] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition_count = partition_count
+        self.max_chunk_bytes = max_chunk_bytes
+        self._segments = [SegmentState(guid) for _ in range(partition_count)]
+        self._errors: list[str] = []
+        self._producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(producer_config or {})})
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self._errors.append(err.str())
+
+    def _send(self, partition: int, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    self.topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery
+                )
+                return
+            except BufferError:  # local queue full: let deliveries drain
+                self._producer.poll(0.05)
+            except KafkaException as exc:
+                raise ComponentError(f"cannot produce to {self.topic}: {exc.args[0].str()}") from None
+
+    def start_segment(self, partition: int) -> None:
+        meta = self._segments[partition].start_segment()
+        self._send(partition, *encode_control(meta, ControlMessageType.START_OF_SEGMENT, {"checksum_type": "CRC32"}))
+
+    def end_segment(self, partition: int, final: bool = True) -> None:
+        state = self._segments[partition]
+        meta = state.next()
+        body = {"checksum": state.checksum, "final": final}
+        self._send(partition, *encode_control(meta, ControlMessageType.END_OF_SEGMENT, body))
+
+    def _data(self, partition: int, encoded: tuple[bytes, bytes]) -> None:
+        key, value = encoded
+        self._segments[partition].add(checksum_bytes(key, value))
+        self._send(partition, key, value)
+
+    def put(self, key: bytes, value: bytes, schema_id: int, partition: int | None = None) -> None:
+        if partition is None:
+            partition = partition_for(key, self.partition_count)
+        state = self._segments[partition]
+        if len(value) <= self.max_chunk_bytes:
+            self._data(partition, encode_put(state.next(), key, schema_id, value))
+            return
+        for part_key, part in chunking.split(key, value, schema_id, self.max_chunk_bytes):
+            part_schema = MANIFEST_SCHEMA_ID if part_key == key else CHUNK_SCHEMA_ID
+            self._data(partition, encode_put(state.next(), part_key, part_schema, part))
+
+    def delete(self, key: bytes, schema_id: int, partition: int | None = None) -> None:
+        if partition is None:
+            partition = partition_for(key, self.partition_count)
+        self._data(partition, encode_delete(self._segments[partition].next(), key, schema_id))
+
+    def control(self, partition: int, control_type: ControlMessageType, body: dict[str, Any]) -> None:
+        """A control message inside the partition's open segment."""
+        self._send(partition, *encode_control(self._segments[partition].next(), control_type, body))
+
+    def broadcast(self, control_type: ControlMessageType, bodies: list[dict[str, Any]]) -> None:
+        """A control message to every partition, each in a segment of its own (START_OF_PUSH, END_OF_PUSH)."""
+        for partition in range(self.partition_count):
+            self.start_segment(partition)
+            self.control(partition, control_type, bodies[partition])
+            self.end_segment(partition)
+
+    def flush(self, timeout: float = 120.0) -> None:
+        remaining = self._producer.flush(timeout)
+        if remaining:
+            raise ComponentError(f"{remaining} messages to {self.topic} were not delivered within {timeout:.0f}s")
+        if self._errors:
+            errors, self._errors = self._errors, []
+            raise ComponentError(f"{len(errors)} messages to {self.topic} failed: {errors[0]}")

@@ -1,0 +1,224 @@
+"""The region server process (`venice server --region R`).
+
+Every second it asks the metadata store which versions the region hosts and which one of each store is current;
+it starts a replication task (outside the source region) and an ingestion task per partition of each new version,
+and drops the storage of versions that are killed or retired. Reads go to the store's current version.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from venice_core.config import ClusterConfig
+from venice_core.controller import versions as controller
+from venice_core.controller.status import ExecutionStatus
+from venice_core.errors import StoreNotFound
+from venice_core.ingestion.replication import PartitionReplicator
+from venice_core.ingestion.task import PartitionIngestionTask
+from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy, decompressor
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.protocol.partitioner import partition_for
+from venice_core.storage.rocksdb import PartitionStorage
+
+log = logging.getLogger(__name__)
+SYNC_INTERVAL_SECONDS = 1.0
+
+VersionKey = tuple[str, int]
+
+
+@dataclass
+class HostedVersion:
+    store: str
+    number: int
+    partitions: list[PartitionStorage]
+    decompress: object
+    stop: threading.Event
+    tasks: list[PartitionIngestionTask]
+    replicators: list[PartitionReplicator]
+    threads: list[threading.Thread]
+
+
+class RegionServer:
+    def __init__(self, config: ClusterConfig, region: str) -> None:
+        self.config = config
+        self.region = config.region(region)
+        self.meta = MetadataStore(config.metadata_db_url)
+        self.hosted: dict[VersionKey, HostedVersion] = {}
+        self.current: dict[str, int] = {}
+        self.schemas: dict[str, dict] = {}
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def storage_root(self) -> Path:
+        return self.config.home / "regions" / self.region.name
+
+    # hosting
+    def _reporter(self, store: str, number: int, partition: int):
+        def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
+            try:
+                controller.report_partition(
+                    self.meta, store, number, self.region.name, partition, status, offset, records, details
+                )
+            except Exception:  # noqa: BLE001 - a report lost now is repeated by the next one
+                log.exception("cannot report status of %s v%d p%d", store, number, partition)
+
+        return report
+
+    def _host(self, store: str, number: int, partition_count: int, compression: str) -> None:
+        stop = threading.Event()
+        local_topic = self.region.version_topic(store, number)
+        hosted = HostedVersion(
+            store, number, [], decompressor(CompressionStrategy.parse(compression)), stop, [], [], []
+        )
+        source = self.config.region(self.config.source_region)
+        for p in range(partition_count):
+            storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{p}")
+            hosted.partitions.append(storage)
+            if self.region.name != source.name:
+                replicator = PartitionReplicator(
+                    source.kafka_bootstrap,
+                    source.version_topic(store, number),
+                    self.region.kafka_bootstrap,
+                    local_topic,
+                    p,
+                )
+                hosted.replicators.append(replicator)
+                hosted.threads.append(
+                    threading.Thread(
+                        target=replicator.run, args=(stop,), daemon=True, name=f"replicate-{store}-v{number}-p{p}"
+                    )
+                )
+            task = PartitionIngestionTask(
+                self.region.kafka_bootstrap,
+                local_topic,
+                p,
+                storage,
+                self._reporter(store, number, p),
+                f"venice-{self.region.name}",
+            )
+            hosted.tasks.append(task)
+            hosted.threads.append(
+                threading.Thread(target=task.run, args=(stop,), daemon=True, name=f"ingest-{store}-v{number}-p{p}")
+            )
+        for thread in hosted.threads:
+            thread.start()
+        self.hosted[(store, number)] = hosted
+        log.info("hosting %s v%d (%d partitions)", store, number, partition_count)
+
+    def _unhost(self, key: VersionKey, destroy: bool) -> None:
+        hosted = self.hosted.pop(key)
+        hosted.stop.set()
+        for thread in hosted.threads:
+            thread.join(timeout=30)
+        for storage in hosted.partitions:
+            storage.destroy() if destroy else storage.close()
+        if destroy:
+            import shutil
+
+            shutil.rmtree(self.storage_root / f"{key[0]}_v{key[1]}", ignore_errors=True)
+        log.info("%s %s v%d", "dropped" if destroy else "closed", *key)
+
+    def sync_once(self) -> None:
+        wanted = {(s, n): (p, c) for s, n, p, c in controller.versions_to_host(self.meta, self.region.name)}
+        for key, (partitions, compression) in wanted.items():
+            if key not in self.hosted:
+                self._host(key[0], key[1], partitions, compression)
+        current = controller.current_versions(self.meta, self.region.name)
+        with self._lock:
+            self.current = current
+        for key in [k for k in self.hosted if k not in wanted]:
+            self._unhost(key, destroy=True)
+
+    def run(self) -> None:
+        from venice_core.server.http import serve
+
+        http_server = serve(self, self.config.server_host, self.config.server_port(self.region.name))
+        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        log.info("region %s serving on %s:%d", self.region.name, *http_server.server_address)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.sync_once()
+                except Exception:  # noqa: BLE001 - the metadata store or broker may be back next round
+                    log.exception("sync failed")
+                self.stopping.wait(SYNC_INTERVAL_SECONDS)
+        finally:
+            http_server.shutdown()
+            for key in list(self.hosted):
+                self._unhost(key, destroy=False)
+            self.meta.dispose()
+
+    # reads
+    def _version_for(self, store: str) -> HostedVersion:
+        with self._lock:
+            number = self.current.get(store)
+        hosted = self.hosted.get((store, number)) if number else None
+        if hosted is None:
+            raise StoreNotFound(store)
+        return hosted
+
+    def get(self, store: str, key: bytes) -> tuple[int, bytes] | None:
+        hosted = self._version_for(store)
+        raw = hosted.partitions[partition_for(key, len(hosted.partitions))].get(key)
+        return None if raw is None else self._decode(hosted, raw)
+
+    def batch_get(self, store: str, keys: list[bytes]) -> list[tuple[int, bytes] | None]:
+        hosted = self._version_for(store)
+        count = len(hosted.partitions)
+        by_partition: dict[int, list[int]] = {}
+        for index, key in enumerate(keys):
+            by_partition.setdefault(partition_for(key, count), []).append(index)
+        results: list[tuple[int, bytes] | None] = [None] * len(keys)
+        for partition, indexes in by_partition.items():
+            values = hosted.partitions[partition].multi_get([keys[i] for i in indexes])
+            for index, raw in zip(indexes, values, strict=True):
+                results[index] = None if raw is None else self._decode(hosted, raw)
+        return results
+
+    @staticmethod
+    def _decode(hosted: HostedVersion, raw: bytes) -> tuple[int, bytes]:
+        (schema_id,) = SCHEMA_ID.unpack_from(raw)
+        return schema_id, hosted.decompress(raw[SCHEMA_ID.size :])
+
+    def schema_document(self, store: str) -> dict:
+        from venice_core.controller.stores import describe_store
+
+        info = describe_store(self.meta, store)
+        return {
+            "key_schema": info["key_schema"],
+            "value_schemas": {str(s["id"]): s["schema"] for s in info["value_schemas"]},
+        }
+
+    def health(self) -> dict:
+        return {
+            "region": self.region.name,
+            "status": "ok",
+            "stores": dict(self.current),
+            "hosted": [f"{s}_v{n}" for s, n in self.hosted],
+        }
+
+
+def encode_key(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
+def decode_key(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def dumps(data: object) -> bytes:
+    return json.dumps(data).encode()
+
+
+def now() -> float:
+    return time.perf_counter()
