@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# The main job of `make demo`: bring the embedded platform up, create the sample store, show it.
+# The main job of `make demo`: bring the embedded platform up, generate 1,000,000 user records, push them to the
+# three regions through Spark and Kafka, and read sample keys back from every region.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venice=.venv/bin/venice
 store=${DEMO_STORE:-demo_users}
+records=${DEMO_RECORDS:-1000000}
+data=${VENICE_HOME:-$HOME/.venice}/demo-data/users-$records
 
 $venice up
-$venice status
 if ! $venice store show "$store" >/dev/null 2>&1; then
   $venice store create "$store" --key-schema examples/schemas/user_key.avsc \
     --value-schema examples/schemas/user_value_v1.avsc --partitions 4
-  $venice schema add "$store" --value-schema examples/schemas/user_value_v2.avsc
 fi
-$venice store show "$store"
+[ -d "$data" ] || .venv/bin/python scripts/generate_dataset.py --out "$data" --records "$records"
+time $venice push "$store" --input "$data"
+for region in dc-0 dc-1 dc-2; do
+  for key in user-000000000 user-000123456 "user-$(printf %09d $((records - 1)))"; do
+    echo "$region $key: $($venice get "$store" "$key" --region "$region")"
+  done
+done
+$venice store show "$store" | tail -4
 echo
 echo "The platform keeps running; stop it with: make down"

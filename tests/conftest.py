@@ -19,8 +19,8 @@ def platform_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformE
     """The embedded platform (real Kafka broker, migrated metadata store), up for the whole session."""
     env = make_platform_env(tmp_path_factory.mktemp("venice-home"))
     config = env.config
-    platform.up(config, report=lambda _line: None)
     try:
+        platform.up(config, report=lambda _line: None)
         yield env
     finally:
         platform.down(config, report=lambda _line: None)

@@ -299,3 +299,15 @@ def load_config(env: Mapping[str, str] | None = None) -> ClusterConfig:
     if path is None:
         return build_config({}, "built-in defaults", env.get(ENV_HOME))
     return build_config(parse_properties(path.read_text(), str(path)), str(path), env.get(ENV_HOME))
+
+
+def process_env(config: ClusterConfig) -> dict[str, str]:
+    """The environment of a process started for this config (region server, Spark job): it loads the same config
+    and inherits PYTHONPATH, so hook modules outside the project can be named."""
+    env = dict(os.environ)
+    if Path(config.source).is_file():
+        env[ENV_CONFIG] = config.source
+    else:
+        env.pop(ENV_CONFIG, None)
+        env[ENV_HOME] = str(config.home)
+    return env

@@ -6,7 +6,7 @@ import http.client
 import sys
 import time
 
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError
 
@@ -35,7 +35,7 @@ def start(config: ClusterConfig, region: str) -> str:
     pid = proc.pid()
     if pid is not None:
         return f"region server {region} is already running (pid {pid})"
-    proc.start([sys.executable, "-m", "venice_core.cli.main", "server", "--region", region])
+    proc.start([sys.executable, "-m", "venice_core.cli.main", "server", "--region", region], env=process_env(config))
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if proc.pid() is None:

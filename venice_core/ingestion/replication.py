@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from venice_core.protocol.envelope import KEY_TYPE_CONTROL, ControlMessageType, decode
 
@@ -19,24 +19,45 @@ log = logging.getLogger(__name__)
 
 class PartitionReplicator:
     def __init__(
-        self, source_bootstrap: str, source_topic: str, local_bootstrap: str, local_topic: str, partition: int
+        self,
+        source_bootstrap: str,
+        source_topic: str,
+        local_bootstrap: str,
+        local_topic: str,
+        partition: int,
+        on_error: Callable[[str], None] = lambda _error: None,
     ) -> None:
         self.source_bootstrap, self.source_topic = source_bootstrap, source_topic
         self.local_bootstrap, self.local_topic = local_bootstrap, local_topic
         self.partition = partition
+        self.on_error = on_error
         self.copied = 0
         self.completed = False
         self.error: str | None = None
 
-    def _local_end(self) -> int:
+    def _local_end(self, stop: threading.Event) -> int:
+        """The local topic's end offset; a topic created a moment ago may not be in the metadata yet: retry."""
         consumer = Consumer({"bootstrap.servers": self.local_bootstrap, "group.id": "venice-replication"})
         try:
-            return consumer.get_watermark_offsets(TopicPartition(self.local_topic, self.partition), timeout=15)[1]
+            for attempt in range(60):
+                try:
+                    tp = TopicPartition(self.local_topic, self.partition)
+                    return consumer.get_watermark_offsets(tp, timeout=15)[1]
+                except KafkaException:
+                    if attempt == 59 or stop.wait(0.5):
+                        raise
+            raise AssertionError("unreachable")
         finally:
             consumer.close()
 
     def run(self, stop: threading.Event) -> None:
-        start = self._local_end()
+        try:
+            start = self._local_end(stop)
+        except KafkaException as exc:
+            self.error = f"replication of {self.source_topic}[{self.partition}] cannot start: {exc}"
+            log.error(self.error)
+            self.on_error(self.error)
+            return
         consumer = Consumer(
             {
                 "bootstrap.servers": self.source_bootstrap,
@@ -91,5 +112,6 @@ class PartitionReplicator:
         except Exception as exc:  # noqa: BLE001 - reported as the partition's error
             self.error = f"replication of {self.source_topic}[{self.partition}] failed: {exc}"
             log.error(self.error)
+            self.on_error(self.error)
         finally:
             consumer.close()

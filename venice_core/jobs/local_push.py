@@ -7,7 +7,6 @@ region in rollout order -> retire old versions. Any failure kills the new versio
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import versions
 from venice_core.controller.status import ExecutionStatus
 from venice_core.controller.stores import describe_store
@@ -62,8 +61,10 @@ def spark_submit_argv(
         "2g",
     ]
     for key, value in confs.items():
-        if key.startswith(("spark.", "venice.push.test.")):
+        if key.startswith("spark."):
             argv += ["--conf", f"{key}={value}"]
+        elif key.startswith("venice.push.test."):
+            argv += ["--conf", f"spark.{key}={value}"]
     local = Path(input_path)
     if input_path.endswith(".avro") or (local.is_dir() and any(local.rglob("*.avro"))):
         argv += ["--packages", SPARK_AVRO_PACKAGE.format(version=pyspark.__version__)]
@@ -131,7 +132,7 @@ def run_spark_job(
             job_args.append("--allow-duplicate-key")
         if _flag(confs, "allow.empty.input"):
             job_args.append("--allow-empty")
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
         argv = spark_submit_argv(config, job_args, confs, input_path, confs.get("spark.master", "local[2,4]"))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():

@@ -27,8 +27,9 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 
-FAIL_PARTITION_CONF = "venice.push.test.fail.partition"  # fault injection for the retry test
-FAIL_AFTER_CONF = "venice.push.test.fail.after.records"
+# Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
+FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
+FAIL_AFTER_CONF = "spark.venice.push.test.fail.after.records"
 
 
 class PushJobError(VeniceError):

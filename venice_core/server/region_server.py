@@ -83,6 +83,7 @@ class RegionServer:
         for p in range(partition_count):
             storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{p}")
             hosted.partitions.append(storage)
+            report = self._reporter(store, number, p)
             if self.region.name != source.name:
                 replicator = PartitionReplicator(
                     source.kafka_bootstrap,
@@ -90,6 +91,7 @@ class RegionServer:
                     self.region.kafka_bootstrap,
                     local_topic,
                     p,
+                    on_error=lambda error, report=report: report(ExecutionStatus.ERROR, -1, 0, error),
                 )
                 hosted.replicators.append(replicator)
                 hosted.threads.append(
@@ -102,7 +104,7 @@ class RegionServer:
                 local_topic,
                 p,
                 storage,
-                self._reporter(store, number, p),
+                report,
                 f"venice-{self.region.name}",
             )
             hosted.tasks.append(task)

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from venice_core.client import serde
+from venice_core.protocol import chunking
+from venice_core.protocol.div import DataIntegrityError, SegmentState, Validator, deterministic_guid
+from venice_core.protocol.envelope import (
+    ControlMessageType,
+    MessageType,
+    checksum_bytes,
+    decode,
+    encode_control,
+    encode_delete,
+    encode_put,
+)
+from venice_core.protocol.partitioner import partition_for
+
+VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", VECTORS, ids=lambda c: f"{c['key']!r}-{c['partition_count']}")
+def test_partitioner_vector(case: dict) -> None:
+    serialized = serde.serialize(serde.parse(case["key_schema"]), case["key"])
+    assert serialized.hex() == case["serialized_hex"]
+    assert partition_for(serialized, case["partition_count"]) == case["partition"]
+
+
+def test_envelope_round_trip() -> None:
+    state = SegmentState(deterministic_guid("job", 1, 0))
+    sos = state.start_segment()
+    key, value = encode_put(state.next(), b"k1", 3, b"value")
+    message = decode(key, value)
+    assert (message.type, message.key, message.schema_id, message.value) == (MessageType.PUT, b"k1", 3, b"value")
+    assert key[:1] == b"\x00" and message.producer.sequence == 1
+    key, value = encode_delete(state.next(), b"k2", 3)
+    assert decode(key, value).type is MessageType.DELETE and key[:1] == b"\x00"
+    key, value = encode_control(sos, ControlMessageType.START_OF_PUSH, {"sorted": True})
+    message = decode(key, value)
+    assert key[:1] == b"\x02" and message.control_type is ControlMessageType.START_OF_PUSH
+    assert message.control == {"sorted": True}
+
+
+def _segment(guid: bytes, values: list[bytes], corrupt: bool = False) -> list[tuple]:
+    state = SegmentState(guid)
+    out = [encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+    for i, v in enumerate(values):
+        encoded = encode_put(state.next(), f"k{i}".encode(), 1, v)
+        state.add(checksum_bytes(*encoded))
+        out.append(encoded)
+    out.append(
+        encode_control(
+            state.next(), ControlMessageType.END_OF_SEGMENT, {"checksum": state.checksum + (1 if corrupt else 0)}
+        )
+    )
+    return out
+
+
+def _feed(validator: Validator, messages: list[tuple]) -> list[bool]:
+    results = []
+    for key, value in messages:
+        message = decode(key, value)
+        results.append(validator.accept(message, None if message.is_control else checksum_bytes(key, value)))
+    return results
+
+
+def test_div_skips_a_retried_writers_duplicates() -> None:
+    messages = _segment(deterministic_guid("job", 1, 0), [b"a", b"b", b"c"])
+    validator = Validator()
+    assert _feed(validator, messages[:3]) == [True, True, True]
+    # The retried task re-sends everything from the start under the same GUID: only the new part is applied.
+    assert _feed(Validator(validator.state()), messages) == [False, False, False, True, True]
+
+
+def test_div_gap_is_an_error() -> None:
+    messages = _segment(b"g" * 16, [b"a", b"b", b"c"])
+    validator = Validator()
+    _feed(validator, messages[:2])
+    with pytest.raises(DataIntegrityError, match="jumped from sequence 1 to 3"):
+        _feed(validator, messages[3:])
+
+
+def test_div_bad_checksum_is_an_error() -> None:
+    with pytest.raises(DataIntegrityError, match="checksum"):
+        _feed(Validator(), _segment(b"c" * 16, [b"a", b"b"], corrupt=True))
+
+
+def test_div_first_message_must_start_a_segment() -> None:
+    with pytest.raises(DataIntegrityError, match="not the start of a segment"):
+        _feed(Validator(), _segment(b"d" * 16, [b"a"])[1:])
+
+
+def test_chunking_round_trip() -> None:
+    value = bytes(range(256)) * 50
+    parts = list(chunking.split(b"key", value, 7, 1000))
+    *chunks, (manifest_key, manifest_bytes) = parts
+    assert manifest_key == b"key" and len(chunks) == 13
+    manifest = chunking.Manifest.decode(manifest_bytes)
+    stored = dict(chunks)
+    assert manifest.schema_id == 7 and b"".join(stored[k] for k in manifest.chunk_keys) == value
