@@ -129,7 +129,8 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         bad = _write(tmp_path / "bad", rows)
     result = platform_env.venice("push", store, "--input", str(bad), *confs)
     assert result.returncode != 0
-    assert message in result.stderr.strip().splitlines()[-1], result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     _assert_serves(platform_env, store, _expected(good))
 
 
@@ -161,4 +162,5 @@ def test_broker_down_is_one_clear_error(platform_env: PlatformEnv, tmp_path: Pat
     env = PlatformEnv(platform_env.home, dead, {**platform_env.env, "VENICE_CONFIG": str(dead)})
     result = env.venice("push", store, "--input", str(data))
     assert result.returncode != 0
-    assert "Kafka broker at 127.0.0.1:1 is unreachable" in result.stderr.strip().splitlines()[-1]
+    assert result.stderr.strip().startswith("error: Kafka broker at 127.0.0.1:1 is unreachable"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

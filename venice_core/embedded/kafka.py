@@ -131,7 +131,9 @@ def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
         return False
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": config.kafka.bootstrap, "log_level": 0})
+    from venice_core.pubsub import client_config
+
+    admin = AdminClient(client_config(config.kafka.bootstrap))
     try:
         admin.list_topics(timeout=timeout)
         return True

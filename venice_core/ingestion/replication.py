@@ -14,6 +14,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from venice_core.protocol.envelope import KEY_TYPE_CONTROL, ControlMessageType, decode
+from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, client_config
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class PartitionReplicator:
 
     def _local_end(self, stop: threading.Event) -> int:
         """The local topic's end offset; a topic created a moment ago may not be in the metadata yet: retry."""
-        consumer = Consumer({"bootstrap.servers": self.local_bootstrap, "group.id": "venice-replication"})
+        consumer = Consumer(client_config(self.local_bootstrap, **{"group.id": "venice-replication"}))
         try:
             for attempt in range(60):
                 try:
@@ -60,23 +61,9 @@ class PartitionReplicator:
             self.on_error(self.error)
             return
         consumer = Consumer(
-            {
-                "bootstrap.servers": self.source_bootstrap,
-                "group.id": "venice-replication",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 50,
-            }
+            client_config(self.source_bootstrap, **CONSUMER_CONFIG, **{"group.id": "venice-replication"})
         )
-        producer = Producer(
-            {
-                "bootstrap.servers": self.local_bootstrap,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 20,
-                "batch.size": 1_000_000,
-                "queue.buffering.max.messages": 200_000,
-            }
-        )
+        producer = Producer(client_config(self.local_bootstrap, **PRODUCER_CONFIG))
         errors: list[str] = []
         consumer.assign([TopicPartition(self.source_topic, self.partition, start)])
         try:

@@ -30,6 +30,7 @@ from venice_core.protocol.envelope import (
     checksum_bytes,
     decode,
 )
+from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)
@@ -82,16 +83,7 @@ class PartitionIngestionTask:
             self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
             return
         validator = Validator(checkpoint["div"])
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.consumer_group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 50,
-                "queued.min.messages": 50_000,
-            }
-        )
+        consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, checkpoint["next_offset"])])
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
         try:

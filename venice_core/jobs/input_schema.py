@@ -54,7 +54,7 @@ def mismatch(avro: Any, spark_type: Any, path: str) -> str | None:
     if kind == "record":
         if spark_name != "StructType":
             return f"field '{path}' is {spark_name} in the input but a record in the schema"
-        return record_mismatch(avro, spark_type, path + ".")
+        return record_mismatch(avro, spark_type, path + "." if path else "")
     if kind == "array":
         if spark_name != "ArrayType":
             return f"field '{path}' is {spark_name} in the input but an array in the schema"
@@ -117,7 +117,7 @@ def match_value_schema(
     target = value_struct.fields[0].dataType if single_value else value_struct
     reasons = []
     for entry in reversed(info["value_schemas"]):
-        reason = mismatch(entry["schema"], target, value_struct.fields[0].name if single_value else "value")
+        reason = mismatch(entry["schema"], target, value_struct.fields[0].name if single_value else "")
         if reason is None:
             return entry["id"], entry["schema"]
         reasons.append(f"value schema {entry['id']}: {reason}")

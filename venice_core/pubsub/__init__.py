@@ -1,1 +1,33 @@
 """Kafka: admin operations, the protocol writer, consumers. Topic names come from `RegionConfig.version_topic`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+# librdkafka's own log lines go through Python logging: to a region server's log file, and not onto a CLI
+# user's terminal (the package logger has a NullHandler), where errors are reported as one line.
+KAFKA_LOGGER = logging.getLogger("venice_core.kafka")
+
+# Idempotent, acknowledged by all replicas, batched: the writer and the native-replication copier.
+PRODUCER_CONFIG: dict[str, Any] = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.num.messages": 10000,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.messages": 200_000,
+    "queue.buffering.max.kbytes": 512 * 1024,
+}
+# Assigned partitions, offsets kept in the platform's own checkpoints (never committed to Kafka).
+CONSUMER_CONFIG: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "fetch.wait.max.ms": 50,
+    "queued.min.messages": 50_000,
+}
+
+
+def client_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
+    """The config of every Kafka client the platform creates."""
+    return {"bootstrap.servers": bootstrap, "logger": KAFKA_LOGGER, **settings}

@@ -6,12 +6,13 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from venice_core.errors import ComponentError
+from venice_core.pubsub import client_config
 
 TIMEOUT_SECONDS = 15.0
 
 
 def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return AdminClient(client_config(bootstrap, **{"socket.timeout.ms": 10000}))
 
 
 def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
@@ -52,7 +53,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     """The offset after the last message of each partition."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "venice-offsets", "enable.auto.commit": False})
+    consumer = Consumer(client_config(bootstrap, **{"group.id": "venice-offsets", "enable.auto.commit": False}))
     try:
         return [
             consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS)[1]

@@ -23,16 +23,7 @@ from venice_core.protocol.envelope import (
     encode_put,
 )
 from venice_core.protocol.partitioner import partition_for
-
-PRODUCER_CONFIG: dict[str, Any] = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "linger.ms": 20,
-    "batch.num.messages": 10000,
-    "batch.size": 1_000_000,
-    "queue.buffering.max.messages": 200_000,
-    "queue.buffering.max.kbytes": 512 * 1024,
-}
+from venice_core.pubsub import PRODUCER_CONFIG, client_config
 
 
 class VersionTopicWriter:
@@ -50,7 +41,7 @@ class VersionTopicWriter:
         self.max_chunk_bytes = max_chunk_bytes
         self._segments = [SegmentState(guid) for _ in range(partition_count)]
         self._errors: list[str] = []
-        self._producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(producer_config or {})})
+        self._producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG, **(producer_config or {})))
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
