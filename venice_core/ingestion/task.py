@@ -82,6 +82,9 @@ class PartitionIngestionTask:
             self.completed = True
             self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
             return
+        if checkpoint["next_offset"]:
+            log.info("resuming %s[%d] from its checkpoint at offset %d (%d records)", self.topic, self.partition,
+                     checkpoint["next_offset"], checkpoint["records"])
         validator = Validator(checkpoint["div"])
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, checkpoint["next_offset"])])
