@@ -8,8 +8,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.ports import free_ports
 from venice_core.config import ClusterConfig, load_config
+from venice_core.embedded.sandbox import write_sandbox_config
 
 VENICE = str(Path(sys.executable).with_name("venice"))
 
@@ -33,17 +33,7 @@ class PlatformEnv:
 
 
 def make_platform_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:
-    home.mkdir(parents=True, exist_ok=True)
-    kafka_port, controller_port, server_base = free_ports(3)
-    settings = {
-        "data.dir": str(home),
-        "kafka.embedded.port": str(kafka_port),
-        "kafka.embedded.controller.port": str(controller_port),
-        "server.port.base": str(server_base),
-        **(extra or {}),
-    }
-    properties = home / "venice.properties"
-    properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    properties = write_sandbox_config(home, extra)
     env = {**os.environ, "VENICE_CONFIG": str(properties)}
     env.pop("VENICE_HOME", None)
     return PlatformEnv(home=home, properties=properties, env=env)

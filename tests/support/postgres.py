@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.ports import free_ports
+from venice_core.embedded.sandbox import free_ports
 
 
 def _bin_dir() -> Path:

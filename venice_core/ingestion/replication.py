@@ -70,8 +70,10 @@ class PartitionReplicator:
             while not stop.is_set() and not self.completed:
                 for raw in consumer.consume(num_messages=5000, timeout=0.2):
                     if raw.error():
-                        if raw.error().code() != KafkaError._PARTITION_EOF:
+                        if raw.error().fatal():
                             errors.append(raw.error().str())
+                        elif raw.error().code() != KafkaError._PARTITION_EOF:
+                            log.warning("consumer error on %s (retrying): %s", self.source_topic, raw.error().str())
                         continue
                     key = raw.key()
                     while True:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from venice_core.controller.status import ExecutionStatus
 from venice_core.protocol import chunking
@@ -83,8 +83,13 @@ class PartitionIngestionTask:
             self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
             return
         if checkpoint["next_offset"]:
-            log.info("resuming %s[%d] from its checkpoint at offset %d (%d records)", self.topic, self.partition,
-                     checkpoint["next_offset"], checkpoint["records"])
+            log.info(
+                "resuming %s[%d] from its checkpoint at offset %d (%d records)",
+                self.topic,
+                self.partition,
+                checkpoint["next_offset"],
+                checkpoint["records"],
+            )
         validator = Validator(checkpoint["div"])
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, checkpoint["next_offset"])])
@@ -92,11 +97,25 @@ class PartitionIngestionTask:
         try:
             self._loop(consumer, validator, checkpoint, stop)
         except (DataIntegrityError, ProtocolError) as exc:
-            self.error = f"partition {self.partition} of {self.topic}: {exc}"
-            log.error("ingestion failed: %s", self.error)
-            self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
+            self._fail(str(exc))
+        except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
+            log.exception("ingestion of %s[%d] failed", self.topic, self.partition)
+            self._fail(f"unexpected {type(exc).__name__}: {exc}")
         finally:
             consumer.close()
+
+    def _fail(self, reason: str) -> None:
+        self.error = f"partition {self.partition} of {self.topic}: {reason}"
+        log.error("ingestion failed: %s", self.error)
+        self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
+
+    def _refresh_end_offset(self, consumer: Consumer) -> None:
+        """For the lag metric only: a slow answer under load keeps the previous value."""
+        try:
+            tp = TopicPartition(self.topic, self.partition)
+            self.stats.end_offset = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)[1]
+        except KafkaException as exc:
+            log.debug("end offset of %s[%d] unavailable: %s", self.topic, self.partition, exc)
 
     def _loop(
         self, consumer: Consumer, validator: Validator, checkpoint: dict[str, Any], stop: threading.Event
@@ -128,9 +147,13 @@ class PartitionIngestionTask:
             messages = consumer.consume(num_messages=5000, timeout=0.2)
             for raw in messages:
                 if raw.error():
-                    if raw.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise ProtocolError(f"consumer error: {raw.error().str()}")
+                    if raw.error().fatal():
+                        raise ProtocolError(f"fatal consumer error: {raw.error().str()}")
+                    if raw.error().code() != KafkaError._PARTITION_EOF:
+                        log.warning(
+                            "consumer error on %s[%d] (retrying): %s", self.topic, self.partition, raw.error().str()
+                        )
+                    continue
                 kafka_key, kafka_value = raw.key(), raw.value()
                 message = decode(kafka_key, kafka_value)
                 data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
@@ -179,8 +202,7 @@ class PartitionIngestionTask:
             if uncommitted and (uncommitted >= COMMIT_EVERY_MESSAGES or now - last_commit >= COMMIT_EVERY_SECONDS):
                 commit()
             if now - last_report >= REPORT_EVERY_SECONDS:
-                tp = TopicPartition(self.topic, self.partition)
-                self.stats.end_offset = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)[1]
+                self._refresh_end_offset(consumer)
                 self.report(ExecutionStatus.PROGRESS, self.stats.offset, self.stats.records, "")
                 last_report = now
         if uncommitted:

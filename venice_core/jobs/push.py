@@ -64,39 +64,99 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
         ) from None
 
 
-def _write_partition(index: int, rows: Any, spec: dict[str, Any]) -> Any:
-    """Runs on an executor: one Kafka partition, already sorted by (key bytes, value bytes)."""
-    from pyspark import TaskContext
+def _serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
+    """mapInArrow on the executors: input rows -> (kafka partition, key bytes, value bytes)."""
+    import pyarrow as pa
 
-    context = TaskContext.get()
-    fail_after = (
-        spec["fail_after"]
-        if (context is not None and context.attemptNumber() == 0 and spec["fail_partition"] == index)
-        else None
-    )
-    guid = deterministic_guid(spec["push_job_id"], spec["version"], index)
-    writer = VersionTopicWriter(spec["bootstrap"], spec["topic"], spec["partitions"], guid)
-    compress = compressor(CompressionStrategy[spec["compression"]])
-    count = 0
-    previous: tuple[bytes, bytes] | None = None
-    writer.start_segment(index)
-    for (_, key, value), _unused in rows:
-        if previous is not None and previous[0] == key:
-            if previous[1] == value or spec["allow_duplicate_key"]:
-                continue
+    key_schema, value_schema = serde.parse(spec["key_schema"]), serde.parse(spec["value_schema"])
+    key_field, value_field, partitions = spec["key_field"], spec["value_field"], spec["partitions"]
+    for batch in batches:
+        out_partitions, out_keys, out_values = [], [], []
+        for row in batch.to_pylist():
+            key = row.pop(key_field)
+            value = row[value_field] if spec["single_value"] else row
+            try:
+                key_bytes = serde.serialize(key_schema, key)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise PushJobError(f"key {key!r} does not match the key schema: {exc}") from None
+            try:
+                value_bytes = serde.serialize(value_schema, value)
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise PushJobError(
+                    f"value of key {key!r} does not match value schema {spec['schema_id']}: {exc}"
+                ) from None
+            out_partitions.append(partition_for(key_bytes, partitions))
+            out_keys.append(key_bytes)
+            out_values.append(value_bytes)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(out_partitions, pa.int32()), pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary())],
+            names=["partition", "key", "value"],
+        )
+
+
+class _PartitionWriter:
+    """Writes the Kafka partitions one Spark task holds (each whole, sorted by key bytes then value bytes)."""
+
+    def __init__(self, spec: dict[str, Any], first_attempt: bool) -> None:
+        self.spec = spec
+        self.first_attempt = first_attempt
+        self.compress = compressor(CompressionStrategy[spec["compression"]])
+        self.counts: dict[int, int] = {}
+        self.partition: int | None = None
+        self.writer: VersionTopicWriter | None = None
+        self.previous: tuple[bytes, bytes] | None = None
+
+    def _switch(self, partition: int) -> None:
+        self.finish()
+        spec = self.spec
+        # A GUID per Kafka partition derived from the push job id: a retried task writes as the same producer.
+        guid = deterministic_guid(spec["push_job_id"], spec["version"], partition)
+        self.writer = VersionTopicWriter(spec["bootstrap"], spec["topic"], spec["partitions"], guid)
+        self.writer.start_segment(partition)
+        self.partition, self.previous = partition, None
+        self.counts[partition] = 0
+
+    def write(self, partition: int, key: bytes, value: bytes) -> None:
+        if partition != self.partition:
+            self._switch(partition)
+        if self.previous is not None and self.previous[0] == key:
+            if self.previous[1] == value or self.spec["allow_duplicate_key"]:
+                return
             raise PushJobError(
                 f"duplicate key with different values in the input (key bytes {key[:32].hex()}); "
                 "set allow.duplicate.key=true to keep one of them"
             )
-        writer.put(key, compress(value), spec["schema_id"], partition=index)
-        previous = (key, value)
-        count += 1
-        if fail_after is not None and count == fail_after:
-            writer.flush()  # half the partition is in Kafka when the task dies
-            raise RuntimeError(f"injected failure in partition {index} after {count} records")
-    writer.end_segment(index)
-    writer.flush()
-    yield index, count
+        self.writer.put(key, self.compress(value), self.spec["schema_id"], partition=partition)
+        self.previous = (key, value)
+        self.counts[partition] += 1
+        injected = self.first_attempt and partition == self.spec["fail_partition"]
+        if injected and self.counts[partition] == self.spec["fail_after"]:
+            self.writer.flush()  # part of the partition is in Kafka when the task dies
+            raise RuntimeError(f"injected failure in partition {partition} after {self.counts[partition]} records")
+
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.end_segment(self.partition)
+            self.writer.flush()
+            self.writer = None
+
+
+def _write_batches(batches: Any, spec: dict[str, Any]) -> Any:
+    """mapInArrow on the executors: write sorted rows through the protocol writer; yield per-partition counts."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    writer = _PartitionWriter(spec, first_attempt=context is None or context.attemptNumber() == 0)
+    for batch in batches:
+        columns = [batch.column(i).to_pylist() for i in range(3)]
+        for partition, key, value in zip(*columns, strict=True):
+            writer.write(partition, key, value)
+    writer.finish()
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(list(writer.counts), pa.int32()), pa.array(list(writer.counts.values()), pa.int64())],
+        names=["partition", "records"],
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,26 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         schema_id, value_schema = match_value_schema(
             meta, info, df.select(*value_columns).schema, args.value_field in df.columns
         )
-        key_schema = serde.parse(info["key_schema"])
-        parsed_value = serde.parse(value_schema)
         partitions = version["partition_count"]
-        single_value = args.value_field in df.columns
-        key_field = args.key_field
-
-        def serialize(row: Any) -> tuple[tuple[int, bytes, bytes], None]:
-            data = row.asDict(recursive=True)
-            key = data.pop(key_field)
-            value = data[value_columns[0]] if single_value else data
-            try:
-                key_bytes = serde.serialize(key_schema, key)
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise PushJobError(f"key {key!r} does not match the key schema: {exc}") from None
-            try:
-                value_bytes = serde.serialize(parsed_value, value)
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise PushJobError(f"value of key {key!r} does not match value schema {schema_id}: {exc}") from None
-            return (partition_for(key_bytes, partitions), key_bytes, value_bytes), None
-
         spec = {
             "push_job_id": args.push_job_id,
             "version": args.version,
@@ -149,16 +190,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "topic": args.topic,
             "partitions": partitions,
             "schema_id": schema_id,
+            "key_schema": info["key_schema"],
+            "value_schema": value_schema,
+            "key_field": args.key_field,
+            "value_field": args.value_field,
+            "single_value": args.value_field in df.columns,
             "compression": version["compression"],
             "allow_duplicate_key": args.allow_duplicate_key,
             "fail_partition": int(conf.get(FAIL_PARTITION_CONF, "-1")),
             "fail_after": int(conf.get(FAIL_AFTER_CONF, "0")),
         }
-        keyed = df.select(key_field, *value_columns).rdd.map(serialize)
-        sorted_rdd = keyed.repartitionAndSortWithinPartitions(
-            numPartitions=partitions, partitionFunc=lambda k: k[0], keyfunc=lambda k: k
+        # Serialise in Python (Arrow batches), then shuffle and sort in the JVM: every Kafka partition lands whole
+        # in one task, sorted by key bytes (Spark compares binary as unsigned bytes, as RocksDB does).
+        serialized = df.select(args.key_field, *value_columns).mapInArrow(
+            lambda batches: _serialize_batches(batches, spec), "partition int, key binary, value binary"
         )
-        counts = dict(sorted_rdd.mapPartitionsWithIndex(lambda i, rows: _write_partition(i, rows, spec)).collect())
+        ordered = serialized.repartition(partitions, "partition").sortWithinPartitions("partition", "key", "value")
+        written = ordered.mapInArrow(lambda batches: _write_batches(batches, spec), "partition int, records long")
+        counts = {row.partition: row.records for row in written.collect()}
         total = sum(counts.values())
         if total == 0 and not args.allow_empty:
             raise PushJobError(

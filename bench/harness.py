@@ -1,0 +1,46 @@
+"""What every benchmark shares: a throwaway platform, a dataset, and a printed comparison."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
+from venice_core.embedded import platform
+from venice_core.embedded.sandbox import write_sandbox_config
+from venice_core.meta import MetadataStore
+
+SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
+
+
+@contextmanager
+def sandbox_platform() -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
+    with tempfile.TemporaryDirectory(prefix="venice-bench-") as tmp:
+        home = Path(tmp)
+        properties = write_sandbox_config(home / "home")
+        os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
+        config = load_config()
+        platform.up(config, report=lambda line: print(f"  {line}"))
+        meta = MetadataStore(config.metadata_db_url)
+        try:
+            yield config, meta, home
+        finally:
+            meta.dispose()
+            platform.down(config, report=lambda _line: None)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def report(title: str, rows: list[tuple[str, str, str]]) -> None:
+    print(f"\n{title}")
+    width = max(len(r[0]) for r in rows)
+    for name, project, baseline in rows:
+        print(f"  {name:<{width}}  project {project:>16}   baseline {baseline:>16}")

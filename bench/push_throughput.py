@@ -1,0 +1,100 @@
+"""Push throughput end to end (input files -> every region serving) against confluent-kafka alone producing and
+consuming the same serialised bytes, in the same run. Also the region servers' resident memory afterwards.
+
+    .venv/bin/python -m bench.push_throughput [--records 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from bench.harness import SCHEMAS, report, rss_mb, sandbox_platform
+from scripts.generate_dataset import generate
+from venice_core.client import serde
+from venice_core.controller import stores
+from venice_core.embedded import servers
+from venice_core.jobs.local_push import push
+from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+
+PARTITIONS = 4
+
+
+def serialised_records(path, key_schema, value_schema) -> list[tuple[bytes, bytes]]:
+    rows = pq.read_table(path).to_pylist()
+    return [(serde.serialize(key_schema, r.pop("key")), serde.serialize(value_schema, r)) for r in rows]
+
+
+def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
+    """Seconds for confluent-kafka to produce the records (same producer settings) and consume them back."""
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, topic, PARTITIONS)
+    started = time.perf_counter()
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition_for(key, PARTITIONS))
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench",
+                                                                       "enable.partition.eof": True}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    received, eof = 0, 0
+    while eof < PARTITIONS:
+        for message in consumer.consume(5000, 1.0):
+            if message.error():
+                eof += message.error().code() == KafkaError._PARTITION_EOF
+            else:
+                received += 1
+    consumer.close()
+    assert received == len(records), (received, len(records))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with sandbox_platform() as (config, meta, home):
+        data = generate(home / "data", args.records, files=4)
+        key_text = (SCHEMAS / "user_key.avsc").read_text()
+        value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
+        stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
+        info = stores.describe_store(meta, "bench")
+        records = serialised_records(data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]
+                                                                                       ["schema"]))
+        payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
+
+        marks: list[tuple[float, str]] = []
+        started = time.perf_counter()
+        push(config, meta, "bench", str(data), progress=lambda line: marks.append((time.perf_counter(), line)))
+        push_seconds = time.perf_counter() - started
+        baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
+
+        n = len(records)
+        report(f"push throughput, {n} records, {payload_mb:.1f} MB serialised, {len(config.regions)} regions", [
+            ("seconds", f"{push_seconds:.1f}", f"{baseline_seconds:.1f}"),
+            ("records/s", f"{n / push_seconds:,.0f}", f"{n / baseline_seconds:,.0f}"),
+            ("MB/s", f"{payload_mb / push_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
+        ])
+        print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
+        print("  where the push's time went:")
+        previous = started
+        for at, line in marks:
+            print(f"    +{at - previous:6.1f}s  {line}")
+            previous = at
+        for region in config.region_names:
+            pid = servers.process(config, region).pid()
+            print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Read latency through the thin client (single get and batch get of 100 keys, loopback HTTP) against an
+in-process RocksDB get of the same keys and values, in the same run.
+
+    .venv/bin/python -m bench.read_latency [--records 200000] [--reads 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from pathlib import Path
+
+from bench.harness import SCHEMAS, report, sandbox_platform
+from scripts.generate_dataset import generate
+from venice_core.client import ReadClient, serde
+from venice_core.controller import stores
+from venice_core.jobs.local_push import push
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.storage.rocksdb import PartitionStorage
+
+BATCH = 100
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1e3, ordered[int(0.99 * (len(ordered) - 1))] * 1e3
+
+
+def timed(call, items) -> list[float]:
+    samples = []
+    for item in items:
+        started = time.perf_counter()
+        call(item)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--reads", type=int, default=20_000)
+    args = parser.parse_args()
+    with sandbox_platform() as (config, meta, home):
+        data = generate(home / "data", args.records, files=2)
+        stores.create_store(meta, config, "bench", (SCHEMAS / "user_key.avsc").read_text(),
+                            (SCHEMAS / "user_value_v1.avsc").read_text(), partitions=4)
+        push(config, meta, "bench", str(data), progress=lambda _line: None)
+        rng = random.Random(7)
+        keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
+        batches = [keys[i : i + BATCH] for i in range(0, min(len(keys), 500 * BATCH), BATCH)]
+        client = ReadClient("127.0.0.1", config.server_port(config.source_region))
+        for key in keys[:1000]:  # warm up: connection, schemas, caches
+            client.get("bench", key)
+        get_samples = timed(lambda k: client.get("bench", k), keys)
+        batch_samples = timed(lambda b: client.batch_get("bench", b), batches)
+
+        # Baseline: the same serialised keys and stored values in an in-process RocksDB.
+        info = stores.describe_store(meta, "bench")
+        key_schema = serde.parse(info["key_schema"])
+        value_schema = serde.parse(info["value_schemas"][0]["schema"])
+        import pyarrow.parquet as pq
+
+        storage = PartitionStorage(Path(home) / "baseline")
+        batch = storage.new_batch()
+        for row in pq.read_table(data).to_pylist():
+            batch.put(serde.serialize(key_schema, row.pop("key")), SCHEMA_ID.pack(1) + serde.serialize(value_schema,
+                                                                                                      row))
+        storage.commit(batch, {})
+        raw_keys = [serde.serialize(key_schema, k) for k in keys]
+        raw_batches = [raw_keys[i : i + BATCH] for i in range(0, len(batches) * BATCH, BATCH)]
+        base_get = timed(storage.get, raw_keys)
+        base_batch = timed(storage.multi_get, raw_batches)
+        storage.close()
+
+    g50, g99 = percentiles(get_samples)
+    b50, b99 = percentiles(batch_samples)
+    r50, r99 = percentiles(base_get)
+    rb50, rb99 = percentiles(base_batch)
+    report(f"read latency, {args.records} records, {len(keys)} gets, {len(batches)} batch gets of {BATCH} (ms)", [
+        ("get p50", f"{g50:.3f}", f"{r50:.4f}"),
+        ("get p99", f"{g99:.3f}", f"{r99:.4f}"),
+        ("batch get p50", f"{b50:.3f}", f"{rb50:.4f}"),
+        ("batch get p99", f"{b99:.3f}", f"{rb99:.4f}"),
+    ])
+    print(f"  ratio get p99 (client / in-process RocksDB): {g99 / r99:.0f}x; target: client get p99 < 2 ms "
+          f"({'met' if g99 < 2 else 'missed'})")
+
+
+if __name__ == "__main__":
+    main()
