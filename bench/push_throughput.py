@@ -44,8 +44,9 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
-    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench",
-                                                                       "enable.partition.eof": True}))
+    consumer = Consumer(
+        client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench", "enable.partition.eof": True})
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     received, eof = 0, 0
     while eof < PARTITIONS:
@@ -69,8 +70,9 @@ def main() -> None:
         value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
         stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
         info = stores.describe_store(meta, "bench")
-        records = serialised_records(data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]
-                                                                                       ["schema"]))
+        records = serialised_records(
+            data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
+        )
         payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
 
         marks: list[tuple[float, str]] = []
@@ -80,11 +82,14 @@ def main() -> None:
         baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
 
         n = len(records)
-        report(f"push throughput, {n} records, {payload_mb:.1f} MB serialised, {len(config.regions)} regions", [
-            ("seconds", f"{push_seconds:.1f}", f"{baseline_seconds:.1f}"),
-            ("records/s", f"{n / push_seconds:,.0f}", f"{n / baseline_seconds:,.0f}"),
-            ("MB/s", f"{payload_mb / push_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
-        ])
+        report(
+            f"push throughput, {n} records, {payload_mb:.1f} MB serialised, {len(config.regions)} regions",
+            [
+                ("seconds", f"{push_seconds:.1f}", f"{baseline_seconds:.1f}"),
+                ("records/s", f"{n / push_seconds:,.0f}", f"{n / baseline_seconds:,.0f}"),
+                ("MB/s", f"{payload_mb / push_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
+            ],
+        )
         print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
         print("  where the push's time went:")
         previous = started

@@ -44,8 +44,14 @@ def main() -> None:
     args = parser.parse_args()
     with sandbox_platform() as (config, meta, home):
         data = generate(home / "data", args.records, files=2)
-        stores.create_store(meta, config, "bench", (SCHEMAS / "user_key.avsc").read_text(),
-                            (SCHEMAS / "user_value_v1.avsc").read_text(), partitions=4)
+        stores.create_store(
+            meta,
+            config,
+            "bench",
+            (SCHEMAS / "user_key.avsc").read_text(),
+            (SCHEMAS / "user_value_v1.avsc").read_text(),
+            partitions=4,
+        )
         push(config, meta, "bench", str(data), progress=lambda _line: None)
         rng = random.Random(7)
         keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
@@ -65,8 +71,9 @@ def main() -> None:
         storage = PartitionStorage(Path(home) / "baseline")
         batch = storage.new_batch()
         for row in pq.read_table(data).to_pylist():
-            batch.put(serde.serialize(key_schema, row.pop("key")), SCHEMA_ID.pack(1) + serde.serialize(value_schema,
-                                                                                                      row))
+            batch.put(
+                serde.serialize(key_schema, row.pop("key")), SCHEMA_ID.pack(1) + serde.serialize(value_schema, row)
+            )
         storage.commit(batch, {})
         raw_keys = [serde.serialize(key_schema, k) for k in keys]
         raw_batches = [raw_keys[i : i + BATCH] for i in range(0, len(batches) * BATCH, BATCH)]
@@ -78,14 +85,19 @@ def main() -> None:
     b50, b99 = percentiles(batch_samples)
     r50, r99 = percentiles(base_get)
     rb50, rb99 = percentiles(base_batch)
-    report(f"read latency, {args.records} records, {len(keys)} gets, {len(batches)} batch gets of {BATCH} (ms)", [
-        ("get p50", f"{g50:.3f}", f"{r50:.4f}"),
-        ("get p99", f"{g99:.3f}", f"{r99:.4f}"),
-        ("batch get p50", f"{b50:.3f}", f"{rb50:.4f}"),
-        ("batch get p99", f"{b99:.3f}", f"{rb99:.4f}"),
-    ])
-    print(f"  ratio get p99 (client / in-process RocksDB): {g99 / r99:.0f}x; target: client get p99 < 2 ms "
-          f"({'met' if g99 < 2 else 'missed'})")
+    report(
+        f"read latency, {args.records} records, {len(keys)} gets, {len(batches)} batch gets of {BATCH} (ms)",
+        [
+            ("get p50", f"{g50:.3f}", f"{r50:.4f}"),
+            ("get p99", f"{g99:.3f}", f"{r99:.4f}"),
+            ("batch get p50", f"{b50:.3f}", f"{rb50:.4f}"),
+            ("batch get p99", f"{b99:.3f}", f"{rb99:.4f}"),
+        ],
+    )
+    print(
+        f"  ratio get p99 (client / in-process RocksDB): {g99 / r99:.0f}x; target: client get p99 < 2 ms "
+        f"({'met' if g99 < 2 else 'missed'})"
+    )
 
 
 if __name__ == "__main__":

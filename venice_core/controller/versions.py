@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 
 from venice_core.config import ClusterConfig
 from venice_core.controller.status import (
@@ -150,6 +151,28 @@ def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) ->
 
 
 def report_partition(
+    meta: MetadataStore,
+    store_name: str,
+    number: int,
+    region: str,
+    partition: int,
+    status: ExecutionStatus,
+    offset: int,
+    records: int,
+    details: str = "",
+) -> None:
+    """Record a partition's progress and recompute its region's status. Two reporters inserting the first row
+    at once: the loser retries and updates the winner's row."""
+    for attempt in (1, 2, 3):
+        try:
+            _report_partition(meta, store_name, number, region, partition, status, offset, records, details)
+            return
+        except IntegrityError:
+            if attempt == 3:
+                raise
+
+
+def _report_partition(
     meta: MetadataStore,
     store_name: str,
     number: int,

@@ -30,6 +30,10 @@ ERROR_HEADER = "X-Venice-Error"
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # One buffered write per response (flushed by http.server after each request) and no Nagle delay: otherwise
+    # headers and body go out as two segments and keep-alive reads stall on delayed ACKs (~40 ms each).
+    wbufsize = 64 * 1024
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, *_args: object) -> None:  # access logs would dominate the read path
