@@ -7,8 +7,6 @@ pom's content; its storage is formatted on first start; its data and logs live i
 from __future__ import annotations
 
 import base64
-import hashlib
-import os
 import socket
 import subprocess
 import time
@@ -16,11 +14,11 @@ import uuid
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
+from venice_core.embedded.maven import fetch_jars
 from venice_core.embedded.process import ManagedProcess, require_program
 from venice_core.errors import ComponentError
 
 POM = Path(__file__).with_name("kafka-pom.xml")
-ENV_CACHE_DIR = "VENICE_CACHE_DIR"
 START_TIMEOUT_SECONDS = 90.0
 
 LOG4J2_PROPERTIES = """\
@@ -41,45 +39,8 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
-def cache_dir() -> Path:
-    if os.environ.get(ENV_CACHE_DIR):
-        return Path(os.environ[ENV_CACHE_DIR])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "venice"
-
-
-def jars_dir() -> Path:
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
-    return cache_dir() / f"kafka-libs-{digest}"
-
-
 def ensure_jars() -> Path:
-    """Fetch the broker's jars with Maven once; later calls reuse the cache."""
-    target = jars_dir()
-    if (target / ".complete").exists():
-        return target
-    mvn = require_program("mvn", "Apache Maven (Debian: apt-get install maven)")
-    staging = target.with_name(target.name + ".partial")
-    staging.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-        raise ComponentError(f"Maven could not fetch the Kafka jars (is Maven Central reachable?):\n{tail}")
-    (staging / ".complete").touch()
-    staging.replace(target)
-    return target
+    return fetch_jars(POM)
 
 
 def _data_dir(config: ClusterConfig) -> Path:

@@ -29,7 +29,6 @@ from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 
 JOB_FILE = Path(__file__).with_name("push.py")
-SPARK_AVRO_PACKAGE = "org.apache.spark:spark-avro_2.13:{version}"
 INGESTION_TIMEOUT_SECONDS = 1800
 
 
@@ -38,12 +37,10 @@ class PushFailed(VeniceError):
 
 
 def spark_submit_argv(
-    config: ClusterConfig, job_args: list[str], confs: dict[str, str], input_path: str, master: str = "local[2,4]"
+    config: ClusterConfig, job_args: list[str], confs: dict[str, str], master: str = "local[2,4]"
 ) -> list[str]:
     """The `spark-submit` command line (a list, as Airflow's SparkSubmitHook builds it). `local[2,4]` lets a failed
     task be retried up to 4 times, as on a cluster."""
-    import pyspark
-
     spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
     argv = [
         spark_submit,
@@ -65,9 +62,6 @@ def spark_submit_argv(
             argv += ["--conf", f"{key}={value}"]
         elif key.startswith("venice.push.test."):
             argv += ["--conf", f"spark.{key}={value}"]
-    local = Path(input_path)
-    if input_path.endswith(".avro") or (local.is_dir() and any(local.rglob("*.avro"))):
-        argv += ["--packages", SPARK_AVRO_PACKAGE.format(version=pyspark.__version__)]
     return [*argv, str(JOB_FILE), *job_args]
 
 
@@ -133,7 +127,7 @@ def run_spark_job(
         if _flag(confs, "allow.empty.input"):
             job_args.append("--allow-empty")
         env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
-        argv = spark_submit_argv(config, job_args, confs, input_path, confs.get("spark.master", "local[2,4]"))
+        argv = spark_submit_argv(config, job_args, confs, confs.get("spark.master", "local[2,4]"))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():
             errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]

@@ -57,6 +57,11 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
     try:
         if fmt == "json":
             return spark.read.option("mode", "FAILFAST").json(path)
+        if fmt == "avro":
+            from venice_core.jobs.avro_source import AvroDataSource
+
+            spark.dataSource.register(AvroDataSource)
+            return spark.read.format(AvroDataSource.name()).option("path", path).load()
         return spark.read.format(fmt).load(path)
     except AnalysisException as exc:
         raise PushJobError(
