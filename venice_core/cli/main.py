@@ -20,6 +20,7 @@ app = typer.Typer(
 app.command("up")(platform.up)
 app.command("down")(platform.down)
 app.command("status")(platform.status)
+app.command("metrics")(platform.metrics)
 app.command("push")(data.push)
 app.command("get")(data.get)
 app.command("server")(data.server)

@@ -30,3 +30,33 @@ def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) ->
             typer.echo(f"{c.name:<16} {'healthy' if c.healthy else 'DOWN':<8} {c.detail}")
     if not all(c.healthy for c in components):
         raise typer.Exit(1)
+
+
+def metrics(
+    serve: bool = typer.Option(False, "--serve", help="Serve the metrics over HTTP instead of printing them."),
+    port: int = typer.Option(9404, "--port", help="Port for --serve (bound to 127.0.0.1)."),
+) -> None:
+    """Print the hook metrics (per hook class and function) in Prometheus format, or serve them on /metrics."""
+    from venice_core.cli.context import metadata
+    from venice_core.hooks.records import metrics_text
+
+    with metadata() as (_, meta):
+        if not serve:
+            typer.echo(metrics_text(meta), nl=False)
+            return
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                body = metrics_text(meta).encode() if self.path == "/metrics" else b"not found\n"
+                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        typer.echo(f"serving hook metrics on http://127.0.0.1:{port}/metrics")
+        ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()

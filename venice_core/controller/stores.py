@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
+from venice_core.hooks.validation import validate_store_hook_configs
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
     PartitionStatus,
@@ -149,6 +150,7 @@ def update_store(
         if hook_configs or remove_hook_configs:
             merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
             merged.update(hook_configs or {})
+            validate_store_hook_configs(config, name, merged)  # data, checked by the hooks, never code
             updates["hook_configs"] = merged
         for attribute, value in updates.items():
             setattr(store, attribute, value)

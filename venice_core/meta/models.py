@@ -97,3 +97,24 @@ class PartitionStatus(Base):
     records: Mapped[int] = mapped_column(Integer, default=0)
     details: Mapped[str] = mapped_column(Text, default="")
     updated_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class HookInvocationRecord(Base):
+    """One call of one hook function, with its outcome and timings (VIP-4's metrics are computed from these)."""
+
+    __tablename__ = "hook_invocations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    store_name: Mapped[str] = mapped_column(String(128), index=True)
+    version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    push_job_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    hook_class: Mapped[str] = mapped_column(String(256))
+    function: Mapped[str] = mapped_column(String(64))
+    region: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    queue_wait_seconds: Mapped[float] = mapped_column(Float)
+    duration_seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float, default=now)

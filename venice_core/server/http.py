@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from venice_core.errors import VeniceError
-from venice_core.server.metrics import LatencySummary, render, render_summary
+from venice_core.metrics import LatencySummary, render, render_summary
 from venice_core.server.region_server import decode_key
 
 if TYPE_CHECKING:

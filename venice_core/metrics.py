@@ -1,4 +1,4 @@
-"""A small registry rendered in the Prometheus text format (counters, gauges, latency summaries)."""
+"""Prometheus text rendering (counters, gauges, latency summaries), shared by the servers and `venice metrics`."""
 
 from __future__ import annotations
 

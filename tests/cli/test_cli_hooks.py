@@ -1,0 +1,92 @@
+"""Store-level hook configs are refused with the hook's reason; hook invocations are persisted and counted by
+`venice metrics`. The hook class is loaded by path from PYTHONPATH, as an operator's module outside the project."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.platform import PlatformEnv, make_platform_env
+from venice_core.hooks import HookContext
+from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.loader import load_hooks
+from venice_core.hooks.records import recorder
+from venice_core.meta import MetadataStore
+
+REPO = Path(__file__).parents[2]
+SCHEMAS = REPO / "examples" / "schemas"
+HOOKS = "tests.hooks_fixtures.sample_hooks"
+
+
+def _env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, MetadataStore]:
+    env = make_platform_env(tmp_path / "home", {"venice.store.lifecycle.hooks": hooks, **extra})
+    env.env["PYTHONPATH"] = str(REPO)
+    meta = MetadataStore(env.config.metadata_db_url)
+    meta.migrate()  # no broker needed for metadata commands
+    env.venice(
+        "store",
+        "create",
+        "users",
+        "--key-schema",
+        str(SCHEMAS / "user_key.avsc"),
+        "--value-schema",
+        str(SCHEMAS / "user_value_v1.avsc"),
+        check=True,
+    )
+    return env, meta
+
+
+def test_invalid_store_level_hook_config_is_refused_with_the_reason(tmp_path: Path) -> None:
+    env, meta = _env(tmp_path, f"{HOOKS}.StrictConfig")
+    env.venice("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)
+    result = env.venice("store", "update", "users", "--hook-config", "min.delay.seconds=soon")
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "error: store-level hook config of 'users' refused: StrictConfig: min.delay.seconds must be an integer, "
+        "got 'soon'"
+    )
+    result = env.venice("store", "update", "users", "--hook-config", "rm -rf=/")
+    assert "unknown key 'rm -rf'" in result.stderr
+    info = json.loads(env.venice("store", "show", "users", "--json", check=True).stdout)
+    assert info["hook_configs"] == {"min.delay.seconds": "60"}
+    meta.dispose()
+
+
+def test_unloadable_hook_class_is_one_clear_error(tmp_path: Path) -> None:
+    env, meta = _env(tmp_path, "no_such_module.Hooks")
+    result = env.venice("store", "update", "users", "--hook-config", "a=b")
+    assert result.returncode != 0
+    assert result.stderr.strip().startswith(
+        "error: venice.store.lifecycle.hooks: cannot load hook class 'no_such_module.Hooks'"
+    )
+    meta.dispose()
+
+
+def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path) -> None:
+    env, meta = _env(
+        tmp_path,
+        f"{HOOKS}.AnswerFromConfig,{HOOKS}.Raising",
+        **{"venice.store.lifecycle.hooks.failure.policy": "ABORT"},
+    )
+    config = env.config
+    run = HookExecutor(config.hooks, load_hooks(config.hooks), recorder(meta, "job-1"))
+    ctx = HookContext(
+        cluster="c",
+        store="users",
+        version=1,
+        region="dc-0",
+        store_hook_configs={"answer.pre_store_version_swap": "WAIT"},
+    )
+    assert run.invoke("pre_store_version_swap", ctx).outcome == "ABORT"  # Raising -> ABORT beats WAIT
+    assert run.invoke("pre_store_version_swap", ctx).outcome == "ABORT"
+    run.close()
+
+    text = env.venice("metrics", check=True).stdout
+    answer = f'function="pre_store_version_swap",hook_class="{HOOKS}.AnswerFromConfig"'
+    raising = f'function="pre_store_version_swap",hook_class="{HOOKS}.Raising"'
+    assert f"venice_hook_invocations_total{{{answer}}} 2" in text
+    assert f'venice_hook_outcomes_total{{{answer},outcome="WAIT"}} 2' in text
+    assert f'venice_hook_outcomes_total{{{raising},outcome="ABORT"}} 2' in text
+    assert f"venice_hook_failures_total{{{raising}}} 2" in text
+    assert f"venice_hook_queue_wait_seconds_count{{{raising}}} 2" in text
+    meta.dispose()

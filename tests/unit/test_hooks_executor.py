@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from venice_core.config import HookSettings
+from venice_core.errors import ConfigError
+from venice_core.hooks import HookContext, StoreLifecycleHooks
+from venice_core.hooks.api import HOOK_FUNCTIONS
+from venice_core.hooks.executor import HookExecutor, combine
+from venice_core.hooks.loader import load_hooks
+
+FIXTURES = "tests.hooks_fixtures.sample_hooks"
+
+
+def settings(*classes: str, policy: str = "PROCEED", timeout: float = 5, threads: int = 2, **configs: str):
+    return HookSettings(tuple(f"{FIXTURES}.{c}" for c in classes), threads, timeout, 60, policy, configs)
+
+
+def executor(*classes: str, **kwargs) -> tuple[HookExecutor, list]:
+    recorded: list = []
+    s = settings(*classes, **kwargs)
+    return HookExecutor(s, load_hooks(s), recorder=lambda ctx, inv: recorded.append((ctx, inv))), recorded
+
+
+def ctx(**configs: str) -> HookContext:
+    return HookContext(cluster="c", store="users", store_hook_configs=configs, version=3, region="dc-1")
+
+
+def test_every_vip4_function_has_a_harmless_default() -> None:
+    assert len(HOOK_FUNCTIONS) == 14
+    hook = StoreLifecycleHooks({})
+    for name, kind in HOOK_FUNCTIONS.items():
+        result = getattr(hook, name)(ctx())
+        assert result == (None if kind is None else "PROCEED"), name
+        assert list(inspect.signature(getattr(hook, name)).parameters) == ["ctx"]
+
+
+def test_combination_precedence() -> None:
+    assert combine(["PROCEED", "WAIT", "ABORT", "ROLLBACK"]) == "ROLLBACK"
+    assert combine(["WAIT", "ABORT", "PROCEED"]) == "ABORT"
+    assert combine(["PROCEED", "WAIT"]) == "WAIT"
+    assert combine(["PROCEED", "PROCEED"]) == "PROCEED"
+
+
+def test_hooks_combine_in_configured_order_and_are_recorded() -> None:
+    run, recorded = executor("AnswerFromConfig", "AnswerFromConfig")
+    decision = run.invoke("pre_store_version_swap", ctx(**{"answer.pre_store_version_swap": "WAIT"}))
+    assert decision.outcome == "WAIT"
+    assert [inv.outcome for _, inv in recorded] == ["WAIT", "WAIT"]
+    assert all(
+        inv.region == "dc-1" and inv.duration_seconds >= 0 and inv.queue_wait_seconds >= 0 for _, inv in recorded
+    )
+    decision = run.invoke("post_store_version_creation", ctx())
+    assert decision.outcome is None  # informational
+
+
+@pytest.mark.parametrize(
+    ("policy", "version_outcome", "event_outcome"),
+    [("PROCEED", "PROCEED", "PROCEED"), ("WAIT", "WAIT", "ABORT"), ("ABORT", "ABORT", "ABORT")],
+)
+def test_a_raising_hook_follows_the_failure_policy(policy: str, version_outcome: str, event_outcome: str) -> None:
+    run, recorded = executor("Raising", policy=policy)
+    decision = run.invoke("pre_store_version_swap", ctx())
+    assert decision.outcome == version_outcome
+    assert "RuntimeError: health service unreachable" in recorded[-1][1].error
+    assert run.invoke("pre_start_of_push_job", ctx()).outcome == event_outcome  # cannot WAIT: fails closed
+
+
+@pytest.mark.parametrize("policy", ["PROCEED", "WAIT", "ABORT"])
+def test_a_slow_hook_times_out_under_each_policy(policy: str) -> None:
+    run, recorded = executor("Slow", policy=policy, timeout=0.2, **{"slow.seconds": "1"})
+    decision = run.invoke("pre_store_version_swap", ctx())
+    assert decision.outcome == policy
+    invocation = recorded[-1][1]
+    assert invocation.timed_out and invocation.error == "timed out after 0.2s"
+    assert 0.15 < invocation.queue_wait_seconds + invocation.duration_seconds < 0.9
+
+
+def test_a_bad_return_value_is_a_failure() -> None:
+    run, recorded = executor("BadReturn", "AnswerFromConfig", policy="ABORT")
+    assert run.invoke("pre_store_version_swap", ctx()).outcome == "ABORT"
+    assert "returned 'MAYBE', not a StoreVersionLifecycleEventOutcome" in recorded[0][1].error
+
+
+def test_queue_wait_is_measured_when_threads_are_busy() -> None:
+    run, _ = executor("Slow", threads=1, **{"slow.seconds": "0.3"})
+    run._pool.submit(lambda: __import__("time").sleep(0.3))  # occupy the only thread
+    decision = run.invoke("pre_store_version_swap", ctx())
+    assert decision.invocations[0].queue_wait_seconds > 0.2
+
+
+def test_validate_hook_config_gives_the_hooks_reason() -> None:
+    run, _ = executor("StrictConfig")
+    assert run.invoke("validate_hook_config", ctx(**{"min.delay.seconds": "60"})).outcome == "PROCEED"
+    decision = run.invoke("validate_hook_config", ctx(**{"min.delay.seconds": "soon"}))
+    assert decision.outcome == "ABORT" and "must be an integer, got 'soon'" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("NoDots", "not a module.Class path"),
+        ("no_such_module.Hook", "cannot load hook class"),
+        (f"{FIXTURES}.Missing", "cannot load hook class"),
+        (f"{FIXTURES}.NotAHook", "not a subclass of StoreLifecycleHooks"),
+    ],
+)
+def test_only_valid_configured_classes_load(path: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_hooks(HookSettings((path,), 1, 1, 60, "PROCEED", {}))
+
+
+def test_hook_configs_are_clipped_and_passed_to_constructors() -> None:
+    hooks = load_hooks(settings("Slow", **{"slow.seconds": "7"}))
+    assert hooks[0][1].configs == {"slow.seconds": "7"}

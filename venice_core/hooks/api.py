@@ -1,0 +1,124 @@
+"""The StoreLifecycleHooks API of VIP-4, in Python names.
+
+Operators subclass `StoreLifecycleHooks` and list the class in `venice.store.lifecycle.hooks`. Every function has
+a harmless default (PROCEED, or nothing). Functions that may need to hold a rollout back return a
+`StoreVersionLifecycleEventOutcome` (PROCEED, ABORT, WAIT, ROLLBACK) and receive the job status with each region's
+status and the time it last changed. A function may also return `(outcome, reason)`: the reason is recorded and,
+for validate_hook_config, shown to the user.
+
+Instances are reused across invocations and threads: keep them thread-safe. Store-level configs are data (a
+`Mapping[str, str]`), never code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from venice_core.controller.versions import JobStatus
+
+
+class StoreLifecycleEventOutcome(StrEnum):
+    PROCEED = "PROCEED"
+    ABORT = "ABORT"
+
+
+class StoreVersionLifecycleEventOutcome(StrEnum):
+    PROCEED = "PROCEED"
+    ABORT = "ABORT"
+    WAIT = "WAIT"
+    ROLLBACK = "ROLLBACK"
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """What a hook gets to decide: where in the rollout this call is, and the store-level configs."""
+
+    cluster: str
+    store: str
+    store_hook_configs: Mapping[str, str] = field(default_factory=dict)
+    version: int | None = None
+    region: str | None = None
+    job_status: JobStatus | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+PROCEED = StoreLifecycleEventOutcome.PROCEED
+VERSION_PROCEED = StoreVersionLifecycleEventOutcome.PROCEED
+
+
+class StoreLifecycleHooks:
+    """Base class of operator hooks; `configs` are the `venice.store.lifecycle.hooks.configs.*` values, clipped."""
+
+    def __init__(self, configs: Mapping[str, str]) -> None:
+        self.configs = dict(configs)
+
+    # Store-level config validation and the push job's start.
+    def validate_hook_config(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+        return PROCEED
+
+    def pre_start_of_push_job(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+        return PROCEED
+
+    def post_start_of_push_job(self, ctx: HookContext) -> None:
+        return None
+
+    # Schema registration.
+    def pre_schema_registration(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+        return PROCEED
+
+    def post_schema_registration(self, ctx: HookContext) -> None:
+        return None
+
+    # Version creation, per region: ABORT or ROLLBACK leaves the region out.
+    def pre_store_version_creation(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    def post_store_version_creation(self, ctx: HookContext) -> None:
+        return None
+
+    # Da Vinci ingestion, per region.
+    def pre_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    def post_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    def post_store_version_leader_replication(self, ctx: HookContext) -> None:
+        return None
+
+    # The swap, per region.
+    def pre_store_version_swap(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    def post_store_version_swap(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    # The end of the push job.
+    def pre_end_of_push_job(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+        return VERSION_PROCEED
+
+    def post_end_of_push_job(self, ctx: HookContext) -> None:
+        return None
+
+
+# function name -> the outcome type it returns (None: informational, its result is ignored)
+HOOK_FUNCTIONS: dict[str, type[StrEnum] | None] = {
+    "validate_hook_config": StoreLifecycleEventOutcome,
+    "pre_start_of_push_job": StoreLifecycleEventOutcome,
+    "post_start_of_push_job": None,
+    "pre_schema_registration": StoreLifecycleEventOutcome,
+    "post_schema_registration": None,
+    "pre_store_version_creation": StoreVersionLifecycleEventOutcome,
+    "post_store_version_creation": None,
+    "pre_start_of_store_version_ingestion_for_da_vinci": StoreVersionLifecycleEventOutcome,
+    "post_start_of_store_version_ingestion_for_da_vinci": StoreVersionLifecycleEventOutcome,
+    "post_store_version_leader_replication": None,
+    "pre_store_version_swap": StoreVersionLifecycleEventOutcome,
+    "post_store_version_swap": StoreVersionLifecycleEventOutcome,
+    "pre_end_of_push_job": StoreVersionLifecycleEventOutcome,
+    "post_end_of_push_job": None,
+}

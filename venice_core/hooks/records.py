@@ -1,0 +1,91 @@
+"""Hook invocations persisted in the metadata store, and VIP-4's per class and function metrics computed from
+them (so the counts survive the short-lived processes, such as Airflow tasks, that invoke hooks)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from venice_core.hooks.api import HookContext
+from venice_core.hooks.executor import HookInvocation, Recorder
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import HookInvocationRecord
+from venice_core.metrics import render
+
+
+def recorder(meta: MetadataStore, push_job_id: str | None = None) -> Recorder:
+    def record(ctx: HookContext, invocation: HookInvocation) -> None:
+        with meta.session() as session:
+            session.add(
+                HookInvocationRecord(
+                    store_name=ctx.store,
+                    version=ctx.version,
+                    push_job_id=push_job_id,
+                    hook_class=invocation.hook_class,
+                    function=invocation.function,
+                    region=invocation.region,
+                    outcome=invocation.outcome,
+                    reason=invocation.reason,
+                    error=invocation.error,
+                    timed_out=invocation.timed_out,
+                    queue_wait_seconds=invocation.queue_wait_seconds,
+                    duration_seconds=invocation.duration_seconds,
+                )
+            )
+
+    return record
+
+
+def metrics_text(meta: MetadataStore) -> str:
+    """Prometheus text: invocations, outcomes, failures, timeouts and queue wait, per hook class and function."""
+    r = HookInvocationRecord
+    keys = (r.hook_class, r.function)
+    with meta.session() as session:
+        totals = session.execute(
+            select(*keys, func.count(), func.sum(r.queue_wait_seconds), func.sum(r.duration_seconds)).group_by(*keys)
+        ).all()
+        outcomes = session.execute(
+            select(*keys, r.outcome, func.count()).where(r.outcome.is_not(None)).group_by(*keys, r.outcome)
+        ).all()
+        failures = session.execute(
+            select(*keys, func.count()).where(r.error.is_not(None), r.timed_out.is_(False)).group_by(*keys)
+        ).all()
+        timeouts = session.execute(select(*keys, func.count()).where(r.timed_out.is_(True)).group_by(*keys)).all()
+
+    def labels(row) -> dict[str, str]:
+        return {"hook_class": row[0], "function": row[1]}
+
+    lines = render("venice_hook_invocations_total", "counter", "Hook invocations.", [(labels(t), t[2]) for t in totals])
+    lines += render(
+        "venice_hook_outcomes_total",
+        "counter",
+        "Hook answers by outcome.",
+        [({**labels(o), "outcome": o[2]}, o[3]) for o in outcomes],
+    )
+    lines += render(
+        "venice_hook_failures_total",
+        "counter",
+        "Hook calls that raised or returned a bad value.",
+        [(labels(f), f[2]) for f in failures],
+    )
+    lines += render(
+        "venice_hook_timeouts_total", "counter", "Hook calls that timed out.", [(labels(t), t[2]) for t in timeouts]
+    )
+    lines += render(
+        "venice_hook_queue_wait_seconds_sum",
+        "counter",
+        "Time hook calls waited for a thread.",
+        [(labels(t), t[3] or 0.0) for t in totals],
+    )
+    lines += render(
+        "venice_hook_queue_wait_seconds_count",
+        "counter",
+        "Hook calls that waited for a thread.",
+        [(labels(t), t[2]) for t in totals],
+    )
+    lines += render(
+        "venice_hook_duration_seconds_sum",
+        "counter",
+        "Time spent in hook calls.",
+        [(labels(t), t[4] or 0.0) for t in totals],
+    )
+    return "\n".join(lines) + "\n"
