@@ -41,6 +41,8 @@ HOOKS_THREADS = "venice.store.lifecycle.hooks.threads"
 HOOKS_TIMEOUT_SECONDS = "venice.store.lifecycle.hooks.timeout.seconds"
 HOOKS_WAIT_INTERVAL_SECONDS = "venice.store.lifecycle.hooks.wait.interval.seconds"
 HOOKS_FAILURE_POLICY = "venice.store.lifecycle.hooks.failure.policy"
+# How long a step may keep answering WAIT before the rollout gives up with ABORT (not a VIP-4 key).
+HOOKS_WAIT_MAX_SECONDS = "venice.store.lifecycle.hooks.wait.max.seconds"
 HOOKS_CONFIGS_PREFIX = "venice.store.lifecycle.hooks.configs."
 
 DEFAULTS: Mapping[str, str] = MappingProxyType(
@@ -59,6 +61,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         HOOKS_TIMEOUT_SECONDS: "60",
         HOOKS_WAIT_INTERVAL_SECONDS: "60",
         HOOKS_FAILURE_POLICY: "PROCEED",
+        HOOKS_WAIT_MAX_SECONDS: "86400",
     }
 )
 _COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL})
@@ -98,6 +101,7 @@ class HookSettings:
     wait_interval_seconds: float
     failure_policy: str
     configs: Mapping[str, str] = field(default_factory=dict)
+    wait_max_seconds: float = 86400.0
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         timeout_seconds=_float(settings, HOOKS_TIMEOUT_SECONDS),
         wait_interval_seconds=_float(settings, HOOKS_WAIT_INTERVAL_SECONDS),
         failure_policy=policy,
+        wait_max_seconds=_float(settings, HOOKS_WAIT_MAX_SECONDS),
         configs=MappingProxyType(
             {k[len(HOOKS_CONFIGS_PREFIX) :]: s.value for k, s in settings.items() if k.startswith(HOOKS_CONFIGS_PREFIX)}
         ),

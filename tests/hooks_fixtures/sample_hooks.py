@@ -8,10 +8,14 @@ from venice_core.hooks import HookContext, StoreLifecycleEventOutcome, StoreLife
 
 
 class AnswerFromConfig(StoreLifecycleHooks):
-    """Answers each function with the store-level config `answer.<function>` (default PROCEED)."""
+    """Answers with the store-level config `answer.<function>.<region>`, else `answer.<function>`, else PROCEED."""
 
     def _answer(self, function: str, ctx: HookContext) -> str:
-        return ctx.store_hook_configs.get(f"answer.{function}", "PROCEED")
+        configs = ctx.store_hook_configs
+        return configs.get(f"answer.{function}.{ctx.region}", configs.get(f"answer.{function}", "PROCEED"))
+
+    def post_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        return self._answer("post_store_version_swap", ctx)
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_store_version_swap", ctx)
@@ -53,3 +57,14 @@ class StrictConfig(StoreLifecycleHooks):
 
 class NotAHook:
     pass
+
+
+class WaitTwiceBeforeEachSwap(StoreLifecycleHooks):
+    """WAIT twice per region at pre_store_version_swap, then PROCEED; remembers when it was asked."""
+
+    asked: dict[str, list[float]] = {}
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        calls = self.asked.setdefault(f"{ctx.store}/{ctx.region}", [])
+        calls.append(time.monotonic())
+        return "WAIT" if len(calls) <= 2 else "PROCEED"

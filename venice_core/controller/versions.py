@@ -78,9 +78,17 @@ def create_version(
     target_regions = regions or list(config.region_names)
     with meta.session() as session:
         store = get_store(session, store_name)
-        in_flight = session.scalars(
-            select(Version.number).where(Version.store_name == store_name, Version.status.in_(list(IN_FLIGHT)))
-        ).first()
+        # A push is in flight from version creation until it finishes: while its regions swap one by one the
+        # version is PARTIALLY_ONLINE, and still in flight.
+        candidates = session.scalars(
+            select(Version).where(
+                Version.store_name == store_name,
+                Version.status.in_([*IN_FLIGHT, VersionStatus.PARTIALLY_ONLINE]),
+            )
+        )
+        in_flight = next(
+            (v.number for v in candidates if v.status in IN_FLIGHT or not (v.details or {}).get("finished")), None
+        )
         if in_flight is not None:
             raise PushInProgress(f"a push of '{store_name}' is already in progress (version {in_flight})")
         number = store.largest_used_version + 1
@@ -113,8 +121,8 @@ def create_version(
                     updated_at=time.time(),
                 )
             )
-    try:
-        for region in target_regions:
+    try:  # the source region's topic always: the push writes there and other regions replicate from it
+        for region in dict.fromkeys([config.source_region, *target_regions]):
             region_config = config.region(region)
             admin.create_topic(
                 region_config.kafka_bootstrap, region_config.version_topic(store_name, number), version.partition_count
@@ -148,6 +156,15 @@ def set_version_status(
 def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
     """Stop an in-flight push: region servers drop the version; regions keep serving what they served."""
     set_version_status(meta, store_name, number, VersionStatus.KILLED, reason)
+    finish_push(meta, store_name, number)
+
+
+def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
+    """The push of this version is over (whatever its outcome): another push of the store may start."""
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is not None:
+            version.details = {**(version.details or {}), "finished": True}
 
 
 def report_partition(

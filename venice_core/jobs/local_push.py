@@ -19,6 +19,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import versions
+from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.controller.status import ExecutionStatus
 from venice_core.controller.stores import describe_store
 from venice_core.errors import ComponentError, VeniceError
@@ -140,9 +141,11 @@ def wait_for_ingestion(
     meta: MetadataStore,
     store: str,
     number: int,
+    regions: list[str],
     progress: Callable[[str], None],
     timeout: float = INGESTION_TIMEOUT_SECONDS,
 ) -> None:
+    """Until every given region has ingested the version (an ERROR anywhere fails the push)."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
@@ -151,20 +154,20 @@ def wait_for_ingestion(
         if line != last:
             progress(f"ingestion: {line}")
             last = line
-        if status.overall is ExecutionStatus.COMPLETED:
+        errors = [f"{r}: {s.details}" for r, s in status.regions.items() if s.status is ExecutionStatus.ERROR]
+        if errors:
+            raise PushFailed(f"ingestion failed: {'; '.join(errors)}")
+        if all(status.regions[r].status is ExecutionStatus.COMPLETED for r in regions if r in status.regions):
             return
-        if status.overall is ExecutionStatus.ERROR:
-            details = "; ".join(f"{r}: {s.details}" for r, s in status.regions.items() if s.details)
-            raise PushFailed(f"ingestion failed: {details or 'a region reported ERROR'}")
         time.sleep(0.5)
     raise PushFailed(f"ingestion did not complete within {timeout:.0f}s")
 
 
-def wait_until_served(config: ClusterConfig, store: str, number: int, timeout: float = 30) -> None:
+def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:
     """Region servers pick up a swap within a second; wait so a read right after the push sees the new data."""
     import http.client
 
-    for region in config.region_names:
+    for region in regions:
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -181,6 +184,39 @@ def wait_until_served(config: ClusterConfig, store: str, number: int, timeout: f
             if time.monotonic() > deadline:
                 raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
             time.sleep(0.2)
+
+
+def write_version(
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    partitions: int,
+    push_job_id: str,
+    info: dict[str, Any],
+    input_path: str,
+    key_field: str,
+    value_field: str,
+    confs: dict[str, str],
+    progress: Callable[[str], None],
+) -> None:
+    """START_OF_PUSH, the Spark job, END_OF_PUSH with the job's per-partition counts."""
+    sop = {"sorted": True, "chunked": True, "compression": info["compression"], "compression_dictionary": None}
+    send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
+    started = time.monotonic()
+    result = run_spark_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
+    progress(
+        f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
+        f"in {time.monotonic() - started:.1f}s"
+    )
+    send_control(
+        config,
+        store,
+        number,
+        partitions,
+        push_job_id,
+        ControlMessageType.END_OF_PUSH,
+        [{"record_counts": {str(p): result["record_counts"][str(p)]}} for p in range(partitions)],
+    )
 
 
 def push(
@@ -200,44 +236,51 @@ def push(
         raise PushFailed(f"input path {input_path} does not exist")
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
     push_job_id = f"{store}-{uuid.uuid4().hex[:12]}"
-    version = versions.create_version(meta, config, store, push_job_id)
-    number, partitions = version.number, version.partition_count
-    progress(f"created version {number} of '{store}' ({partitions} partitions, push job {push_job_id})")
+    rollout = Rollout(config, meta, store, push_job_id, info["hook_configs"], progress)
     try:
-        send_control(
-            config,
-            store,
-            number,
-            partitions,
-            push_job_id,
-            ControlMessageType.START_OF_PUSH,
-            [{"sorted": True, "chunked": True, "compression": info["compression"], "compression_dictionary": None}]
-            * partitions,
-        )
-        started = time.monotonic()
-        result = run_spark_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
+        rollout.start_of_push_job()
+        regions = rollout.regions_for_new_version(info["rollout_order"])
+        version = versions.create_version(meta, config, store, push_job_id, regions)
+        number, partitions = version.number, version.partition_count
+        rollout.version = number
         progress(
-            f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
-            f"in {time.monotonic() - started:.1f}s"
+            f"created version {number} of '{store}' ({partitions} partitions, regions {', '.join(regions)}, "
+            f"push job {push_job_id})"
         )
-        send_control(
-            config,
-            store,
-            number,
-            partitions,
-            push_job_id,
-            ControlMessageType.END_OF_PUSH,
-            [{"record_counts": {str(p): result["record_counts"][str(p)]}} for p in range(partitions)],
-        )
-        wait_for_ingestion(meta, store, number, progress)
-        versions.mark_pushed(meta, store, number)
-        for region in info["rollout_order"]:
-            versions.swap_region(meta, store, region, number)
-            progress(f"swapped {region} to version {number}")
-        wait_until_served(config, store, number)
-    except BaseException as exc:
-        versions.kill_push(meta, store, number, str(exc))
-        raise
+        rollout.inform("post_store_version_creation")
+        try:
+            write_version(
+                config,
+                store,
+                number,
+                partitions,
+                push_job_id,
+                info,
+                input_path,
+                key_field,
+                value_field,
+                confs,
+                progress,
+            )
+            for region in regions:
+                rollout.swap_region(
+                    region,
+                    wait_for_ingestion=lambda r: wait_for_ingestion(meta, store, number, [r], progress),
+                    wait_until_served=lambda r: wait_until_served(config, store, number, [r]),
+                )
+            rollout.end_of_push_job()
+            versions.finish_push(meta, store, number)
+        except RolloutStopped:
+            raise
+        except BaseException as exc:
+            if rollout.swapped:  # some regions serve it already: keep them, say so
+                versions.set_version_status(meta, store, number, versions.VersionStatus.PARTIALLY_ONLINE, str(exc))
+                versions.finish_push(meta, store, number)
+            else:
+                versions.kill_push(meta, store, number, str(exc))
+            raise
+    finally:
+        rollout.close()
     retired = versions.retire_old_versions(meta, config, store)
     if retired:
         progress(f"retired versions {retired}")

@@ -1,0 +1,167 @@
+"""The rollout of one push through VIP-4's steps, asking the lifecycle hooks at each one.
+
+Each step is a method, so an orchestrator can run them one by one (the Airflow DAG runs each as a task, and its
+sensors re-ask on WAIT); `venice push` runs them in order in one process, waiting in place on WAIT.
+
+Outcomes: PROCEED goes on. ABORT stops this step and every later one: regions already swapped keep the new
+version, the others keep the old one, and the version's status and reason say so. ROLLBACK returns every region
+that already swapped to its previous version and marks the version ROLLED_BACK. A step that keeps answering WAIT
+past `venice.store.lifecycle.hooks.wait.max.seconds` is taken as ABORT.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from venice_core.config import ClusterConfig
+from venice_core.controller import versions
+from venice_core.controller.status import VersionStatus
+from venice_core.errors import VeniceError
+from venice_core.hooks.api import HookContext
+from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.loader import load_hooks
+from venice_core.hooks.records import recorder
+from venice_core.meta import MetadataStore
+
+
+class RolloutStopped(VeniceError):
+    """A hook answered ABORT or ROLLBACK: the push did not roll out everywhere (by an operator's decision)."""
+
+    exit_code = 3
+
+
+@dataclass
+class Rollout:
+    config: ClusterConfig
+    meta: MetadataStore
+    store: str
+    push_job_id: str
+    store_hook_configs: dict[str, str]
+    progress: Callable[[str], None] = print
+    sleep: Callable[[float], None] = time.sleep
+    version: int | None = None
+    swapped: list[str] = field(default_factory=list)
+    executor: HookExecutor | None = None
+
+    def __post_init__(self) -> None:
+        hooks = load_hooks(self.config.hooks)
+        if hooks:
+            self.executor = HookExecutor(self.config.hooks, hooks, recorder(self.meta, self.push_job_id))
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+
+    def context(self, region: str | None = None) -> HookContext:
+        status = versions.job_status(self.meta, self.store, self.version) if self.version else None
+        return HookContext(
+            cluster=self.config.cluster_name,
+            store=self.store,
+            store_hook_configs=self.store_hook_configs,
+            version=self.version,
+            region=region,
+            job_status=status,
+        )
+
+    def ask_once(self, function: str, region: str | None = None) -> str | None:
+        """One invocation of a lifecycle function on every hook (what a sensor does at each poke)."""
+        if self.executor is None:
+            return "PROCEED"
+        decision = self.executor.invoke(function, self.context(region))
+        if decision.outcome not in (None, "PROCEED"):
+            where = f" in {region}" if region else ""
+            self.progress(
+                f"hooks answered {decision.outcome} at {function}{where}"
+                + (f": {decision.reason}" if decision.reason else "")
+            )
+        return decision.outcome
+
+    def ask(self, function: str, region: str | None = None) -> str | None:
+        """Invoke until the answer is not WAIT, every wait interval; past the maximum wait, ABORT."""
+        waited = 0.0
+        interval = self.config.hooks.wait_interval_seconds
+        while True:
+            outcome = self.ask_once(function, region)
+            if outcome != "WAIT":
+                return outcome
+            if waited + interval > self.config.hooks.wait_max_seconds:
+                self.progress(f"{function} kept answering WAIT for {waited:.0f}s: giving up (ABORT)")
+                return "ABORT"
+            self.sleep(interval)
+            waited += interval
+
+    def inform(self, function: str, region: str | None = None) -> None:
+        if self.executor is not None:
+            self.executor.invoke(function, self.context(region))
+
+    # Outcomes that stop the rollout.
+    def stop(self, outcome: str, function: str, region: str | None = None) -> None:
+        where = f"{function}" + (f" in {region}" if region else "")
+        if outcome == "ROLLBACK":
+            for swapped in reversed(self.swapped):
+                versions.rollback_region(self.meta, self.store, swapped)
+                self.progress(f"rolled {swapped} back")
+            if self.version:
+                versions.set_version_status(
+                    self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
+                )
+                versions.finish_push(self.meta, self.store, self.version)
+            raise RolloutStopped(
+                f"rolled back by a lifecycle hook at {where}; every region serves the previous version"
+            )
+        if self.version:
+            if self.swapped:
+                versions.set_version_status(
+                    self.meta, self.store, self.version, VersionStatus.PARTIALLY_ONLINE, f"aborted by a hook at {where}"
+                )
+                versions.finish_push(self.meta, self.store, self.version)
+            else:
+                versions.kill_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
+        served = ", ".join(self.swapped) or "no region"
+        raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
+
+    def check(self, outcome: str | None, function: str, region: str | None = None) -> None:
+        if outcome in ("ABORT", "ROLLBACK"):
+            self.stop(outcome, function, region)
+
+    # The steps before the data push.
+    def start_of_push_job(self) -> None:
+        self.check(self.ask("validate_hook_config"), "validate_hook_config")
+        self.check(self.ask("pre_start_of_push_job"), "pre_start_of_push_job")
+        self.inform("post_start_of_push_job")
+
+    def regions_for_new_version(self, rollout_order: list[str]) -> list[str]:
+        """The regions `pre_store_version_creation` admits (ABORT or ROLLBACK leaves a region out)."""
+        admitted = [r for r in rollout_order if self.ask("pre_store_version_creation", r) == "PROCEED"]
+        if not admitted:
+            self.stop("ABORT", "pre_store_version_creation")
+        return admitted
+
+    # Per region, after the data push.
+    def swap_region(
+        self, region: str, wait_for_ingestion: Callable[[str], None], wait_until_served: Callable[[str], None]
+    ) -> None:
+        self.check(
+            self.ask("pre_start_of_store_version_ingestion_for_da_vinci", region),
+            "pre_start_of_store_version_ingestion_for_da_vinci",
+            region,
+        )
+        wait_for_ingestion(region)
+        self.inform("post_store_version_leader_replication", region)
+        self.check(
+            self.ask("post_start_of_store_version_ingestion_for_da_vinci", region),
+            "post_start_of_store_version_ingestion_for_da_vinci",
+            region,
+        )
+        self.check(self.ask("pre_store_version_swap", region), "pre_store_version_swap", region)
+        versions.swap_region(self.meta, self.store, region, self.version)
+        self.swapped.append(region)
+        wait_until_served(region)
+        self.progress(f"swapped {region} to version {self.version}")
+        self.check(self.ask("post_store_version_swap", region), "post_store_version_swap", region)
+
+    def end_of_push_job(self) -> None:
+        self.check(self.ask("pre_end_of_push_job"), "pre_end_of_push_job")
+        self.inform("post_end_of_push_job")
