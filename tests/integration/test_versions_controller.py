@@ -103,3 +103,15 @@ def test_swap_backup_rollback_and_retire(platform_env: PlatformEnv, meta) -> Non
     assert versions.get_version(meta, store, 3).status == VersionStatus.ROLLED_BACK
     with pytest.raises(VeniceError, match="no backup version"):
         versions.rollback_region(meta, store, "dc-0")
+
+
+def test_job_status_carries_each_regions_swap_time(platform_env: PlatformEnv, meta) -> None:
+    config = platform_env.config
+    store = _store(meta, config)
+    versions.create_version(meta, config, store, "job")
+    _complete(meta, config, store, 1)
+    before = time.time()
+    versions.swap_region(meta, store, "dc-0", 1)
+    status = versions.job_status(meta, store, 1)
+    assert status.regions["dc-0"].serving and before <= status.regions["dc-0"].current_since <= time.time()
+    assert not status.regions["dc-1"].serving and status.regions["dc-1"].current_since is None

@@ -43,8 +43,10 @@ class VersionNotFound(VeniceError):
 @dataclass(frozen=True)
 class RegionJobStatus:
     status: ExecutionStatus
-    updated_at: float
+    updated_at: float  # when the region's push status last changed (VIP-4)
     details: str = ""
+    serving: bool = False  # the region's current version is this one
+    current_since: float | None = None  # when the region's current version last changed (its last swap)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,13 @@ class JobStatus:
             "version_status": self.version_status.value,
             "overall": self.overall.value,
             "regions": {
-                r: {"status": s.status.value, "updated_at": s.updated_at, "details": s.details}
+                r: {
+                    "status": s.status.value,
+                    "updated_at": s.updated_at,
+                    "details": s.details,
+                    "serving": s.serving,
+                    "current_since": s.current_since,
+                }
                 for r, s in self.regions.items()
             },
         }
@@ -268,7 +276,20 @@ def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
                 VersionRegionStatus.store_name == store_name, VersionRegionStatus.number == number
             )
         )
-        regions = {r.region: RegionJobStatus(ExecutionStatus(r.status), r.updated_at, r.details) for r in rows}
+        current = {
+            c.region: c
+            for c in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store_name))
+        }
+        regions = {
+            r.region: RegionJobStatus(
+                ExecutionStatus(r.status),
+                r.updated_at,
+                r.details,
+                serving=r.region in current and current[r.region].current_version == number,
+                current_since=current[r.region].updated_at if r.region in current else None,
+            )
+            for r in rows
+        }
         return JobStatus(
             store_name, number, VersionStatus(version.status), aggregate([r.status for r in regions.values()]), regions
         )
