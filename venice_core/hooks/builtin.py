@@ -4,8 +4,9 @@ to the cluster-level `venice.store.lifecycle.hooks.configs.<key>`, and validates
 - `MinDelayBetweenRegions`: `min.delay.between.regions.seconds`. pre_store_version_swap WAITs until that long
   after the last region swapped to this version (from the job status's per-region swap times).
 - `SwapWindow`: `swap.window.days` (e.g. `mon-fri`), `swap.window.hours` (e.g. `9-17`), `swap.window.timezone`
-  (IANA, default UTC), `swap.window.jitter.seconds` (default 0; a stable per store/version/region delay into the
-  window, so that many stores do not swap at the same second). pre_store_version_swap WAITs outside the window.
+  (IANA, default UTC), `swap.window.holidays` (ISO dates, comma-separated), `swap.window.jitter.seconds`
+  (default 0; a stable per store/version/region delay into the window, so that many stores do not swap at the
+  same second). pre_store_version_swap WAITs outside the window.
 - `HealthCheck`: after a region swaps, `health.check.url` (`{region}` and `{store}` substituted; any non-2xx or an
   unreachable URL is unhealthy), or `health.check.prometheus.url` + `health.check.prometheus.query` (`{region}`
   substituted) + `health.check.prometheus.max` (unhealthy when the query's value is above it).
@@ -21,8 +22,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfoNotFoundError
 
+from venice_core.calendar import BusinessCalendar
 from venice_core.hooks.api import (
     HookContext,
     StoreLifecycleEventOutcome,
@@ -35,7 +37,6 @@ WAIT = StoreVersionLifecycleEventOutcome.WAIT
 ROLLBACK = StoreVersionLifecycleEventOutcome.ROLLBACK
 VALID = StoreLifecycleEventOutcome.PROCEED
 INVALID = StoreLifecycleEventOutcome.ABORT
-DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 class _Configured(StoreLifecycleHooks):
@@ -68,55 +69,30 @@ class MinDelayBetweenRegions(_Configured):
         return (WAIT, f"{remaining:.0f}s left of the {delay:.0f}s minimum delay") if remaining > 0 else PROCEED
 
 
-def _parse_days(text: str) -> set[int]:
-    days: set[int] = set()
-    for part in text.lower().replace(" ", "").split(","):
-        first, _, last = part.partition("-")
-        start, end = DAYS.index(first), DAYS.index(last or first)
-        days.update(range(start, end + 1) if start <= end else [*range(start, 7), *range(0, end + 1)])
-    return days
-
-
-def _parse_hours(text: str) -> tuple[int, int]:
-    start, _, end = text.partition("-")
-    begin, finish = int(start), int(end)
-    if not (0 <= begin < finish <= 24):
-        raise ValueError(text)
-    return begin, finish
-
-
 class SwapWindow(_Configured):
-    def _window(self, ctx: HookContext) -> tuple[set[int], tuple[int, int], ZoneInfo, float]:
-        return (
-            _parse_days(self.setting(ctx, "swap.window.days", "mon-fri")),
-            _parse_hours(self.setting(ctx, "swap.window.hours", "9-17")),
-            ZoneInfo(self.setting(ctx, "swap.window.timezone", "UTC")),
-            float(self.setting(ctx, "swap.window.jitter.seconds", "0")),
+    def calendar(self, ctx: HookContext) -> BusinessCalendar:
+        return BusinessCalendar.parse(
+            days=self.setting(ctx, "swap.window.days", "mon-fri"),
+            hours=self.setting(ctx, "swap.window.hours", "9-17"),
+            timezone=self.setting(ctx, "swap.window.timezone", "UTC"),
+            holidays=(self.setting(ctx, "swap.window.holidays", "") or "").split(","),
         )
 
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         try:
-            self._window(ctx)
+            self.calendar(ctx)
+            float(self.setting(ctx, "swap.window.jitter.seconds", "0"))
         except (ValueError, ZoneInfoNotFoundError) as exc:
             return INVALID, f"invalid swap window setting: {exc!s} (days like mon-fri, hours like 9-17, an IANA zone)"
         return VALID
 
     def opens_in(self, ctx: HookContext, now: datetime) -> float:
         """Seconds until swapping is allowed (0 inside the window, after its jitter)."""
-        days, (begin, end), zone, jitter = self._window(ctx)
-        local = now.astimezone(zone)
+        jitter = float(self.setting(ctx, "swap.window.jitter.seconds", "0"))
         seed = f"{ctx.store}/{ctx.version}/{ctx.region}".encode()
-        offset = timedelta(seconds=jitter * int.from_bytes(hashlib.sha256(seed).digest()[:4], "big") / 2**32)
-        for day in range(8):
-            date = (local + timedelta(days=day)).date()
-            if date.weekday() not in days:
-                continue
-            opens = datetime(date.year, date.month, date.day, begin, tzinfo=zone) + offset
-            closes = datetime(date.year, date.month, date.day, 0, tzinfo=zone) + timedelta(hours=end)
-            if local < closes and opens < closes:
-                # In UTC: the difference of two times in one zone ignores a DST change between them.
-                return max(0.0, (opens.astimezone(UTC) - now.astimezone(UTC)).total_seconds())
-        return float("inf")
+        delay = timedelta(seconds=jitter * int.from_bytes(hashlib.sha256(seed).digest()[:4], "big") / 2**32)
+        opens = self.calendar(ctx).next_open(now, delay)
+        return float("inf") if opens is None else (opens - now.astimezone(UTC)).total_seconds()
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         wait = self.opens_in(ctx, datetime.now(UTC))

@@ -1,0 +1,74 @@
+"""A business-hours timetable: runs every `interval_minutes` from opening to closing on working days that are not
+holidays, in a time zone. DAG files import it from here (the plugin registers this very class):
+
+    from venice_plugin.timetables import BusinessHoursTimetable
+    schedule=BusinessHoursTimetable(days="mon-fri", hours="9-17", timezone="Europe/Paris",
+                                    holidays=["2026-12-25"], interval_minutes=60)
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
+
+from venice_core.calendar import BusinessCalendar
+
+
+class BusinessHoursTimetable(Timetable):
+    def __init__(
+        self,
+        days: str = "mon-fri",
+        hours: str = "9-17",
+        timezone: str = "UTC",
+        holidays: list[str] | tuple[str, ...] = (),
+        interval_minutes: int = 60,
+    ) -> None:
+        if interval_minutes <= 0:
+            raise ValueError(f"interval_minutes must be positive, got {interval_minutes}")
+        self._settings: dict[str, Any] = {
+            "days": days,
+            "hours": hours,
+            "timezone": timezone,
+            "holidays": list(holidays),
+            "interval_minutes": interval_minutes,
+        }
+        self.calendar = BusinessCalendar.parse(days, hours, timezone, holidays)
+        self.interval = timedelta(minutes=interval_minutes)
+        self.description = f"every {interval_minutes} min, {hours} h on {days} ({timezone})" + (
+            f", {len(self._settings['holidays'])} holidays" if holidays else ""
+        )
+
+    @property
+    def summary(self) -> str:
+        return self.description
+
+    def serialize(self) -> dict[str, Any]:
+        return dict(self._settings)
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> BusinessHoursTimetable:
+        return cls(**data)
+
+    def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
+        return DataInterval.exact(run_after)
+
+    def next_dagrun_info(
+        self, *, last_automated_data_interval: DataInterval | None, restriction: TimeRestriction
+    ) -> DagRunInfo | None:
+        if last_automated_data_interval is not None:
+            start, inclusive = last_automated_data_interval.start, False
+        elif restriction.earliest is not None:
+            start, inclusive = restriction.earliest, True
+        else:
+            return None
+        if not restriction.catchup:
+            now = pendulum.now("UTC")
+            if now > start:
+                start, inclusive = now, True
+        slot = self.calendar.next_slot(start, self.interval, inclusive)
+        if slot is None or (restriction.latest is not None and slot > restriction.latest):
+            return None
+        return DagRunInfo.exact(pendulum.instance(slot))
