@@ -34,6 +34,8 @@ KAFKA_EMBEDDED_CONTROLLER_PORT = "kafka.embedded.controller.port"
 KAFKA_EMBEDDED_HEAP = "kafka.embedded.heap"
 SERVER_HOST = "server.host"
 SERVER_PORT_BASE = "server.port.base"
+AIRFLOW_ENABLED = "airflow.enabled"
+AIRFLOW_PORT = "airflow.port"
 
 # VIP-4 hook keys, verbatim.
 HOOKS = "venice.store.lifecycle.hooks"
@@ -56,6 +58,8 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         KAFKA_EMBEDDED_HEAP: "512m",
         SERVER_HOST: "127.0.0.1",
         SERVER_PORT_BASE: "7070",
+        AIRFLOW_ENABLED: "true",
+        AIRFLOW_PORT: "8080",
         HOOKS: "",
         HOOKS_THREADS: "4",
         HOOKS_TIMEOUT_SECONDS: "60",
@@ -114,6 +118,8 @@ class ClusterConfig:
     kafka: EmbeddedKafkaConfig
     server_host: str
     server_port_base: int
+    airflow_enabled: bool
+    airflow_port: int
     hooks: HookSettings
     source: str  # where the settings came from, for error messages
 
@@ -280,6 +286,8 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         kafka=kafka,
         server_host=settings[SERVER_HOST].value,
         server_port_base=_int(settings, SERVER_PORT_BASE, 1),
+        airflow_enabled=_bool(settings, AIRFLOW_ENABLED),
+        airflow_port=_int(settings, AIRFLOW_PORT, 1),
         hooks=hooks,
         source=source,
     )

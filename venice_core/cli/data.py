@@ -22,6 +22,7 @@ def push(
         "--value-field",
         help="Input field holding the value; without it the other fields form the value record.",
     ),
+    airflow: bool = typer.Option(False, "--airflow", help="Run the rollout as the store's Airflow DAG run."),
     conf: list[str] = typer.Option(
         [], "--conf", help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*)."
     ),
@@ -32,7 +33,12 @@ def push(
     confs = parse_key_values(conf, "--conf")
     path = input_path if "://" in input_path else str(Path(input_path).resolve())
     with metadata() as (config, meta):
-        number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
+        if airflow:
+            from venice_core.jobs.airflow_push import push as airflow_push
+
+            number = airflow_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
+        else:
+            number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
     typer.echo(f"version {number} of '{store}' is serving in every region")
 
 

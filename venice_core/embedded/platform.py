@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import kafka, servers
+from venice_core.embedded import airflow, kafka, servers
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -31,10 +31,14 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
         meta.dispose()
     for region in config.region_names:
         report(servers.start(config, region))
+    if config.airflow_enabled:
+        report(airflow.start(config))
 
 
 def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
-    """Stop every component, in reverse order of start."""
+    """Stop every component, in reverse order of start (Airflow whether or not it is enabled now)."""
+    if airflow.stop(config):
+        report("airflow stopped")
     for region in reversed(config.region_names):
         if servers.stop(config, region):
             report(f"region server {region} stopped")
@@ -57,6 +61,14 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
         healthy = pid is not None and servers.is_healthy(config, region)
         detail = "not running" if pid is None else f"pid {pid}, port {config.server_port(region)}"
         components.append(ComponentStatus(f"server-{region}", healthy, detail))
+    if config.airflow_enabled:
+        pid = airflow.process(config).pid()
+        healthy = pid is not None and airflow.is_healthy(config)
+        components.append(
+            ComponentStatus(
+                "airflow", healthy, "not running" if pid is None else f"pid {pid}, {airflow.base_url(config)}"
+            )
+        )
     meta = MetadataStore(config.metadata_db_url)
     try:
         revision = meta.current_revision()

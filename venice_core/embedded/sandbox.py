@@ -24,13 +24,16 @@ def free_ports(count: int) -> list[int]:
 def write_sandbox_config(home: Path, extra: dict[str, str] | None = None) -> Path:
     """Write `<home>/venice.properties` with free ports for Kafka and the region servers; returns its path."""
     home.mkdir(parents=True, exist_ok=True)
-    kafka_port, controller_port, server_base = free_ports(3)
+    kafka_port, controller_port, server_base, airflow_port = free_ports(4)
     settings = {
         "data.dir": str(home),
         "kafka.embedded.port": str(kafka_port),
         "kafka.embedded.controller.port": str(controller_port),
         # region i listens on base + i: leave room for a handful of regions
         "server.port.base": str(server_base),
+        # Airflow is started only by what needs it (it is the heaviest component on two cores).
+        "airflow.enabled": "false",
+        "airflow.port": str(airflow_port),
         **(extra or {}),
     }
     path = home / CONFIG_FILE_NAME

@@ -264,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - Spark wraps executor errors; report their first line
         print(f"error: {_unwrap_spark_error(exc)}", file=sys.stderr)
         return 1
+    Path(args.result_file).parent.mkdir(parents=True, exist_ok=True)
     Path(args.result_file).write_text(json.dumps(result))
     return 0
 
