@@ -3,16 +3,14 @@ the session's platform; the hooks answer from store-level configs."""
 
 from __future__ import annotations
 
-import json
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import SCHEMAS, _assert_serves, _expected
+from tests.integration.test_push_e2e import _assert_serves, _expected
 from tests.support.platform import PlatformEnv
 from venice_core.config import load_config
 from venice_core.embedded import airflow
@@ -45,40 +43,18 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
             os.environ["PYTHONPATH"] = previous
 
 
-def _store(env: PlatformEnv) -> str:
-    store = f"af_{uuid.uuid4().hex[:8]}"
-    env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        "1",
-        check=True,
-    )
-    return store
-
-
-def _serving(env: PlatformEnv, store: str) -> dict[str, int]:
-    info = json.loads(env.venice("store", "show", store, "--json", check=True).stdout)
-    return {region: v["current"] for region, v in info["regions"].items()}
-
-
 def test_all_proceed_rolls_out_everywhere(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _store(airflow_env)
+    store = airflow_env.create_user_store("af")
     data = generate(tmp_path / "in", 500, files=1)
     result = airflow_env.venice("push", store, "--input", str(data), "--airflow", timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "dc_2.post_swap: success" in result.stdout and "end_of_push_job: success" in result.stdout
-    assert _serving(airflow_env, store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(data))
 
 
 def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _store(airflow_env)
+    store = airflow_env.create_user_store("af")
     first = generate(tmp_path / "v1", 300, files=1, seed=0)
     airflow_env.venice("push", store, "--input", str(first), check=True)  # v1, directly
     second = generate(tmp_path / "v2", 300, files=1, seed=1)
@@ -92,7 +68,7 @@ def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path:
         "failed at dc_1.pre_swap; version 2 is PARTIALLY_ONLINE: aborted by a hook at pre_store_version_swap "
         "in dc-1" in result.stderr
     )
-    assert _serving(airflow_env, store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
+    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
 
     airflow_env.venice(
         "store",
@@ -107,4 +83,4 @@ def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path:
     result = airflow_env.venice("push", store, "--input", str(second), "--airflow", timeout=900)
     assert result.returncode == 3
     assert "version 3 is ROLLED_BACK" in result.stderr
-    assert _serving(airflow_env, store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}  # each region back where it was
+    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}  # each region back where it was

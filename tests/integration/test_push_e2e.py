@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,23 +15,6 @@ from venice_core.client import ReadClient
 
 pytestmark = pytest.mark.slow
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
-
-
-def _create(env: PlatformEnv, partitions: int = 3) -> str:
-    store = f"push_{uuid.uuid4().hex[:8]}"
-    env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        str(partitions),
-        check=True,
-    )
-    return store
 
 
 def _expected(path: Path) -> dict[str, dict]:
@@ -56,7 +38,7 @@ def _assert_serves(env: PlatformEnv, store: str, expected: dict[str, dict]) -> N
 def test_push_serves_everywhere_and_second_push_keeps_first_as_backup(
     platform_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    store = _create(platform_env)
+    store = platform_env.create_user_store("push", 3)
     first = generate(tmp_path / "v1", 3000, files=2, seed=0)
     result = platform_env.venice("push", store, "--input", str(first))
     assert result.returncode == 0, result.stderr
@@ -71,7 +53,7 @@ def test_push_serves_everywhere_and_second_push_keeps_first_as_backup(
 
 
 def test_retried_spark_task_leaves_no_duplicates_or_gaps(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env, partitions=2)
+    store = platform_env.create_user_store("push", 2)
     data = generate(tmp_path / "in", 4000, files=2)
     result = platform_env.venice(
         "push",
@@ -117,7 +99,7 @@ def _write(path: Path, rows: list[dict]) -> Path:
 def test_bad_input_fails_and_previous_version_keeps_serving(
     platform_env: PlatformEnv, tmp_path: Path, rows: list[dict], confs: list[str], message: str
 ) -> None:
-    store = _create(platform_env, partitions=1)
+    store = platform_env.create_user_store("push", 1)
     good = generate(tmp_path / "good", 200, files=1)
     platform_env.venice("push", store, "--input", str(good), check=True)
     if not rows:
@@ -137,7 +119,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
 def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformEnv, tmp_path: Path) -> None:
     result = platform_env.venice("push", "ghost_store", "--input", str(tmp_path))
     assert result.returncode != 0 and result.stderr.strip() == "error: unknown store 'ghost_store'"
-    store = _create(platform_env, partitions=1)
+    store = platform_env.create_user_store("push", 1)
     result = platform_env.venice("push", store, "--input", str(tmp_path / "missing"))
     assert result.returncode != 0 and "does not exist" in result.stderr
     from venice_core.controller import versions
@@ -152,7 +134,7 @@ def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformE
 
 
 def test_broker_down_is_one_clear_error(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env, partitions=1)
+    store = platform_env.create_user_store("push", 1)
     data = generate(tmp_path / "in", 10, files=1)
     dead = tmp_path / "dead.properties"
     dead.write_text(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import fastavro
@@ -17,30 +16,12 @@ from tests.support.platform import PlatformEnv
 pytestmark = pytest.mark.slow
 
 
-def _create(env: PlatformEnv, *extra: str) -> str:
-    store = f"fmt_{uuid.uuid4().hex[:8]}"
-    env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        "2",
-        *extra,
-        check=True,
-    )
-    return store
-
-
 def _profiles(n: int) -> dict[str, dict]:
     return {f"u{i:05d}": {"name": f"name {i}", "age": i % 90, "score": i / 4} for i in range(n)}
 
 
 def test_json_input_with_key_and_value_fields(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env)
+    store = platform_env.create_user_store("fmt", 2)
     expected = _profiles(500)
     (tmp_path / "in").mkdir()
     with open(tmp_path / "in" / "part-0.json", "w") as out:
@@ -53,7 +34,7 @@ def test_json_input_with_key_and_value_fields(platform_env: PlatformEnv, tmp_pat
 
 
 def test_avro_input(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env)
+    store = platform_env.create_user_store("fmt", 2)
     expected = _profiles(500)
     schema = json.loads((SCHEMAS / "user_value_v1.avsc").read_text())
     schema["fields"] = [{"name": "key", "type": "string"}, *schema["fields"]]
@@ -65,7 +46,7 @@ def test_avro_input(platform_env: PlatformEnv, tmp_path: Path) -> None:
 
 
 def test_zstd_compression(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env, "--compression", "ZSTD")
+    store = platform_env.create_user_store("fmt", 2, "--compression", "ZSTD")
     expected = _profiles(800)
     (tmp_path / "in").mkdir()
     pq.write_table(
@@ -78,7 +59,7 @@ def test_zstd_compression(platform_env: PlatformEnv, tmp_path: Path) -> None:
 
 
 def test_auto_registration_of_a_compatible_schema(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    store = _create(platform_env, "--auto-register-schemas")
+    store = platform_env.create_user_store("fmt", 2, "--auto-register-schemas")
     expected = {k: {**v, "city": f"city {i}"} for i, (k, v) in enumerate(_profiles(300).items())}
     (tmp_path / "in").mkdir()
     pq.write_table(

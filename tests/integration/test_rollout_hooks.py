@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import SCHEMAS, _expected
+from tests.integration.test_push_e2e import _expected
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 
@@ -35,27 +34,10 @@ def _hooked(platform_env: PlatformEnv, tmp_path: Path, hooks: str, **settings: s
 
 
 def _store_with_v1(env: PlatformEnv, tmp_path: Path) -> tuple[str, dict]:
-    store = f"roll_{uuid.uuid4().hex[:8]}"
-    env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        "1",
-        check=True,
-    )
+    store = env.create_user_store("roll", 1)
     first = generate(tmp_path / "v1", 300, files=1, seed=0)
     env.venice("push", store, "--input", str(first), check=True)
     return store, _expected(first)
-
-
-def _serving(env: PlatformEnv, store: str) -> dict[str, int]:
-    info = json.loads(env.venice("store", "show", store, "--json", check=True).stdout)
-    return {region: v["current"] for region, v in info["regions"].items()}
 
 
 def _version_status(env: PlatformEnv, store: str, number: int) -> str:
@@ -73,7 +55,7 @@ def test_abort_at_the_second_regions_pre_swap(platform_env: PlatformEnv, tmp_pat
     assert result.stderr.strip() == (
         "error: aborted by a lifecycle hook at pre_store_version_swap in dc-1; the new version serves in dc-0"
     )
-    assert _serving(env, store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
+    assert env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
     assert _version_status(env, store, 2) == "PARTIALLY_ONLINE"
     client = ReadClient("127.0.0.1", env.config.server_port("dc-0"))
     key = next(iter(_expected(second)))
@@ -81,7 +63,7 @@ def test_abort_at_the_second_regions_pre_swap(platform_env: PlatformEnv, tmp_pat
     # The aborted push is over: the next one may start.
     env.venice("store", "update", store, "--remove-hook-config", "answer.pre_store_version_swap.dc-1", check=True)
     env.venice("push", store, "--input", str(second), check=True)
-    assert set(_serving(env, store).values()) == {3}
+    assert set(env.serving(store).values()) == {3}
 
 
 def test_rollback_at_the_second_region(platform_env: PlatformEnv, tmp_path: Path) -> None:
@@ -92,7 +74,7 @@ def test_rollback_at_the_second_region(platform_env: PlatformEnv, tmp_path: Path
     assert result.returncode == 3 and "rolled back by a lifecycle hook at post_store_version_swap in dc-1" in (
         result.stderr
     )
-    assert _serving(env, store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     assert _version_status(env, store, 2) == "ROLLED_BACK"
     for region in env.config.region_names:
         client = ReadClient("127.0.0.1", env.config.server_port(region))
@@ -107,25 +89,13 @@ def test_wait_twice_then_proceed_waits_the_interval(platform_env: PlatformEnv, t
         f"{HOOKS}.WaitTwiceBeforeEachSwap",
         **{"venice.store.lifecycle.hooks.wait.interval.seconds": "2"},
     )
-    store = f"wait_{uuid.uuid4().hex[:8]}"
-    env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        "1",
-        check=True,
-    )
+    store = env.create_user_store("wait", 1)
     started = time.monotonic()
     result = env.venice("push", store, "--input", str(generate(tmp_path / "v1", 100, files=1)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("hooks answered WAIT at pre_store_version_swap") == 6  # twice in each region
     assert time.monotonic() - started >= 3 * 2 * 2  # two intervals of 2 s per region
-    assert set(_serving(env, store).values()) == {1}
+    assert set(env.serving(store).values()) == {1}
     metrics = env.venice("metrics", check=True).stdout
     assert (
         f'venice_hook_outcomes_total{{function="pre_store_version_swap",hook_class="{HOOKS}.'

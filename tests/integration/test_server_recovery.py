@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import SCHEMAS, _expected
+from tests.integration.test_push_e2e import _expected
 from tests.support.platform import VENICE, PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.controller import versions
@@ -23,19 +22,7 @@ pytestmark = pytest.mark.slow
 
 def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv, tmp_path: Path) -> None:
     config = platform_env.config
-    store = f"crash_{uuid.uuid4().hex[:8]}"
-    platform_env.venice(
-        "store",
-        "create",
-        store,
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--partitions",
-        "2",
-        check=True,
-    )
+    store = platform_env.create_user_store("crash", 2)
     data = generate(tmp_path / "in", 200_000, files=2)
     push = subprocess.Popen(
         [VENICE, "push", store, "--input", str(data)],

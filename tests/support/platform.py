@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from venice_core.config import ClusterConfig, load_config
 from venice_core.embedded.sandbox import write_sandbox_config
 
 VENICE = str(Path(sys.executable).with_name("venice"))
+SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
 
 @dataclass
@@ -30,6 +33,29 @@ class PlatformEnv:
         if check and result.returncode != 0:
             raise AssertionError(f"venice {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
+
+    def create_user_store(self, prefix: str, partitions: int = 1, *options: str) -> str:
+        """A new store, uniquely named, with the example user key and value schemas."""
+        store = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        self.venice(
+            "store",
+            "create",
+            store,
+            "--key-schema",
+            str(SCHEMAS / "user_key.avsc"),
+            "--value-schema",
+            str(SCHEMAS / "user_value_v1.avsc"),
+            "--partitions",
+            str(partitions),
+            *options,
+            check=True,
+        )
+        return store
+
+    def serving(self, store: str) -> dict[str, int]:
+        """Each region's current version of the store."""
+        info = json.loads(self.venice("store", "show", store, "--json", check=True).stdout)
+        return {region: v["current"] for region, v in info["regions"].items()}
 
 
 def make_platform_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:
