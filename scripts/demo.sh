@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job of `make demo`: bring the embedded platform up, generate 1,000,000 user records, push them to the
-# three regions through Spark and Kafka, and read sample keys back from every region.
+# The main job of `make demo`: bring the embedded platform up (Kafka, metadata store, three region servers,
+# Airflow), generate 1,000,000 user records, push them as the store's Airflow rollout DAG run (Spark writes the
+# version topic; each region ingests and swaps in rollout order), and read sample keys back from every region.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venice=.venv/bin/venice
@@ -14,7 +15,7 @@ if ! $venice store show "$store" >/dev/null 2>&1; then
     --value-schema examples/schemas/user_value_v1.avsc --partitions 4
 fi
 [ -d "$data" ] || .venv/bin/python scripts/generate_dataset.py --out "$data" --records "$records"
-time $venice push "$store" --input "$data"
+time $venice push "$store" --input "$data" --airflow
 for region in dc-0 dc-1 dc-2; do
   for key in user-000000000 user-000123456 "user-$(printf %09d $((records - 1)))"; do
     echo "$region $key: $($venice get "$store" "$key" --region "$region")"
@@ -22,4 +23,5 @@ for region in dc-0 dc-1 dc-2; do
 done
 $venice store show "$store" | tail -4
 echo
-echo "The platform keeps running; stop it with: make down"
+echo "The platform keeps running (Airflow UI: http://127.0.0.1:8080, user admin, password in"
+echo "${VENICE_HOME:-$HOME/.venice}/airflow/simple_auth_manager_passwords.json.generated); stop it with: make down"
