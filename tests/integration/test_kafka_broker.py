@@ -78,3 +78,18 @@ def test_produce_consume_and_survive_a_restart(platform_env: PlatformEnv) -> Non
 
 def test_starting_twice_says_already_running(platform_env: PlatformEnv) -> None:
     assert "already running" in kafka.start(platform_env.config)
+
+
+def test_storage_formats_with_a_cluster_id_starting_with_a_dash(tmp_path) -> None:
+    """Regression: a random base64 cluster id starts with '-' one time in 64."""
+    from venice_core.config import load_config
+
+    config = load_config({"VENICE_HOME": str(tmp_path)})
+    props = tmp_path / "server.properties"
+    props.write_text(
+        kafka.server_properties(config).replace(str(config.home / "kafka" / "data"), str(tmp_path / "data"))
+    )
+    log4j = tmp_path / "log4j2.properties"
+    log4j.write_text(kafka.LOG4J2_PROPERTIES.format(log_dir=tmp_path))
+    kafka.format_storage(kafka.jvm_command(config, kafka.ensure_jars(), log4j), props, "-" + "A" * 21)
+    assert "cluster.id=-AAAAAAAAAAAAAAAAAAAAA" in (tmp_path / "data" / "meta.properties").read_text()

@@ -102,13 +102,39 @@ def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
         return False
 
 
+def format_storage(jvm: list[str], props: Path, cluster_id: str) -> None:
+    """Format the KRaft storage once. The id goes as `--cluster-id=<id>`: a random base64 id starts with '-' one
+    time in 64, and as a separate argument the tool would take it for an option."""
+    result = subprocess.run(
+        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", f"--cluster-id={cluster_id}", "-c", str(props)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ComponentError(f"cannot format Kafka storage for {props}: {result.stdout}{result.stderr}")
+
+
+def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
+    java = require_program("java", "a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
+    return [
+        java,
+        f"-Xmx{config.kafka.heap}",
+        "-Xms64m",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={log4j}",
+        "-cp",
+        f"{libs}/*",
+    ]
+
+
 def start(config: ClusterConfig) -> str:
     """Start the broker and wait until it answers. Returns a line for the user."""
     proc = process(config)
     pid = proc.pid()
     if pid is not None:
         return f"kafka is already running (pid {pid}) on {config.kafka.bootstrap}"
-    java = require_program("java", "a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
+    jvm_command(config, Path(), Path())  # a missing `java` is reported before anything else
     if _port_open(config.kafka.host, config.kafka.port):
         raise ComponentError(
             f"port {config.kafka.bootstrap} is taken by another process: stop it or set kafka.embedded.port"
@@ -120,26 +146,10 @@ def start(config: ClusterConfig) -> str:
     props.write_text(server_properties(config))
     log4j = data_dir / "log4j2.properties"
     log4j.write_text(LOG4J2_PROPERTIES.format(log_dir=data_dir / "logs"))
-    jvm = [
-        java,
-        f"-Xmx{config.kafka.heap}",
-        "-Xms64m",
-        "-XX:+UseG1GC",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={log4j}",
-        "-cp",
-        f"{libs}/*",
-    ]
+    jvm = jvm_command(config, libs, log4j)
 
     if not (data_dir / "data" / "meta.properties").exists():
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        result = subprocess.run(
-            [*jvm, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id, "-c", str(props)],
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            raise ComponentError(f"cannot format Kafka storage in {data_dir}: {result.stdout}{result.stderr}")
+        format_storage(jvm, props, base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
 
     proc.start([*jvm, "kafka.Kafka", str(props)], cwd=data_dir)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
