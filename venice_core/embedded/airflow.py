@@ -7,7 +7,6 @@ import json
 import secrets
 import shutil
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -91,15 +90,8 @@ def start(config: ClusterConfig) -> str:
         raise ComponentError("the `airflow` command is not installed in this environment: run `make install`")
     password(config)
     proc.start([airflow, "standalone"], env=environment(config), cwd=home(config))
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if proc.pid() is None:
-            raise ComponentError(f"airflow exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}")
-        if is_healthy(config):
-            return f"airflow started (pid {proc.pid()}) on {base_url(config)} (user {USER})"
-        time.sleep(1)
-    proc.stop()
-    raise ComponentError(f"airflow did not become healthy within {START_TIMEOUT_SECONDS:.0f}s")
+    proc.wait_until_healthy("airflow", lambda: is_healthy(config), START_TIMEOUT_SECONDS, 1.0)
+    return f"airflow started (pid {proc.pid()}) on {base_url(config)} (user {USER})"
 
 
 def stop(config: ClusterConfig) -> bool:

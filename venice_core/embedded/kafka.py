@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -152,15 +151,8 @@ def start(config: ClusterConfig) -> str:
         format_storage(jvm, props, base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
 
     proc.start([*jvm, "kafka.Kafka", str(props)], cwd=data_dir)
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if proc.pid() is None:
-            raise ComponentError(f"kafka exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}")
-        if is_healthy(config, timeout=2.0):
-            return f"kafka started (pid {proc.pid()}) on {config.kafka.bootstrap}"
-        time.sleep(0.5)
-    proc.stop()
-    raise ComponentError(f"kafka did not answer on {config.kafka.bootstrap} within {START_TIMEOUT_SECONDS:.0f}s")
+    proc.wait_until_healthy("kafka", lambda: is_healthy(config, timeout=2.0), START_TIMEOUT_SECONDS, 0.5)
+    return f"kafka started (pid {proc.pid()}) on {config.kafka.bootstrap}"
 
 
 def stop(config: ClusterConfig) -> bool:

@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +114,21 @@ class ManagedProcess:
     def _reap(pid: int) -> None:
         with contextlib.suppress(ChildProcessError):  # not our child: init reaps it
             os.waitpid(pid, os.WNOHANG)
+
+    def wait_until_healthy(self, label: str, healthy: Callable[[], bool], timeout: float, poll: float) -> None:
+        """After start: return once `healthy()` holds; if the process dies or `timeout` passes, stop it and raise
+        one clear error (with the end of its log when it died)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid() is None:
+                raise ComponentError(
+                    f"{label} exited during start-up; last lines of {self.log_file}:\n{self.log_tail()}"
+                )
+            if healthy():
+                return
+            time.sleep(poll)
+        self.stop()
+        raise ComponentError(f"{label} did not become healthy within {timeout:.0f}s")
 
     def log_tail(self, lines: int = 20) -> str:
         try:

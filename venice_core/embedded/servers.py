@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import http.client
 import sys
-import time
 
 from venice_core.config import ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
-from venice_core.errors import ComponentError
 
 START_TIMEOUT_SECONDS = 60.0
 
@@ -36,17 +34,8 @@ def start(config: ClusterConfig, region: str) -> str:
     if pid is not None:
         return f"region server {region} is already running (pid {pid})"
     proc.start([sys.executable, "-m", "venice_core.cli.main", "server", "--region", region], env=process_env(config))
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if proc.pid() is None:
-            raise ComponentError(
-                f"region server {region} exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}"
-            )
-        if is_healthy(config, region):
-            return f"region server {region} started (pid {proc.pid()}) on {_host(config)}:{config.server_port(region)}"
-        time.sleep(0.3)
-    proc.stop()
-    raise ComponentError(f"region server {region} did not answer within {START_TIMEOUT_SECONDS:.0f}s")
+    proc.wait_until_healthy(f"region server {region}", lambda: is_healthy(config, region), START_TIMEOUT_SECONDS, 0.3)
+    return f"region server {region} started (pid {proc.pid()}) on {_host(config)}:{config.server_port(region)}"
 
 
 def stop(config: ClusterConfig, region: str) -> bool:
