@@ -1,7 +1,7 @@
 """The rollout DAG's tasks: thin wrappers over `venice_core.controller.rollout`, one per VIP-4 step.
 
 A hook's WAIT is a sensor in reschedule mode that re-asks every `wait.interval.seconds` (no worker slot held
-while waiting) and gives up after `wait.max.seconds`; ABORT and ROLLBACK fail the step (after the rollback, or
+while waiting) and answers ABORT after `wait.max.seconds`; ABORT and ROLLBACK fail the step (after the rollback, or
 with the version's status saying which regions serve it), so every later step is skipped as upstream-failed.
 The heavy push is a SparkSubmitOperator over the push job.
 """
@@ -9,33 +9,27 @@ The heavy push is a SparkSubmitOperator over the push job.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param, TaskGroup, task
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.sdk import DAG, Param, TaskGroup, chain, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from venice_core.config import ClusterConfig, load_config
+from venice_core.config import ClusterConfig, HookSettings, load_config
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
 from venice_core.controller.status import ExecutionStatus
+from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import local_push
+from venice_core.jobs.airflow_push import dag_id, push_job_id
 from venice_core.meta import MetadataStore
 from venice_core.protocol.envelope import ControlMessageType
 
 VERSION = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
-
-
-def dag_id(store: str) -> str:
-    return f"venice_push__{store}"
-
-
-def push_job_id(store: str, run_id: str) -> str:
-    return f"{store}-{re.sub(r'[^A-Za-z0-9_-]', '-', run_id)}"[:128]
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
@@ -70,9 +64,7 @@ def _ask(store: str, function: str, region: str | None, context: dict[str, Any])
     created = _created(context) if function != "pre_start_of_push_job" else None
     rollout, meta = _rollout(store, context, created["version"] if created else None)
     try:
-        outcome = rollout.ask_once(function, region)
-        rollout.check(outcome, function, region)
-        return outcome != "WAIT"
+        return rollout.poke(function, region)
     finally:
         rollout.close()
         meta.dispose()
@@ -103,8 +95,61 @@ def finish_failed_run(context: dict[str, Any]) -> None:
         meta.dispose()
 
 
-def build_rollout_dag(store: str, rollout_order: list[str], wait_interval: float, wait_max: float) -> DAG:
-    sensor = {"poke_interval": wait_interval, "timeout": wait_max, "mode": "reschedule"}
+class SwapApprovalOperator(HITLOperator):
+    """A person approves or rejects a region's swap in the Airflow UI (Required Actions), when the ManualApproval
+    hook asks for it; the decision is recorded on the version, where the hook reads it at pre_swap. Regions the
+    store's `manual.approval.regions` leaves out pass at once."""
+
+    APPROVE, REJECT = "Approve", "Reject"
+
+    def __init__(self, *, store: str, region: str, **kwargs: Any) -> None:
+        super().__init__(
+            subject=f"Swap '{store}' to its new version in {region}?",
+            body=f"Version {VERSION} of '{store}' is ingested in {region}. Approve to let the rollout swap it in; "
+            "reject to abort the rollout at this region.",
+            options=[self.APPROVE, self.REJECT],
+            multiple=False,
+            **kwargs,
+        )
+        self.store, self.region = store, region
+
+    def execute(self, context: Any) -> Any:
+        config = load_config()
+        rollout, meta = _rollout(self.store, context, _created(context)["version"])
+        try:
+            hook = ManualApproval(config.hooks.configs)
+            ctx = rollout.context(self.region)
+            if not hook.needs_approval(ctx) or self.region in ctx.approvals:
+                return None
+        finally:
+            rollout.close()
+            meta.dispose()
+        return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        result = super().execute_complete(context, event)
+        user = event.get("responded_by_user") or {}
+        config = load_config()
+        meta = MetadataStore(config.metadata_db_url)
+        try:
+            versions.record_approval(
+                meta,
+                self.store,
+                _created(context)["version"],
+                self.region,
+                approved=result["chosen_options"] == [self.APPROVE],
+                by=user.get("name") or user.get("id") or "an Airflow user",
+            )
+        finally:
+            meta.dispose()
+        return result
+
+
+def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings) -> DAG:
+    # The hooks' maximum wait is enforced by Rollout.poke (an explicit ABORT); the sensor timeout is a backstop.
+    interval = hooks.wait_interval_seconds
+    sensor = {"poke_interval": interval, "timeout": hooks.wait_max_seconds + 3 * interval + 60, "mode": "reschedule"}
+    manual_approval = f"{ManualApproval.__module__}.{ManualApproval.__name__}" in hooks.class_paths
     with DAG(
         dag_id=dag_id(store),
         description=f"Push a dataset to '{store}' and roll it out region by region with lifecycle hooks",
@@ -250,6 +295,10 @@ def build_rollout_dag(store: str, rollout_order: list[str], wait_interval: float
                 def da_vinci_swap(region: str = region, **context: Any) -> bool:
                     return _ask(store, "post_start_of_store_version_ingestion_for_da_vinci", region, context)
 
+                approval = (
+                    SwapApprovalOperator(task_id="approval", store=store, region=region) if manual_approval else None
+                )
+
                 @task.sensor(task_id="pre_swap", **sensor)
                 def pre_swap(region: str = region, **context: Any) -> bool:
                     return _ask(store, "pre_store_version_swap", region, context)
@@ -269,16 +318,9 @@ def build_rollout_dag(store: str, rollout_order: list[str], wait_interval: float
                 def post_swap(region: str = region, **context: Any) -> bool:
                     return _ask(store, "post_store_version_swap", region, context)
 
-                (
-                    admitted()
-                    >> da_vinci_gate()
-                    >> ingestion_complete()
-                    >> leader_replication()
-                    >> da_vinci_swap()
-                    >> pre_swap()
-                    >> server_swap()
-                    >> post_swap()
-                )
+                steps = [admitted(), da_vinci_gate(), ingestion_complete(), leader_replication(), da_vinci_swap()]
+                steps += [approval] if approval else []
+                chain(*steps, pre_swap(), server_swap(), post_swap())
             chain_end >> group
             chain_end = group
 

@@ -3,16 +3,47 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from venice_core.hooks import HookContext, StoreLifecycleEventOutcome, StoreLifecycleHooks
 
 
+def _configured(ctx: HookContext, prefix: str, function: str) -> str | None:
+    """The store-level config `<prefix>.<function>.<region>`, else `<prefix>.<function>`."""
+    configs = ctx.store_hook_configs
+    return configs.get(f"{prefix}.{function}.{ctx.region}", configs.get(f"{prefix}.{function}"))
+
+
+def _times_asked(state_dir: str | None, ctx: HookContext, function: str) -> int:
+    """How many times this function was asked for this version and region before, across processes (each
+    Airflow task is one), counted in a file under the hook config `state.dir`."""
+    if not state_dir:
+        return 0
+    path = Path(state_dir) / f"{ctx.store}-{ctx.version}-{function}-{ctx.region}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as counter:
+        counter.seek(0)
+        before = len(counter.read())
+        counter.write("x")
+    return before
+
+
+def _then(value: str, asked: int) -> tuple[str, bool]:
+    """`WAIT*2`: the answer the first 2 times, then the step goes on (`*N` absent: always)."""
+    answer, _, times = value.partition("*")
+    return answer, not times or asked < int(times)
+
+
 class AnswerFromConfig(StoreLifecycleHooks):
-    """Answers with the store-level config `answer.<function>.<region>`, else `answer.<function>`, else PROCEED."""
+    """Answers with the store-level config `answer.<function>[.<region>]` (e.g. `ABORT`, or `WAIT*2` for WAIT twice
+    then PROCEED), else PROCEED."""
 
     def _answer(self, function: str, ctx: HookContext) -> str:
-        configs = ctx.store_hook_configs
-        return configs.get(f"answer.{function}.{ctx.region}", configs.get(f"answer.{function}", "PROCEED"))
+        value = _configured(ctx, "answer", function)
+        if value is None:
+            return "PROCEED"
+        answer, applies = _then(value, _times_asked(self.configs.get("state.dir"), ctx, function))
+        return answer if applies else "PROCEED"
 
     def post_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("post_store_version_swap", ctx)
@@ -22,6 +53,28 @@ class AnswerFromConfig(StoreLifecycleHooks):
 
     def pre_start_of_push_job(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_start_of_push_job", ctx)
+
+
+class FailWhereConfigured(StoreLifecycleHooks):
+    """Fails as the store-level config `fail.<function>[.<region>]` says: `raise`, or `timeout` (sleeps
+    `slow.seconds`, past the configured timeout); `raise*2` fails the first 2 times, then PROCEEDs."""
+
+    def _fail(self, function: str, ctx: HookContext):
+        value = _configured(ctx, "fail", function)
+        if value is None:
+            return "PROCEED"
+        failure, applies = _then(value, _times_asked(self.configs.get("state.dir"), ctx, function))
+        if applies and failure == "raise":
+            raise RuntimeError(f"{function} cannot decide")
+        if applies and failure == "timeout":
+            time.sleep(float(self.configs.get("slow.seconds", "4")))
+        return "PROCEED"
+
+    def pre_start_of_push_job(self, ctx: HookContext):  # type: ignore[override]
+        return self._fail("pre_start_of_push_job", ctx)
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        return self._fail("pre_store_version_swap", ctx)
 
 
 class Raising(StoreLifecycleHooks):

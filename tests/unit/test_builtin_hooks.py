@@ -14,7 +14,7 @@ from venice_core.controller.status import ExecutionStatus, VersionStatus
 from venice_core.controller.versions import JobStatus, RegionJobStatus
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks import HookContext
-from venice_core.hooks.builtin import HealthCheck, MinDelayBetweenRegions, SwapWindow
+from venice_core.hooks.builtin import HealthCheck, ManualApproval, MinDelayBetweenRegions, SwapWindow
 
 
 def ctx(configs: dict[str, str], job_status: JobStatus | None = None, region: str = "dc-1") -> HookContext:
@@ -152,3 +152,28 @@ class TestHealthCheck:
         assert hook.validate_hook_config(ctx({"health.check.url": "file:///etc/passwd"}))[0] == "ABORT"
         assert hook.validate_hook_config(ctx({"health.check.prometheus.url": "http://p"}))[0] == "ABORT"
         assert hook.validate_hook_config(ctx({"health.check.url": "http://h/{region}"})) == "PROCEED"
+
+
+class TestManualApproval:
+    def answer(self, configs: dict[str, str], approvals: dict, cluster: dict[str, str] | None = None, region="dc-1"):
+        context = HookContext(
+            cluster="c", store="users", store_hook_configs=configs, version=4, region=region, approvals=approvals
+        )
+        return ManualApproval(cluster or {}).pre_store_version_swap(context)
+
+    def test_waits_until_someone_decides(self) -> None:
+        outcome, reason = self.answer({}, {})
+        assert outcome == "WAIT" and reason == "waiting for a person to approve version 4 in dc-1"
+
+    def test_approved_proceeds_and_rejected_aborts_naming_who(self) -> None:
+        assert self.answer({}, {"dc-1": {"approved": True, "by": "ana", "at": 1.0}}) == ("PROCEED", "approved by ana")
+        assert self.answer({}, {"dc-1": {"approved": False, "by": "bo", "at": 1.0}}) == ("ABORT", "rejected by bo")
+
+    def test_only_the_configured_regions_wait(self) -> None:
+        assert self.answer({"manual.approval.regions": "dc-2, dc-3"}, {}) == "PROCEED"
+        assert self.answer({"manual.approval.regions": "dc-0,dc-1"}, {})[0] == "WAIT"
+        # The cluster-level default (none) is overridden per store.
+        assert self.answer({}, {}, cluster={"manual.approval.regions": ""}) == "PROCEED"
+        assert self.answer({"manual.approval.regions": "*"}, {}, cluster={"manual.approval.regions": ""})[0] == "WAIT"
+        # Another region's approval does not count.
+        assert self.answer({}, {"dc-0": {"approved": True, "by": "ana", "at": 1.0}})[0] == "WAIT"

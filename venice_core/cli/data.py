@@ -22,18 +22,26 @@ def push(
         "--value-field",
         help="Input field holding the value; without it the other fields form the value record.",
     ),
-    airflow: bool = typer.Option(False, "--airflow", help="Run the rollout as the store's Airflow DAG run."),
+    mode: bool = typer.Option(
+        None,
+        "--airflow/--local",
+        help="Roll out as the store's Airflow DAG run (the default when airflow.enabled), or directly in this "
+        "process (the default without Airflow; for scripts and tests).",
+        show_default=False,
+    ),
     conf: list[str] = typer.Option(
         [], "--conf", help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*)."
     ),
 ) -> None:
-    """Push a dataset as a new version: create it, write it with Spark, wait for every region, swap them in."""
+    """Push a dataset as a new version and roll it out region by region through the lifecycle hooks.
+
+    Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
     from venice_core.jobs.local_push import push as run_push
 
     confs = parse_key_values(conf, "--conf")
     path = input_path if "://" in input_path else str(Path(input_path).resolve())
     with metadata() as (config, meta):
-        if airflow:
+        if config.airflow_enabled if mode is None else mode:
             from venice_core.jobs.airflow_push import push as airflow_push
 
             number = airflow_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from venice_core.cli import data, platform
+from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
 from venice_core.errors import VeniceError
 
@@ -26,6 +27,7 @@ app.command("get")(data.get)
 app.command("server")(data.server)
 app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
+app.add_typer(rollout_app, name="rollout")
 
 
 def main() -> None:

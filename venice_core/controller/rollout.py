@@ -22,7 +22,7 @@ from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
-from venice_core.hooks.records import recorder
+from venice_core.hooks.records import first_asked_at, recorder
 from venice_core.meta import MetadataStore
 
 
@@ -44,6 +44,7 @@ class Rollout:
     version: int | None = None
     swapped: list[str] = field(default_factory=list)
     executor: HookExecutor | None = None
+    last_reason: str = ""  # why the hooks answered what they last answered
 
     def __post_init__(self) -> None:
         hooks = load_hooks(self.config.hooks)
@@ -63,6 +64,7 @@ class Rollout:
             version=self.version,
             region=region,
             job_status=status,
+            approvals=versions.approvals(self.meta, self.store, self.version) if self.version else {},
         )
 
     def ask_once(self, function: str, region: str | None = None) -> str | None:
@@ -70,6 +72,7 @@ class Rollout:
         if self.executor is None:
             return "PROCEED"
         decision = self.executor.invoke(function, self.context(region))
+        self.last_reason = decision.reason
         if decision.outcome not in (None, "PROCEED"):
             where = f" in {region}" if region else ""
             self.progress(
@@ -87,10 +90,27 @@ class Rollout:
             if outcome != "WAIT":
                 return outcome
             if waited + interval > self.config.hooks.wait_max_seconds:
-                self.progress(f"{function} kept answering WAIT for {waited:.0f}s: giving up (ABORT)")
-                return "ABORT"
+                return self._gave_up(function, waited)
             self.sleep(interval)
             waited += interval
+
+    def _gave_up(self, function: str, waited: float) -> str:
+        self.progress(f"{function} kept answering WAIT for {waited:.0f}s: giving up (ABORT)")
+        self.last_reason = f"still WAIT after {waited:.0f}s, the maximum wait"
+        return "ABORT"
+
+    def poke(self, function: str, region: str | None = None) -> bool:
+        """One sensor poke: True once the hooks let the step go on, False to be asked again after the wait
+        interval. ABORT and ROLLBACK stop the rollout, and so does a WAIT streak past the maximum wait (counted
+        from the first persisted invocation, so it survives a restarted task or scheduler)."""
+        outcome = self.ask_once(function, region)
+        if outcome == "WAIT":
+            since = first_asked_at(self.meta, self.push_job_id, function, region)
+            waited = time.time() - since if since is not None else 0.0
+            if waited >= self.config.hooks.wait_max_seconds:
+                outcome = self._gave_up(function, waited)
+        self.check(outcome, function, region)
+        return outcome != "WAIT"
 
     def inform(self, function: str, region: str | None = None) -> None:
         if self.executor is not None:
@@ -98,7 +118,8 @@ class Rollout:
 
     # Outcomes that stop the rollout.
     def stop(self, outcome: str, function: str, region: str | None = None) -> None:
-        where = f"{function}" + (f" in {region}" if region else "")
+        why = self.last_reason
+        where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
         if outcome == "ROLLBACK":
             for swapped in reversed(self.swapped):
                 versions.rollback_region(self.meta, self.store, swapped)

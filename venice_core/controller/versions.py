@@ -78,6 +78,24 @@ class JobStatus:
         }
 
 
+def _version_in_flight(session: Any, store_name: str) -> int | None:
+    # A push is in flight from version creation until it finishes: while its regions swap one by one the
+    # version is PARTIALLY_ONLINE, and still in flight.
+    candidates = session.scalars(
+        select(Version).where(
+            Version.store_name == store_name,
+            Version.status.in_([*IN_FLIGHT, VersionStatus.PARTIALLY_ONLINE]),
+        )
+    )
+    return next((v.number for v in candidates if v.status in IN_FLIGHT or not (v.details or {}).get("finished")), None)
+
+
+def version_in_flight(meta: MetadataStore, store_name: str) -> int | None:
+    """The version whose push is in flight, if any."""
+    with meta.session() as session:
+        return _version_in_flight(session, store_name)
+
+
 def create_version(
     meta: MetadataStore, config: ClusterConfig, store_name: str, push_job_id: str, regions: list[str] | None = None
 ) -> Version:
@@ -86,17 +104,7 @@ def create_version(
     target_regions = regions or list(config.region_names)
     with meta.session() as session:
         store = get_store(session, store_name)
-        # A push is in flight from version creation until it finishes: while its regions swap one by one the
-        # version is PARTIALLY_ONLINE, and still in flight.
-        candidates = session.scalars(
-            select(Version).where(
-                Version.store_name == store_name,
-                Version.status.in_([*IN_FLIGHT, VersionStatus.PARTIALLY_ONLINE]),
-            )
-        )
-        in_flight = next(
-            (v.number for v in candidates if v.status in IN_FLIGHT or not (v.details or {}).get("finished")), None
-        )
+        in_flight = _version_in_flight(session, store_name)
         if in_flight is not None:
             raise PushInProgress(f"a push of '{store_name}' is already in progress (version {in_flight})")
         number = store.largest_used_version + 1
@@ -173,6 +181,25 @@ def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
         version = session.get(Version, (store_name, number))
         if version is not None:
             version.details = {**(version.details or {}), "finished": True}
+
+
+def record_approval(
+    meta: MetadataStore, store_name: str, number: int, region: str, approved: bool, by: str
+) -> dict[str, Any]:
+    """A person's decision on swapping `region` to this version (read by the ManualApproval hook)."""
+    decision = {"approved": approved, "by": by, "at": time.time()}
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        details = dict(version.details or {})
+        details["approvals"] = {**details.get("approvals", {}), region: decision}
+        version.details = details
+    return decision
+
+
+def approvals(meta: MetadataStore, store_name: str, number: int) -> dict[str, dict[str, Any]]:
+    return dict((get_version(meta, store_name, number).details or {}).get("approvals", {}))
 
 
 def report_partition(

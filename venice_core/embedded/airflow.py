@@ -132,6 +132,21 @@ class AirflowApi:
     def run_state(self, dag_id: str, run_id: str) -> str:
         return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
 
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+    def run(self, dag_id: str, run_id: str) -> dict:
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")
+
+    def latest_run(self, dag_id: str) -> dict | None:
+        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
+        return runs[0] if runs else None
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
-        return {t["task_id"]: t["state"] or "none" for t in self._call("GET", path)["task_instances"]}
+        return self._call("GET", path)["task_instances"]
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        return {t["task_id"]: t["state"] or "none" for t in self.task_instances(dag_id, run_id)}
+
+    def respond(self, dag_id: str, run_id: str, task_id: str, option: str) -> dict:
+        """Answer a human-in-the-loop task (what a person does in the UI's Required Actions)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails"
+        return self._call("PATCH", path, json.dumps({"chosen_options": [option], "params_input": {}}).encode())

@@ -43,6 +43,8 @@ class HookContext:
     version: int | None = None
     region: str | None = None
     job_status: JobStatus | None = None
+    # People's swap decisions for this version, per region: {"approved": bool, "by": user, "at": epoch seconds}.
+    approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
 
 

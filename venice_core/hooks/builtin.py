@@ -11,6 +11,10 @@ to the cluster-level `venice.store.lifecycle.hooks.configs.<key>`, and validates
   unreachable URL is unhealthy), or `health.check.prometheus.url` + `health.check.prometheus.query` (`{region}`
   substituted) + `health.check.prometheus.max` (unhealthy when the query's value is above it).
   post_store_version_swap answers ROLLBACK when unhealthy.
+- `ManualApproval`: `manual.approval.regions` (comma-separated, `*` for all, the default; empty for none, e.g. as
+  the cluster-level default that stores override). pre_store_version_swap WAITs
+  in those regions until a person approves the swap (PROCEED) or rejects it (ABORT): in the Airflow UI, where the
+  region's `approval` task is a human-in-the-loop ApprovalOperator, or with `venice rollout approve`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from venice_core.hooks.api import (
 PROCEED = StoreVersionLifecycleEventOutcome.PROCEED
 WAIT = StoreVersionLifecycleEventOutcome.WAIT
 ROLLBACK = StoreVersionLifecycleEventOutcome.ROLLBACK
+ABORT = StoreVersionLifecycleEventOutcome.ABORT
 VALID = StoreLifecycleEventOutcome.PROCEED
 INVALID = StoreLifecycleEventOutcome.ABORT
 
@@ -144,3 +149,21 @@ class HealthCheck(_Configured):
     def post_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         problem = self._unhealthy(ctx)
         return (ROLLBACK, f"{ctx.region} unhealthy after the swap: {problem}") if problem else PROCEED
+
+
+class ManualApproval(_Configured):
+    KEY = "manual.approval.regions"
+
+    def needs_approval(self, ctx: HookContext) -> bool:
+        value = (self.setting(ctx, self.KEY, "*") or "").strip()
+        return value == "*" or ctx.region in {r.strip() for r in value.split(",")}
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        if not self.needs_approval(ctx):
+            return PROCEED
+        decision = ctx.approvals.get(ctx.region or "")
+        if decision is None:
+            return WAIT, f"waiting for a person to approve version {ctx.version} in {ctx.region}"
+        if decision["approved"]:
+            return PROCEED, f"approved by {decision['by']}"
+        return ABORT, f"rejected by {decision['by']}"

@@ -35,6 +35,24 @@ def recorder(meta: MetadataStore, push_job_id: str | None = None) -> Recorder:
     return record
 
 
+def first_asked_at(meta: MetadataStore, push_job_id: str, function: str, region: str | None) -> float | None:
+    """When this push first asked `function` (in `region`): the start of a WAIT streak, since any other answer
+    ends the step. Read from the persisted invocations, so a sensor's maximum wait survives task restarts."""
+    r = HookInvocationRecord
+    query = select(func.min(r.created_at)).where(r.push_job_id == push_job_id, r.function == function)
+    query = query.where(r.region.is_(None) if region is None else r.region == region)
+    with meta.session() as session:
+        return session.execute(query).scalar()
+
+
+def invocations(meta: MetadataStore, push_job_id: str, after_id: int = 0) -> list[HookInvocationRecord]:
+    """A push's invocations recorded after `after_id`, oldest first (to follow a rollout as it goes)."""
+    r = HookInvocationRecord
+    query = select(r).where(r.push_job_id == push_job_id, r.id > after_id).order_by(r.id)
+    with meta.session() as session:
+        return list(session.scalars(query))
+
+
 def metrics_text(meta: MetadataStore) -> str:
     """Prometheus text: invocations, outcomes, failures, timeouts and queue wait, per hook class and function."""
     r = HookInvocationRecord

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -9,6 +10,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import ComponentError, VeniceError
+from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
@@ -16,6 +18,16 @@ DAG_APPEAR_TIMEOUT_SECONDS = 120
 
 class RolloutFailed(VeniceError):
     exit_code = 3
+
+
+def dag_id(store: str) -> str:
+    """The store's rollout DAG."""
+    return f"venice_push__{store}"
+
+
+def push_job_id(store: str, run_id: str) -> str:
+    """The push job id of a DAG run (hook invocations and the version record it)."""
+    return f"{store}-{re.sub(r'[^A-Za-z0-9_-]', '-', run_id)}"[:128]
 
 
 def push(
@@ -29,34 +41,80 @@ def push(
     progress: Callable[[str], None] = print,
     timeout: float = 3600,
 ) -> int:
+    """Trigger the store's rollout run and follow it; the number of the version every region serves at the end."""
     describe_store(meta, store)  # unknown store: one clear error before anything happens
     api = AirflowApi(config)
-    dag_id = f"venice_push__{store}"
+    dag = dag_id(store)
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    while not api.has_dag(dag_id):
+    while not api.has_dag(dag):
         if time.monotonic() > deadline:
-            raise ComponentError(f"Airflow has no DAG {dag_id} (is the store new? the dag-processor picks it up)")
+            raise ComponentError(f"Airflow has no DAG {dag} (is the store new? the dag-processor picks it up)")
         time.sleep(2)
-    run_id = api.trigger(
-        dag_id, {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs}
-    )
-    progress(f"triggered {dag_id} run {run_id}")
-    seen: dict[str, str] = {}
+    run_id = api.trigger(dag, {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs})
+    progress(f"triggered {dag} run {run_id}")
+    follower = RunFollower(api, meta, store, run_id, progress)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for task_id, state in sorted(api.task_states(dag_id, run_id).items()):
-            if seen.get(task_id) != state and state not in ("none", "scheduled", "queued"):
-                progress(f"  {task_id}: {state}")
-                seen[task_id] = state
-        state = api.run_state(dag_id, run_id)
+        state = follower.poll()
         if state == "success":
             info = describe_store(meta, store)
             return max(v["current"] for v in info["regions"].values())
         if state == "failed":
-            latest = describe_store(meta, store)["versions"][-1:]
-            failed = [t for t, s in seen.items() if s == "failed"]
-            outcome = f"; version {latest[0]['number']} is {latest[0]['status']}" if latest else ""
-            reason = f": {latest[0]['reason']}" if latest and latest[0]["reason"] else ""
-            raise RolloutFailed(f"rollout run failed at {', '.join(failed) or 'a task'}{outcome}{reason}")
+            raise RolloutFailed(failure_summary(meta, store, run_id, follower.failed_tasks()))
         time.sleep(1)
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
+
+
+class RunFollower:
+    """Prints each step's state changes and the hooks' non-PROCEED answers as a run goes."""
+
+    def __init__(
+        self, api: AirflowApi, meta: MetadataStore, store: str, run_id: str, progress: Callable[[str], None]
+    ) -> None:
+        self.api, self.meta, self.store, self.run_id, self.progress = api, meta, store, run_id, progress
+        self.seen: dict[str, str] = {}
+        self.last_invocation = 0
+
+    def poll(self) -> str:
+        for task_id, state in sorted(self.api.task_states(dag_id(self.store), self.run_id).items()):
+            if self.seen.get(task_id) != state and state not in ("none", "scheduled", "queued"):
+                self.progress(f"  {task_id}: {state}")
+                if state == "awaiting_input":
+                    region = task_id.split(".")[0].replace("_", "-")
+                    self.progress(
+                        f"    approve or reject in the Airflow UI (Required Actions), or with "
+                        f"`venice rollout approve {self.store} --region {region} [--reject]`"
+                    )
+                self.seen[task_id] = state
+        for record in invocations(self.meta, push_job_id(self.store, self.run_id), self.last_invocation):
+            self.last_invocation = record.id
+            if record.outcome not in (None, "PROCEED") or record.error:
+                where = f" in {record.region}" if record.region else ""
+                detail = record.error or record.reason
+                self.progress(
+                    f"    {record.hook_class.rsplit('.', 1)[-1]} answered {record.outcome} at {record.function}"
+                    f"{where}" + (f": {detail}" if detail else "")
+                )
+        return self.api.run_state(dag_id(self.store), self.run_id)
+
+    def failed_tasks(self) -> list[str]:
+        return [t for t, s in self.seen.items() if s == "failed"]
+
+
+def failure_summary(meta: MetadataStore, store: str, run_id: str, failed_tasks: list[str]) -> str:
+    """Where the run failed, and what became of its version (or, if it made none, what the hooks said)."""
+    job_id = push_job_id(store, run_id)
+    where = f"rollout run failed at {', '.join(failed_tasks) or 'a task'}"
+    version = next((v for v in describe_store(meta, store)["versions"] if v["push_job_id"] == job_id), None)
+    if version is not None:
+        return f"{where}; version {version['number']} is {version['status']}" + (
+            f": {version['reason']}" if version["reason"] else ""
+        )
+    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED")]
+    said = (
+        f": {stops[-1].hook_class.rsplit('.', 1)[-1]} answered {stops[-1].outcome} at {stops[-1].function}"
+        + (f" ({stops[-1].error or stops[-1].reason})" if stops[-1].error or stops[-1].reason else "")
+        if stops
+        else ""
+    )
+    return f"{where}; no version was created{said}"

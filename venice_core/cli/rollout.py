@@ -1,0 +1,105 @@
+"""`venice rollout ...`: watch a store's latest rollout run, approve or reject a region's swap."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from venice_core.cli.context import metadata
+from venice_core.controller import stores, versions
+from venice_core.embedded.airflow import AirflowApi
+from venice_core.errors import VeniceError
+from venice_core.hooks.records import invocations
+from venice_core.jobs.airflow_push import dag_id, push_job_id
+
+rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
+StoreArg = typer.Argument(..., help="Store name.")
+
+
+class NoRollout(VeniceError):
+    pass
+
+
+@rollout_app.command("status")
+def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The store's latest rollout run: its state, each step's state, the hooks' answers, what each region serves."""
+    with metadata() as (config, meta):
+        info = stores.describe_store(meta, store)
+        api = AirflowApi(config)
+        run = api.latest_run(dag_id(store))
+        if run is None:
+            raise NoRollout(f"store '{store}' has no rollout run yet (start one with `venice push {store} ...`)")
+        job_id = push_job_id(store, run["dag_run_id"])
+        tasks = sorted(api.task_instances(dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~")
+        version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
+        answers = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED") or r.error]
+    report = {
+        "run_id": run["dag_run_id"],
+        "state": run["state"],
+        "start_date": run.get("start_date"),
+        "end_date": run.get("end_date"),
+        "version": version and {k: version[k] for k in ("number", "status", "reason")},
+        "serving": {region: v["current"] for region, v in info["regions"].items()},
+        "steps": [{"task": t["task_id"], "state": t["state"] or "none", "tries": t["try_number"]} for t in tasks],
+        "hook_answers": [
+            {
+                "hook": r.hook_class,
+                "function": r.function,
+                "region": r.region,
+                "outcome": r.outcome,
+                "reason": r.error or r.reason,
+            }
+            for r in answers
+        ],
+    }
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    typer.echo(f"{store}: run {report['run_id']} {report['state']} (started {report['start_date']})")
+    if version:
+        typer.echo(
+            f"version {version['number']}: {version['status']}" + (f" ({version['reason']})" * bool(version["reason"]))
+        )
+    typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
+    for step in report["steps"]:
+        typer.echo(f"  {step['task']:<40} {step['state']}")
+    for answer in report["hook_answers"]:
+        where = f" in {answer['region']}" if answer["region"] else ""
+        typer.echo(
+            f"  hook {answer['hook'].rsplit('.', 1)[-1]}: {answer['outcome']} at {answer['function']}{where}"
+            + (f": {answer['reason']}" if answer["reason"] else "")
+        )
+
+
+@rollout_app.command("approve")
+def approve(
+    store: str = StoreArg,
+    region: str = typer.Option(..., "--region", help="The region whose swap is decided."),
+    reject: bool = typer.Option(False, "--reject", help="Reject the swap: the rollout aborts at this region."),
+    version: int = typer.Option(None, "--version", help="The version (default: the push in flight)."),
+) -> None:
+    """Approve (or reject) swapping a region to the new version, for the ManualApproval hook. Answers the region's
+    human-in-the-loop task when its Airflow run waits on it; records the decision directly otherwise."""
+    with metadata() as (config, meta):
+        info = stores.describe_store(meta, store)
+        if region not in info["rollout_order"]:
+            raise NoRollout(f"store '{store}' has no region '{region}' (regions: {', '.join(info['rollout_order'])})")
+        version = version or versions.version_in_flight(meta, store)
+        if version is None:
+            raise NoRollout(f"store '{store}' has no push in flight to approve")
+        option, done = ("Reject", "rejected") if reject else ("Approve", "approved")
+        if config.airflow_enabled and _answer_approval_task(AirflowApi(config), store, region, option):
+            typer.echo(f"{done} the swap of '{store}' version {version} in {region} (its Airflow run goes on)")
+            return
+        versions.record_approval(meta, store, version, region, approved=not reject, by="venice CLI")
+    typer.echo(f"{done} the swap of '{store}' version {version} in {region}")
+
+
+def _answer_approval_task(api: AirflowApi, store: str, region: str, option: str) -> bool:
+    run = api.latest_run(dag_id(store))
+    task_id = f"{region.replace('-', '_')}.approval"
+    if run is None or api.task_states(dag_id(store), run["dag_run_id"]).get(task_id) != "awaiting_input":
+        return False
+    api.respond(dag_id(store), run["dag_run_id"], task_id, option)
+    return True
