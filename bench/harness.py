@@ -17,10 +17,10 @@ SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
 
 
 @contextmanager
-def sandbox_platform() -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
+def sandbox_platform(extra: dict[str, str] | None = None) -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
     with tempfile.TemporaryDirectory(prefix="venice-bench-") as tmp:
         home = Path(tmp)
-        properties = write_sandbox_config(home / "home")
+        properties = write_sandbox_config(home / "home", extra)
         os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
         config = load_config()
         platform.up(config, report=lambda line: print(f"  {line}"))

@@ -1,34 +1,87 @@
-"""Rollouts through real Airflow (`airflow standalone`): `venice push --airflow` triggers the store's DAG run over
-the session's platform; the hooks answer from store-level configs."""
+"""Rollouts through real Airflow (`airflow standalone`): `venice push` triggers the store's DAG run over the
+session's platform; the hooks answer, fail or time out as the store-level configs tell them, and the cluster
+config (re-read by every task) sets the failure policy."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected
-from tests.support.platform import PlatformEnv
+from tests.support.platform import VENICE, PlatformEnv
 from venice_core.config import load_config
 from venice_core.embedded import airflow
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import HookInvocationRecord
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).parents[2]
 HOOKS = "tests.hooks_fixtures.sample_hooks"
+INTERVAL = 2.0
+CLUSTER_SETTINGS = {
+    "venice.store.lifecycle.hooks": f"{HOOKS}.AnswerFromConfig,{HOOKS}.FailWhereConfigured,"
+    "venice_core.hooks.builtin.ManualApproval",
+    "venice.store.lifecycle.hooks.wait.interval.seconds": str(INTERVAL),
+    "venice.store.lifecycle.hooks.timeout.seconds": "2",
+    "venice.store.lifecycle.hooks.configs.slow.seconds": "4",
+    "venice.store.lifecycle.hooks.configs.manual.approval.regions": "",  # stores opt in
+}
+
+
+def _write_settings(env: PlatformEnv, base: str, overrides: dict[str, str]) -> None:
+    settings = {**CLUSTER_SETTINGS, "venice.store.lifecycle.hooks.configs.state.dir": str(env.home / "hook-state")}
+    settings.update(overrides)
+    env.properties.write_text(base + "".join(f"{k}={v}\n" for k, v in settings.items()))
+
+
+@contextmanager
+def cluster_settings(env: PlatformEnv, **overrides: str) -> Iterator[None]:
+    """Change the cluster config for one test: Airflow's tasks read it afresh, as after an operator's edit."""
+    base = env.properties.read_text().split("venice.store.lifecycle.hooks=")[0]
+    _write_settings(env, base, overrides)
+    try:
+        yield
+    finally:
+        _write_settings(env, base, {})
+
+
+def _metric(env: PlatformEnv, name: str, **labels: str) -> float:
+    """One counter of `venice metrics` (0 when absent)."""
+    text = env.venice("metrics", check=True).stdout
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    match = re.search(rf"^{name}{{{re.escape(wanted)}}} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def _invocations(env: PlatformEnv, store: str, function: str, region: str) -> list[HookInvocationRecord]:
+    meta = MetadataStore(env.config.metadata_db_url)
+    try:
+        with meta.session() as session:
+            r = HookInvocationRecord
+            query = select(r).where(r.store_name == store, r.function == function, r.region == region)
+            return list(session.scalars(query.order_by(r.id)))
+    finally:
+        meta.dispose()
 
 
 @pytest.fixture(scope="module")
 def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
-    """Airflow over the session's platform, with a hook configured (PROCEED unless a store says otherwise)."""
+    """Airflow over the session's platform, with the test hooks configured (PROCEED unless a store says
+    otherwise) and `venice push` going through Airflow, its default when Airflow is enabled."""
     properties = tmp_path_factory.mktemp("airflow") / "venice.properties"
-    properties.write_text(
-        platform_env.properties.read_text() + f"venice.store.lifecycle.hooks={HOOKS}.AnswerFromConfig\n"
-        "venice.store.lifecycle.hooks.wait.interval.seconds=2\n"
-    )
+    base = platform_env.properties.read_text().replace("airflow.enabled=false", "airflow.enabled=true")
     env = {**platform_env.env, "VENICE_CONFIG": str(properties), "PYTHONPATH": str(REPO)}
+    _write_settings(PlatformEnv(platform_env.home, properties, env), base, {})
     previous = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(REPO)  # Airflow's task processes import the test hook module
     config = load_config({"VENICE_CONFIG": str(properties)})
@@ -46,7 +99,7 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
 def test_all_proceed_rolls_out_everywhere(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     store = airflow_env.create_user_store("af")
     data = generate(tmp_path / "in", 500, files=1)
-    result = airflow_env.venice("push", store, "--input", str(data), "--airflow", timeout=900)
+    result = airflow_env.venice("push", store, "--input", str(data), timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "dc_2.post_swap: success" in result.stdout and "end_of_push_job: success" in result.stdout
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
@@ -56,13 +109,13 @@ def test_all_proceed_rolls_out_everywhere(airflow_env: PlatformEnv, tmp_path: Pa
 def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     store = airflow_env.create_user_store("af")
     first = generate(tmp_path / "v1", 300, files=1, seed=0)
-    airflow_env.venice("push", store, "--input", str(first), check=True)  # v1, directly
+    airflow_env.venice("push", store, "--input", str(first), "--local", check=True)  # v1, directly
     second = generate(tmp_path / "v2", 300, files=1, seed=1)
 
     airflow_env.venice(
         "store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True
     )
-    result = airflow_env.venice("push", store, "--input", str(second), "--airflow", timeout=900)
+    result = airflow_env.venice("push", store, "--input", str(second), timeout=900)
     assert result.returncode == 3
     assert (
         "failed at dc_1.pre_swap; version 2 is PARTIALLY_ONLINE: aborted by a hook at pre_store_version_swap "
@@ -80,7 +133,165 @@ def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path:
         "answer.post_store_version_swap.dc-1=ROLLBACK",
         check=True,
     )
-    result = airflow_env.venice("push", store, "--input", str(second), "--airflow", timeout=900)
+    result = airflow_env.venice("push", store, "--input", str(second), timeout=900)
     assert result.returncode == 3
     assert "version 3 is ROLLED_BACK" in result.stderr
     assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}  # each region back where it was
+
+
+def test_hook_failures_proceed_by_default_and_wait_twice_waits_the_interval(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that times out in dc-1 are recorded
+    and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and the sensor re-asks each
+    interval."""
+    store = airflow_env.create_user_store("afp")
+    failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
+    before = {
+        m: _metric(airflow_env, m, **dict(failing))
+        for m in ("venice_hook_failures_total", "venice_hook_timeouts_total")
+    }
+    airflow_env.venice(
+        "store",
+        "update",
+        store,
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-0=raise",
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-1=timeout",
+        "--hook-config",
+        "answer.pre_store_version_swap.dc-2=WAIT*2",
+        check=True,
+    )
+    data = generate(tmp_path / "in", 200, files=1)
+    result = airflow_env.venice("push", store, "--input", str(data), timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    out = result.stdout
+    assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-0: RuntimeError: " in out
+    assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-1: timed out after 2s" in out
+    assert out.count("AnswerFromConfig answered WAIT at pre_store_version_swap in dc-2") == 2
+    assert (
+        _metric(airflow_env, "venice_hook_failures_total", **dict(failing)) == before["venice_hook_failures_total"] + 1
+    )
+    assert (
+        _metric(airflow_env, "venice_hook_timeouts_total", **dict(failing)) == before["venice_hook_timeouts_total"] + 1
+    )
+    asked = _invocations(airflow_env, store, "pre_store_version_swap", "dc-2")
+    answers = [i.outcome for i in asked if i.hook_class.endswith("AnswerFromConfig")]
+    assert answers == ["WAIT", "WAIT", "PROCEED"]
+    times = [i.created_at for i in asked if i.hook_class.endswith("AnswerFromConfig")]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert all(INTERVAL <= gap < INTERVAL + 30 for gap in gaps), gaps  # re-asked after the interval, not before
+
+
+def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """Policy ABORT (fail closed): a hook that raises, or times out, at pre_start_of_push_job stops the run before
+    a version exists; nothing changes in any region."""
+    data = generate(tmp_path / "in", 50, files=1)
+    with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks.failure.policy": "ABORT"}):
+        for failure, said in (
+            ("raise", "RuntimeError: pre_start_of_push_job cannot decide"),
+            ("timeout", "timed out after 2s"),
+        ):
+            store = airflow_env.create_user_store("afa")
+            airflow_env.venice(
+                "store", "update", store, "--hook-config", f"fail.pre_start_of_push_job={failure}", check=True
+            )
+            result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
+            assert result.returncode == 3, result.stdout + result.stderr
+            assert (
+                "error: rollout run failed at start_of_push_job; no version was created: FailWhereConfigured answered "
+                f"ABORT at pre_start_of_push_job ({said})"
+            ) in result.stderr
+            assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
+            assert json.loads(airflow_env.venice("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Policy WAIT: a hook that raises twice in dc-0 holds the swap back two intervals, then the rollout goes on;
+    one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
+    ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why."""
+    store = airflow_env.create_user_store("afw")
+    airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v1", 50, files=1)), "--local", check=True)
+    airflow_env.venice(
+        "store",
+        "update",
+        store,
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-0=raise*2",
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-1=timeout",
+        check=True,
+    )
+    settings = {
+        "venice.store.lifecycle.hooks.failure.policy": "WAIT",
+        "venice.store.lifecycle.hooks.wait.max.seconds": "12",
+    }
+    with cluster_settings(airflow_env, **settings):
+        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "rollout run failed at dc_1.pre_swap; version 2 is PARTIALLY_ONLINE: aborted by a hook at " in result.stderr
+    assert "pre_store_version_swap in dc-1 (still WAIT after 1" in result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
+    dc0 = [i for i in _invocations(airflow_env, store, "pre_store_version_swap", "dc-0") if i.version == 2]
+    assert [(i.outcome, bool(i.error)) for i in dc0 if i.hook_class.endswith("FailWhereConfigured")] == [
+        ("WAIT", True),
+        ("WAIT", True),
+        ("PROCEED", False),
+    ]
+    dc1 = [i for i in _invocations(airflow_env, store, "pre_store_version_swap", "dc-1") if i.version == 2]
+    failing = [i for i in dc1 if i.hook_class.endswith("FailWhereConfigured")]
+    assert failing and all(i.timed_out and i.outcome == "WAIT" for i in failing)
+    assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
+
+
+def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """dc-1 needs a person's approval: the run waits on the region's human-in-the-loop task; Airflow (scheduler and
+    all) is killed and started again meanwhile; the approval, given then, lets the run finish everywhere."""
+    store = airflow_env.create_user_store("afm")
+    airflow_env.venice("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
+    data = generate(tmp_path / "in", 200, files=1)
+    push = subprocess.Popen(
+        [VENICE, "push", store, "--input", str(data)],
+        env=airflow_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while _step_state(airflow_env, store, "dc_1.approval") != "awaiting_input":
+            assert push.poll() is None, push.communicate()
+            assert time.monotonic() < deadline, "the approval task never asked for input"
+            time.sleep(2)
+        assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
+
+        config = airflow_env.config
+        airflow.process(config).kill()  # as a crash would: scheduler, API server, dag-processor, triggerer
+        airflow.start(config)
+        assert _step_state(airflow_env, store, "dc_1.approval") == "awaiting_input"
+
+        approved = airflow_env.venice("rollout", "approve", store, "--region", "dc-1", check=True)
+        assert "approved the swap of" in approved.stdout and "its Airflow run goes on" in approved.stdout
+        out, err = push.communicate(timeout=600)
+    finally:
+        if push.poll() is None:
+            push.kill()
+    assert push.returncode == 0, out + err
+    assert "dc_1.approval: awaiting_input" in out and "still following the run" in out
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
+    assert {s["task"]: s["state"] for s in status["steps"]}["dc_1.approval"] == "success"
+    info = json.loads(airflow_env.venice("store", "show", store, "--json", check=True).stdout)
+    assert info["versions"][0]["number"] == 1
+
+
+def _step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
+    result = env.venice("rollout", "status", store, "--json")
+    if result.returncode != 0:
+        return None
+    return {s["task"]: s["state"] for s in json.loads(result.stdout)["steps"]}.get(task_id)

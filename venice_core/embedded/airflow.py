@@ -43,13 +43,13 @@ def password(config: ClusterConfig) -> str:
     return json.loads(path.read_text())[USER]
 
 
-def environment(config: ClusterConfig) -> dict[str, str]:
+def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
     url = base_url(config)
     env = process_env(config)
     env.update(
         {
             "AIRFLOW_HOME": str(home(config)),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder or PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
@@ -80,7 +80,8 @@ def is_healthy(config: ClusterConfig) -> bool:
         return False
 
 
-def start(config: ClusterConfig) -> str:
+def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
+    """Start `airflow standalone` (the project's dags/ unless another folder is given, as benchmarks do)."""
     proc = process(config)
     pid = proc.pid()
     if pid is not None:
@@ -89,7 +90,7 @@ def start(config: ClusterConfig) -> str:
     if airflow is None:
         raise ComponentError("the `airflow` command is not installed in this environment: run `make install`")
     password(config)
-    proc.start([airflow, "standalone"], env=environment(config), cwd=home(config))
+    proc.start([airflow, "standalone"], env=environment(config, dags_folder), cwd=home(config))
     proc.wait_until_healthy("airflow", lambda: is_healthy(config), START_TIMEOUT_SECONDS, 1.0)
     return f"airflow started (pid {proc.pid()}) on {base_url(config)} (user {USER})"
 
@@ -98,25 +99,38 @@ def stop(config: ClusterConfig) -> bool:
     return process(config).stop(timeout=60.0)
 
 
+class AirflowUnreachable(ComponentError):
+    pass
+
+
 class AirflowApi:
     """The few calls of Airflow's REST API (v2) the CLI needs: trigger a DAG run and follow it."""
 
     def __init__(self, config: ClusterConfig) -> None:
         self.url = base_url(config)
-        body = json.dumps({"username": USER, "password": password(config)}).encode()
-        token = self._call("POST", "/auth/token", body, authorised=False)["access_token"]
+        self._credentials = json.dumps({"username": USER, "password": password(config)}).encode()
+        self.headers: dict[str, str] = {}
+        self._authenticate()
+
+    def _authenticate(self) -> None:
+        token = self._call("POST", "/auth/token", self._credentials, authorised=False)["access_token"]
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
-    def _call(self, method: str, path: str, body: bytes | None = None, authorised: bool = True) -> dict:
+    def _call(
+        self, method: str, path: str, body: bytes | None = None, authorised: bool = True, retry: bool = True
+    ) -> dict:
         headers = self.headers if authorised else {"Content-Type": "application/json"}
         request = urllib.request.Request(f"{self.url}{path}", data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
+            if exc.code == 401 and authorised and retry:  # the token expired: sign in again, once
+                self._authenticate()
+                return self._call(method, path, body, retry=False)
             raise ComponentError(f"Airflow answered {exc.code} to {method} {path}: {exc.read()[:300]!r}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise ComponentError(f"Airflow at {self.url} is unreachable: {exc}") from None
+            raise AirflowUnreachable(f"Airflow at {self.url} is unreachable: {exc}") from None
 
     def has_dag(self, dag_id: str) -> bool:
         try:

@@ -8,12 +8,13 @@ from collections.abc import Callable
 
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
-from venice_core.embedded.airflow import AirflowApi
+from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
+UNREACHABLE_TIMEOUT_SECONDS = 600
 
 
 class RolloutFailed(VeniceError):
@@ -54,8 +55,19 @@ def push(
     progress(f"triggered {dag} run {run_id}")
     follower = RunFollower(api, meta, store, run_id, progress)
     deadline = time.monotonic() + timeout
+    unreachable_since: float | None = None
     while time.monotonic() < deadline:
-        state = follower.poll()
+        try:
+            state = follower.poll()
+            unreachable_since = None
+        except AirflowUnreachable as exc:  # Airflow restarting: the run goes on when it is back
+            if unreachable_since is None:
+                unreachable_since = time.monotonic()
+                progress(f"  {exc}; still following the run")
+            if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
+                raise
+            time.sleep(2)
+            continue
         if state == "success":
             info = describe_store(meta, store)
             return max(v["current"] for v in info["regions"].values())
