@@ -189,12 +189,12 @@ def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: P
     """Policy ABORT (fail closed): a hook that raises, or times out, at pre_start_of_push_job stops the run before
     a version exists; nothing changes in any region."""
     data = generate(tmp_path / "in", 50, files=1)
+    store = airflow_env.create_user_store("afa")
     with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks.failure.policy": "ABORT"}):
         for failure, said in (
             ("raise", "RuntimeError: pre_start_of_push_job cannot decide"),
             ("timeout", "timed out after 2s"),
         ):
-            store = airflow_env.create_user_store("afa")
             airflow_env.venice(
                 "store", "update", store, "--hook-config", f"fail.pre_start_of_push_job={failure}", check=True
             )

@@ -66,22 +66,6 @@ def test_abort_at_the_second_regions_pre_swap(platform_env: PlatformEnv, tmp_pat
     assert set(env.serving(store).values()) == {3}
 
 
-def test_rollback_at_the_second_region(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    env = _hooked(platform_env, tmp_path, f"{HOOKS}.AnswerFromConfig")
-    store, first = _store_with_v1(env, tmp_path)
-    env.venice("store", "update", store, "--hook-config", "answer.post_store_version_swap.dc-1=ROLLBACK", check=True)
-    result = env.venice("push", store, "--input", str(generate(tmp_path / "v2", 300, files=1, seed=1)))
-    assert result.returncode == 3 and "rolled back by a lifecycle hook at post_store_version_swap in dc-1" in (
-        result.stderr
-    )
-    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    assert _version_status(env, store, 2) == "ROLLED_BACK"
-    for region in env.config.region_names:
-        client = ReadClient("127.0.0.1", env.config.server_port(region))
-        key = next(iter(first))
-        assert client.get(store, key) == first[key]
-
-
 def test_wait_twice_then_proceed_waits_the_interval(platform_env: PlatformEnv, tmp_path: Path) -> None:
     env = _hooked(
         platform_env,
