@@ -208,6 +208,25 @@ def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: P
             assert json.loads(airflow_env.venice("store", "show", store, "--json", check=True).stdout)["versions"] == []
 
 
+def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """A hook added to the cluster that rejects a store's existing configs: `venice store update` refuses new
+    ones with the hook's reason, and the store's next run stops at validate_hook_config before any version."""
+    store = airflow_env.create_user_store("afv")
+    airflow_env.venice("store", "update", store, "--hook-config", "answer.post_end_of_push_job=PROCEED", check=True)
+    hooks = CLUSTER_SETTINGS["venice.store.lifecycle.hooks"] + f",{HOOKS}.StrictConfig"
+    with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks": hooks}):
+        refused = airflow_env.venice("store", "update", store, "--hook-config", "min.delay.seconds=soon")
+        assert refused.returncode != 0 and refused.stderr.startswith(
+            f"error: store-level hook config of '{store}' refused: StrictConfig: unknown key"
+        )
+        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "in", 20, files=1)), timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "rollout run failed at start_of_push_job; no version was created: StrictConfig answered ABORT at "
+        "validate_hook_config (unknown key 'answer.post_end_of_push_job')"
+    ) in result.stderr
+
+
 def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""`venice push --airflow`: trigger the store's rollout DAG run and follow it until it ends."""
+"""`venice push` through Airflow: trigger the store's rollout DAG run and follow it until it ends."""
 
 from __future__ import annotations
 
