@@ -90,3 +90,32 @@ def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path)
     assert f"venice_hook_failures_total{{{raising}}} 2" in text
     assert f"venice_hook_queue_wait_seconds_count{{{raising}}} 2" in text
     meta.dispose()
+
+
+def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_path: Path) -> None:
+    """Without Airflow, `venice rollout approve` records the decision on the version in flight; the hook's
+    answer follows it. Bad input is one clear error."""
+    from venice_core.controller.rollout import Rollout
+    from venice_core.meta.models import Version
+
+    env, meta = _env(tmp_path, "venice_core.hooks.builtin.ManualApproval")
+    refused = env.venice("rollout", "approve", "users", "--region", "dc-1")
+    assert refused.returncode == 1 and refused.stderr == "error: store 'users' has no push in flight to approve\n"
+    with meta.session() as session:  # a push in flight (its topics are not needed here)
+        session.add(Version(store_name="users", number=1, status="STARTED", partition_count=1, compression="NO_OP"))
+    unknown = env.venice("rollout", "approve", "users", "--region", "dc-9")
+    assert unknown.returncode == 1 and "has no region 'dc-9' (regions: dc-0, dc-1, dc-2)" in unknown.stderr
+
+    rollout = Rollout(env.config, meta, "users", "push-1", {"manual.approval.regions": "dc-1"}, version=1)
+    try:
+        assert rollout.ask_once("pre_store_version_swap", "dc-0") == "PROCEED"  # not a region that needs it
+        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "WAIT"
+        result = env.venice("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)
+        assert result.stdout == "rejected the swap of 'users' version 1 in dc-1\n"
+        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "ABORT"
+        assert rollout.last_reason == "ManualApproval: rejected by venice CLI"
+        env.venice("rollout", "approve", "users", "--region", "dc-1", check=True)  # a change of mind
+        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "PROCEED"
+    finally:
+        rollout.close()
+        meta.dispose()
