@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 
 from venice_core.config import ClusterConfig
 from venice_core.controller.status import (
@@ -22,6 +21,7 @@ from venice_core.controller.status import (
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.meta.db import retry_on_conflict
 from venice_core.meta.models import (
     PartitionStatus,
     RegionCurrentVersion,
@@ -202,6 +202,7 @@ def approvals(meta: MetadataStore, store_name: str, number: int) -> dict[str, di
     return dict((get_version(meta, store_name, number).details or {}).get("approvals", {}))
 
 
+@retry_on_conflict()
 def report_partition(
     meta: MetadataStore,
     store_name: str,
@@ -215,26 +216,6 @@ def report_partition(
 ) -> None:
     """Record a partition's progress and recompute its region's status. Two reporters inserting the first row
     at once: the loser retries and updates the winner's row."""
-    for attempt in (1, 2, 3):
-        try:
-            _report_partition(meta, store_name, number, region, partition, status, offset, records, details)
-            return
-        except IntegrityError:
-            if attempt == 3:
-                raise
-
-
-def _report_partition(
-    meta: MetadataStore,
-    store_name: str,
-    number: int,
-    region: str,
-    partition: int,
-    status: ExecutionStatus,
-    offset: int,
-    records: int,
-    details: str = "",
-) -> None:
     with meta.session() as session:
         row = session.get(PartitionStatus, (store_name, number, region, partition))
         if row is None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from venice_core.errors import MetadataStoreError
@@ -38,6 +39,29 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def retry_on_conflict(attempts: int = 3) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Re-run a write that lost an insert race (IntegrityError): the retry sees the winner's row and updates it."""
+
+    def decorate(write: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(write)
+        def retried(*args: P.args, **kwargs: P.kwargs) -> R:
+            for attempt in range(1, attempts + 1):
+                try:
+                    return write(*args, **kwargs)
+                except IntegrityError:
+                    if attempt == attempts:
+                        raise
+            raise AssertionError("unreachable")
+
+        return retried
+
+    return decorate
 
 
 class MetadataStore:
