@@ -181,10 +181,15 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
             rollout, meta = _rollout(store, context)
             try:
                 info = stores.describe_store(meta, store)
-                regions = rollout.regions_for_new_version(info["rollout_order"])
-                version = versions.create_version(meta, rollout.config, store, rollout.push_job_id, regions)
-                rollout.version = version.number
-                rollout.inform("post_store_version_creation")
+                version = versions.version_of_push(meta, store, rollout.push_job_id)
+                if version is not None:  # this step is re-run (Airflow restarted mid-step): resume its version
+                    regions = version.details["regions"]
+                else:
+                    regions = rollout.regions_for_new_version(info["rollout_order"])
+                    version = versions.create_version(meta, rollout.config, store, rollout.push_job_id, regions)
+                    rollout.version = version.number
+                    rollout.inform("post_store_version_creation")
+                # START_OF_PUSH has a GUID derived from the push job: sent again, ingestion skips it as a duplicate.
                 sop = {"sorted": True, "chunked": True, "compression": info["compression"]}
                 local_push.send_control(
                     rollout.config,

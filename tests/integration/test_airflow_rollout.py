@@ -309,6 +309,40 @@ def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: Pla
     assert info["versions"][0]["number"] == 1
 
 
+def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """All of Airflow is SIGKILLed while the Spark push runs (its spark-submit dies with it). Started again, the
+    scheduler resets the orphaned task and runs it again; the producers' deterministic GUIDs make the re-written
+    records duplicates that ingestion skips, so every region serves exactly the input."""
+    store = airflow_env.create_user_store("afk", 2)
+    data = generate(tmp_path / "in", 3000, files=1)
+    push = subprocess.Popen(
+        [VENICE, "push", store, "--input", str(data)],
+        env=airflow_env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while _step_state(airflow_env, store, "spark_push") != "running":
+            assert push.poll() is None, push.communicate()
+            assert time.monotonic() < deadline, "the Spark push never started"
+            time.sleep(1)
+        time.sleep(8)  # into the job: the JVM is up, executors may be writing
+        config = airflow_env.config
+        airflow.process(config).kill()
+        airflow.start(config)
+        out, err = push.communicate(timeout=900)
+    finally:
+        if push.poll() is None:
+            push.kill()
+    assert push.returncode == 0, out + err
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    _assert_serves(airflow_env, store, _expected(data))
+    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
+
+
 def _step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
     result = env.venice("rollout", "status", store, "--json")
     if result.returncode != 0:

@@ -115,3 +115,13 @@ def test_job_status_carries_each_regions_swap_time(platform_env: PlatformEnv, me
     status = versions.job_status(meta, store, 1)
     assert status.regions["dc-0"].serving and before <= status.regions["dc-0"].current_since <= time.time()
     assert not status.regions["dc-1"].serving and status.regions["dc-1"].current_since is None
+
+
+def test_a_rerun_step_finds_the_version_its_push_created(platform_env: PlatformEnv, meta) -> None:
+    config = platform_env.config
+    store = _store(meta, config)
+    created = versions.create_version(meta, config, store, "job-1")
+    assert versions.version_of_push(meta, store, "job-1").number == created.number
+    assert versions.version_of_push(meta, store, "job-2") is None  # another push's step creates its own (refused)
+    versions.kill_push(meta, store, created.number, "test")
+    assert versions.version_of_push(meta, store, "job-1") is None  # a finished push is not resumed

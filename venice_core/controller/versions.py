@@ -90,6 +90,15 @@ def _version_in_flight(session: Any, store_name: str) -> int | None:
     return next((v.number for v in candidates if v.status in IN_FLIGHT or not (v.details or {}).get("finished")), None)
 
 
+def version_of_push(meta: MetadataStore, store_name: str, push_job_id: str) -> Version | None:
+    """The version this push job created, while its push is still in flight: a re-run step (after a crash or
+    a restart) resumes with it instead of creating another."""
+    with meta.session() as session:
+        number = _version_in_flight(session, store_name)
+        version = session.get(Version, (store_name, number)) if number is not None else None
+        return version if version is not None and version.push_job_id == push_job_id else None
+
+
 def version_in_flight(meta: MetadataStore, store_name: str) -> int | None:
     """The version whose push is in flight, if any."""
     with meta.session() as session:
