@@ -4,6 +4,7 @@ in tests/unit/test_protocol.py)."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -43,3 +44,5 @@ def test_spark_job_partitions_like_the_vector(monkeypatch: pytest.MonkeyPatch) -
                 assert got == {c["serialized_hex"]: c["partition"] for c in subset}
     finally:
         spark.stop()
+        # py4j closes its connections at interpreter exit and logs that at INFO to pytest's closed capture stream.
+        logging.getLogger("py4j").setLevel(logging.WARNING)
