@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected
-from tests.support.platform import VENICE, PlatformEnv
+from tests.support.platform import PlatformEnv
 from venice_core.config import load_config
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
@@ -273,24 +273,11 @@ def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: Pla
     store = airflow_env.create_user_store("afm")
     airflow_env.venice("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
     data = generate(tmp_path / "in", 200, files=1)
-    push = subprocess.Popen(
-        [VENICE, "push", store, "--input", str(data)],
-        env=airflow_env.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    push = airflow_env.venice_background("push", store, "--input", str(data))
     try:
-        deadline = time.monotonic() + 600
-        while _step_state(airflow_env, store, "dc_1.approval") != "awaiting_input":
-            assert push.poll() is None, push.communicate()
-            assert time.monotonic() < deadline, "the approval task never asked for input"
-            time.sleep(2)
+        _wait_for_step(airflow_env, store, "dc_1.approval", "awaiting_input", push)
         assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
-
-        config = airflow_env.config
-        airflow.process(config).kill()  # as a crash would: scheduler, API server, dag-processor, triggerer
-        airflow.start(config)
+        _crash_and_restart_airflow(airflow_env)
         assert _step_state(airflow_env, store, "dc_1.approval") == "awaiting_input"
 
         approved = airflow_env.venice("rollout", "approve", store, "--region", "dc-1", check=True)
@@ -315,23 +302,11 @@ def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env:
     records duplicates that ingestion skips, so every region serves exactly the input."""
     store = airflow_env.create_user_store("afk", 2)
     data = generate(tmp_path / "in", 3000, files=1)
-    push = subprocess.Popen(
-        [VENICE, "push", store, "--input", str(data)],
-        env=airflow_env.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    push = airflow_env.venice_background("push", store, "--input", str(data))
     try:
-        deadline = time.monotonic() + 600
-        while _step_state(airflow_env, store, "spark_push") != "running":
-            assert push.poll() is None, push.communicate()
-            assert time.monotonic() < deadline, "the Spark push never started"
-            time.sleep(1)
+        _wait_for_step(airflow_env, store, "spark_push", "running", push)
         time.sleep(8)  # into the job: the JVM is up, executors may be writing
-        config = airflow_env.config
-        airflow.process(config).kill()
-        airflow.start(config)
+        _crash_and_restart_airflow(airflow_env)
         out, err = push.communicate(timeout=900)
     finally:
         if push.poll() is None:
@@ -341,6 +316,21 @@ def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env:
     _assert_serves(airflow_env, store, _expected(data))
     status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
+
+
+def _wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 600
+    while _step_state(env, store, task_id) != state:
+        assert push.poll() is None, push.communicate()
+        assert time.monotonic() < deadline, f"{task_id} never became {state}"
+        time.sleep(1)
+
+
+def _crash_and_restart_airflow(env: PlatformEnv) -> None:
+    """SIGKILL all of Airflow, as a crash would (scheduler, API server, dag-processor, triggerer, running tasks),
+    and start it again."""
+    airflow.process(env.config).kill()
+    airflow.start(env.config)
 
 
 def _step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:

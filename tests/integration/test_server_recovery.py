@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _expected
-from tests.support.platform import VENICE, PlatformEnv
+from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.controller import versions
 from venice_core.embedded import servers
@@ -24,13 +23,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     config = platform_env.config
     store = platform_env.create_user_store("crash", 2)
     data = generate(tmp_path / "in", 200_000, files=2)
-    push = subprocess.Popen(
-        [VENICE, "push", store, "--input", str(data)],
-        env=platform_env.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    push = platform_env.venice_background("push", store, "--input", str(data))
     meta = MetadataStore(config.metadata_db_url)
     try:
         deadline = time.monotonic() + 300

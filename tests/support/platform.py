@@ -34,6 +34,12 @@ class PlatformEnv:
             raise AssertionError(f"venice {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
+    def venice_background(self, *args: str) -> subprocess.Popen[str]:
+        """Start a `venice` command and return at once (to act on the platform while it runs)."""
+        return subprocess.Popen(
+            [VENICE, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
     def create_user_store(self, prefix: str, partitions: int = 1, *options: str) -> str:
         """A new store, uniquely named, with the example user key and value schemas."""
         store = f"{prefix}_{uuid.uuid4().hex[:8]}"
