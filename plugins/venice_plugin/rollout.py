@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import DAG, Param, TaskGroup, chain, task
 from airflow.sdk.exceptions import AirflowSkipException
 
+from venice_core.cli.context import metadata
 from venice_core.config import ClusterConfig, HookSettings, load_config
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
@@ -26,8 +29,6 @@ from venice_core.controller.status import ExecutionStatus
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import local_push
 from venice_core.jobs.airflow_push import dag_id, push_job_id
-from venice_core.meta import MetadataStore
-from venice_core.protocol.envelope import ControlMessageType
 
 VERSION = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
 
@@ -36,23 +37,30 @@ def result_file(config: ClusterConfig, job_id: str) -> Path:
     return config.home / "push-results" / f"{job_id}.json"
 
 
-def _rollout(store: str, context: dict[str, Any], version: int | None = None) -> tuple[Rollout, MetadataStore]:
-    config = load_config()
-    meta = MetadataStore(config.metadata_db_url)
-    info = stores.describe_store(meta, store)
-    rollout = Rollout(
-        config,
-        meta,
-        store,
-        push_job_id(store, context["run_id"]),
-        info["hook_configs"],
-        progress=print,
-        version=version,
-    )
-    if version:  # regions that already swapped, for a ROLLBACK
-        status = versions.job_status(meta, store, version)
-        rollout.swapped = [r for r in info["rollout_order"] if status.regions.get(r) and status.regions[r].serving]
-    return rollout, meta
+@contextmanager
+def _rollout(store: str, context: dict[str, Any], version: int | None = None) -> Iterator[tuple[Rollout, dict]]:
+    """This run's rollout (and the store's description) for one task; its hook threads and DB connections are
+    released when the task is done."""
+    with metadata() as (config, meta):
+        info = stores.describe_store(meta, store)
+        rollout = Rollout(
+            config,
+            meta,
+            store,
+            push_job_id(store, context["run_id"]),
+            info["hook_configs"],
+            progress=print,
+            version=version,
+        )
+        try:
+            if version:  # regions that already swapped, for a ROLLBACK
+                status = versions.job_status(meta, store, version)
+                rollout.swapped = [
+                    r for r in info["rollout_order"] if r in status.regions and status.regions[r].serving
+                ]
+            yield rollout, info
+        finally:
+            rollout.close()
 
 
 def _created(context: dict[str, Any]) -> dict[str, Any]:
@@ -60,14 +68,10 @@ def _created(context: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ask(store: str, function: str, region: str | None, context: dict[str, Any]) -> bool:
-    """One poke of a hook step: True to go on, False to be asked again; ABORT/ROLLBACK stop the rollout."""
-    created = _created(context) if function != "pre_start_of_push_job" else None
-    rollout, meta = _rollout(store, context, created["version"] if created else None)
-    try:
+    """One poke of a hook step after version creation: True to go on, False to be asked again; ABORT/ROLLBACK
+    stop the rollout."""
+    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
         return rollout.poke(function, region)
-    finally:
-        rollout.close()
-        meta.dispose()
 
 
 def finish_failed_run(context: dict[str, Any]) -> None:
@@ -76,23 +80,11 @@ def finish_failed_run(context: dict[str, Any]) -> None:
     dag_run = context["dag_run"]
     store = dag_run.dag_id.removeprefix("venice_push__")
     job_id = push_job_id(store, dag_run.run_id)
-    config = load_config()
-    meta = MetadataStore(config.metadata_db_url)
-    try:
-        info = stores.describe_store(meta, store)
-        for version in info["versions"]:
+    with metadata() as (_, meta):
+        for version in stores.describe_store(meta, store)["versions"]:
             row = versions.get_version(meta, store, version["number"])
-            if row.push_job_id != job_id or (row.details or {}).get("finished"):
-                continue
-            if any(r.get("current") == row.number for r in info["regions"].values()):
-                versions.set_version_status(
-                    meta, store, row.number, versions.VersionStatus.PARTIALLY_ONLINE, "the rollout run failed"
-                )
-                versions.finish_push(meta, store, row.number)
-            else:
-                versions.kill_push(meta, store, row.number, "the rollout run failed")
-    finally:
-        meta.dispose()
+            if row.push_job_id == job_id and not (row.details or {}).get("finished"):
+                versions.stop_push(meta, store, row.number, "the rollout run failed")
 
 
 class SwapApprovalOperator(HITLOperator):
@@ -114,24 +106,16 @@ class SwapApprovalOperator(HITLOperator):
         self.store, self.region = store, region
 
     def execute(self, context: Any) -> Any:
-        config = load_config()
-        rollout, meta = _rollout(self.store, context, _created(context)["version"])
-        try:
-            hook = ManualApproval(config.hooks.configs)
+        with _rollout(self.store, context, _created(context)["version"]) as (rollout, _):
             ctx = rollout.context(self.region)
-            if not hook.needs_approval(ctx) or self.region in ctx.approvals:
+            if not ManualApproval(rollout.config.hooks.configs).needs_approval(ctx) or self.region in ctx.approvals:
                 return None
-        finally:
-            rollout.close()
-            meta.dispose()
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         result = super().execute_complete(context, event)
         user = event.get("responded_by_user") or {}
-        config = load_config()
-        meta = MetadataStore(config.metadata_db_url)
-        try:
+        with metadata() as (_, meta):
             versions.record_approval(
                 meta,
                 self.store,
@@ -140,8 +124,6 @@ class SwapApprovalOperator(HITLOperator):
                 approved=result["chosen_options"] == [self.APPROVE],
                 by=user.get("name") or user.get("id") or "an Airflow user",
             )
-        finally:
-            meta.dispose()
         return result
 
 
@@ -169,50 +151,34 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
 
         @task(task_id="start_of_push_job")
         def start_of_push_job(**context: Any) -> None:
-            rollout, meta = _rollout(store, context)
-            try:
+            with _rollout(store, context) as (rollout, _):
                 rollout.start_of_push_job()
-            finally:
-                rollout.close()
-                meta.dispose()
 
         @task(task_id="create_version")
         def create_version(**context: Any) -> dict[str, Any]:
-            rollout, meta = _rollout(store, context)
-            try:
-                info = stores.describe_store(meta, store)
-                version = versions.version_of_push(meta, store, rollout.push_job_id)
+            with _rollout(store, context) as (rollout, info):
+                config, job_id = rollout.config, rollout.push_job_id
+                version = versions.version_of_push(rollout.meta, store, job_id)
                 if version is not None:  # this step is re-run (Airflow restarted mid-step): resume its version
                     regions = version.details["regions"]
                 else:
                     regions = rollout.regions_for_new_version(info["rollout_order"])
-                    version = versions.create_version(meta, rollout.config, store, rollout.push_job_id, regions)
+                    version = versions.create_version(rollout.meta, config, store, job_id, regions)
                     rollout.version = version.number
                     rollout.inform("post_store_version_creation")
-                # START_OF_PUSH has a GUID derived from the push job: sent again, ingestion skips it as a duplicate.
-                sop = {"sorted": True, "chunked": True, "compression": info["compression"]}
-                local_push.send_control(
-                    rollout.config,
-                    store,
-                    version.number,
-                    version.partition_count,
-                    rollout.push_job_id,
-                    ControlMessageType.START_OF_PUSH,
-                    [sop] * version.partition_count,
+                local_push.send_start_of_push(
+                    config, store, version.number, version.partition_count, job_id, info["compression"]
                 )
-                source = rollout.config.region(rollout.config.source_region)
+                source = config.region(config.source_region)
                 return {
                     "version": version.number,
                     "partitions": version.partition_count,
                     "regions": regions,
-                    "push_job_id": rollout.push_job_id,
+                    "push_job_id": job_id,
                     "topic": source.version_topic(store, version.number),
                     "bootstrap": source.kafka_bootstrap,
-                    "result_file": str(result_file(rollout.config, rollout.push_job_id)),
+                    "result_file": str(result_file(config, job_id)),
                 }
-            finally:
-                rollout.close()
-                meta.dispose()
 
         created = "ti.xcom_pull(task_ids='create_version')"
         spark_push = SparkSubmitOperator(
@@ -247,17 +213,14 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
         @task(task_id="end_of_push")
         def end_of_push(**context: Any) -> int:
             created_info = _created(context)
-            config = load_config()
             result = json.loads(Path(created_info["result_file"]).read_text())
-            partitions = created_info["partitions"]
-            local_push.send_control(
-                config,
+            local_push.send_end_of_push(
+                load_config(),
                 store,
                 created_info["version"],
-                partitions,
-                push_job_id(store, context["run_id"]),
-                ControlMessageType.END_OF_PUSH,
-                [{"record_counts": {str(p): result["record_counts"][str(p)]}} for p in range(partitions)],
+                created_info["partitions"],
+                created_info["push_job_id"],
+                result["record_counts"],
             )
             return result["records"]
 
@@ -277,24 +240,16 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
 
                 @task.sensor(task_id="ingestion_complete", poke_interval=2, timeout=3600, mode="reschedule")
                 def ingestion_complete(region: str = region, **context: Any) -> bool:
-                    config = load_config()
-                    meta = MetadataStore(config.metadata_db_url)
-                    try:
+                    with metadata() as (_, meta):
                         status = versions.job_status(meta, store, _created(context)["version"]).regions[region]
-                    finally:
-                        meta.dispose()
                     if status.status is ExecutionStatus.ERROR:
                         raise RuntimeError(f"ingestion failed in {region}: {status.details}")
                     return status.status is ExecutionStatus.COMPLETED
 
                 @task(task_id="leader_replication_done")
                 def leader_replication(region: str = region, **context: Any) -> None:
-                    rollout, meta = _rollout(store, context, _created(context)["version"])
-                    try:
+                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
                         rollout.inform("post_store_version_leader_replication", region)
-                    finally:
-                        rollout.close()
-                        meta.dispose()
 
                 @task.sensor(task_id="da_vinci_swap", **sensor)
                 def da_vinci_swap(region: str = region, **context: Any) -> bool:
@@ -311,13 +266,9 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
                 @task(task_id="server_swap")
                 def server_swap(region: str = region, **context: Any) -> None:
                     version = _created(context)["version"]
-                    config = load_config()
-                    meta = MetadataStore(config.metadata_db_url)
-                    try:
+                    with metadata() as (config, meta):
                         versions.swap_region(meta, store, region, version)
                         local_push.wait_until_served(config, store, version, [region])
-                    finally:
-                        meta.dispose()
 
                 @task.sensor(task_id="post_swap", **sensor)
                 def post_swap(region: str = region, **context: Any) -> bool:
@@ -331,16 +282,12 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
 
         @task.sensor(task_id="end_of_push_job", trigger_rule="none_failed", **sensor)
         def end_of_push_job(**context: Any) -> bool:
-            if not _ask(store, "pre_end_of_push_job", None, context):
-                return False
-            rollout, meta = _rollout(store, context, _created(context)["version"])
-            try:
+            with _rollout(store, context, _created(context)["version"]) as (rollout, _):
+                if not rollout.poke("pre_end_of_push_job"):
+                    return False
                 rollout.inform("post_end_of_push_job")
-                versions.finish_push(meta, store, rollout.version)
-                versions.retire_old_versions(meta, rollout.config, store)
-            finally:
-                rollout.close()
-                meta.dispose()
+                versions.finish_push(rollout.meta, store, rollout.version)
+                versions.retire_old_versions(rollout.meta, rollout.config, store)
             return True
 
         chain_end >> end_of_push_job()

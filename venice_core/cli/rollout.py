@@ -10,7 +10,7 @@ from venice_core.cli.context import metadata
 from venice_core.controller import stores, versions
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import VeniceError
-from venice_core.hooks.records import invocations
+from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.jobs.airflow_push import dag_id, push_job_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
@@ -33,7 +33,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         job_id = push_job_id(store, run["dag_run_id"])
         tasks = sorted(api.task_instances(dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~")
         version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
-        answers = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED") or r.error]
+        answers = [r for r in invocations(meta, job_id) if is_notable(r)]
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
@@ -64,12 +64,9 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
     for step in report["steps"]:
         typer.echo(f"  {step['task']:<40} {step['state']}")
-    for answer in report["hook_answers"]:
-        where = f" in {answer['region']}" if answer["region"] else ""
-        typer.echo(
-            f"  hook {answer['hook'].rsplit('.', 1)[-1]}: {answer['outcome']} at {answer['function']}{where}"
-            + (f": {answer['reason']}" if answer["reason"] else "")
-        )
+    for record in answers:
+        detail = record.error or record.reason
+        typer.echo(f"  {describe(record)}" + (f": {detail}" if detail else ""))
 
 
 @rollout_app.command("approve")

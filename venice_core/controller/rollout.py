@@ -133,13 +133,7 @@ class Rollout:
                 f"rolled back by a lifecycle hook at {where}; every region serves the previous version"
             )
         if self.version:
-            if self.swapped:
-                versions.set_version_status(
-                    self.meta, self.store, self.version, VersionStatus.PARTIALLY_ONLINE, f"aborted by a hook at {where}"
-                )
-                versions.finish_push(self.meta, self.store, self.version)
-            else:
-                versions.kill_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
+            versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
         served = ", ".join(self.swapped) or "no region"
         raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
 

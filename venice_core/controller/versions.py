@@ -184,6 +184,22 @@ def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) ->
     finish_push(meta, store_name, number)
 
 
+def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
+    """End a push that will not finish its rollout. Regions already serving the version keep it, and it is
+    PARTIALLY_ONLINE; if none serves it, it is KILLED (servers drop it). Either way another push may start."""
+    with meta.session() as session:
+        serving = session.scalar(
+            select(RegionCurrentVersion.region).where(
+                RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
+            )
+        )
+    if serving is None:
+        kill_push(meta, store_name, number, reason)
+    else:
+        set_version_status(meta, store_name, number, VersionStatus.PARTIALLY_ONLINE, reason)
+        finish_push(meta, store_name, number)
+
+
 def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
     """The push of this version is over (whatever its outcome): another push of the store may start."""
     with meta.session() as session:

@@ -53,6 +53,17 @@ def invocations(meta: MetadataStore, push_job_id: str, after_id: int = 0) -> lis
         return list(session.scalars(query))
 
 
+def is_notable(record: HookInvocationRecord) -> bool:
+    """An answer worth showing a person following a rollout: anything but PROCEED, or a hook's failure."""
+    return record.outcome not in (None, "PROCEED") or record.error is not None
+
+
+def describe(record: HookInvocationRecord) -> str:
+    """`AnswerFromConfig answered WAIT at pre_store_version_swap in dc-1`."""
+    where = f" in {record.region}" if record.region else ""
+    return f"{record.hook_class.rsplit('.', 1)[-1]} answered {record.outcome} at {record.function}{where}"
+
+
 def metrics_text(meta: MetadataStore) -> str:
     """Prometheus text: invocations, outcomes, failures, timeouts and queue wait, per hook class and function."""
     r = HookInvocationRecord

@@ -10,7 +10,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
-from venice_core.hooks.records import invocations
+from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
@@ -100,13 +100,9 @@ class RunFollower:
                 self.seen[task_id] = state
         for record in invocations(self.meta, push_job_id(self.store, self.run_id), self.last_invocation):
             self.last_invocation = record.id
-            if record.outcome not in (None, "PROCEED") or record.error:
-                where = f" in {record.region}" if record.region else ""
+            if is_notable(record):
                 detail = record.error or record.reason
-                self.progress(
-                    f"    {record.hook_class.rsplit('.', 1)[-1]} answered {record.outcome} at {record.function}"
-                    f"{where}" + (f": {detail}" if detail else "")
-                )
+                self.progress(f"    {describe(record)}" + (f": {detail}" if detail else ""))
         return self.api.run_state(dag_id(self.store), self.run_id)
 
     def failed_tasks(self) -> list[str]:
@@ -123,10 +119,7 @@ def failure_summary(meta: MetadataStore, store: str, run_id: str, failed_tasks: 
             f": {version['reason']}" if version["reason"] else ""
         )
     stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED")]
-    said = (
-        f": {stops[-1].hook_class.rsplit('.', 1)[-1]} answered {stops[-1].outcome} at {stops[-1].function}"
-        + (f" ({stops[-1].error or stops[-1].reason})" if stops[-1].error or stops[-1].reason else "")
-        if stops
-        else ""
-    )
-    return f"{where}; no version was created{said}"
+    if not stops:
+        return f"{where}; no version was created"
+    detail = stops[-1].error or stops[-1].reason
+    return f"{where}; no version was created: {describe(stops[-1])}" + (f" ({detail})" if detail else "")

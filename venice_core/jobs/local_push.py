@@ -90,6 +90,23 @@ def send_control(
     writer.flush()
 
 
+def send_start_of_push(
+    config: ClusterConfig, store: str, number: int, partitions: int, push_job_id: str, compression: str
+) -> None:
+    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression. Its GUID
+    derives from the push job, so sending it again (a re-run step) is skipped by ingestion as a duplicate."""
+    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": None}
+    send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
+
+
+def send_end_of_push(
+    config: ClusterConfig, store: str, number: int, partitions: int, push_job_id: str, record_counts: dict[str, int]
+) -> None:
+    """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
+    bodies = [{"record_counts": {str(p): record_counts[str(p)]}} for p in range(partitions)]
+    send_control(config, store, number, partitions, push_job_id, ControlMessageType.END_OF_PUSH, bodies)
+
+
 def run_spark_job(
     config: ClusterConfig,
     store: str,
@@ -200,23 +217,14 @@ def write_version(
     progress: Callable[[str], None],
 ) -> None:
     """START_OF_PUSH, the Spark job, END_OF_PUSH with the job's per-partition counts."""
-    sop = {"sorted": True, "chunked": True, "compression": info["compression"], "compression_dictionary": None}
-    send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
+    send_start_of_push(config, store, number, partitions, push_job_id, info["compression"])
     started = time.monotonic()
     result = run_spark_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
     progress(
         f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
         f"in {time.monotonic() - started:.1f}s"
     )
-    send_control(
-        config,
-        store,
-        number,
-        partitions,
-        push_job_id,
-        ControlMessageType.END_OF_PUSH,
-        [{"record_counts": {str(p): result["record_counts"][str(p)]}} for p in range(partitions)],
-    )
+    send_end_of_push(config, store, number, partitions, push_job_id, result["record_counts"])
 
 
 def push(
@@ -273,11 +281,7 @@ def push(
         except RolloutStopped:
             raise
         except BaseException as exc:
-            if rollout.swapped:  # some regions serve it already: keep them, say so
-                versions.set_version_status(meta, store, number, versions.VersionStatus.PARTIALLY_ONLINE, str(exc))
-                versions.finish_push(meta, store, number)
-            else:
-                versions.kill_push(meta, store, number, str(exc))
+            versions.stop_push(meta, store, number, str(exc))
             raise
     finally:
         rollout.close()
