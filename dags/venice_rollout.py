@@ -30,5 +30,5 @@ def _stores() -> list[tuple[str, list[str]]]:
 
 _config = load_config()
 for _store, _order in _stores():
-    _dag = build_rollout_dag(_store, _order, _config.hooks)
+    _dag = build_rollout_dag(_store, _order, _config)
     globals()[_dag.dag_id] = _dag

@@ -36,6 +36,9 @@ SERVER_HOST = "server.host"
 SERVER_PORT_BASE = "server.port.base"
 AIRFLOW_ENABLED = "airflow.enabled"
 AIRFLOW_PORT = "airflow.port"
+# A rollout step that fails on its own (not by a hook's ABORT/ROLLBACK or refused input) is retried.
+ROLLOUT_STEP_RETRIES = "rollout.step.retries"
+ROLLOUT_STEP_RETRY_DELAY_SECONDS = "rollout.step.retry.delay.seconds"
 
 # VIP-4 hook keys, verbatim.
 HOOKS = "venice.store.lifecycle.hooks"
@@ -60,6 +63,8 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         SERVER_PORT_BASE: "7070",
         AIRFLOW_ENABLED: "true",
         AIRFLOW_PORT: "8080",
+        ROLLOUT_STEP_RETRIES: "2",
+        ROLLOUT_STEP_RETRY_DELAY_SECONDS: "10",
         HOOKS: "",
         HOOKS_THREADS: "4",
         HOOKS_TIMEOUT_SECONDS: "60",
@@ -121,6 +126,8 @@ class ClusterConfig:
     airflow_enabled: bool
     airflow_port: int
     hooks: HookSettings
+    step_retries: int
+    step_retry_delay_seconds: float
     source: str  # where the settings came from, for error messages
 
     def region(self, name: str) -> RegionConfig:
@@ -289,6 +296,8 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         airflow_enabled=_bool(settings, AIRFLOW_ENABLED),
         airflow_port=_int(settings, AIRFLOW_PORT, 1),
         hooks=hooks,
+        step_retries=_int(settings, ROLLOUT_STEP_RETRIES),
+        step_retry_delay_seconds=_float(settings, ROLLOUT_STEP_RETRY_DELAY_SECONDS),
         source=source,
     )
 

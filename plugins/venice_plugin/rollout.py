@@ -4,6 +4,10 @@ A hook's WAIT is a sensor in reschedule mode that re-asks every `wait.interval.s
 while waiting) and answers ABORT after `wait.max.seconds`; ABORT and ROLLBACK fail the step (after the rollback, or
 with the version's status saying which regions serve it), so every later step is skipped as upstream-failed.
 The heavy push is a SparkSubmitOperator over the push job.
+
+Those deliberate stops, and input the push job refuses, fail their step for good (AirflowFailException). A step
+that fails on its own (a broker briefly unreachable, a lost Spark executor, Airflow's stale-event race on
+reschedule sensors) is retried `rollout.step.retries` times: every step is idempotent for its push.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +24,16 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import DAG, Param, TaskGroup, chain, task
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.cli.context import metadata
-from venice_core.config import ClusterConfig, HookSettings, load_config
+from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.controller.status import ExecutionStatus
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import local_push
+from venice_core.jobs import push as push_job
 from venice_core.jobs.airflow_push import dag_id, push_job_id
 
 VERSION = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
@@ -59,6 +65,8 @@ def _rollout(store: str, context: dict[str, Any], version: int | None = None) ->
                     r for r in info["rollout_order"] if r in status.regions and status.regions[r].serving
                 ]
             yield rollout, info
+        except RolloutStopped as stopped:  # a hook's decision, already applied: retrying would not change it
+            raise AirflowFailException(str(stopped)) from stopped
         finally:
             rollout.close()
 
@@ -127,7 +135,33 @@ class SwapApprovalOperator(HITLOperator):
         return result
 
 
-def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings) -> DAG:
+class PushJobOperator(SparkSubmitOperator):
+    """The Spark push job. Input it refuses (it writes why to its result file) ends the push at once: the version
+    is killed with the job's reason and the step fails without retries, since the same input would be refused
+    again. Any other failure is retried like every step."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "result_file")
+
+    def __init__(self, *, store: str, result_file: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store, self.result_file = store, result_file
+
+    def execute(self, context: Any) -> None:
+        Path(self.result_file).unlink(missing_ok=True)  # a previous try's result is not this one's
+        try:
+            super().execute(context)
+        except Exception as exc:
+            refused = push_job.refused_input(Path(self.result_file))
+            if not refused:
+                raise
+            reason = f"the push job refused its input: {refused}"
+            with metadata() as (_, meta):
+                versions.stop_push(meta, self.store, _created(context)["version"], reason)
+            raise AirflowFailException(reason) from exc
+
+
+def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfig) -> DAG:
+    hooks = config.hooks
     # The hooks' maximum wait is enforced by Rollout.poke (an explicit ABORT); the sensor timeout is a backstop.
     interval = hooks.wait_interval_seconds
     sensor = {"poke_interval": interval, "timeout": hooks.wait_max_seconds + 3 * interval + 60, "mode": "reschedule"}
@@ -141,6 +175,10 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
         max_active_runs=1,
         tags=["venice", "rollout"],
         on_failure_callback=finish_failed_run,
+        default_args={
+            "retries": config.step_retries,
+            "retry_delay": timedelta(seconds=config.step_retry_delay_seconds),
+        },
         params={
             "input": Param(type="string", description="Avro, Parquet or JSON files"),
             "key_field": Param("key", type="string"),
@@ -181,8 +219,10 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
                 }
 
         created = "ti.xcom_pull(task_ids='create_version')"
-        spark_push = SparkSubmitOperator(
+        spark_push = PushJobOperator(
             task_id="spark_push",
+            store=store,
+            result_file="{{ " + created + "['result_file'] }}",
             application=str(local_push.JOB_FILE),
             conn_id="spark_default",
             name=f"venice-push-{store}",
@@ -243,7 +283,7 @@ def build_rollout_dag(store: str, rollout_order: list[str], hooks: HookSettings)
                     with metadata() as (_, meta):
                         status = versions.job_status(meta, store, _created(context)["version"]).regions[region]
                     if status.status is ExecutionStatus.ERROR:
-                        raise RuntimeError(f"ingestion failed in {region}: {status.details}")
+                        raise AirflowFailException(f"ingestion failed in {region}: {status.details}")
                     return status.status is ExecutionStatus.COMPLETED
 
                 @task(task_id="leader_replication_done")

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import select
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import _assert_serves, _expected
+from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.platform import PlatformEnv
 from venice_core.config import load_config
 from venice_core.embedded import airflow
@@ -35,6 +35,7 @@ CLUSTER_SETTINGS = {
     "venice.store.lifecycle.hooks.timeout.seconds": "2",
     "venice.store.lifecycle.hooks.configs.slow.seconds": "4",
     "venice.store.lifecycle.hooks.configs.manual.approval.regions": "",  # stores opt in
+    "rollout.step.retry.delay.seconds": "2",
 }
 
 
@@ -316,6 +317,51 @@ def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env:
     _assert_serves(airflow_env, store, _expected(data))
     status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
+
+
+def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Input the push job refuses ends the rollout at spark_push on the first try (retrying would not change
+    it): one error line that names the problem, the version killed with that reason, the old version serving."""
+    store = airflow_env.create_user_store("afb", 1)
+    good = generate(tmp_path / "good", 100, files=1)
+    airflow_env.venice("push", store, "--input", str(good), "--local", check=True)
+    bad = _write(tmp_path / "bad", [{"id": "a", "name": "n", "age": 1, "score": 1.0}])
+    result = airflow_env.venice("push", store, "--input", str(bad), timeout=900)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "error: rollout run failed at spark_push; version 2 is KILLED: "
+        "the push job refused its input: input has no key field 'key' (columns: id, name, age, score)"
+    )
+    assert len(result.stderr.splitlines()) == 1
+    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 1
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    _assert_serves(airflow_env, store, _expected(good))
+
+
+def test_a_step_that_fails_on_its_own_is_retried(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """The Spark push's JVM is SIGKILLed mid-step (as a lost machine would): the step fails, Airflow retries it
+    after `rollout.step.retry.delay.seconds`, and every region ends up serving exactly the input."""
+    store = airflow_env.create_user_store("afr", 2)
+    data = generate(tmp_path / "in", 3000, files=1)
+    push = airflow_env.venice_background("push", store, "--input", str(data))
+    try:
+        driver = f"venice-push-{store}"
+        deadline = time.monotonic() + 600
+        while subprocess.run(["pkill", "-KILL", "-f", f"SparkSubmit.*--name {driver}"]).returncode != 0:
+            assert push.poll() is None, push.communicate()
+            assert time.monotonic() < deadline, "the Spark push never started"
+            time.sleep(0.5)
+        out, err = push.communicate(timeout=900)
+    finally:
+        if push.poll() is None:
+            push.kill()
+    assert push.returncode == 0, out + err
+    _assert_serves(airflow_env, store, _expected(data))
+    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 2
 
 
 def _wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:

@@ -26,6 +26,7 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     assert config.region("dc-1").version_topic("users", 3) == "dc-1.users_v3"
     assert config.hooks.wait_interval_seconds == 60
     assert config.hooks.failure_policy == "PROCEED"
+    assert (config.step_retries, config.step_retry_delay_seconds) == (2, 10)
 
 
 def test_home_properties_file_is_found(tmp_path: Path) -> None:
@@ -84,6 +85,7 @@ def test_hook_keys_verbatim_and_configs_prefix_clipped(tmp_path: Path) -> None:
         ("cluster.name=a\ncluster.name=b\n", r"venice.properties:2: duplicate key 'cluster.name'"),
         ("venice.store.lifecycle.hooks.failure.policy=retry\n", r"venice.properties:1: .*must be one of"),
         ("regions=DC_0\n", r"venice.properties:1: invalid region name 'DC_0'"),
+        ("rollout.step.retries=-1\n", r"venice.properties:1: rollout.step.retries must be at least 0"),
     ],
 )
 def test_bad_keys_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -76,6 +79,20 @@ def test_a_slow_hook_times_out_under_each_policy(policy: str) -> None:
     invocation = recorded[-1][1]
     assert invocation.timed_out and invocation.error == "timed out after 0.2s"
     assert 0.15 < invocation.queue_wait_seconds + invocation.duration_seconds < 0.9
+
+
+def test_a_timed_out_hook_does_not_hold_its_process_open() -> None:
+    """An Airflow sensor process must end right after its poke, even while an abandoned hook is still running."""
+    program = (
+        "from tests.unit.test_hooks_executor import ctx, executor\n"
+        "run, _ = executor('Slow', timeout=0.2, **{'slow.seconds': '120'})\n"
+        "print(run.invoke('pre_store_version_swap', ctx()).outcome)\n"
+        "run.close()\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "PROCEED"
+    assert time.monotonic() - started < 30  # not the hook's 120 s
 
 
 def test_a_bad_return_value_is_a_failure() -> None:

@@ -2,7 +2,9 @@
 
 - Hooks run on the configured thread pool (`venice.store.lifecycle.hooks.threads`), one at a time per invocation,
   in configured order (Venice's contract), each within `venice.store.lifecycle.hooks.timeout.seconds` (queue time
-  included). Python cannot interrupt a thread: a hook that times out is abandoned, not stopped.
+  included). Python cannot interrupt a thread: a hook that times out is abandoned, not stopped. The pool's threads
+  are daemons, so an abandoned hook never holds its process open at exit (an Airflow sensor process that outlives
+  its poke races the scheduler's next poke of the same task, which then fails it: apache/airflow#71172).
 - Combined outcome: any ROLLBACK wins, then ABORT, then WAIT, else PROCEED.
 - A hook that raises, times out or returns something that is not its outcome type counts as a failure, and its
   outcome follows `venice.store.lifecycle.hooks.failure.policy`: PROCEED (Venice's contract, the default), WAIT
@@ -12,12 +14,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from enum import StrEnum
+from queue import SimpleQueue
 from typing import Any
 
 from venice_core.config import HookSettings
@@ -71,6 +75,37 @@ def combine(outcomes: list[str]) -> str:
     return "PROCEED"
 
 
+class DaemonPool:
+    """A fixed pool of daemon threads. Unlike ThreadPoolExecutor, whose threads the interpreter joins at exit, it
+    lets a process end while an abandoned (timed-out) call is still running."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._work: SimpleQueue[tuple[Future, Callable[[], Any]] | None] = SimpleQueue()
+        self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
+                future.set_exception(exc)
+
+    def submit(self, call: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._work.put((future, call))
+        return future
+
+    def shutdown(self) -> None:
+        """Stop the idle threads; a call still running finishes on its own (or dies with the process)."""
+        for _ in self._threads:
+            self._work.put(None)
+
+
 class HookExecutor:
     def __init__(
         self,
@@ -81,7 +116,7 @@ class HookExecutor:
         self.settings = settings
         self.hooks = hooks
         self.recorder = recorder
-        self._pool = ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="venice-hook")
+        self._pool = DaemonPool(settings.threads, "venice-hook")
 
     def _policy_outcome(self, kind: type[StrEnum] | None) -> str | None:
         if kind is None:
@@ -154,7 +189,7 @@ class HookExecutor:
         return HookDecision(outcome, tuple(invocations))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
 
 __all__ = ["HookDecision", "HookExecutor", "HookInvocation", "StoreVersionLifecycleEventOutcome", "combine"]

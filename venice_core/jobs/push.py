@@ -254,18 +254,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _write_result(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+
+
+def refused_input(result_file: Path) -> str | None:
+    """Why the job refused its input (a missing field, an incompatible schema, ...), if that is how it ended: a
+    failure that running the job again would not change."""
+    try:
+        return json.loads(result_file.read_text()).get("refused")
+    except (OSError, ValueError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         result = run(args)
     except VeniceError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _write_result(Path(args.result_file), {"refused": str(exc)})
         return 1
     except Exception as exc:  # noqa: BLE001 - Spark wraps executor errors; report their first line
         print(f"error: {_unwrap_spark_error(exc)}", file=sys.stderr)
         return 1
-    Path(args.result_file).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.result_file).write_text(json.dumps(result))
+    _write_result(Path(args.result_file), result)
     return 0
 
 
