@@ -341,27 +341,43 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     _assert_serves(airflow_env, store, _expected(good))
 
 
-def test_a_step_that_fails_on_its_own_is_retried(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     """The Spark push's JVM is SIGKILLed mid-step (as a lost machine would): the step fails, Airflow retries it
-    after `rollout.step.retry.delay.seconds`, and every region ends up serving exactly the input."""
+    after `rollout.step.retry.delay.seconds`, and every region serves exactly the input. When every try fails
+    (1 + `rollout.step.retries`), the run fails and its failure callback kills the version; the previous one
+    keeps serving."""
     store = airflow_env.create_user_store("afr", 2)
     data = generate(tmp_path / "in", 3000, files=1)
     push = airflow_env.venice_background("push", store, "--input", str(data))
-    try:
-        driver = f"venice-push-{store}"
-        deadline = time.monotonic() + 600
-        while subprocess.run(["pkill", "-KILL", "-f", f"SparkSubmit.*--name {driver}"]).returncode != 0:
-            assert push.poll() is None, push.communicate()
-            assert time.monotonic() < deadline, "the Spark push never started"
-            time.sleep(0.5)
-        out, err = push.communicate(timeout=900)
-    finally:
-        if push.poll() is None:
-            push.kill()
+    out, err = _kill_spark_push(store, push, times=1)
     assert push.returncode == 0, out + err
     _assert_serves(airflow_env, store, _expected(data))
     status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 2
+
+    push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "v2", 100, files=1)))
+    out, err = _kill_spark_push(store, push, times=3)
+    assert push.returncode == 3, out + err
+    assert err == "error: rollout run failed at spark_push; version 2 is KILLED: the rollout run failed\n"
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+
+
+def _kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tuple[str, str]:
+    """SIGKILL the store's Spark push JVM as soon as it appears, on `times` tries; then follow the push out."""
+    pattern = f"SparkSubmit.*--name venice-push-{store}"
+    deadline = time.monotonic() + 600
+    try:
+        for _ in range(times):
+            while subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode != 0:
+                assert push.poll() is None, push.communicate()
+                assert time.monotonic() < deadline, "the Spark push never started"
+                time.sleep(0.5)
+            while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+                time.sleep(0.2)  # gone before the next try starts
+        return push.communicate(timeout=900)
+    finally:
+        if push.poll() is None:
+            push.kill()
 
 
 def _wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from venice_core.config import ClusterConfig
+from venice_core.controller import versions
 from venice_core.controller.stores import describe_store
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
@@ -15,6 +16,7 @@ from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
 UNREACHABLE_TIMEOUT_SECONDS = 600
+FAILURE_CALLBACK_TIMEOUT_SECONDS = 30
 
 
 class RolloutFailed(VeniceError):
@@ -72,9 +74,18 @@ def push(
             info = describe_store(meta, store)
             return max(v["current"] for v in info["regions"].values())
         if state == "failed":
+            _wait_until_push_ended(meta, store, push_job_id(store, run_id))
             raise RolloutFailed(failure_summary(meta, store, run_id, follower.failed_tasks()))
         time.sleep(1)
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
+
+
+def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None:
+    """A run failed by a step's own error is ended by the DAG's failure callback, which Airflow runs shortly after
+    the run fails: wait for it, so the summary says what became of the version."""
+    deadline = time.monotonic() + FAILURE_CALLBACK_TIMEOUT_SECONDS
+    while versions.version_of_push(meta, store, job_id) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 class RunFollower:
