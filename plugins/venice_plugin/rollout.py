@@ -148,6 +148,9 @@ class PushJobOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         Path(self.result_file).unlink(missing_ok=True)  # a previous try's result is not this one's
+        confs = {str(k): str(v) for k, v in (context["params"].get("conf") or {}).items()}  # `venice push --conf`
+        self.conf = {**(self.conf or {}), **local_push.spark_confs(confs)}
+        self.application_args = [*self.application_args, *local_push.job_flags(confs)]
         try:
             super().execute(context)
         except Exception as exc:

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.platform import PlatformEnv
+from venice_core.client import ReadClient
 from venice_core.config import load_config
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
@@ -323,22 +324,30 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:
     """Input the push job refuses ends the rollout at spark_push on the first try (retrying would not change
-    it): one error line that names the problem, the version killed with that reason, the old version serving."""
+    it): one error line that names the problem, the version killed with that reason, the old version serving.
+    The push configs of `venice push --conf` reach the job: the same input is then accepted."""
     store = airflow_env.create_user_store("afb", 1)
     good = generate(tmp_path / "good", 100, files=1)
     airflow_env.venice("push", store, "--input", str(good), "--local", check=True)
-    bad = _write(tmp_path / "bad", [{"id": "a", "name": "n", "age": 1, "score": 1.0}])
+    rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
+    bad = _write(tmp_path / "bad", rows)
     result = airflow_env.venice("push", store, "--input", str(bad), timeout=900)
     assert result.returncode == 3, result.stdout + result.stderr
     assert result.stderr.startswith(
         "error: rollout run failed at spark_push; version 2 is KILLED: "
-        "the push job refused its input: input has no key field 'key' (columns: id, name, age, score)"
+        "the push job refused its input: duplicate key with different values in the input"
     )
     assert len(result.stderr.splitlines()) == 1
     status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 1
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(good))
+
+    airflow_env.venice("push", store, "--input", str(bad), "--conf", "allow.duplicate.key=true", check=True)
+    assert airflow_env.serving(store) == {"dc-0": 3, "dc-1": 3, "dc-2": 3}
+    client = ReadClient("127.0.0.1", airflow_env.config.server_port("dc-2"))
+    assert client.get(store, "b") == {"name": "n", "age": 3, "score": 1.0}
+    assert client.get(store, "a")["age"] in (1, 2)
 
 
 def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env: PlatformEnv, tmp_path: Path) -> None:

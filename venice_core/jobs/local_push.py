@@ -58,16 +58,23 @@ def spark_submit_argv(
         "--driver-memory",
         "2g",
     ]
-    for key, value in confs.items():
-        if key.startswith("spark."):
-            argv += ["--conf", f"{key}={value}"]
-        elif key.startswith("venice.push.test."):
-            argv += ["--conf", f"spark.{key}={value}"]
-    return [*argv, str(JOB_FILE), *job_args]
+    for key, value in spark_confs(confs).items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, str(JOB_FILE), *job_args, *job_flags(confs)]
 
 
-def _flag(confs: dict[str, str], key: str) -> bool:
-    return confs.get(key, "false").lower() == "true"
+def spark_confs(confs: dict[str, str]) -> dict[str, str]:
+    """The Spark properties among a push's configs: `spark.*` as given, and the test fault injections (spark-submit
+    passes on only `spark.*` properties)."""
+    picked = {key: value for key, value in confs.items() if key.startswith("spark.")}
+    picked.update({f"spark.{key}": value for key, value in confs.items() if key.startswith("venice.push.test.")})
+    return picked
+
+
+def job_flags(confs: dict[str, str]) -> list[str]:
+    """The push job's flags for a push's configs (`allow.duplicate.key`, `allow.empty.input`)."""
+    wanted = {"allow.duplicate.key": "--allow-duplicate-key", "allow.empty.input": "--allow-empty"}
+    return [flag for key, flag in wanted.items() if str(confs.get(key, "false")).lower() == "true"]
 
 
 def send_control(
@@ -140,10 +147,6 @@ def run_spark_job(
             "--result-file",
             str(result_file),
         ]
-        if _flag(confs, "allow.duplicate.key"):
-            job_args.append("--allow-duplicate-key")
-        if _flag(confs, "allow.empty.input"):
-            job_args.append("--allow-empty")
         env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
         argv = spark_submit_argv(config, job_args, confs, confs.get("spark.master", "local[2,4]"))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
