@@ -19,7 +19,7 @@ from typing import Any
 from venice_core.client import serde
 from venice_core.config import load_config
 from venice_core.controller import stores as store_ops
-from venice_core.errors import VeniceError
+from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
 from venice_core.jobs.input_schema import match_value_schema
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor
@@ -228,13 +228,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         meta.dispose()
 
 
-def _unwrap_spark_error(exc: BaseException) -> str:
-    """A PushJobError raised on an executor reaches the driver inside a Py4J/Spark exception: find its text."""
-    text = str(exc)
+def _refusal(exc: BaseException) -> str | None:
+    """Why the job refused its input or store, if that is what `exc` says: an error about them on the driver, or a
+    PushJobError raised on an executor (it reaches the driver inside a Py4J/Spark exception). An unreachable broker
+    or metadata store is no refusal: the same push may succeed when tried again."""
+    if isinstance(exc, ComponentError | MetadataStoreError):
+        return None
+    if isinstance(exc, VeniceError):
+        return str(exc)
     marker = "PushJobError: "
-    if marker in text:
-        return text.split(marker, 1)[1].splitlines()[0]
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    text = str(exc)
+    return text.split(marker, 1)[1].splitlines()[0] if marker in text else None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -272,12 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         result = run(args)
-    except VeniceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        _write_result(Path(args.result_file), {"refused": str(exc)})
-        return 1
-    except Exception as exc:  # noqa: BLE001 - Spark wraps executor errors; report their first line
-        print(f"error: {_unwrap_spark_error(exc)}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - one line for the caller; Spark wraps executor errors in pages
+        refused = _refusal(exc)
+        text = str(exc).strip()
+        print(f"error: {refused or (text.splitlines()[0] if text else type(exc).__name__)}", file=sys.stderr)
+        if refused:
+            _write_result(Path(args.result_file), {"refused": refused})
         return 1
     _write_result(Path(args.result_file), result)
     return 0
