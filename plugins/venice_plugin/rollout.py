@@ -279,7 +279,8 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
 
                 @task.sensor(task_id="da_vinci_ingestion_gate", **sensor)
                 def da_vinci_gate(region: str = region, **context: Any) -> bool:
-                    return _ask(store, "pre_start_of_store_version_ingestion_for_da_vinci", region, context)
+                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
+                        return rollout.poke_da_vinci_gate(region)
 
                 @task.sensor(task_id="ingestion_complete", poke_interval=2, timeout=3600, mode="reschedule")
                 def ingestion_complete(region: str = region, **context: Any) -> bool:
@@ -296,7 +297,8 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
 
                 @task.sensor(task_id="da_vinci_swap", **sensor)
                 def da_vinci_swap(region: str = region, **context: Any) -> bool:
-                    return _ask(store, "post_start_of_store_version_ingestion_for_da_vinci", region, context)
+                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
+                        return rollout.poke_da_vinci_swap(region)
 
                 approval = (
                     SwapApprovalOperator(task_id="approval", store=store, region=region) if manual_approval else None

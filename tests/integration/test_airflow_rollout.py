@@ -21,6 +21,8 @@ from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.config import load_config
+from venice_core.controller import da_vinci
+from venice_core.controller.status import ExecutionStatus
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
@@ -318,6 +320,29 @@ def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env:
     _assert_serves(airflow_env, store, _expected(data))
     status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
+
+
+def test_da_vinci_swap_waits_for_the_regions_live_instances(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """A Da Vinci client is registered in dc-1: the run opens dc-1's ingestion gate, then holds dc-1's Da Vinci
+    swap until the client reports the version ingested. The other regions have no client and do not wait."""
+    store = airflow_env.create_user_store("afd")
+    meta = MetadataStore(airflow_env.config.metadata_db_url)
+    try:
+        da_vinci.heartbeat(meta, store, "dc-1", "client-a", 0)
+        push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "in", 100, files=1)))
+        try:
+            _wait_for_step(airflow_env, store, "dc_1.da_vinci_swap", "up_for_reschedule", push)
+            assert da_vinci.gate_open(meta, store, 1, "dc-1")
+            assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
+            da_vinci.heartbeat(meta, store, "dc-1", "client-a", 1, ExecutionStatus.COMPLETED)
+            out, err = push.communicate(timeout=600)
+        finally:
+            if push.poll() is None:
+                push.kill()
+    finally:
+        meta.dispose()
+    assert push.returncode == 0, out + err
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
 
 
 def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import versions
+from venice_core.controller import da_vinci, versions
 from venice_core.controller.status import VersionStatus
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext
@@ -24,6 +24,9 @@ from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder
 from venice_core.meta import MetadataStore
+
+DA_VINCI_GATE = "pre_start_of_store_version_ingestion_for_da_vinci"
+DA_VINCI_SWAP = "post_start_of_store_version_ingestion_for_da_vinci"
 
 
 class RolloutStopped(VeniceError):
@@ -112,6 +115,34 @@ class Rollout:
         self.check(outcome, function, region)
         return outcome != "WAIT"
 
+    def poke_da_vinci_gate(self, region: str) -> bool:
+        """One poke of the Da Vinci ingestion gate: once the hooks let it, the region's clients may ingest."""
+        if not self.poke(DA_VINCI_GATE, region):
+            return False
+        da_vinci.open_gate(self.meta, self.store, self.version, region)
+        return True
+
+    def poke_da_vinci_swap(self, region: str) -> bool:
+        """One poke of the Da Vinci swap: the region's live instances must have ingested the version, then the
+        hooks are asked."""
+        return not self.da_vinci_pending(region) and self.poke(DA_VINCI_SWAP, region)
+
+    def da_vinci_pending(self, region: str) -> list[str]:
+        """The region's live Da Vinci instances yet to ingest this version. Waiting on them past the maximum wait,
+        counted from the region's ingestion completing, is an ABORT."""
+        waiting = da_vinci.pending(self.meta, self.store, region, self.version)
+        if waiting:
+            waited = time.time() - versions.job_status(self.meta, self.store, self.version).regions[region].updated_at
+            if waited >= self.config.hooks.wait_max_seconds:
+                self.last_reason = (
+                    f"Da Vinci instances {', '.join(waiting)} had not ingested it after {waited:.0f}s, the maximum wait"
+                )
+                self.stop("ABORT", DA_VINCI_SWAP, region)
+            self.progress(
+                f"waiting for Da Vinci instances in {region} to ingest version {self.version}: {', '.join(waiting)}"
+            )
+        return waiting
+
     def inform(self, function: str, region: str | None = None) -> None:
         if self.executor is not None:
             self.executor.invoke(function, self.context(region))
@@ -158,18 +189,13 @@ class Rollout:
     def swap_region(
         self, region: str, wait_for_ingestion: Callable[[str], None], wait_until_served: Callable[[str], None]
     ) -> None:
-        self.check(
-            self.ask("pre_start_of_store_version_ingestion_for_da_vinci", region),
-            "pre_start_of_store_version_ingestion_for_da_vinci",
-            region,
-        )
+        self.check(self.ask(DA_VINCI_GATE, region), DA_VINCI_GATE, region)
+        da_vinci.open_gate(self.meta, self.store, self.version, region)
         wait_for_ingestion(region)
         self.inform("post_store_version_leader_replication", region)
-        self.check(
-            self.ask("post_start_of_store_version_ingestion_for_da_vinci", region),
-            "post_start_of_store_version_ingestion_for_da_vinci",
-            region,
-        )
+        while self.da_vinci_pending(region):
+            self.sleep(min(self.config.hooks.wait_interval_seconds, 5.0))
+        self.check(self.ask(DA_VINCI_SWAP, region), DA_VINCI_SWAP, region)
         self.check(self.ask("pre_store_version_swap", region), "pre_store_version_swap", region)
         versions.swap_region(self.meta, self.store, region, self.version)
         self.swapped.append(region)

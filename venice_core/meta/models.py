@@ -118,3 +118,17 @@ class HookInvocationRecord(Base):
     queue_wait_seconds: Mapped[float] = mapped_column(Float)
     duration_seconds: Mapped[float] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class DaVinciInstance(Base):
+    """A Da Vinci client materialising a store in one region: its heartbeat, and the version it has ingested. The
+    rollout waits for the live ones before it lets a region's Da Vinci clients swap (VIP-4's Da Vinci steps)."""
+
+    __tablename__ = "da_vinci_instances"
+
+    store_name: Mapped[str] = mapped_column(ForeignKey("stores.name", ondelete="CASCADE"), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    instance_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(32), default="")
+    heartbeat_at: Mapped[float] = mapped_column(Float, default=now)

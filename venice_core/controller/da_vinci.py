@@ -1,0 +1,74 @@
+"""Da Vinci instances as the rollout sees them (VIP-4's Da Vinci steps).
+
+A Da Vinci client heartbeats with the version it has ingested in its region. The rollout opens a region's gate once
+`pre_start_of_store_version_ingestion_for_da_vinci` lets it (the region's clients may then start ingesting the new
+version), and before `post_start_of_store_version_ingestion_for_da_vinci` it waits for the region's live instances
+to have ingested it. An instance silent for `LIVE_SECONDS` is not waited for; none registered, nothing to wait for.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select
+
+from venice_core.controller.status import ExecutionStatus
+from venice_core.meta import MetadataStore
+from venice_core.meta.db import retry_on_conflict
+from venice_core.meta.models import DaVinciInstance, Version
+
+LIVE_SECONDS = 60.0
+GATE_KEY = "da_vinci_regions"  # in the version's details: the regions whose Da Vinci clients may ingest it
+
+
+@retry_on_conflict()
+def heartbeat(
+    meta: MetadataStore,
+    store: str,
+    region: str,
+    instance_id: str,
+    version: int | None = None,
+    status: ExecutionStatus | None = None,
+) -> None:
+    """An instance says it is alive, and (optionally) which version it has ingested and how far."""
+    with meta.session() as session:
+        row = session.get(DaVinciInstance, (store, region, instance_id))
+        if row is None:
+            row = DaVinciInstance(store_name=store, region=region, instance_id=instance_id, version=0, status="")
+            session.add(row)
+        if version is not None:
+            row.version = version
+        if status is not None:
+            row.status = status.value
+        row.heartbeat_at = time.time()
+
+
+def pending(meta: MetadataStore, store: str, region: str, version: int, now: float | None = None) -> list[str]:
+    """The live instances in `region` that have not ingested `version` yet."""
+    cutoff = (time.time() if now is None else now) - LIVE_SECONDS
+    with meta.session() as session:
+        rows = session.scalars(
+            select(DaVinciInstance).where(
+                DaVinciInstance.store_name == store,
+                DaVinciInstance.region == region,
+                DaVinciInstance.heartbeat_at >= cutoff,
+            )
+        )
+        done = ExecutionStatus.COMPLETED.value
+        return sorted(
+            r.instance_id for r in rows if not (r.version > version or (r.version, r.status) == (version, done))
+        )
+
+
+def open_gate(meta: MetadataStore, store: str, version: int, region: str) -> None:
+    with meta.session() as session:
+        row = session.get(Version, (store, version))
+        if row is not None and region not in (row.details or {}).get(GATE_KEY, []):
+            row.details = {**(row.details or {}), GATE_KEY: [*(row.details or {}).get(GATE_KEY, []), region]}
+
+
+def gate_open(meta: MetadataStore, store: str, version: int, region: str) -> bool:
+    """May the region's Da Vinci clients start ingesting `version`?"""
+    with meta.session() as session:
+        row = session.get(Version, (store, version))
+        return row is not None and region in (row.details or {}).get(GATE_KEY, [])
