@@ -59,6 +59,7 @@ def _rollout(store: str, context: dict[str, Any], version: int | None = None) ->
             version=version,
         )
         try:
+            rollout.ensure_not_stopped()
             if version:  # regions that already swapped, for a ROLLBACK
                 status = versions.job_status(meta, store, version)
                 rollout.swapped = [

@@ -70,6 +70,20 @@ class Rollout:
             approvals=versions.approvals(self.meta, self.store, self.version) if self.version else {},
         )
 
+    def ensure_not_stopped(self) -> None:
+        """A step of a push already stopped (ABORT, ROLLBACK, killed) must not act again. A retried or re-run step
+        raises the recorded stop instead of asking the hooks anew, whose answer might now reverse the decision."""
+        if self.version is None:
+            return
+        row = versions.get_version(self.meta, self.store, self.version)
+        details = row.details or {}
+        if details.get("finished") and row.status != VersionStatus.ONLINE:
+            reason = details.get("reason", "")
+            raise RolloutStopped(
+                f"the push has already stopped: version {self.version} is {row.status}"
+                + (f": {reason}" if reason else "")
+            )
+
     def ask_once(self, function: str, region: str | None = None) -> str | None:
         """One invocation of a lifecycle function on every hook (what a sensor does at each poke)."""
         if self.executor is None:

@@ -1,6 +1,6 @@
-"""The rollout's Da Vinci steps over the metadata store: the ingestion gate opens a region to its Da Vinci clients,
-and the Da Vinci swap waits for the region's live instances to have ingested the version (past the maximum wait,
-an ABORT)."""
+"""Rollout steps over the metadata store (no Kafka, no Airflow). The Da Vinci steps: the ingestion gate opens a
+region to its Da Vinci clients, and the Da Vinci swap waits for the region's live instances to have ingested the
+version (past the maximum wait, an ABORT). A step of a push already stopped does not act again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import update
 
 from venice_core.config import load_config
-from venice_core.controller import da_vinci, stores
+from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.controller.status import ExecutionStatus, VersionStatus
 from venice_core.meta import MetadataStore
@@ -88,3 +88,12 @@ def test_waiting_on_instances_past_the_maximum_is_an_abort(rollout) -> None:
         session.execute(update(VersionRegionStatus).values(updated_at=time.time() - 40))
     with pytest.raises(RolloutStopped, match=r"in dc-1 \(Da Vinci instances client-a had not ingested it after 4\ds"):
         rollout.poke_da_vinci_swap("dc-1")
+
+
+def test_a_step_of_a_stopped_push_raises_the_recorded_stop(rollout) -> None:
+    """A retried or re-run step (say Airflow failed a poke that had just aborted) must not ask the hooks anew."""
+    rollout, meta, _ = rollout
+    rollout.ensure_not_stopped()  # in flight: goes on
+    versions.stop_push(meta, "users", 1, "aborted by a hook at pre_store_version_swap in dc-1")
+    with pytest.raises(RolloutStopped, match=r"already stopped: version 1 is KILLED: aborted by a hook at pre_store"):
+        rollout.ensure_not_stopped()
