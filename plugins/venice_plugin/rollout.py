@@ -92,7 +92,7 @@ def finish_failed_run(context: dict[str, Any]) -> None:
     with metadata() as (_, meta):
         for version in stores.describe_store(meta, store)["versions"]:
             row = versions.get_version(meta, store, version["number"])
-            if row.push_job_id == job_id and not (row.details or {}).get("finished"):
+            if row.push_job_id == job_id and not versions.push_finished(row):
                 versions.stop_push(meta, store, row.number, "the rollout run failed")
 
 

@@ -63,8 +63,11 @@ def pending(meta: MetadataStore, store: str, region: str, version: int, now: flo
 def open_gate(meta: MetadataStore, store: str, version: int, region: str) -> None:
     with meta.session() as session:
         row = session.get(Version, (store, version))
-        if row is not None and region not in (row.details or {}).get(GATE_KEY, []):
-            row.details = {**(row.details or {}), GATE_KEY: [*(row.details or {}).get(GATE_KEY, []), region]}
+        if row is None:
+            return
+        opened = (row.details or {}).get(GATE_KEY, [])
+        if region not in opened:
+            row.details = {**(row.details or {}), GATE_KEY: [*opened, region]}
 
 
 def gate_open(meta: MetadataStore, store: str, version: int, region: str) -> bool:

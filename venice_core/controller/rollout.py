@@ -76,9 +76,8 @@ class Rollout:
         if self.version is None:
             return
         row = versions.get_version(self.meta, self.store, self.version)
-        details = row.details or {}
-        if details.get("finished") and row.status != VersionStatus.ONLINE:
-            reason = details.get("reason", "")
+        if versions.push_finished(row) and row.status != VersionStatus.ONLINE:
+            reason = (row.details or {}).get("reason", "")
             raise RolloutStopped(
                 f"the push has already stopped: version {self.version} is {row.status}"
                 + (f": {reason}" if reason else "")

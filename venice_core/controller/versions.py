@@ -87,7 +87,7 @@ def _version_in_flight(session: Any, store_name: str) -> int | None:
             Version.status.in_([*IN_FLIGHT, VersionStatus.PARTIALLY_ONLINE]),
         )
     )
-    return next((v.number for v in candidates if v.status in IN_FLIGHT or not (v.details or {}).get("finished")), None)
+    return next((v.number for v in candidates if v.status in IN_FLIGHT or not push_finished(v)), None)
 
 
 def version_of_push(meta: MetadataStore, store_name: str, push_job_id: str) -> Version | None:
@@ -206,6 +206,11 @@ def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
         version = session.get(Version, (store_name, number))
         if version is not None:
             version.details = {**(version.details or {}), "finished": True}
+
+
+def push_finished(version: Version) -> bool:
+    """Is the push of this version over (see `finish_push`)?"""
+    return bool((version.details or {}).get("finished"))
 
 
 def record_approval(
