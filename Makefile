@@ -28,7 +28,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not kafka and not spark and not airflow and not postgres"
 
 up: install
 	$(BIN)/venice up

@@ -1,11 +1,17 @@
-"""Session-wide servers: each starts once per test session and stops at its end."""
+"""Session-wide servers, each started once per test session and stopped at its end, and the markers that say
+what a test needs (`kafka`, `spark`, `airflow`, `postgres`): set from the fixtures a test uses, so a test cannot
+need a component without being marked for it. `make test-fast` runs the tests that need none of them."""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,10 +19,20 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.embedded import platform
 
+NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "airflow", "postgres_url": "postgres"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & NEEDED_BY_FIXTURE.keys():
+            item.add_marker(NEEDED_BY_FIXTURE[fixture])
+
 
 @pytest.fixture(scope="session")
 def platform_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
-    """The embedded platform (real Kafka broker, migrated metadata store), up for the whole session."""
+    """The embedded platform (real Kafka broker, migrated metadata store, three region servers), up for the whole
+    session."""
     env = make_platform_env(tmp_path_factory.mktemp("venice-home"))
     config = env.config
     try:
@@ -24,6 +40,28 @@ def platform_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformE
         yield env
     finally:
         platform.down(config, report=lambda _line: None)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the session's tests of the push job's logic (its JVM starts once; the job's own
+    functions run on it in-process). `local[2,4]`: two cores, and a failed task is retried as on a cluster."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors need the venv's packages
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("venice-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .getOrCreate()
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+        # py4j closes its connections at interpreter exit and logs that at INFO to pytest's closed capture stream.
+        logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +74,11 @@ def postgres_url() -> Iterator[str]:
             yield url
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def spark_job(spark: Any) -> Any:
+    """The push job on the session's SparkSession, as a `local_push` job runner."""
+    from tests.support.jobs import InProcessSparkJob
+
+    return InProcessSparkJob(spark)

@@ -23,7 +23,7 @@ def _env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, Metadat
     env.env["PYTHONPATH"] = str(REPO)
     meta = MetadataStore(env.config.metadata_db_url)
     meta.migrate()  # no broker needed for metadata commands
-    env.venice(
+    env.cli(
         "store",
         "create",
         "users",
@@ -38,23 +38,23 @@ def _env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, Metadat
 
 def test_invalid_store_level_hook_config_is_refused_with_the_reason(tmp_path: Path) -> None:
     env, meta = _env(tmp_path, f"{HOOKS}.StrictConfig")
-    env.venice("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)
-    result = env.venice("store", "update", "users", "--hook-config", "min.delay.seconds=soon")
+    env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)
+    result = env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=soon")
     assert result.returncode != 0
     assert result.stderr.strip() == (
         "error: store-level hook config of 'users' refused: StrictConfig: min.delay.seconds must be an integer, "
         "got 'soon'"
     )
-    result = env.venice("store", "update", "users", "--hook-config", "rm -rf=/")
+    result = env.cli("store", "update", "users", "--hook-config", "rm -rf=/")
     assert "unknown key 'rm -rf'" in result.stderr
-    info = json.loads(env.venice("store", "show", "users", "--json", check=True).stdout)
+    info = json.loads(env.cli("store", "show", "users", "--json", check=True).stdout)
     assert info["hook_configs"] == {"min.delay.seconds": "60"}
     meta.dispose()
 
 
 def test_unloadable_hook_class_is_one_clear_error(tmp_path: Path) -> None:
     env, meta = _env(tmp_path, "no_such_module.Hooks")
-    result = env.venice("store", "update", "users", "--hook-config", "a=b")
+    result = env.cli("store", "update", "users", "--hook-config", "a=b")
     assert result.returncode != 0
     assert result.stderr.strip().startswith(
         "error: venice.store.lifecycle.hooks: cannot load hook class 'no_such_module.Hooks'"
@@ -81,7 +81,7 @@ def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path)
     assert run.invoke("pre_store_version_swap", ctx).outcome == "ABORT"
     run.close()
 
-    text = env.venice("metrics", check=True).stdout
+    text = env.cli("metrics", check=True).stdout
     answer = f'function="pre_store_version_swap",hook_class="{HOOKS}.AnswerFromConfig"'
     raising = f'function="pre_store_version_swap",hook_class="{HOOKS}.Raising"'
     assert f"venice_hook_invocations_total{{{answer}}} 2" in text
@@ -99,22 +99,22 @@ def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_p
     from venice_core.meta.models import Version
 
     env, meta = _env(tmp_path, "venice_core.hooks.builtin.ManualApproval")
-    refused = env.venice("rollout", "approve", "users", "--region", "dc-1")
+    refused = env.cli("rollout", "approve", "users", "--region", "dc-1")
     assert refused.returncode == 1 and refused.stderr == "error: store 'users' has no push in flight to approve\n"
     with meta.session() as session:  # a push in flight (its topics are not needed here)
         session.add(Version(store_name="users", number=1, status="STARTED", partition_count=1, compression="NO_OP"))
-    unknown = env.venice("rollout", "approve", "users", "--region", "dc-9")
+    unknown = env.cli("rollout", "approve", "users", "--region", "dc-9")
     assert unknown.returncode == 1 and "has no region 'dc-9' (regions: dc-0, dc-1, dc-2)" in unknown.stderr
 
     rollout = Rollout(env.config, meta, "users", "push-1", {"manual.approval.regions": "dc-1"}, version=1)
     try:
         assert rollout.ask_once("pre_store_version_swap", "dc-0") == "PROCEED"  # not a region that needs it
         assert rollout.ask_once("pre_store_version_swap", "dc-1") == "WAIT"
-        result = env.venice("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)
+        result = env.cli("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)
         assert result.stdout == "rejected the swap of 'users' version 1 in dc-1\n"
         assert rollout.ask_once("pre_store_version_swap", "dc-1") == "ABORT"
         assert rollout.last_reason == "ManualApproval: rejected by venice CLI"
-        env.venice("rollout", "approve", "users", "--region", "dc-1", check=True)  # a change of mind
+        env.cli("rollout", "approve", "users", "--region", "dc-1", check=True)  # a change of mind
         assert rollout.ask_once("pre_store_version_swap", "dc-1") == "PROCEED"
     finally:
         rollout.close()

@@ -6,10 +6,13 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support.platform import make_platform_env
 from venice_core.embedded import kafka
 
 
+@pytest.mark.kafka  # a platform of its own
 def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     env = make_platform_env(tmp_path / "home")
     up = env.venice("up", check=True)

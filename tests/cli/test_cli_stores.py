@@ -1,4 +1,5 @@
-"""`venice store` and `venice schema` run as a user runs them; each bad input is one line, non-zero, no change."""
+"""`venice store` and `venice schema` through the command's entry point (in this process, over a metadata store of
+their own: no broker is needed for metadata); each bad input is one line, non-zero, no change."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.platform import PlatformEnv
+from tests.support.platform import PlatformEnv, make_platform_env
+from venice_core.meta import MetadataStore
 
 KEY = '"string"'
 V1 = {
@@ -37,10 +39,19 @@ def schemas(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
+    env = make_platform_env(tmp_path_factory.mktemp("cli") / "home")
+    meta = MetadataStore(env.config.metadata_db_url)
+    meta.migrate()
+    meta.dispose()
+    return env
+
+
 @pytest.fixture
-def store(platform_env: PlatformEnv, schemas: dict[str, Path]) -> str:
+def store(cli_env: PlatformEnv, schemas: dict[str, Path]) -> str:
     name = f"users_{uuid.uuid4().hex[:8]}"
-    platform_env.venice(
+    cli_env.cli(
         "store",
         "create",
         name,
@@ -55,8 +66,8 @@ def store(platform_env: PlatformEnv, schemas: dict[str, Path]) -> str:
     return name
 
 
-def _show(platform_env: PlatformEnv, store: str) -> dict:
-    return json.loads(platform_env.venice("store", "show", store, "--json", check=True).stdout)
+def _show(cli_env: PlatformEnv, store: str) -> dict:
+    return json.loads(cli_env.cli("store", "show", store, "--json", check=True).stdout)
 
 
 def _assert_one_line_error(result, pattern: str) -> None:
@@ -67,18 +78,18 @@ def _assert_one_line_error(result, pattern: str) -> None:
     assert pattern in lines[0], lines[0]
 
 
-def test_create_show_update_schema_add(platform_env: PlatformEnv, store: str, schemas: dict[str, Path]) -> None:
-    info = _show(platform_env, store)
+def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas: dict[str, Path]) -> None:
+    info = _show(cli_env, store)
     assert info["partition_count"] == 3
     assert info["value_schemas"][0]["schema"]["name"] == "Profile"
     assert set(info["regions"]) == {"dc-0", "dc-1", "dc-2"}
 
-    result = platform_env.venice("schema", "add", store, "--value-schema", str(schemas["v2"]), check=True)
+    result = cli_env.cli("schema", "add", store, "--value-schema", str(schemas["v2"]), check=True)
     assert "value schema 2 registered" in result.stdout
-    listed = json.loads(platform_env.venice("schema", "list", store, "--json", check=True).stdout)
+    listed = json.loads(cli_env.cli("schema", "list", store, "--json", check=True).stdout)
     assert [s["id"] for s in listed] == [1, 2]
 
-    platform_env.venice(
+    cli_env.cli(
         "store",
         "update",
         store,
@@ -90,13 +101,13 @@ def test_create_show_update_schema_add(platform_env: PlatformEnv, store: str, sc
         "swap.window=weekdays",
         check=True,
     )
-    info = _show(platform_env, store)
+    info = _show(cli_env, store)
     assert info["rollout_order"] == ["dc-2", "dc-1", "dc-0"]
     assert info["versions_to_preserve"] == 3
     assert info["hook_configs"] == {"swap.window": "weekdays"}
-    assert store in platform_env.venice("store", "list", check=True).stdout.split()
+    assert store in cli_env.cli("store", "list", check=True).stdout.split()
 
-    text = platform_env.venice("store", "show", store, check=True).stdout
+    text = cli_env.cli("store", "show", store, check=True).stdout
     assert "rollout order:        dc-2, dc-1, dc-0" in text
 
 
@@ -117,13 +128,13 @@ def test_create_show_update_schema_add(platform_env: PlatformEnv, store: str, sc
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(
-    platform_env: PlatformEnv, store: str, schemas: dict[str, Path], args: list[str], message: str
+    cli_env: PlatformEnv, store: str, schemas: dict[str, Path], args: list[str], message: str
 ) -> None:
-    before = _show(platform_env, store)
+    before = _show(cli_env, store)
     values = {"store": store, **{k: str(v) for k, v in schemas.items()}}
-    result = platform_env.venice(*[a.format(**values) for a in args])
+    result = cli_env.cli(*[a.format(**values) for a in args])
     _assert_one_line_error(result, message)
-    assert _show(platform_env, store) == before
+    assert _show(cli_env, store) == before
 
 
 @pytest.mark.parametrize(
@@ -135,13 +146,13 @@ def test_bad_input_is_refused_and_changes_nothing(
         ["schema", "list", "ghost_store"],
     ],
 )
-def test_unknown_store(platform_env: PlatformEnv, args: list[str]) -> None:
-    _assert_one_line_error(platform_env.venice(*args), "unknown store 'ghost_store'")
+def test_unknown_store(cli_env: PlatformEnv, args: list[str]) -> None:
+    _assert_one_line_error(cli_env.cli(*args), "unknown store 'ghost_store'")
 
 
-def test_invalid_store_name_and_schema_change_nothing(platform_env: PlatformEnv, schemas: dict[str, Path]) -> None:
-    before = platform_env.venice("store", "list", check=True).stdout
-    result = platform_env.venice(
+def test_invalid_store_name_and_schema_change_nothing(cli_env: PlatformEnv, schemas: dict[str, Path]) -> None:
+    before = cli_env.cli("store", "list", check=True).stdout
+    result = cli_env.cli(
         "store",
         "create",
         "bad;name",
@@ -151,7 +162,7 @@ def test_invalid_store_name_and_schema_change_nothing(platform_env: PlatformEnv,
         str(schemas["v1"]),
     )
     _assert_one_line_error(result, "invalid store name 'bad;name'")
-    result = platform_env.venice(
+    result = cli_env.cli(
         "store",
         "create",
         "fresh",
@@ -161,15 +172,15 @@ def test_invalid_store_name_and_schema_change_nothing(platform_env: PlatformEnv,
         str(schemas["not_avro"]),
     )
     _assert_one_line_error(result, "is not a valid Avro schema")
-    assert platform_env.venice("store", "list", check=True).stdout == before
+    assert cli_env.cli("store", "list", check=True).stdout == before
 
 
-def test_delete(platform_env: PlatformEnv, store: str) -> None:
-    platform_env.venice("store", "delete", store, check=True)
-    assert store not in platform_env.venice("store", "list", check=True).stdout.split()
+def test_delete(cli_env: PlatformEnv, store: str) -> None:
+    cli_env.cli("store", "delete", store, check=True)
+    assert store not in cli_env.cli("store", "list", check=True).stdout.split()
 
 
-def test_every_command_has_help(platform_env: PlatformEnv) -> None:
+def test_every_command_has_help(cli_env: PlatformEnv) -> None:
     for args in (
         ["--help"],
         ["store", "--help"],
@@ -178,7 +189,21 @@ def test_every_command_has_help(platform_env: PlatformEnv) -> None:
         ["status", "--help"],
         ["store", "create", "--help"],
         ["store", "update", "--help"],
+        ["store", "show", "--help"],
+        ["store", "list", "--help"],
+        ["store", "delete", "--help"],
         ["schema", "add", "--help"],
+        ["schema", "list", "--help"],
+        ["down", "--help"],
+        ["metrics", "--help"],
+        ["push", "--help"],
+        ["get", "--help"],
+        ["server", "--help"],
+        ["rollout", "--help"],
+        ["rollout", "status", "--help"],
+        ["rollout", "approve", "--help"],
     ):
-        result = platform_env.venice(*args)
+        result = cli_env.cli(*args)
         assert result.returncode == 0 and "Usage" in result.stdout, args
+    installed = cli_env.venice("--help")  # the installed console script, as a user runs it
+    assert installed.returncode == 0 and "Usage: venice" in installed.stdout

@@ -27,7 +27,7 @@ from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 REPO = Path(__file__).parents[2]
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 INTERVAL = 2.0

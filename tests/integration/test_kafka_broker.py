@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -80,6 +81,7 @@ def test_starting_twice_says_already_running(platform_env: PlatformEnv) -> None:
     assert "already running" in kafka.start(platform_env.config)
 
 
+@pytest.mark.kafka  # Kafka's own storage tool, on the JVM
 def test_storage_formats_with_a_cluster_id_starting_with_a_dash(tmp_path) -> None:
     """Regression: a random base64 cluster id starts with '-' one time in 64."""
     from venice_core.config import load_config

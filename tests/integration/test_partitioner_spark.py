@@ -4,45 +4,31 @@ in tests/unit/test_protocol.py)."""
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from venice_core.jobs.push import _serialize_batches
 
-pytestmark = pytest.mark.slow
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
 
-def test_spark_job_partitions_like_the_vector(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyspark.sql import SparkSession
-
-    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # executors need the venv's packages
-
-    spark = SparkSession.builder.master("local[2]").appName("partitioner-vector").getOrCreate()
-    try:
-        for key_schema, spark_type in (("string", "string"), ("int", "int"), ("long", "bigint")):
-            cases = [c for c in VECTORS if c["key_schema"] == key_schema]
-            for count in sorted({c["partition_count"] for c in cases}):
-                subset = [c for c in cases if c["partition_count"] == count]
-                spec = {
-                    "key_schema": key_schema,
-                    "value_schema": "int",
-                    "key_field": "k",
-                    "value_field": "v",
-                    "single_value": True,
-                    "partitions": count,
-                    "schema_id": 1,
-                }
-                df = spark.createDataFrame([(c["key"], 0) for c in subset], f"k {spark_type}, v int")
-                rows = df.mapInArrow(
-                    lambda it, spec=spec: _serialize_batches(it, spec), "partition int, key binary, value binary"
-                ).collect()
-                got = {bytes(r.key).hex(): r.partition for r in rows}
-                assert got == {c["serialized_hex"]: c["partition"] for c in subset}
-    finally:
-        spark.stop()
-        # py4j closes its connections at interpreter exit and logs that at INFO to pytest's closed capture stream.
-        logging.getLogger("py4j").setLevel(logging.WARNING)
+def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
+    for key_schema, spark_type in (("string", "string"), ("int", "int"), ("long", "bigint")):
+        cases = [c for c in VECTORS if c["key_schema"] == key_schema]
+        for count in sorted({c["partition_count"] for c in cases}):
+            subset = [c for c in cases if c["partition_count"] == count]
+            spec = {
+                "key_schema": key_schema,
+                "value_schema": "int",
+                "key_field": "k",
+                "value_field": "v",
+                "single_value": True,
+                "partitions": count,
+                "schema_id": 1,
+            }
+            df = spark.createDataFrame([(c["key"], 0) for c in subset], f"k {spark_type}, v int")
+            rows = df.mapInArrow(
+                lambda it, spec=spec: _serialize_batches(it, spec), "partition int, key binary, value binary"
+            ).collect()
+            got = {bytes(r.key).hex(): r.partition for r in rows}
+            assert got == {c["serialized_hex"]: c["partition"] for c in subset}

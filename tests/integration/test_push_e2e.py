@@ -1,8 +1,8 @@
-"""Pushes through the real Spark job, Kafka broker and three region servers, read back through the client."""
+"""Pushes through the real Spark job, Kafka broker and three region servers, read back through the client. One push
+goes through `venice push` and spark-submit; the others run the job's code on the session's SparkSession."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
+from tests.support.jobs import InProcessSparkJob, RecordsJob
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
+from venice_core.controller import stores, versions
+from venice_core.jobs.local_push import PushFailed
 
-pytestmark = pytest.mark.slow
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
 
@@ -35,37 +37,45 @@ def _assert_serves(env: PlatformEnv, store: str, expected: dict[str, dict]) -> N
         assert client.get(store, "no-such-key") is None
 
 
-def test_push_serves_everywhere_and_second_push_keeps_first_as_backup(
-    platform_env: PlatformEnv, tmp_path: Path
+@pytest.mark.spark
+def test_push_through_spark_submit_serves_everywhere_and_a_refused_push_changes_nothing(
+    platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path
 ) -> None:
+    """`venice push` as a user runs it (the job through spark-submit): every region serves the input. A push whose
+    input the job refuses is one error line and the first version keeps serving; a second good push (the same job
+    on the session's Spark) keeps the first version as every region's backup."""
     store = platform_env.create_user_store("push", 3)
     first = generate(tmp_path / "v1", 3000, files=2, seed=0)
     result = platform_env.venice("push", store, "--input", str(first))
     assert result.returncode == 0, result.stderr
     _assert_serves(platform_env, store, _expected(first))
 
+    rows = [{"key": "a", "name": "n", "age": 1, "score": 1.0}, {"key": "a", "name": "m", "age": 2, "score": 2.0}]
+    result = platform_env.venice("push", store, "--input", str(_write(tmp_path / "bad", rows)))
+    assert result.returncode != 0
+    assert (
+        result.stderr.startswith("error: push job failed: duplicate key with different values in the input")
+        and len(result.stderr.splitlines()) == 1
+    ), result.stderr
+    _assert_serves(platform_env, store, _expected(first))
+
     second = generate(tmp_path / "v2", 2500, files=2, seed=1)
-    platform_env.venice("push", store, "--input", str(second), check=True)
+    assert platform_env.push(store, spark_job, second) == 3
     _assert_serves(platform_env, store, _expected(second))
-    info = json.loads(platform_env.venice("store", "show", store, "--json", check=True).stdout)
-    assert all(r == {"current": 2, "backup": 1} for r in info["regions"].values())
-    assert {v["number"]: v["status"] for v in info["versions"]} == {1: "ONLINE", 2: "ONLINE"}
+    info = stores.describe_store(platform_env.meta, store)
+    assert all(r == {"current": 3, "backup": 1} for r in info["regions"].values())
+    assert {v["number"]: v["status"] for v in info["versions"]} == {1: "ONLINE", 3: "ONLINE"}  # 2 was killed
 
 
-def test_retried_spark_task_leaves_no_duplicates_or_gaps(platform_env: PlatformEnv, tmp_path: Path) -> None:
+def test_retried_spark_task_leaves_no_duplicates_or_gaps(
+    platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path
+) -> None:
+    """A Spark task that dies after writing 700 records of its partition is retried (`local[2,4]`); it writes as
+    the same producer, so ingestion skips what the first attempt wrote and every region holds exactly the input."""
     store = platform_env.create_user_store("push", 2)
     data = generate(tmp_path / "in", 4000, files=2)
-    result = platform_env.venice(
-        "push",
-        store,
-        "--input",
-        str(data),
-        "--conf",
-        "venice.push.test.fail.partition=1",
-        "--conf",
-        "venice.push.test.fail.after.records=700",
-    )
-    assert result.returncode == 0, result.stderr
+    confs = {"venice.push.test.fail.partition": "1", "venice.push.test.fail.after.records": "700"}
+    platform_env.push(store, spark_job, data, confs=confs)
     _assert_serves(platform_env, store, _expected(data))
     metrics = ReadClient("127.0.0.1", platform_env.config.server_port("dc-1"))._request("GET", "/metrics")[2].decode()
     duplicates = [
@@ -83,25 +93,24 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("rows", "confs", "message"),
+    ("rows", "message"),
     [
-        ([{"id": "a", "name": "n", "age": 1, "score": 1.0}], [], "input has no key field 'key'"),
-        ([{"key": "a", "name": "n", "age": "old", "score": 1.0}], [], "field 'age' is StringType in the input"),
+        ([{"id": "a", "name": "n", "age": 1, "score": 1.0}], "input has no key field 'key'"),
+        ([{"key": "a", "name": "n", "age": "old", "score": 1.0}], "field 'age' is StringType in the input"),
         (
             [{"key": "a", "name": "n", "age": 1, "score": 1.0}, {"key": "a", "name": "m", "age": 2, "score": 2.0}],
-            [],
             "duplicate key with different values",
         ),
-        ([], [], "holds no records"),
+        ([], "holds no records"),
     ],
     ids=["missing-key-field", "wrong-type", "duplicate-keys", "empty-input"],
 )
 def test_bad_input_fails_and_previous_version_keeps_serving(
-    platform_env: PlatformEnv, tmp_path: Path, rows: list[dict], confs: list[str], message: str
+    platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path, rows: list[dict], message: str
 ) -> None:
     store = platform_env.create_user_store("push", 1)
-    good = generate(tmp_path / "good", 200, files=1)
-    platform_env.venice("push", store, "--input", str(good), check=True)
+    good = _expected(generate(tmp_path / "good", 200, files=1))
+    platform_env.push(store, RecordsJob(good))
     if not rows:
         schema = pa.schema([("key", pa.string()), ("name", pa.string()), ("age", pa.int32()), ("score", pa.float64())])
         (tmp_path / "bad").mkdir()
@@ -109,11 +118,12 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         bad = tmp_path / "bad"
     else:
         bad = _write(tmp_path / "bad", rows)
-    result = platform_env.venice("push", store, "--input", str(bad), *confs)
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
-    _assert_serves(platform_env, store, _expected(good))
+    with pytest.raises(PushFailed) as failed:
+        platform_env.push(store, spark_job, bad)
+    assert str(failed.value).startswith("push job failed: ") and message in str(failed.value)
+    assert len(str(failed.value).splitlines()) == 1
+    _assert_serves(platform_env, store, good)
+    assert stores.describe_store(platform_env.meta, store)["versions"][-1]["status"] == "KILLED"
 
 
 def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformEnv, tmp_path: Path) -> None:
@@ -122,15 +132,10 @@ def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformE
     store = platform_env.create_user_store("push", 1)
     result = platform_env.venice("push", store, "--input", str(tmp_path / "missing"))
     assert result.returncode != 0 and "does not exist" in result.stderr
-    from venice_core.controller import versions
-    from venice_core.meta import MetadataStore
-
-    meta = MetadataStore(platform_env.config.metadata_db_url)
-    versions.create_version(meta, platform_env.config, store, "someone-else")  # a push in flight
+    versions.create_version(platform_env.meta, platform_env.config, store, "someone-else")  # a push in flight
     data = generate(tmp_path / "in", 10, files=1)
     result = platform_env.venice("push", store, "--input", str(data))
     assert result.returncode != 0 and "already in progress (version 1)" in result.stderr
-    meta.dispose()
 
 
 def test_broker_down_is_one_clear_error(platform_env: PlatformEnv, tmp_path: Path) -> None:

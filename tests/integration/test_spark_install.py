@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from importlib.metadata import version
-
-import pytest
+from typing import Any
 
 
 def test_pyspark_and_pyspark_client_distributions_agree() -> None:
@@ -14,13 +13,7 @@ def test_pyspark_and_pyspark_client_distributions_agree() -> None:
     assert version("pyspark-client") == version("pyspark")
 
 
-@pytest.mark.slow
-def test_python_and_jvm_spark_versions_agree() -> None:
+def test_python_and_jvm_spark_versions_agree(spark: Any) -> None:
     import pyspark
-    from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[1]").appName("version-check").getOrCreate()
-    try:
-        assert spark.sparkContext.version == pyspark.__version__
-    finally:
-        spark.stop()
+    assert spark.sparkContext.version == pyspark.__version__

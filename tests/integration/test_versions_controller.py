@@ -1,4 +1,5 @@
-"""Version lifecycle in the controller against the real broker (topics) and the metadata store."""
+"""Version lifecycle in the controller over a real metadata store; topics through an in-memory admin (one test
+creates and deletes them on the session's real broker)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import uuid
 
 import pytest
 
-from tests.support.platform import PlatformEnv
+from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.topics import InMemoryTopics
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.status import ExecutionStatus, VersionStatus
 from venice_core.errors import VeniceError
@@ -28,6 +31,17 @@ def meta(tmp_path):
     store.dispose()
 
 
+@pytest.fixture
+def config(tmp_path) -> ClusterConfig:
+    """Three regions sharing one (never started) broker, as the embedded platform configures them."""
+    return make_platform_env(tmp_path / "home").config
+
+
+@pytest.fixture
+def topics() -> InMemoryTopics:
+    return InMemoryTopics()
+
+
 def _store(meta: MetadataStore, config, partitions: int = 2) -> str:
     name = f"ctl_{uuid.uuid4().hex[:8]}"
     stores.create_store(meta, config, name, KEY, VALUE, partitions=partitions)
@@ -40,24 +54,49 @@ def _complete(meta: MetadataStore, config, store: str, number: int, partitions: 
             versions.report_partition(meta, store, number, region, p, ExecutionStatus.COMPLETED, 10, 5)
 
 
-def test_create_version_makes_topics_and_refuses_a_second_push(platform_env: PlatformEnv, meta) -> None:
-    config = platform_env.config
+def test_create_version_makes_topics_and_refuses_a_second_push(config, meta, topics: InMemoryTopics) -> None:
     store = _store(meta, config)
-    version = versions.create_version(meta, config, store, "job-1")
+    version = versions.create_version(meta, config, store, "job-1", topics=topics)
     assert version.number == 1 and version.status == VersionStatus.STARTED
-    for region in config.regions:
-        topic = region.version_topic(store, 1)
-        assert admin.end_offsets(region.kafka_bootstrap, topic, 2) == [0, 0]
+    assert topics.partitions == {(r.kafka_bootstrap, r.version_topic(store, 1)): 2 for r in config.regions}
     with pytest.raises(versions.PushInProgress, match="already in progress \\(version 1\\)"):
-        versions.create_version(meta, config, store, "job-2")
+        versions.create_version(meta, config, store, "job-2", topics=topics)
     versions.kill_push(meta, store, 1, "test")
-    assert versions.create_version(meta, config, store, "job-3").number == 2
+    assert versions.create_version(meta, config, store, "job-3", topics=topics).number == 2
 
 
-def test_region_status_aggregates_partitions_with_change_times(platform_env: PlatformEnv, meta) -> None:
+def test_a_version_in_some_regions_has_topics_there_and_in_the_source(config, meta, topics: InMemoryTopics) -> None:
+    store = _store(meta, config)
+    versions.create_version(meta, config, store, "job", regions=["dc-2"], topics=topics)
+    assert topics.names() == {config.region(r).version_topic(store, 1) for r in ("dc-0", "dc-2")}
+
+
+def test_topic_creation_failure_marks_the_version_error(config, meta, topics: InMemoryTopics) -> None:
+    store = _store(meta, config)
+    region = config.region("dc-1")
+    topics.create_topic(region.kafka_bootstrap, region.version_topic(store, 1), 5)  # left over, wrong partitions
+    with pytest.raises(VeniceError, match="exists with 5 partitions"):
+        versions.create_version(meta, config, store, "job", topics=topics)
+    assert versions.get_version(meta, store, 1).status == VersionStatus.ERROR
+
+
+@pytest.mark.kafka
+def test_topics_are_created_and_deleted_on_the_real_broker(platform_env: PlatformEnv, meta) -> None:
     config = platform_env.config
     store = _store(meta, config)
-    versions.create_version(meta, config, store, "job")
+    versions.create_version(meta, config, store, "job-1")
+    for region in config.regions:
+        assert admin.end_offsets(region.kafka_bootstrap, region.version_topic(store, 1), 2) == [0, 0]
+    versions.kill_push(meta, store, 1, "test")
+    assert versions.retire_old_versions(meta, config, store) == [1]
+    for region in config.regions:
+        listed = admin.admin_client(region.kafka_bootstrap).list_topics(timeout=10).topics
+        assert region.version_topic(store, 1) not in listed
+
+
+def test_region_status_aggregates_partitions_with_change_times(config, meta, topics: InMemoryTopics) -> None:
+    store = _store(meta, config)
+    versions.create_version(meta, config, store, "job", topics=topics)
     versions.report_partition(meta, store, 1, "dc-0", 0, ExecutionStatus.COMPLETED, 9, 3)
     status = versions.job_status(meta, store, 1)
     assert status.regions["dc-0"].status is ExecutionStatus.PROGRESS  # one of two partitions done
@@ -75,11 +114,10 @@ def test_region_status_aggregates_partitions_with_change_times(platform_env: Pla
     assert status.overall is ExecutionStatus.ERROR and status.regions["dc-1"].details == "boom"
 
 
-def test_swap_backup_rollback_and_retire(platform_env: PlatformEnv, meta) -> None:
-    config = platform_env.config
+def test_swap_backup_rollback_and_retire(config, meta, topics: InMemoryTopics) -> None:
     store = _store(meta, config)
     for number in (1, 2, 3):
-        versions.create_version(meta, config, store, f"job-{number}")
+        versions.create_version(meta, config, store, f"job-{number}", topics=topics)
         with pytest.raises(VeniceError, match="not fully ingested"):
             versions.swap_region(meta, store, "dc-0", number)
         _complete(meta, config, store, number)
@@ -89,8 +127,9 @@ def test_swap_backup_rollback_and_retire(platform_env: PlatformEnv, meta) -> Non
         for region in ("dc-1", "dc-2"):
             versions.swap_region(meta, store, region, number)
         assert versions.get_version(meta, store, number).status == VersionStatus.ONLINE
-        versions.retire_old_versions(meta, config, store)
+        versions.retire_old_versions(meta, config, store, topics=topics)
     info = stores.describe_store(meta, store)
+    assert topics.names() == {r.version_topic(store, n) for r in config.regions for n in (2, 3)}
     assert info["regions"]["dc-1"] == {"current": 3, "backup": 2}
     assert [v["number"] for v in info["versions"]] == [2, 3]  # current + one backup preserved
     assert versions.current_versions(meta, "dc-1")[store] == 3
@@ -105,10 +144,9 @@ def test_swap_backup_rollback_and_retire(platform_env: PlatformEnv, meta) -> Non
         versions.rollback_region(meta, store, "dc-0")
 
 
-def test_job_status_carries_each_regions_swap_time(platform_env: PlatformEnv, meta) -> None:
-    config = platform_env.config
+def test_job_status_carries_each_regions_swap_time(config, meta, topics: InMemoryTopics) -> None:
     store = _store(meta, config)
-    versions.create_version(meta, config, store, "job")
+    versions.create_version(meta, config, store, "job", topics=topics)
     _complete(meta, config, store, 1)
     before = time.time()
     versions.swap_region(meta, store, "dc-0", 1)
@@ -117,10 +155,9 @@ def test_job_status_carries_each_regions_swap_time(platform_env: PlatformEnv, me
     assert not status.regions["dc-1"].serving and status.regions["dc-1"].current_since is None
 
 
-def test_a_rerun_step_finds_the_version_its_push_created(platform_env: PlatformEnv, meta) -> None:
-    config = platform_env.config
+def test_a_rerun_step_finds_the_version_its_push_created(config, meta, topics: InMemoryTopics) -> None:
     store = _store(meta, config)
-    created = versions.create_version(meta, config, store, "job-1")
+    created = versions.create_version(meta, config, store, "job-1", topics=topics)
     assert versions.version_of_push(meta, store, "job-1").number == created.number
     assert versions.version_of_push(meta, store, "job-2") is None  # another push's step creates its own (refused)
     versions.kill_push(meta, store, created.number, "test")

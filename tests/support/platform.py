@@ -1,17 +1,27 @@
-"""An embedded platform in a temporary home, on free ports, configured through a real properties file."""
+"""An embedded platform in a temporary home, on free ports, configured through a real properties file.
+
+`venice(...)` runs the command as a user would (for the CLI's own tests); the other helpers act and read
+in-process, through the controller and the metadata store."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from venice_core.cli.main import main as cli_main
 from venice_core.config import ClusterConfig, load_config
+from venice_core.controller import stores
 from venice_core.embedded.sandbox import write_sandbox_config
+from venice_core.jobs import local_push
+from venice_core.meta import MetadataStore
 
 VENICE = str(Path(sys.executable).with_name("venice"))
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
@@ -34,34 +44,65 @@ class PlatformEnv:
             raise AssertionError(f"venice {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
+    def cli(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """The `venice` command's own entry point run in this process (the CLI tests' way: a subprocess costs
+        about 2 s of imports), with this platform's environment, its output and exit status captured."""
+        stdout, stderr = io.StringIO(), io.StringIO()
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env)
+        code = 0
+        try:
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                cli_main([*args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        result = subprocess.CompletedProcess(["venice", *args], code, stdout.getvalue(), stderr.getvalue())
+        if check and code != 0:
+            raise AssertionError(f"venice {' '.join(args)} failed ({code}):\n{result.stderr}")
+        return result
+
     def venice_background(self, *args: str) -> subprocess.Popen[str]:
         """Start a `venice` command and return at once (to act on the platform while it runs)."""
         return subprocess.Popen(
             [VENICE, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
-    def create_user_store(self, prefix: str, partitions: int = 1, *options: str) -> str:
-        """A new store, uniquely named, with the example user key and value schemas."""
+    @property
+    def meta(self) -> MetadataStore:
+        """The platform's metadata store (one engine per env, kept for the session)."""
+        if "meta" not in self.__dict__:
+            self.__dict__["meta"] = MetadataStore(self.config.metadata_db_url)
+        return self.__dict__["meta"]
+
+    def create_user_store(self, prefix: str, partitions: int = 1, **options: Any) -> str:
+        """A new store, uniquely named, with the example user key and value schemas (`options` as
+        `controller.stores.create_store` takes them)."""
         store = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        self.venice(
-            "store",
-            "create",
-            store,
-            "--key-schema",
-            str(SCHEMAS / "user_key.avsc"),
-            "--value-schema",
-            str(SCHEMAS / "user_value_v1.avsc"),
-            "--partitions",
-            str(partitions),
-            *options,
-            check=True,
-        )
+        key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
+        stores.create_store(self.meta, self.config, store, key, value, partitions=partitions, **options)
         return store
+
+    def push(
+        self,
+        store: str,
+        job: local_push.PushJobRunner,
+        input_path: str | Path = "",
+        progress: Callable[[str], None] = lambda _line: None,
+        **options: Any,
+    ) -> int:
+        """A whole push (`venice push --local`'s steps) in this process, the job run by `job`; returns the version
+        once every region serves it."""
+        return local_push.push(
+            self.config, self.meta, store, str(input_path or SCHEMAS), progress=progress, run_job=job, **options
+        )
 
     def serving(self, store: str) -> dict[str, int]:
         """Each region's current version of the store."""
-        info = json.loads(self.venice("store", "show", store, "--json", check=True).stdout)
-        return {region: v["current"] for region, v in info["regions"].items()}
+        return {region: v["current"] for region, v in stores.describe_store(self.meta, store)["regions"].items()}
 
 
 def make_platform_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:

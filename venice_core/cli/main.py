@@ -30,9 +30,10 @@ app.add_typer(schema_app, name="schema")
 app.add_typer(rollout_app, name="rollout")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run the command line `argv` (default: the process's own); exits with the command's status."""
     try:
-        app()
+        app(args=argv, prog_name="venice")
     except VeniceError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -1,6 +1,7 @@
 """Version lifecycle: create, report and aggregate status, swap, roll back, kill, retire.
 
-Every function is one transaction on the metadata store. Topic creation and deletion go through `pubsub.admin`.
+Every function is one transaction on the metadata store. Topic creation and deletion go through a `TopicAdmin`,
+Kafka's (`pubsub.admin`) unless the caller passes another.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from venice_core.meta.models import (
     VersionRegionStatus,
 )
 from venice_core.pubsub import admin
+from venice_core.pubsub.admin import TopicAdmin
 
 
 class PushInProgress(VeniceError):
@@ -106,7 +108,12 @@ def version_in_flight(meta: MetadataStore, store_name: str) -> int | None:
 
 
 def create_version(
-    meta: MetadataStore, config: ClusterConfig, store_name: str, push_job_id: str, regions: list[str] | None = None
+    meta: MetadataStore,
+    config: ClusterConfig,
+    store_name: str,
+    push_job_id: str,
+    regions: list[str] | None = None,
+    topics: TopicAdmin = admin,
 ) -> Version:
     """Reserve the next version number (refused while another push of the store is in flight), record it as
     STARTED, and create its topic in every region."""
@@ -149,7 +156,7 @@ def create_version(
     try:  # the source region's topic always: the push writes there and other regions replicate from it
         for region in dict.fromkeys([config.source_region, *target_regions]):
             region_config = config.region(region)
-            admin.create_topic(
+            topics.create_topic(
                 region_config.kafka_bootstrap, region_config.version_topic(store_name, number), version.partition_count
             )
     except VeniceError as exc:
@@ -431,7 +438,9 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, i
         return [(s, n, p, c) for s, n, p, c, d in rows if region in ((d or {}).get("regions") or [region])]
 
 
-def retire_old_versions(meta: MetadataStore, config: ClusterConfig, store_name: str) -> list[int]:
+def retire_old_versions(
+    meta: MetadataStore, config: ClusterConfig, store_name: str, topics: TopicAdmin = admin
+) -> list[int]:
     """Delete versions beyond the store's `versions_to_preserve` that no region serves or keeps as backup, and
     every KILLED or ERROR version that is not in flight. Returns the retired numbers."""
     with meta.session() as session:
@@ -457,5 +466,5 @@ def retire_old_versions(meta: MetadataStore, config: ClusterConfig, store_name: 
             session.delete(session.get(Version, (store_name, number)))
     for number in retired:
         for region in config.regions:
-            admin.delete_topics(region.kafka_bootstrap, [region.version_topic(store_name, number)])
+            topics.delete_topics(region.kafka_bootstrap, [region.version_topic(store_name, number)])
     return retired

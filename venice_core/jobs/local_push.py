@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import versions
@@ -114,6 +114,48 @@ def send_end_of_push(
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.END_OF_PUSH, bodies)
 
 
+class PushJobRunner(Protocol):
+    """Runs the push job for one version and returns what it wrote (`record_counts` per partition as strings,
+    `schema_id`, `records`). `run_spark_job` is the real one; tests run the same job on an in-process session."""
+
+    def __call__(
+        self,
+        config: ClusterConfig,
+        store: str,
+        number: int,
+        input_path: str,
+        key_field: str,
+        value_field: str,
+        push_job_id: str,
+        confs: dict[str, str],
+    ) -> dict[str, Any]: ...
+
+
+def job_args(
+    config: ClusterConfig, store: str, number: int, input_path: str, key_field: str, value_field: str, push_job_id: str
+) -> list[str]:
+    """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
+    source = config.region(config.source_region)
+    return [
+        "--store",
+        store,
+        "--version",
+        str(number),
+        "--topic",
+        source.version_topic(store, number),
+        "--bootstrap",
+        source.kafka_bootstrap,
+        "--input",
+        input_path,
+        "--key-field",
+        key_field,
+        "--value-field",
+        value_field,
+        "--push-job-id",
+        push_job_id,
+    ]
+
+
 def run_spark_job(
     config: ClusterConfig,
     store: str,
@@ -124,31 +166,16 @@ def run_spark_job(
     push_job_id: str,
     confs: dict[str, str],
 ) -> dict[str, Any]:
-    source = config.region(config.source_region)
+    """The push job through `spark-submit`."""
     with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
         result_file = Path(tmp) / "result.json"
-        job_args = [
-            "--store",
-            store,
-            "--version",
-            str(number),
-            "--topic",
-            source.version_topic(store, number),
-            "--bootstrap",
-            source.kafka_bootstrap,
-            "--input",
-            input_path,
-            "--key-field",
-            key_field,
-            "--value-field",
-            value_field,
-            "--push-job-id",
-            push_job_id,
+        args = [
+            *job_args(config, store, number, input_path, key_field, value_field, push_job_id),
             "--result-file",
             str(result_file),
         ]
         env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
-        argv = spark_submit_argv(config, job_args, confs, confs.get("spark.master", "local[2,4]"))
+        argv = spark_submit_argv(config, args, confs, confs.get("spark.master", "local[2,4]"))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():
             errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
@@ -218,11 +245,12 @@ def write_version(
     value_field: str,
     confs: dict[str, str],
     progress: Callable[[str], None],
+    run_job: PushJobRunner = run_spark_job,
 ) -> None:
     """START_OF_PUSH, the Spark job, END_OF_PUSH with the job's per-partition counts."""
     send_start_of_push(config, store, number, partitions, push_job_id, info["compression"])
     started = time.monotonic()
-    result = run_spark_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
+    result = run_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
     progress(
         f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
         f"in {time.monotonic() - started:.1f}s"
@@ -239,6 +267,7 @@ def push(
     value_field: str = "value",
     confs: dict[str, str] | None = None,
     progress: Callable[[str], None] = print,
+    run_job: PushJobRunner = run_spark_job,
 ) -> int:
     """Run a whole push; returns the new version number once every region serves it."""
     confs = dict(confs or {})
@@ -272,6 +301,7 @@ def push(
                 value_field,
                 confs,
                 progress,
+                run_job,
             )
             for region in regions:
                 rollout.swap_region(

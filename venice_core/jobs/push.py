@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from venice_core.client import serde
-from venice_core.config import load_config
+from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
 from venice_core.jobs.input_schema import match_value_schema
@@ -165,17 +165,25 @@ def _write_batches(batches: Any, spec: dict[str, Any]) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The job as `spark-submit` runs it: a SparkSession of its own, the cluster config from the environment."""
     from pyspark.sql import SparkSession
 
-    config = load_config()
-    meta = MetadataStore(config.metadata_db_url)
-    info = store_ops.describe_store(meta, args.store)
-    version = next((v for v in info["versions"] if v["number"] == args.version), None)
-    if version is None:
-        raise PushJobError(f"store '{args.store}' has no version {args.version}: create it first")
     spark = SparkSession.builder.appName(f"venice-push-{args.store}-v{args.version}").getOrCreate()
-    conf = spark.sparkContext.getConf()
     try:
+        return run_on(spark, load_config(), args)
+    finally:
+        spark.stop()
+
+
+def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
+    """The job on a given SparkSession (tests run it in-process on one session; `run` on spark-submit's).
+    Returns the per-partition record counts and the value schema id."""
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        info = store_ops.describe_store(meta, args.store)
+        version = next((v for v in info["versions"] if v["number"] == args.version), None)
+        if version is None:
+            raise PushJobError(f"store '{args.store}' has no version {args.version}: create it first")
         df = read_input(spark, args.input, _input_format(args.input, args.input_format))
         if args.key_field not in df.columns:
             raise PushJobError(f"input has no key field '{args.key_field}' (columns: {', '.join(df.columns)})")
@@ -202,8 +210,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "single_value": args.value_field in df.columns,
             "compression": version["compression"],
             "allow_duplicate_key": args.allow_duplicate_key,
-            "fail_partition": int(conf.get(FAIL_PARTITION_CONF, "-1")),
-            "fail_after": int(conf.get(FAIL_AFTER_CONF, "0")),
+            "fail_partition": int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
+            "fail_after": int(spark.conf.get(FAIL_AFTER_CONF, "0")),
         }
         # Serialise in Python (Arrow batches), then shuffle and sort in the JVM: every Kafka partition lands whole
         # in one task, sorted by key bytes (Spark compares binary as unsigned bytes, as RocksDB does).
@@ -224,7 +232,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "records": total,
         }
     finally:
-        spark.stop()
         meta.dispose()
 
 
@@ -239,6 +246,13 @@ def _refusal(exc: BaseException) -> str | None:
     marker = "PushJobError: "
     text = str(exc)
     return text.split(marker, 1)[1].splitlines()[0] if marker in text else None
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The one line that says why the job failed: the refusal if it is one, else the error's first line (Spark
+    wraps executor errors in pages of stack trace)."""
+    text = str(exc).strip()
+    return _refusal(exc) or (text.splitlines()[0] if text else type(exc).__name__)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -278,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args)
     except Exception as exc:  # noqa: BLE001 - one line for the caller; Spark wraps executor errors in pages
         refused = _refusal(exc)
-        text = str(exc).strip()
-        print(f"error: {refused or (text.splitlines()[0] if text else type(exc).__name__)}", file=sys.stderr)
+        print(f"error: {failure_reason(exc)}", file=sys.stderr)
         if refused:
             _write_result(Path(args.result_file), {"refused": refused})
         return 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -9,6 +11,15 @@ from venice_core.errors import ComponentError
 from venice_core.pubsub import client_config
 
 TIMEOUT_SECONDS = 15.0
+
+
+class TopicAdmin(Protocol):
+    """What the controller needs of a topic administrator. This module is the one used in production (a module
+    satisfies a Protocol); controller tests pass an in-memory one so they need no broker."""
+
+    def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None: ...
+
+    def delete_topics(self, bootstrap: str, topics: list[str]) -> None: ...
 
 
 def admin_client(bootstrap: str) -> AdminClient:

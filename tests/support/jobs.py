@@ -1,0 +1,103 @@
+"""Push-job runners for tests (`jobs.local_push.PushJobRunner`): the real push job on the session's in-process
+SparkSession (no JVM start per push), and a seeding job that writes given records straight through the protocol
+writer (for tests about something other than the job, which only need a version to exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from venice_core.client import serde
+from venice_core.config import ClusterConfig
+from venice_core.controller.stores import describe_store
+from venice_core.jobs import push
+from venice_core.jobs.local_push import PushFailed, job_args, job_flags, spark_confs
+from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy, compressor
+from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub.writer import VersionTopicWriter
+
+
+class InProcessSparkJob:
+    """The push job's own code (`jobs.push.run_on`) on a SparkSession that lives for the test session. A failure
+    becomes the same one-line `PushFailed` that spark-submit's path raises."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    @contextmanager
+    def _session_confs(self, confs: dict[str, str]) -> Iterator[None]:
+        settings = spark_confs(confs)
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key in settings:
+                self.spark.conf.unset(key)
+
+    def __call__(
+        self,
+        config: ClusterConfig,
+        store: str,
+        number: int,
+        input_path: str,
+        key_field: str,
+        value_field: str,
+        push_job_id: str,
+        confs: dict[str, str],
+    ) -> dict[str, Any]:
+        argv = job_args(config, store, number, input_path, key_field, value_field, push_job_id)
+        args = push.parse_args([*argv, "--result-file", "-", *job_flags(confs)])
+        with self._session_confs(confs):
+            try:
+                return push.run_on(self.spark, config, args)
+            except Exception as exc:  # noqa: BLE001 - as run_spark_job reports it
+                raise PushFailed(f"push job failed: {push.failure_reason(exc)}") from None
+
+
+class RecordsJob:
+    """Writes `records` (key -> value, as Python values of the store's schemas) to the version topic with the
+    protocol writer, each partition sorted by key bytes as the Spark job writes it. `input_path` is ignored."""
+
+    def __init__(self, records: dict[Any, Any]) -> None:
+        self.records = records
+
+    def __call__(
+        self,
+        config: ClusterConfig,
+        store: str,
+        number: int,
+        input_path: str,
+        key_field: str,
+        value_field: str,
+        push_job_id: str,
+        confs: dict[str, str],
+    ) -> dict[str, Any]:
+        meta = MetadataStore(config.metadata_db_url)
+        try:
+            info = describe_store(meta, store)
+        finally:
+            meta.dispose()
+        version = next(v for v in info["versions"] if v["number"] == number)
+        schema = info["value_schemas"][-1]
+        key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(schema["schema"])
+        partitions = version["partition_count"]
+        compress = compressor(CompressionStrategy[version["compression"]])
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
+        for key, value in self.records.items():
+            key_bytes = serde.serialize(key_schema, key)
+            by_partition[partition_for(key_bytes, partitions)].append((key_bytes, serde.serialize(value_schema, value)))
+        source = config.region(config.source_region)
+        for partition, rows in by_partition.items():
+            guid = deterministic_guid(push_job_id, number, partition)
+            writer = VersionTopicWriter(source.kafka_bootstrap, source.version_topic(store, number), partitions, guid)
+            writer.start_segment(partition)
+            for key_bytes, value_bytes in sorted(rows):
+                writer.put(key_bytes, compress(value_bytes), schema["id"], partition=partition)
+            writer.end_segment(partition)
+            writer.flush()
+        counts = {str(p): len(rows) for p, rows in by_partition.items()}
+        return {"record_counts": counts, "schema_id": schema["id"], "records": len(self.records)}
