@@ -18,12 +18,14 @@ from sqlalchemy import select
 
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected, _write
+from tests.support.da_vinci import heartbeating_instance
+from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.config import load_config
-from venice_core.controller import da_vinci
-from venice_core.controller.status import ExecutionStatus
+from venice_core.controller import da_vinci, stores
 from venice_core.embedded import airflow
+from venice_core.hooks.records import metrics_text
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 
@@ -61,7 +63,7 @@ def cluster_settings(env: PlatformEnv, **overrides: str) -> Iterator[None]:
 
 def _metric(env: PlatformEnv, name: str, **labels: str) -> float:
     """One counter of `venice metrics` (0 when absent)."""
-    text = env.venice("metrics", check=True).stdout
+    text = metrics_text(env.meta)
     wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     match = re.search(rf"^{name}{{{re.escape(wanted)}}} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
@@ -100,25 +102,12 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
             os.environ["PYTHONPATH"] = previous
 
 
-def test_all_proceed_rolls_out_everywhere(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    store = airflow_env.create_user_store("af")
-    data = generate(tmp_path / "in", 500, files=1)
-    result = airflow_env.venice("push", store, "--input", str(data), timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "dc_2.post_swap: success" in result.stdout and "end_of_push_job: success" in result.stdout
-    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    _assert_serves(airflow_env, store, _expected(data))
-
-
 def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     store = airflow_env.create_user_store("af")
-    first = generate(tmp_path / "v1", 300, files=1, seed=0)
-    airflow_env.venice("push", store, "--input", str(first), "--local", check=True)  # v1, directly
+    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 300, files=1, seed=0))))  # v1, directly
     second = generate(tmp_path / "v2", 300, files=1, seed=1)
 
-    airflow_env.venice(
-        "store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True
-    )
+    airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True)
     result = airflow_env.venice("push", store, "--input", str(second), timeout=900)
     assert result.returncode == 3
     assert (
@@ -127,7 +116,7 @@ def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path:
     )
     assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
 
-    airflow_env.venice(
+    airflow_env.cli(
         "store",
         "update",
         store,
@@ -143,35 +132,48 @@ def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path:
     assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}  # each region back where it was
 
 
-def test_hook_failures_proceed_by_default_and_wait_twice_waits_the_interval(
+def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    """Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that times out in dc-1 are recorded
-    and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and the sensor re-asks each
-    interval."""
+    """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that
+    times out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and
+    the sensor re-asks each interval. A Da Vinci instance registered in dc-1 (heartbeating, as a client does) has
+    dc-1's ingestion gate opened, and holds dc-1's Da Vinci swap until it reports the version ingested; the other
+    regions have no instance and do not wait. Then every region serves exactly the input."""
     store = airflow_env.create_user_store("afp")
     failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
     before = {
         m: _metric(airflow_env, m, **dict(failing))
         for m in ("venice_hook_failures_total", "venice_hook_timeouts_total")
     }
-    airflow_env.venice(
-        "store",
-        "update",
+    stores.update_store(
+        airflow_env.meta,
+        airflow_env.config,
         store,
-        "--hook-config",
-        "fail.pre_store_version_swap.dc-0=raise",
-        "--hook-config",
-        "fail.pre_store_version_swap.dc-1=timeout",
-        "--hook-config",
-        "answer.pre_store_version_swap.dc-2=WAIT*2",
-        check=True,
+        hook_configs={
+            "fail.pre_store_version_swap.dc-0": "raise",
+            "fail.pre_store_version_swap.dc-1": "timeout",
+            "answer.pre_store_version_swap.dc-2": "WAIT*2",
+        },
     )
-    data = generate(tmp_path / "in", 200, files=1)
-    result = airflow_env.venice("push", store, "--input", str(data), timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
+    data = generate(tmp_path / "in", 500, files=1)
+    meta = airflow_env.meta
+    with heartbeating_instance(meta, store, "dc-1", "client-a") as client:
+        push = airflow_env.venice_background("push", store, "--input", str(data))
+        try:
+            _wait_for_step(airflow_env, store, "dc_1.da_vinci_swap", "up_for_reschedule", push)
+            assert da_vinci.gate_open(meta, store, 1, "dc-1")
+            assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
+            client.ingested(1)
+            out, err = push.communicate(timeout=600)
+        finally:
+            if push.poll() is None:
+                push.kill()
+    assert push.returncode == 0, out + err
+    assert "dc_2.post_swap: success" in out and "end_of_push_job: success" in out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    out = result.stdout
+    _assert_serves(airflow_env, store, _expected(data))
+
     assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-0: RuntimeError: " in out
     assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-1: timed out after 2s" in out
     assert out.count("AnswerFromConfig answered WAIT at pre_store_version_swap in dc-2") == 2
@@ -199,7 +201,7 @@ def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: P
             ("raise", "RuntimeError: pre_start_of_push_job cannot decide"),
             ("timeout", "timed out after 2s"),
         ):
-            airflow_env.venice(
+            airflow_env.cli(
                 "store", "update", store, "--hook-config", f"fail.pre_start_of_push_job={failure}", check=True
             )
             result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
@@ -209,17 +211,17 @@ def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: P
                 f"ABORT at pre_start_of_push_job ({said})"
             ) in result.stderr
             assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
-            assert json.loads(airflow_env.venice("store", "show", store, "--json", check=True).stdout)["versions"] == []
+            assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
 
 
 def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     """A hook added to the cluster that rejects a store's existing configs: `venice store update` refuses new
     ones with the hook's reason, and the store's next run stops at validate_hook_config before any version."""
     store = airflow_env.create_user_store("afv")
-    airflow_env.venice("store", "update", store, "--hook-config", "answer.post_end_of_push_job=PROCEED", check=True)
+    airflow_env.cli("store", "update", store, "--hook-config", "answer.post_end_of_push_job=PROCEED", check=True)
     hooks = CLUSTER_SETTINGS["venice.store.lifecycle.hooks"] + f",{HOOKS}.StrictConfig"
     with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks": hooks}):
-        refused = airflow_env.venice("store", "update", store, "--hook-config", "min.delay.seconds=soon")
+        refused = airflow_env.cli("store", "update", store, "--hook-config", "min.delay.seconds=soon")
         assert refused.returncode != 0 and refused.stderr.startswith(
             f"error: store-level hook config of '{store}' refused: StrictConfig: unknown key"
         )
@@ -238,8 +240,8 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
     ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why."""
     store = airflow_env.create_user_store("afw")
-    airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v1", 50, files=1)), "--local", check=True)
-    airflow_env.venice(
+    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 50, files=1))))  # v1, directly
+    airflow_env.cli(
         "store",
         "update",
         store,
@@ -275,7 +277,7 @@ def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: Pla
     """dc-1 needs a person's approval: the run waits on the region's human-in-the-loop task; Airflow (scheduler and
     all) is killed and started again meanwhile; the approval, given then, lets the run finish everywhere."""
     store = airflow_env.create_user_store("afm")
-    airflow_env.venice("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
+    airflow_env.cli("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
     data = generate(tmp_path / "in", 200, files=1)
     push = airflow_env.venice_background("push", store, "--input", str(data))
     try:
@@ -284,7 +286,7 @@ def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: Pla
         _crash_and_restart_airflow(airflow_env)
         assert _step_state(airflow_env, store, "dc_1.approval") == "awaiting_input"
 
-        approved = airflow_env.venice("rollout", "approve", store, "--region", "dc-1", check=True)
+        approved = airflow_env.cli("rollout", "approve", store, "--region", "dc-1", check=True)
         assert "approved the swap of" in approved.stdout and "its Airflow run goes on" in approved.stdout
         out, err = push.communicate(timeout=600)
     finally:
@@ -293,10 +295,10 @@ def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: Pla
     assert push.returncode == 0, out + err
     assert "dc_1.approval: awaiting_input" in out and "still following the run" in out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
     assert {s["task"]: s["state"] for s in status["steps"]}["dc_1.approval"] == "success"
-    info = json.loads(airflow_env.venice("store", "show", store, "--json", check=True).stdout)
+    info = json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)
     assert info["versions"][0]["number"] == 1
 
 
@@ -318,31 +320,8 @@ def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env:
     assert push.returncode == 0, out + err
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(data))
-    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
-
-
-def test_da_vinci_swap_waits_for_the_regions_live_instances(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    """A Da Vinci client is registered in dc-1: the run opens dc-1's ingestion gate, then holds dc-1's Da Vinci
-    swap until the client reports the version ingested. The other regions have no client and do not wait."""
-    store = airflow_env.create_user_store("afd")
-    meta = MetadataStore(airflow_env.config.metadata_db_url)
-    try:
-        da_vinci.heartbeat(meta, store, "dc-1", "client-a", 0)
-        push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "in", 100, files=1)))
-        try:
-            _wait_for_step(airflow_env, store, "dc_1.da_vinci_swap", "up_for_reschedule", push)
-            assert da_vinci.gate_open(meta, store, 1, "dc-1")
-            assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
-            da_vinci.heartbeat(meta, store, "dc-1", "client-a", 1, ExecutionStatus.COMPLETED)
-            out, err = push.communicate(timeout=600)
-        finally:
-            if push.poll() is None:
-                push.kill()
-    finally:
-        meta.dispose()
-    assert push.returncode == 0, out + err
-    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
 
 
 def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(
@@ -353,7 +332,7 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     The push configs of `venice push --conf` reach the job: the same input is then accepted."""
     store = airflow_env.create_user_store("afb", 1)
     good = generate(tmp_path / "good", 100, files=1)
-    airflow_env.venice("push", store, "--input", str(good), "--local", check=True)
+    airflow_env.push(store, RecordsJob(_expected(good)))  # v1, directly
     rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
     bad = _write(tmp_path / "bad", rows)
     result = airflow_env.venice("push", store, "--input", str(bad), timeout=900)
@@ -363,7 +342,7 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
         "the push job refused its input: duplicate key with different values in the input"
     )
     assert len(result.stderr.splitlines()) == 1
-    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 1
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(good))
@@ -386,7 +365,7 @@ def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env:
     out, err = _kill_spark_push(store, push, times=1)
     assert push.returncode == 0, out + err
     _assert_serves(airflow_env, store, _expected(data))
-    status = json.loads(airflow_env.venice("rollout", "status", store, "--json", check=True).stdout)
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 2
 
     push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "v2", 100, files=1)))
@@ -430,7 +409,7 @@ def _crash_and_restart_airflow(env: PlatformEnv) -> None:
 
 
 def _step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
-    result = env.venice("rollout", "status", store, "--json")
+    result = env.cli("rollout", "status", store, "--json")
     if result.returncode != 0:
         return None
     return {s["task"]: s["state"] for s in json.loads(result.stdout)["steps"]}.get(task_id)

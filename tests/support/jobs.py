@@ -12,7 +12,7 @@ from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
 from venice_core.jobs import push
-from venice_core.jobs.local_push import PushFailed, job_args, job_flags, spark_confs
+from venice_core.jobs.local_push import PushFailed, PushJobRequest, job_args, spark_confs
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
@@ -38,20 +38,9 @@ class InProcessSparkJob:
             for key in settings:
                 self.spark.conf.unset(key)
 
-    def __call__(
-        self,
-        config: ClusterConfig,
-        store: str,
-        number: int,
-        input_path: str,
-        key_field: str,
-        value_field: str,
-        push_job_id: str,
-        confs: dict[str, str],
-    ) -> dict[str, Any]:
-        argv = job_args(config, store, number, input_path, key_field, value_field, push_job_id)
-        args = push.parse_args([*argv, "--result-file", "-", *job_flags(confs)])
-        with self._session_confs(confs):
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        args = push.parse_args([*job_args(config, request), "--result-file", "-"])
+        with self._session_confs(request.confs):
             try:
                 return push.run_on(self.spark, config, args)
             except Exception as exc:  # noqa: BLE001 - as run_spark_job reports it
@@ -65,17 +54,8 @@ class RecordsJob:
     def __init__(self, records: dict[Any, Any]) -> None:
         self.records = records
 
-    def __call__(
-        self,
-        config: ClusterConfig,
-        store: str,
-        number: int,
-        input_path: str,
-        key_field: str,
-        value_field: str,
-        push_job_id: str,
-        confs: dict[str, str],
-    ) -> dict[str, Any]:
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        store, number = request.store, request.number
         meta = MetadataStore(config.metadata_db_url)
         try:
             info = describe_store(meta, store)
@@ -92,7 +72,7 @@ class RecordsJob:
             by_partition[partition_for(key_bytes, partitions)].append((key_bytes, serde.serialize(value_schema, value)))
         source = config.region(config.source_region)
         for partition, rows in by_partition.items():
-            guid = deterministic_guid(push_job_id, number, partition)
+            guid = deterministic_guid(request.push_job_id, number, partition)
             writer = VersionTopicWriter(source.kafka_bootstrap, source.version_topic(store, number), partitions, guid)
             writer.start_segment(partition)
             for key_bytes, value_bytes in sorted(rows):

@@ -14,6 +14,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -60,7 +61,7 @@ def spark_submit_argv(
     ]
     for key, value in spark_confs(confs).items():
         argv += ["--conf", f"{key}={value}"]
-    return [*argv, str(JOB_FILE), *job_args, *job_flags(confs)]
+    return [*argv, str(JOB_FILE), *job_args]
 
 
 def spark_confs(confs: dict[str, str]) -> dict[str, str]:
@@ -114,67 +115,57 @@ def send_end_of_push(
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.END_OF_PUSH, bodies)
 
 
+@dataclass(frozen=True)
+class PushJobRequest:
+    """What the push job is asked to do: write `input_path` as version `number` of `store`."""
+
+    store: str
+    number: int
+    input_path: str
+    key_field: str
+    value_field: str
+    push_job_id: str
+    confs: dict[str, str] = field(default_factory=dict)
+
+
 class PushJobRunner(Protocol):
-    """Runs the push job for one version and returns what it wrote (`record_counts` per partition as strings,
-    `schema_id`, `records`). `run_spark_job` is the real one; tests run the same job on an in-process session."""
+    """Runs the push job and returns what it wrote (`record_counts` per partition as strings, `schema_id`,
+    `records`). `run_spark_job` is the real one; tests run the same job on an in-process session."""
 
-    def __call__(
-        self,
-        config: ClusterConfig,
-        store: str,
-        number: int,
-        input_path: str,
-        key_field: str,
-        value_field: str,
-        push_job_id: str,
-        confs: dict[str, str],
-    ) -> dict[str, Any]: ...
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]: ...
 
 
-def job_args(
-    config: ClusterConfig, store: str, number: int, input_path: str, key_field: str, value_field: str, push_job_id: str
-) -> list[str]:
+def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
     """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
     source = config.region(config.source_region)
     return [
         "--store",
-        store,
+        request.store,
         "--version",
-        str(number),
+        str(request.number),
         "--topic",
-        source.version_topic(store, number),
+        source.version_topic(request.store, request.number),
         "--bootstrap",
         source.kafka_bootstrap,
         "--input",
-        input_path,
+        request.input_path,
         "--key-field",
-        key_field,
+        request.key_field,
         "--value-field",
-        value_field,
+        request.value_field,
         "--push-job-id",
-        push_job_id,
+        request.push_job_id,
+        *job_flags(request.confs),
     ]
 
 
-def run_spark_job(
-    config: ClusterConfig,
-    store: str,
-    number: int,
-    input_path: str,
-    key_field: str,
-    value_field: str,
-    push_job_id: str,
-    confs: dict[str, str],
-) -> dict[str, Any]:
+def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
     """The push job through `spark-submit`."""
     with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
         result_file = Path(tmp) / "result.json"
-        args = [
-            *job_args(config, store, number, input_path, key_field, value_field, push_job_id),
-            "--result-file",
-            str(result_file),
-        ]
+        args = [*job_args(config, request), "--result-file", str(result_file)]
         env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
+        confs = request.confs
         argv = spark_submit_argv(config, args, confs, confs.get("spark.master", "local[2,4]"))
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():
@@ -250,7 +241,7 @@ def write_version(
     """START_OF_PUSH, the Spark job, END_OF_PUSH with the job's per-partition counts."""
     send_start_of_push(config, store, number, partitions, push_job_id, info["compression"])
     started = time.monotonic()
-    result = run_job(config, store, number, input_path, key_field, value_field, push_job_id, confs)
+    result = run_job(config, PushJobRequest(store, number, input_path, key_field, value_field, push_job_id, confs))
     progress(
         f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
         f"in {time.monotonic() - started:.1f}s"
