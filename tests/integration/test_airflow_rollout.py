@@ -28,6 +28,7 @@ from venice_core.embedded import airflow
 from venice_core.hooks.records import metrics_text
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.pubsub import admin
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 REPO = Path(__file__).parents[2]
@@ -102,34 +103,21 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
             os.environ["PYTHONPATH"] = previous
 
 
-def test_abort_at_second_region_and_rollback(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+def test_rollback_after_a_swap_returns_each_swapped_region_to_its_previous_version(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """ROLLBACK at dc-1's post swap: dc-0 and dc-1, which had swapped, go back to version 1; dc-2 never swaps. (An
+    ABORT through Airflow is covered by the WAIT-past-the-maximum and ABORT-policy runs below, a hook's explicit
+    ABORT at pre swap by the local rollout's tests.)"""
     store = airflow_env.create_user_store("af")
     airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 300, files=1, seed=0))))  # v1, directly
-    second = generate(tmp_path / "v2", 300, files=1, seed=1)
-
-    airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True)
-    result = airflow_env.venice("push", store, "--input", str(second), timeout=900)
-    assert result.returncode == 3
-    assert (
-        "failed at dc_1.pre_swap; version 2 is PARTIALLY_ONLINE: aborted by a hook at pre_store_version_swap "
-        "in dc-1" in result.stderr
-    )
-    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
-
     airflow_env.cli(
-        "store",
-        "update",
-        store,
-        "--remove-hook-config",
-        "answer.pre_store_version_swap.dc-1",
-        "--hook-config",
-        "answer.post_store_version_swap.dc-1=ROLLBACK",
-        check=True,
+        "store", "update", store, "--hook-config", "answer.post_store_version_swap.dc-1=ROLLBACK", check=True
     )
-    result = airflow_env.venice("push", store, "--input", str(second), timeout=900)
-    assert result.returncode == 3
-    assert "version 3 is ROLLED_BACK" in result.stderr
-    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}  # each region back where it was
+    result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 300, files=1)), timeout=900)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "failed at dc_1.post_swap; version 2 is ROLLED_BACK" in result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}  # each region back where it was
 
 
 def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
@@ -273,55 +261,44 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
 
 
-def test_manual_approval_in_airflow_survives_an_airflow_restart(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    """dc-1 needs a person's approval: the run waits on the region's human-in-the-loop task; Airflow (scheduler and
-    all) is killed and started again meanwhile; the approval, given then, lets the run finish everywhere."""
-    store = airflow_env.create_user_store("afm")
+def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_on(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """All of Airflow is SIGKILLed twice during one run, as a crash would.
+
+    First while the Spark push writes (its spark-submit dies with it): started again, the scheduler resets the
+    orphaned task and runs it again; the producers' deterministic GUIDs make the re-written records duplicates
+    that ingestion skips. Then while dc-1 waits for a person's approval (its human-in-the-loop task): the wait
+    survives the restart, and the approval, given then, lets the run finish. Every region serves exactly the
+    input."""
+    store = airflow_env.create_user_store("afk", 2)
     airflow_env.cli("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
-    data = generate(tmp_path / "in", 200, files=1)
+    data = generate(tmp_path / "in", 20_000, files=1)
     push = airflow_env.venice_background("push", store, "--input", str(data))
     try:
+        _wait_for_step(airflow_env, store, "spark_push", "running", push)
+        _wait_for_data_in_version_topic(airflow_env, store, 1, 2, push)  # the executors are writing
+        _crash_and_restart_airflow(airflow_env)
+
         _wait_for_step(airflow_env, store, "dc_1.approval", "awaiting_input", push)
         assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
         _crash_and_restart_airflow(airflow_env)
         assert _step_state(airflow_env, store, "dc_1.approval") == "awaiting_input"
-
         approved = airflow_env.cli("rollout", "approve", store, "--region", "dc-1", check=True)
         assert "approved the swap of" in approved.stdout and "its Airflow run goes on" in approved.stdout
-        out, err = push.communicate(timeout=600)
+        out, err = push.communicate(timeout=900)
     finally:
         if push.poll() is None:
             push.kill()
     assert push.returncode == 0, out + err
     assert "dc_1.approval: awaiting_input" in out and "still following the run" in out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
-    assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
-    assert {s["task"]: s["state"] for s in status["steps"]}["dc_1.approval"] == "success"
-    info = json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)
-    assert info["versions"][0]["number"] == 1
-
-
-def test_airflow_killed_mid_spark_push_reruns_the_step_and_finishes(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    """All of Airflow is SIGKILLed while the Spark push runs (its spark-submit dies with it). Started again, the
-    scheduler resets the orphaned task and runs it again; the producers' deterministic GUIDs make the re-written
-    records duplicates that ingestion skips, so every region serves exactly the input."""
-    store = airflow_env.create_user_store("afk", 2)
-    data = generate(tmp_path / "in", 3000, files=1)
-    push = airflow_env.venice_background("push", store, "--input", str(data))
-    try:
-        _wait_for_step(airflow_env, store, "spark_push", "running", push)
-        time.sleep(8)  # into the job: the JVM is up, executors may be writing
-        _crash_and_restart_airflow(airflow_env)
-        out, err = push.communicate(timeout=900)
-    finally:
-        if push.poll() is None:
-            push.kill()
-    assert push.returncode == 0, out + err
-    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(data))
     status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
-    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] >= 2
+    assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
+    steps = {s["task"]: s for s in status["steps"]}
+    assert steps["dc_1.approval"]["state"] == "success"
+    assert steps["spark_push"]["tries"] >= 2
 
 
 def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(
@@ -355,23 +332,18 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
 
 
 def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env: PlatformEnv, tmp_path: Path) -> None:
-    """The Spark push's JVM is SIGKILLed mid-step (as a lost machine would): the step fails, Airflow retries it
-    after `rollout.step.retry.delay.seconds`, and every region serves exactly the input. When every try fails
-    (1 + `rollout.step.retries`), the run fails and its failure callback kills the version; the previous one
-    keeps serving."""
+    """The Spark push's JVM is SIGKILLed as it starts (as a lost machine would), on every try: the step fails,
+    Airflow retries it after `rollout.step.retry.delay.seconds`, 1 + `rollout.step.retries` tries in all; then the
+    run fails and its failure callback kills the version; the previous one keeps serving. (A step that runs again
+    and succeeds, writing duplicates that ingestion skips, is the Airflow-crash test above.)"""
     store = airflow_env.create_user_store("afr", 2)
-    data = generate(tmp_path / "in", 3000, files=1)
-    push = airflow_env.venice_background("push", store, "--input", str(data))
-    out, err = _kill_spark_push(store, push, times=1)
-    assert push.returncode == 0, out + err
-    _assert_serves(airflow_env, store, _expected(data))
-    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
-    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 2
-
+    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 100, files=1))))  # v1, directly
     push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "v2", 100, files=1)))
     out, err = _kill_spark_push(store, push, times=3)
     assert push.returncode == 3, out + err
     assert err == "error: rollout run failed at spark_push; version 2 is KILLED: the rollout run failed\n"
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 3  # 1 + rollout.step.retries
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
 
 
@@ -399,6 +371,20 @@ def _wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push:
         assert push.poll() is None, push.communicate()
         assert time.monotonic() < deadline, f"{task_id} never became {state}"
         time.sleep(1)
+
+
+def _wait_for_data_in_version_topic(
+    env: PlatformEnv, store: str, number: int, partitions: int, push: subprocess.Popen[str]
+) -> None:
+    """Until the source version topic holds more than START_OF_PUSH's segment (3 messages a partition)."""
+    source = env.config.region(env.config.source_region)
+    deadline = time.monotonic() + 600
+    while sum(admin.end_offsets(source.kafka_bootstrap, source.version_topic(store, number), partitions)) <= (
+        3 * partitions
+    ):
+        assert push.poll() is None, push.communicate()
+        assert time.monotonic() < deadline, "the push job never wrote"
+        time.sleep(0.1)
 
 
 def _crash_and_restart_airflow(env: PlatformEnv) -> None:
