@@ -22,10 +22,12 @@ system-deps:
 demo: install
 	scripts/demo.sh
 
+# Two workers, a test file each at a time, in file order: the Airflow file (mostly waiting on sensors and
+# restarts) starts early and runs beside the rest; each worker starts its own platform and SparkSession once.
 test: $(STAMP)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -m "not kafka and not spark and not airflow and not postgres"

@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +72,10 @@ class PlatformEnv:
             [VENICE, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
-    @property
+    @cached_property
     def meta(self) -> MetadataStore:
         """The platform's metadata store (one engine per env, kept for the session)."""
-        if "meta" not in self.__dict__:
-            self.__dict__["meta"] = MetadataStore(self.config.metadata_db_url)
-        return self.__dict__["meta"]
+        return MetadataStore(self.config.metadata_db_url)
 
     def create_user_store(self, prefix: str, partitions: int = 1, **options: Any) -> str:
         """A new store, uniquely named, with the example user key and value schemas (`options` as
