@@ -34,6 +34,11 @@ KAFKA_EMBEDDED_CONTROLLER_PORT = "kafka.embedded.controller.port"
 KAFKA_EMBEDDED_HEAP = "kafka.embedded.heap"
 SERVER_HOST = "server.host"
 SERVER_PORT_BASE = "server.port.base"
+# What one client may ask of a region server's read API: bounded so a bad client cannot exhaust memory or threads.
+SERVER_MAX_REQUEST_BYTES = "server.max.request.bytes"
+SERVER_MAX_BATCH_KEYS = "server.max.batch.keys"
+SERVER_MAX_CONNECTIONS = "server.max.connections"
+SERVER_IDLE_TIMEOUT_SECONDS = "server.idle.timeout.seconds"
 AIRFLOW_ENABLED = "airflow.enabled"
 AIRFLOW_PORT = "airflow.port"
 # A rollout step that fails on its own (not by a hook's ABORT/ROLLBACK or refused input) is retried.
@@ -61,6 +66,10 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         KAFKA_EMBEDDED_HEAP: "512m",
         SERVER_HOST: "127.0.0.1",
         SERVER_PORT_BASE: "7070",
+        SERVER_MAX_REQUEST_BYTES: str(1024 * 1024),
+        SERVER_MAX_BATCH_KEYS: "1000",
+        SERVER_MAX_CONNECTIONS: "512",
+        SERVER_IDLE_TIMEOUT_SECONDS: "30",
         AIRFLOW_ENABLED: "true",
         AIRFLOW_PORT: "8080",
         ROLLOUT_STEP_RETRIES: "2",
@@ -114,6 +123,16 @@ class HookSettings:
 
 
 @dataclass(frozen=True)
+class ServerLimits:
+    """Bounds on a region server's read API (see `server/http`)."""
+
+    max_request_bytes: int = 1024 * 1024
+    max_batch_keys: int = 1000
+    max_connections: int = 512
+    idle_timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     cluster_name: str
     home: Path
@@ -129,6 +148,7 @@ class ClusterConfig:
     step_retries: int
     step_retry_delay_seconds: float
     source: str  # where the settings came from, for error messages
+    server_limits: ServerLimits = field(default_factory=ServerLimits)
 
     def region(self, name: str) -> RegionConfig:
         for region in self.regions:
@@ -299,6 +319,12 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         step_retries=_int(settings, ROLLOUT_STEP_RETRIES),
         step_retry_delay_seconds=_float(settings, ROLLOUT_STEP_RETRY_DELAY_SECONDS),
         source=source,
+        server_limits=ServerLimits(
+            max_request_bytes=_int(settings, SERVER_MAX_REQUEST_BYTES, 1),
+            max_batch_keys=_int(settings, SERVER_MAX_BATCH_KEYS, 1),
+            max_connections=_int(settings, SERVER_MAX_CONNECTIONS, 1),
+            idle_timeout_seconds=_float(settings, SERVER_IDLE_TIMEOUT_SECONDS),
+        ),
     )
 
 

@@ -5,6 +5,11 @@ GET  /metrics                      Prometheus text: ingestion records, rate and 
 GET  /schema/<store>               key and value schemas (what the thin client needs to decode)
 GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the serialised key; schema id in a header
 POST /storage/<store>              batch get: body {"keys": [<key>...]}, reply {"values": [[id, b64] | null...]}
+
+Bad clients are bounded (`config.ServerLimits`): a body over `server.max.request.bytes` or a batch over
+`server.max.batch.keys` is answered 413 (the body is not read; the connection is closed), a malformed
+Content-Length or key 400; at most `server.max.connections` connections hold a thread, those past it are answered
+503 and closed at once; a connection idle or stalled mid-request for `server.idle.timeout.seconds` is closed.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
 from venice_core.metrics import LatencySummary, render, render_summary
 from venice_core.server.region_server import decode_key
@@ -38,6 +44,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *_args: object) -> None:  # access logs would dominate the read path
         pass
+
+    def setup(self) -> None:
+        self.timeout = self.server.limits.idle_timeout_seconds  # idle or stalled clients end with a timeout
+        super().setup()
 
     def _reply(
         self, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
@@ -79,15 +89,49 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, base64.binascii.Error) as exc:
             self._error(400, "bad-request", f"malformed request: {exc}")
 
+    def _refuse(self, status: int, kind: str, message: str) -> None:
+        """Answer without reading the body, and close: what is left of the request cannot be parsed."""
+        self.close_connection = True
+        self._error(status, kind, message)
+
+    def _body(self) -> bytes | None:
+        """The request body within the server's limit, or None after answering why not."""
+        length_header = self.headers.get("Content-Length")
+        try:
+            length = int(length_header or "")
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._refuse(400, "bad-request", f"a batch request needs a valid Content-Length, got {length_header!r}")
+            return None
+        limit = self.server.limits.max_request_bytes
+        if length > limit:
+            self._refuse(413, "too-large", f"request body of {length} bytes is over the limit of {limit} bytes")
+            return None
+        body = self.rfile.read(length)  # a client that stalls mid-body times out (idle timeout)
+        if len(body) < length:
+            self._refuse(400, "bad-request", f"truncated body: {len(body)} of {length} bytes")
+            return None
+        return body
+
     def do_POST(self) -> None:  # noqa: N802
         parts = self.path.split("/")
+        if len(parts) != 3 or parts[1] != "storage":
+            self._refuse(404, "no-route", f"no such endpoint {self.path}")
+            return
+        body = self._body()
+        if body is None:
+            return
         try:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if len(parts) != 3 or parts[1] != "storage":
-                self._error(404, "no-route", f"no such endpoint {self.path}")
-                return
             store = unquote(parts[2])
-            keys = [decode_key(k) for k in json.loads(body)["keys"]]
+            encoded = json.loads(body)["keys"]
+            if not isinstance(encoded, list):
+                raise TypeError("'keys' must be a list")
+            limit = self.server.limits.max_batch_keys
+            if len(encoded) > limit:
+                self._error(413, "too-many-keys", f"batch of {len(encoded)} keys is over the limit of {limit} keys")
+                return
+            keys = [decode_key(k) for k in encoded]
             started = time.perf_counter()
             values = self.server.region.batch_get(store, keys)
             self.server.observe_read(store, "batch_get", time.perf_counter() - started)
@@ -95,18 +139,48 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, json.dumps({"values": payload}).encode())
         except VeniceError as exc:
             self._error(exc.http_status, type(exc).__name__, str(exc))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self._error(400, "bad-request", f"malformed batch request: {exc}")
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128
 
-    def __init__(self, region: RegionServer, address: tuple[str, int]) -> None:
+    def __init__(self, region: RegionServer, address: tuple[str, int], limits: ServerLimits) -> None:
         super().__init__(address, _Handler)
         self.region = region
+        self.limits = limits
+        self._connections = threading.BoundedSemaphore(limits.max_connections)
         self.latency: dict[tuple[tuple[str, str], ...], LatencySummary] = {}
         self._rates: dict[tuple[str, int, int], tuple[float, int]] = {}
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread per connection, up to the limit; past it, 503 at once rather than an unbounded thread count."""
+        if not self._connections.acquire(blocking=False):
+            try:
+                body = json.dumps({"error": "too many connections"}).encode()
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    + f"{ERROR_HEADER}: too-many-connections\r\nConnection: close\r\n".encode()
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
 
     def observe_read(self, store: str, kind: str, seconds: float) -> None:
         key = (("store", store), ("kind", kind))
@@ -148,7 +222,7 @@ class _Server(ThreadingHTTPServer):
         return "\n".join(lines) + "\n"
 
 
-def serve(region: RegionServer, host: str, port: int) -> _Server:
-    server = _Server(region, (host, port))
+def serve(region: RegionServer, host: str, port: int, limits: ServerLimits | None = None) -> _Server:
+    server = _Server(region, (host, port), limits or region.config.server_limits)
     threading.Thread(target=server.serve_forever, daemon=True, name="http").start()
     return server

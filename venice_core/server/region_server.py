@@ -220,7 +220,9 @@ def encode_key(key: bytes) -> str:
 
 
 def decode_key(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """URL-safe base64, strictly: a character outside the alphabet is an error (binascii.Error, a ValueError), not
+    silently dropped (which would read another key)."""
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
 
 
 def dumps(data: object) -> bytes:
