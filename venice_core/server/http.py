@@ -145,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 128
+    request_queue_size = 1024  # a burst of connects must not wait out TCP retries (socketserver has 5)
 
     def __init__(self, region: RegionServer, address: tuple[str, int], limits: ServerLimits) -> None:
         super().__init__(address, _Handler)
