@@ -9,6 +9,7 @@ from venice_core.client import serde
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, SegmentState, Validator, deterministic_guid
 from venice_core.protocol.envelope import (
+    HEADER,
     ControlMessageType,
     MessageType,
     checksum_bytes,
@@ -101,3 +102,40 @@ def test_chunking_round_trip() -> None:
     manifest = chunking.Manifest.decode(manifest_bytes)
     stored = dict(chunks)
     assert manifest.schema_id == 7 and b"".join(stored[k] for k in manifest.chunk_keys) == value
+
+
+def _feed_data(validator: Validator, messages: list[tuple]) -> list[bool]:
+    """As the ingestion hot path does: data messages through `accept_data`, control messages through `accept`."""
+    results = []
+    for key, value in messages:
+        message = decode(key, value)
+        if message.is_control:
+            results.append(validator.accept(message, None))
+        else:
+            p = message.producer
+            body = memoryview(value)[HEADER.size :]
+            results.append(validator.accept_data(p.guid, p.segment, p.sequence, key, body))
+    return results
+
+
+def test_div_data_fast_path_agrees_with_accept() -> None:
+    messages = _segment(deterministic_guid("job", 2, 0), [b"a", b"b", b"c"])
+    fast, general = Validator(), Validator()
+    assert _feed_data(fast, messages) == _feed(general, messages) == [True] * 5
+    assert fast.state() == general.state()
+    # A retried writer from a checkpointed state: duplicates are skipped by the fast path too.
+    partial = Validator()
+    _feed_data(partial, messages[:3])
+    assert _feed_data(Validator(partial.state()), messages) == [False, False, False, True, True]
+
+
+def test_div_data_fast_path_gap_and_checksum_are_errors() -> None:
+    messages = _segment(b"f" * 16, [b"a", b"b", b"c"])
+    validator = Validator()
+    _feed_data(validator, messages[:2])
+    with pytest.raises(DataIntegrityError, match="jumped from sequence 1 to 3"):
+        _feed_data(validator, messages[3:])
+    with pytest.raises(DataIntegrityError, match="checksum"):
+        _feed_data(Validator(), _segment(b"e" * 16, [b"a", b"b"], corrupt=True))
+    with pytest.raises(DataIntegrityError, match="not the start of a segment"):
+        _feed_data(Validator(), messages[1:])

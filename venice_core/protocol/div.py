@@ -53,6 +53,8 @@ class Validator:
 
     def __init__(self, state: dict[str, dict[str, Any]] | None = None) -> None:
         self.producers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (state or {}).items()}
+        # The same state dicts keyed by the GUID's bytes: the hot path skips hexing the GUID of every message.
+        self._by_guid: dict[bytes, dict[str, Any]] = {bytes.fromhex(k): v for k, v in self.producers.items()}
 
     def state(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self.producers.items()}
@@ -60,43 +62,71 @@ class Validator:
     def accept(self, message: Message, checksum_data: bytes | None) -> bool:
         """True if the message is new and valid; False for a duplicate; DataIntegrityError otherwise."""
         p = message.producer
-        guid = p.guid.hex()
+        parts = None if checksum_data is None else (checksum_data,)
+        return self._accept(p.guid, p.segment, p.sequence, message.control_type, message.control, parts)
+
+    def accept_data(self, guid: bytes, segment: int, sequence: int, kafka_key: bytes, body: Any) -> bool:
+        """`accept` for a data message given as its header fields, Kafka key and the value after the header
+        (what the segment checksum covers), without building a Message: the ingestion hot path. The common case,
+        the next sequence number of an open segment, is checked inline; anything else takes the general path,
+        so the verdicts are exactly `accept`'s."""
+        known = self._by_guid.get(guid)
+        if known is None or segment != known["segment"] or sequence != known["sequence"] + 1 or known["ended"]:
+            return self._accept(guid, segment, sequence, None, {}, (kafka_key, body))
+        known["sequence"] = sequence
+        known["checksum"] = zlib.crc32(body, zlib.crc32(kafka_key, known["checksum"]))
+        return True
+
+    def _accept(
+        self,
+        guid_bytes: bytes,
+        segment: int,
+        sequence: int,
+        control_type: ControlMessageType | None,
+        control: dict[str, Any],
+        checksum_parts: tuple[Any, ...] | None,
+    ) -> bool:
+        guid = guid_bytes.hex()
         known = self.producers.get(guid)
-        starts_segment = message.control_type is ControlMessageType.START_OF_SEGMENT and p.sequence == 0
+        starts_segment = control_type is ControlMessageType.START_OF_SEGMENT and sequence == 0
         if known is None:
             if not starts_segment:
                 raise DataIntegrityError(
-                    f"missing data: first message from producer {guid[:8]} is segment {p.segment} sequence "
-                    f"{p.sequence}, not the start of a segment"
+                    f"missing data: first message from producer {guid[:8]} is segment {segment} sequence "
+                    f"{sequence}, not the start of a segment"
                 )
-            self.producers[guid] = {"segment": p.segment, "sequence": 0, "checksum": 0, "ended": False}
+            known = self.producers[guid] = {"segment": segment, "sequence": 0, "checksum": 0, "ended": False}
+            self._by_guid[guid_bytes] = known
             return True
-        if p.segment < known["segment"] or (p.segment == known["segment"] and p.sequence <= known["sequence"]):
+        if segment < known["segment"] or (segment == known["segment"] and sequence <= known["sequence"]):
             return False
-        if p.segment > known["segment"]:
+        if segment > known["segment"]:
             if not starts_segment:
                 raise DataIntegrityError(
-                    f"missing data: producer {guid[:8]} jumped to segment {p.segment} sequence {p.sequence} "
+                    f"missing data: producer {guid[:8]} jumped to segment {segment} sequence {sequence} "
                     f"from segment {known['segment']} sequence {known['sequence']}"
                 )
-            known.update(segment=p.segment, sequence=0, checksum=0, ended=False)
+            known.update(segment=segment, sequence=0, checksum=0, ended=False)
             return True
-        if p.sequence != known["sequence"] + 1:
+        if sequence != known["sequence"] + 1:
             raise DataIntegrityError(
-                f"missing data: producer {guid[:8]} segment {p.segment} jumped from sequence {known['sequence']} "
-                f"to {p.sequence}"
+                f"missing data: producer {guid[:8]} segment {segment} jumped from sequence {known['sequence']} "
+                f"to {sequence}"
             )
         if known["ended"]:
-            raise DataIntegrityError(f"producer {guid[:8]} sent data after ending segment {p.segment}")
-        known["sequence"] = p.sequence
-        if message.control_type is ControlMessageType.END_OF_SEGMENT:
-            expected = message.control.get("checksum")
+            raise DataIntegrityError(f"producer {guid[:8]} sent data after ending segment {segment}")
+        known["sequence"] = sequence
+        if control_type is ControlMessageType.END_OF_SEGMENT:
+            expected = control.get("checksum")
             if expected != known["checksum"]:
                 raise DataIntegrityError(
-                    f"corrupt data: producer {guid[:8]} segment {p.segment} checksum {known['checksum']} does not "
+                    f"corrupt data: producer {guid[:8]} segment {segment} checksum {known['checksum']} does not "
                     f"match END_OF_SEGMENT's {expected}"
                 )
             known["ended"] = True
-        elif checksum_data is not None:
-            known["checksum"] = zlib.crc32(checksum_data, known["checksum"])
+        elif checksum_parts is not None:
+            checksum = known["checksum"]
+            for part in checksum_parts:  # CRC32 streams: crc(a + b) == crc(b, crc(a))
+                checksum = zlib.crc32(part, checksum)
+            known["checksum"] = checksum
         return True
