@@ -1,5 +1,5 @@
 """Store-level hook configs are refused with the hook's reason; hook invocations are persisted and counted by
-`venice metrics`. The hook class is loaded by path from PYTHONPATH, as an operator's module outside the project."""
+`venice metrics`. The hook class is loaded by its module path (the CLI runs in this process, which imports `tests`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ HOOKS = "tests.hooks_fixtures.sample_hooks"
 
 def _env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, MetadataStore]:
     env = make_platform_env(tmp_path / "home", {"venice.store.lifecycle.hooks": hooks, **extra})
-    env.env["PYTHONPATH"] = str(REPO)
     meta = MetadataStore(env.config.metadata_db_url)
     meta.migrate()  # no broker needed for metadata commands
     env.cli(

@@ -39,7 +39,8 @@ class PlatformEnv:
         return load_config(self.env)
 
     def venice(self, *args: str, check: bool = False, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """Run the `venice` command as a user would."""
+        """Run the installed `venice` command in a process of its own (where the process matters: spark-submit
+        pushes, the Airflow follower, `venice up`); `cli` runs the same entry point in this process."""
         result = subprocess.run([VENICE, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"venice {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")

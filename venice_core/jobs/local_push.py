@@ -238,7 +238,8 @@ def write_version(
     progress: Callable[[str], None],
     run_job: PushJobRunner = run_spark_job,
 ) -> None:
-    """START_OF_PUSH, the Spark job, END_OF_PUSH with the job's per-partition counts."""
+    """START_OF_PUSH, the push job (`run_job`: spark-submit unless a caller gives another), END_OF_PUSH with the
+    job's per-partition counts."""
     send_start_of_push(config, store, number, partitions, push_job_id, info["compression"])
     started = time.monotonic()
     result = run_job(config, PushJobRequest(store, number, input_path, key_field, value_field, push_job_id, confs))
