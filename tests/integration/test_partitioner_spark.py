@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from venice_core.jobs.push import _serialize_batches
+from venice_core.jobs.push_tasks import serialize_batches
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
@@ -28,7 +28,7 @@ def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
             }
             df = spark.createDataFrame([(c["key"], 0) for c in subset], f"k {spark_type}, v int")
             rows = df.mapInArrow(
-                lambda it, spec=spec: _serialize_batches(it, spec), "partition int, key binary, value binary"
+                lambda it, spec=spec: serialize_batches(it, spec), "partition int, key binary, value binary"
             ).collect()
             got = {bytes(r.key).hex(): r.partition for r in rows}
             assert got == {c["serialized_hex"]: c["partition"] for c in subset}

@@ -15,6 +15,7 @@ from typing import Any
 from rocksdict import AccessType, Options, Rdict
 
 from tests.support.platform import PlatformEnv
+from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient, serde
 from venice_core.controller import stores, versions
 from venice_core.controller.status import ExecutionStatus
@@ -116,3 +117,9 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     progress = [p for p in versions.partition_progress(meta, store, 1) if p.region == "dc-1"]
     assert all(p.status == ExecutionStatus.COMPLETED.value for p in progress)
     assert sum(p.records for p in progress) == len(expected)  # no record counted twice
+    # dc-1 led its partitions: its own version topic is the source's, record for record, none lost or doubled.
+    for p in range(PARTITIONS):
+        mirrored = read_partition(config.kafka.bootstrap, config.region("dc-1").version_topic(store, 1), p)
+        assert mirrored == through_end_of_push(
+            read_partition(config.kafka.bootstrap, source.version_topic(store, 1), p)
+        )

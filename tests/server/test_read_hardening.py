@@ -46,7 +46,7 @@ def _seeded_region(home: Path) -> RegionServer:
         batch.put(serde.serialize(keys, key), SCHEMA_ID.pack(1) + serde.serialize(values, value))
     storage.commit(batch, {"next_offset": 0, "div": {}, "sop": None, "eop": True, "records": len(RECORDS)})
     no_op = decompressor(CompressionStrategy.NO_OP)
-    region.hosted[(STORE, 1)] = HostedVersion(STORE, 1, [storage], no_op, threading.Event(), [], [], [])
+    region.hosted[(STORE, 1)] = HostedVersion(STORE, 1, [storage], no_op, threading.Event(), [], [])
     region.current = {STORE: 1}
     return region
 

@@ -1,8 +1,13 @@
-"""An in-memory topic administrator (a `pubsub.admin.TopicAdmin`) for controller tests that need no broker."""
+"""Topics in tests: an in-memory topic administrator (a `pubsub.admin.TopicAdmin`) for controller tests that need
+no broker, and a reader of a real topic partition, start to end."""
 
 from __future__ import annotations
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
 from venice_core.errors import ComponentError
+from venice_core.protocol.envelope import ControlMessageType, decode
+from venice_core.pubsub import client_config
 
 
 class InMemoryTopics:
@@ -20,3 +25,30 @@ class InMemoryTopics:
 
     def names(self) -> set[str]:
         return {topic for _bootstrap, topic in self.partitions}
+
+
+def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[bytes, bytes]]:
+    """Every record of a partition, as (key, value), up to its end offset now."""
+    consumer = Consumer(
+        client_config(bootstrap, **{"group.id": "test-read", "enable.partition.eof": True, "enable.auto.commit": False})
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    records: list[tuple[bytes, bytes]] = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, f"no end of {topic}[{partition}] within 10s"
+            if message.error():
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
+                return records
+            records.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+
+
+def through_end_of_push(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """A version topic's records up to END_OF_PUSH, included: what a leader mirrors (ingestion stops there)."""
+    for index, (key, value) in enumerate(records):
+        if decode(key, value).control_type is ControlMessageType.END_OF_PUSH:
+            return records[: index + 1]
+    raise AssertionError("no END_OF_PUSH in the topic")

@@ -139,3 +139,45 @@ def test_div_data_fast_path_gap_and_checksum_are_errors() -> None:
         _feed_data(Validator(), _segment(b"e" * 16, [b"a", b"b"], corrupt=True))
     with pytest.raises(DataIntegrityError, match="not the start of a segment"):
         _feed_data(Validator(), messages[1:])
+
+
+class _RecordingProducer:
+    """Stands in for confluent-kafka's Producer: this unit checks the bytes the writer produces, not Kafka."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, bytes, bytes]] = []
+
+    def produce(self, _topic: str, value: bytes, key: bytes, partition: int) -> None:
+        self.sent.append((partition, key, value))
+
+
+def test_writer_fast_put_path_sends_what_the_general_encoder_does() -> None:
+    """The writer's inlined PUT (no chunking) must equal encode_put and keep the same segment checksum, so that
+    ingestion's DIV accepts a segment mixing small and chunked values."""
+    from venice_core.pubsub.writer import VersionTopicWriter
+
+    guid = deterministic_guid("job", 1, 0)
+    writer = VersionTopicWriter("127.0.0.1:1", "t", 2, guid, max_chunk_bytes=64)
+    writer._producer = recorder = _RecordingProducer()
+    writer.start_segment(1)
+    writer.put(b"small", b"v" * 10, 3, partition=1)
+    writer.put(b"large", b"w" * 200, 3, partition=1)  # chunked: the general path
+    writer.put(b"small2", b"x", 3, partition=1)
+    writer.end_segment(1)
+
+    expected = SegmentState(guid)
+    expected.start_segment()
+    validator = Validator()
+    for partition, key, value in recorder.sent:
+        message = decode(key, value)
+        assert partition == 1
+        if message.is_control:
+            assert validator.accept(message, None)
+            continue
+        meta = expected.next()
+        assert message.producer.sequence == meta.sequence and message.producer.guid == guid
+        assert value[HEADER.size :] == encode_put(meta, message.key, message.schema_id, message.value)[1][HEADER.size :]
+        expected.add(checksum_bytes(key, value))
+        assert validator.accept(message, checksum_bytes(key, value))
+    assert writer._segments[1].checksum == expected.checksum
+    assert [decode(k, v).key for _, k, v in recorder.sent if k[:1] == b"\x00"][0] == b"small"

@@ -1,107 +1,98 @@
-"""Native replication: a non-source region copies the source version topic, partition by partition, into its
-local version topic, byte for byte, and ingests from the local copy.
+"""Leader replication, as Venice's leader does it: in a non-source region the ingestion task consumes the source
+region's version topic, applies each record to local storage, and produces it, byte for byte, to the region's own
+version topic (`VersionTopicMirror`). One consume per record and region, where a copier followed by an ingestion of
+the copy took two.
 
-The copy resumes at the local topic's end offset: offsets of the two topics correspond one to one because the
-copier is the local topic's only writer and produces with idempotence, so no checkpoint of its own is needed.
+Offsets of the two topics correspond one to one: the mirror is the local topic's only writer, produces in order
+with idempotence, and both topics start empty. So a restarted task needs no checkpoint of the mirror's own: it
+produces from the local topic's end offset on, and applies from its storage checkpoint on, consuming the source from
+the smaller of the two.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from venice_core.protocol.envelope import KEY_TYPE_CONTROL, ControlMessageType, decode
-from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, client_config
-
-log = logging.getLogger(__name__)
+from venice_core.pubsub import PRODUCER_CONFIG, client_config
 
 
-class PartitionReplicator:
-    def __init__(
-        self,
-        source_bootstrap: str,
-        source_topic: str,
-        local_bootstrap: str,
-        local_topic: str,
-        partition: int,
-        on_error: Callable[[str], None] = lambda _error: None,
-    ) -> None:
-        self.source_bootstrap, self.source_topic = source_bootstrap, source_topic
-        self.local_bootstrap, self.local_topic = local_bootstrap, local_topic
-        self.partition = partition
-        self.on_error = on_error
-        self.copied = 0
-        self.completed = False
-        self.error: str | None = None
+class ReplicationError(RuntimeError):
+    """The local version topic could not be written: the partition fails with this reason."""
+
+
+class VersionTopicMirror:
+    """Produces the consumed source records of one partition to the local version topic."""
+
+    def __init__(self, local_bootstrap: str, local_topic: str, partition: int) -> None:
+        self.local_bootstrap, self.local_topic, self.partition = local_bootstrap, local_topic, partition
+        self.end_offset = 0  # the local topic's end offset at start: records below it are there already
+        self.mirrored = 0
+        self._errors: list[KafkaError] = []
+        self._producer: Producer | None = None
+
+    def start(self, stop: threading.Event) -> int:
+        """Open the producer and return the local topic's end offset (the first source offset to produce)."""
+        self.end_offset = self._local_end(stop)
+        self._producer = Producer(
+            client_config(
+                self.local_bootstrap,
+                **PRODUCER_CONFIG,
+                # One delivery callback per failed message only: a callback per record costs the hot path.
+                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
+            )
+        )
+        return self.end_offset
+
+    def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            self._errors.append(error)
 
     def _local_end(self, stop: threading.Event) -> int:
-        """The local topic's end offset; a topic created a moment ago may not be in the metadata yet: retry."""
+        """A topic created a moment ago may not be in the broker's metadata yet: retry for up to half a minute."""
         consumer = Consumer(client_config(self.local_bootstrap, **{"group.id": "venice-replication"}))
         try:
             for attempt in range(60):
                 try:
                     tp = TopicPartition(self.local_topic, self.partition)
                     return consumer.get_watermark_offsets(tp, timeout=15)[1]
-                except KafkaException:
+                except KafkaException as exc:
                     if attempt == 59 or stop.wait(0.5):
-                        raise
+                        raise ReplicationError(f"local version topic {self.local_topic} unavailable: {exc}") from exc
             raise AssertionError("unreachable")
         finally:
             consumer.close()
 
-    def run(self, stop: threading.Event) -> None:
-        try:
-            start = self._local_end(stop)
-        except KafkaException as exc:
-            self.error = f"replication of {self.source_topic}[{self.partition}] cannot start: {exc}"
-            log.error(self.error)
-            self.on_error(self.error)
+    def mirror(self, raw: Message) -> None:
+        """Produce one consumed record unless the local topic has it already."""
+        if raw.offset() < self.end_offset:
             return
-        consumer = Consumer(
-            client_config(self.source_bootstrap, **CONSUMER_CONFIG, **{"group.id": "venice-replication"})
-        )
-        producer = Producer(client_config(self.local_bootstrap, **PRODUCER_CONFIG))
-        errors: list[str] = []
-        consumer.assign([TopicPartition(self.source_topic, self.partition, start)])
-        try:
-            while not stop.is_set() and not self.completed:
-                for raw in consumer.consume(num_messages=5000, timeout=0.2):
-                    if raw.error():
-                        if raw.error().fatal():
-                            errors.append(raw.error().str())
-                        elif raw.error().code() != KafkaError._PARTITION_EOF:
-                            log.warning("consumer error on %s (retrying): %s", self.source_topic, raw.error().str())
-                        continue
-                    key = raw.key()
-                    while True:
-                        try:
-                            producer.produce(
-                                self.local_topic,
-                                value=raw.value(),
-                                key=key,
-                                partition=self.partition,
-                                on_delivery=lambda err, _m: errors.append(err.str()) if err else None,
-                            )
-                            break
-                        except BufferError:
-                            producer.poll(0.05)
-                    self.copied += 1
-                    if key[:1] == KEY_TYPE_CONTROL:
-                        message = decode(key, raw.value())
-                        if message.control_type is ControlMessageType.END_OF_PUSH:
-                            self.completed = True
-                producer.poll(0)
-                if errors:
-                    raise RuntimeError(errors[0])
-            producer.flush(60)
-            if errors:
-                raise RuntimeError(errors[0])
-        except Exception as exc:  # noqa: BLE001 - reported as the partition's error
-            self.error = f"replication of {self.source_topic}[{self.partition}] failed: {exc}"
-            log.error(self.error)
-            self.on_error(self.error)
-        finally:
-            consumer.close()
+        producer = self._producer
+        assert producer is not None, "start() first"
+        while True:
+            try:
+                producer.produce(self.local_topic, value=raw.value(), key=raw.key(), partition=self.partition)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        self.mirrored += 1
+
+    def check(self) -> None:
+        """Serve delivery reports; a failed delivery fails the partition (the local topic would have a gap)."""
+        if self._producer is not None:
+            self._producer.poll(0)
+        if self._errors:
+            raise ReplicationError(f"producing to {self.local_topic}[{self.partition}] failed: {self._errors[0].str()}")
+
+    def flush(self, timeout: float = 60.0) -> None:
+        """Every mirrored record acknowledged, or an error: before the partition reports COMPLETED."""
+        if self._producer is not None and self._producer.flush(timeout) > 0:
+            raise ReplicationError(f"producing to {self.local_topic}[{self.partition}] timed out after {timeout:.0f}s")
+        self.check()
+
+    def close(self) -> None:
+        """On stop: give in-flight records a moment; what is lost is produced again from the local end offset."""
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None

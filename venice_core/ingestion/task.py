@@ -1,4 +1,5 @@
-"""Ingest one partition of a version topic into a PartitionStorage.
+"""Ingest one partition of a version topic into a PartitionStorage; outside the source region, as the partition's
+leader, also mirror each consumed record to the region's own version topic (`replication.VersionTopicMirror`).
 
 Every commit writes the data and the checkpoint (next offset, DIV state, START_OF_PUSH settings, record count) in
 one RocksDB write, so a task killed at any point resumes from its checkpoint with exactly the data it covers.
@@ -17,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from venice_core.controller.status import ExecutionStatus
+from venice_core.ingestion.replication import ReplicationError, VersionTopicMirror
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
 from venice_core.protocol.envelope import (
@@ -67,6 +69,7 @@ class PartitionIngestionTask:
         storage: PartitionStorage,
         report: Reporter,
         consumer_group: str,
+        mirror: VersionTopicMirror | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -74,6 +77,7 @@ class PartitionIngestionTask:
         self.storage = storage
         self.report = report
         self.consumer_group = consumer_group
+        self.mirror = mirror
         self.stats = IngestionStats()
         self.error: str | None = None
         self.completed = False
@@ -95,18 +99,27 @@ class PartitionIngestionTask:
                 checkpoint["records"],
             )
         validator = Validator(checkpoint["div"])
+        start = checkpoint["next_offset"]
+        if self.mirror is not None:
+            try:
+                start = min(start, self.mirror.start(stop))
+            except ReplicationError as exc:
+                self._fail(str(exc))
+                return
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
-        consumer.assign([TopicPartition(self.topic, self.partition, checkpoint["next_offset"])])
+        consumer.assign([TopicPartition(self.topic, self.partition, start)])
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
         try:
             self._loop(consumer, validator, checkpoint, stop)
-        except (DataIntegrityError, ProtocolError) as exc:
+        except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
             self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
             log.exception("ingestion of %s[%d] failed", self.topic, self.partition)
             self._fail(f"unexpected {type(exc).__name__}: {exc}")
         finally:
             consumer.close()
+            if self.mirror is not None:
+                self.mirror.close()
 
     def _fail(self, reason: str) -> None:
         self.error = f"partition {self.partition} of {self.topic}: {reason}"
@@ -149,6 +162,8 @@ class PartitionIngestionTask:
             last_commit = time.monotonic()
 
         sorted_push = bool(sop and sop.get("sorted"))
+        apply_from = checkpoint["next_offset"]  # below it: records a restarted leader only mirrors
+        mirror = self.mirror.mirror if self.mirror is not None else None
         while not stop.is_set():
             messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2)
             # The hot path, inlined for speed: a plain PUT (or DELETE) is read with one unpack, checked by DIV
@@ -163,6 +178,10 @@ class PartitionIngestionTask:
                             "consumer error on %s[%d] (retrying): %s", self.topic, self.partition, raw.error().str()
                         )
                     continue
+                if mirror is not None:
+                    mirror(raw)
+                    if raw.offset() < apply_from:
+                        continue
                 kafka_key, kafka_value = raw.key(), raw.value()
                 self.stats.offset = raw.offset()
                 if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
@@ -221,10 +240,14 @@ class PartitionIngestionTask:
                         raise DataIntegrityError(
                             f"END_OF_PUSH counts {expected} records, ingestion stored {self.stats.records}"
                         )
+                    if self.mirror is not None:
+                        self.mirror.flush()  # the local topic complete before the partition says so
                     commit(eop=True)
                     self.completed = True
                     self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
                     return
+            if self.mirror is not None:
+                self.mirror.check()
             now = time.monotonic()
             if uncommitted and (uncommitted >= COMMIT_EVERY_MESSAGES or now - last_commit >= COMMIT_EVERY_SECONDS):
                 commit()

@@ -6,6 +6,8 @@ a checksum. Delivery errors are collected and raised at flush: nothing is silent
 
 from __future__ import annotations
 
+import time
+import zlib
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -15,8 +17,13 @@ from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState
 from venice_core.protocol.envelope import (
     CHUNK_SCHEMA_ID,
+    HEADER,
+    KEY_TYPE_DATA,
     MANIFEST_SCHEMA_ID,
+    PROTOCOL_VERSION,
+    SCHEMA_ID,
     ControlMessageType,
+    MessageType,
     checksum_bytes,
     encode_control,
     encode_delete,
@@ -41,7 +48,15 @@ class VersionTopicWriter:
         self.max_chunk_bytes = max_chunk_bytes
         self._segments = [SegmentState(guid) for _ in range(partition_count)]
         self._errors: list[str] = []
-        self._producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG, **(producer_config or {})))
+        self._producer = Producer(
+            client_config(
+                bootstrap,
+                **PRODUCER_CONFIG,
+                # A delivery callback for failed messages only: one per message would cost the hot path.
+                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
+                **(producer_config or {}),
+            )
+        )
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
@@ -50,9 +65,7 @@ class VersionTopicWriter:
     def _send(self, partition: int, key: bytes, value: bytes) -> None:
         while True:
             try:
-                self._producer.produce(
-                    self.topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery
-                )
+                self._producer.produce(self.topic, value=value, key=key, partition=partition)
                 return
             except BufferError:  # local queue full: let deliveries drain
                 self._producer.poll(0.05)
@@ -79,7 +92,15 @@ class VersionTopicWriter:
             partition = partition_for(key, self.partition_count)
         state = self._segments[partition]
         if len(value) <= self.max_chunk_bytes:
-            self._data(partition, encode_put(state.next(), key, schema_id, value))
+            # encode_put and the checksum, inlined: this runs once per record of a push. The CRC of the Kafka key
+            # followed by the body is the CRC of `checksum_bytes` (CRC32 is incremental).
+            state.sequence += 1
+            kafka_key, body = KEY_TYPE_DATA + key, SCHEMA_ID.pack(schema_id) + value
+            header = HEADER.pack(
+                PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, int(time.time() * 1000)
+            )
+            state.checksum = zlib.crc32(body, zlib.crc32(kafka_key, state.checksum))
+            self._send(partition, kafka_key, header + body)
             return
         for part_key, part in chunking.split(key, value, schema_id, self.max_chunk_bytes):
             part_schema = MANIFEST_SCHEMA_ID if part_key == key else CHUNK_SCHEMA_ID

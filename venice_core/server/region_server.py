@@ -1,8 +1,9 @@
 """The region server process (`venice server --region R`).
 
 Every second it asks the metadata store which versions the region hosts and which one of each store is current;
-it starts a replication task (outside the source region) and an ingestion task per partition of each new version,
-and drops the storage of versions that are killed or retired. Reads go to the store's current version.
+it starts an ingestion task per partition of each new version (outside the source region, a leader that consumes
+the source region's version topic and mirrors it into the local one), and drops the storage of versions that are
+killed or retired. Reads go to the store's current version.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
 from venice_core.controller.status import ExecutionStatus
 from venice_core.errors import StoreNotFound
-from venice_core.ingestion.replication import PartitionReplicator
+from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, decompressor
@@ -43,7 +44,6 @@ class HostedVersion:
     decompress: object
     stop: threading.Event
     tasks: list[PartitionIngestionTask]
-    replicators: list[PartitionReplicator]
     threads: list[threading.Thread]
 
 
@@ -77,36 +77,21 @@ class RegionServer:
     def _host(self, store: str, number: int, partition_count: int, compression: str) -> None:
         stop = threading.Event()
         local_topic = self.region.version_topic(store, number)
-        hosted = HostedVersion(
-            store, number, [], decompressor(CompressionStrategy.parse(compression)), stop, [], [], []
-        )
+        hosted = HostedVersion(store, number, [], decompressor(CompressionStrategy.parse(compression)), stop, [], [])
         source = self.config.region(self.config.source_region)
         for p in range(partition_count):
             storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{p}")
             hosted.partitions.append(storage)
             report = self._reporter(store, number, p)
-            if self.region.name != source.name:
-                replicator = PartitionReplicator(
-                    source.kafka_bootstrap,
-                    source.version_topic(store, number),
-                    self.region.kafka_bootstrap,
-                    local_topic,
-                    p,
-                    on_error=lambda error, report=report: report(ExecutionStatus.ERROR, -1, 0, error),
-                )
-                hosted.replicators.append(replicator)
-                hosted.threads.append(
-                    threading.Thread(
-                        target=replicator.run, args=(stop,), daemon=True, name=f"replicate-{store}-v{number}-p{p}"
-                    )
-                )
+            leader = self.region.name != source.name
             task = PartitionIngestionTask(
-                self.region.kafka_bootstrap,
-                local_topic,
+                source.kafka_bootstrap if leader else self.region.kafka_bootstrap,
+                source.version_topic(store, number) if leader else local_topic,
                 p,
                 storage,
                 report,
                 f"venice-{self.region.name}",
+                mirror=VersionTopicMirror(self.region.kafka_bootstrap, local_topic, p) if leader else None,
             )
             hosted.tasks.append(task)
             hosted.threads.append(
