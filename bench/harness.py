@@ -32,6 +32,12 @@ def sandbox_platform(extra: dict[str, str] | None = None) -> Iterator[tuple[Clus
             platform.down(config, report=lambda _line: None)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a running process has used (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

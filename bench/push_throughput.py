@@ -9,17 +9,18 @@ The issue's targets: ratio >= 0.5x with three regions; one region (no replicatio
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 import uuid
 
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench.harness import SCHEMAS, report, rss_mb, sandbox_platform
+from bench.harness import SCHEMAS, cpu_seconds, report, rss_mb, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.client import serde
 from venice_core.controller import stores
-from venice_core.embedded import servers
+from venice_core.embedded import kafka, servers
 from venice_core.jobs.local_push import push
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
@@ -78,10 +79,21 @@ def main() -> None:
         )
         payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
 
+        processes = {"kafka broker": kafka.process(config).pid()}
+        processes.update({f"region server {r}": servers.process(config, r).pid() for r in config.region_names})
+        cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own_before = resource.getrusage(resource.RUSAGE_SELF)
         marks: list[tuple[float, str]] = []
         started = time.perf_counter()
         push(config, meta, "bench", str(data), progress=lambda line: marks.append((time.perf_counter(), line)))
         push_seconds = time.perf_counter() - started
+        children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
+        cpu["spark-submit (JVM + Python workers)"] = (
+            children.ru_utime + children.ru_stime - children_before.ru_utime - children_before.ru_stime
+        )
+        cpu["push driver (this process)"] = own.ru_utime + own.ru_stime - own_before.ru_utime - own_before.ru_stime
         baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
 
         n = len(records)
@@ -93,7 +105,9 @@ def main() -> None:
                 ("MB/s", f"{payload_mb / push_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
             ],
         )
-        print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
+        print(f"  where the push's CPU went ({sum(cpu.values()):.0f} core-seconds in {push_seconds:.0f}s on 2 cores):")
+        for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
+            print(f"    {seconds:6.1f}s  {name}")
         print("  where the push's time went:")
         previous = started
         for at, line in marks:
@@ -102,6 +116,7 @@ def main() -> None:
         for region in config.region_names:
             pid = servers.process(config, region).pid()
             print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
+        print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
 
 
 if __name__ == "__main__":

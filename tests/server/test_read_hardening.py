@@ -4,6 +4,7 @@ answered, correctly and fast, throughout."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -19,6 +20,7 @@ from venice_core.client import ReadClient, serde
 from venice_core.config import ServerLimits
 from venice_core.controller import stores
 from venice_core.meta import MetadataStore
+from venice_core.protocol.batch_get import BATCH_CONTENT_TYPE, decode_records, encode_keys
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.server.http import serve
@@ -126,6 +128,49 @@ def test_a_malformed_or_oversized_request_gets_one_bounded_answer(
     got, response = _raw(server, request_bytes)
     assert got == status and said in response, response
     _assert_reads_are_served(server, rounds=20)
+
+
+def _binary_post(body: bytes) -> bytes:
+    return (
+        b"POST /storage/users HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        + BATCH_CONTENT_TYPE.encode()
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "said"),
+    [
+        (b"\x00\x00", 400, b"truncated key length at byte 0"),
+        (b"\x00\x00\x00\x09abc", 400, b"key 0 of 9 bytes runs past the end of the body"),
+        (b"\xff\xff\xff\xff", 400, b"key 0 of -1 bytes runs past the end"),
+        (encode_keys([b"k"] * 1001), 413, b"batch of more than 1000 keys is over the limit of 1000 keys"),
+    ],
+    ids=["truncated-length", "key-past-the-end", "negative-key-length", "over-the-key-limit"],
+)
+def test_a_malformed_binary_batch_gets_one_answer(
+    server: tuple[str, int], body: bytes, status: int, said: bytes
+) -> None:
+    got, response = _raw(server, _binary_post(body))
+    assert got == status and said in response, response
+    _assert_reads_are_served(server, rounds=20)
+
+
+def test_json_and_binary_batches_answer_alike(server: tuple[str, int]) -> None:
+    """The JSON form (for curl) and the binary form (the thin client's) read the same records."""
+    key_schema = serde.parse(json.loads((SCHEMAS / "user_key.avsc").read_text()))
+    keys = [serde.serialize(key_schema, k) for k in ["user-0001", "missing", "user-0002"]]
+    _, json_response = _raw(server, _post(None, json.dumps({"keys": [encode_key(k) for k in keys]}).encode()))
+    _, binary_response = _raw(server, _binary_post(encode_keys(keys)))
+    values = json.loads(json_response.partition(b"\r\n\r\n")[2])["values"]
+    records = decode_records(binary_response.partition(b"\r\n\r\n")[2], len(keys))
+    assert records[1] is None and values[1] is None
+    assert [(r[0], r[1]) for r in (records[0], records[2])] == [
+        (v[0], base64.b64decode(v[1])) for v in (values[0], values[2])
+    ]
 
 
 def test_a_batch_over_the_key_limit_is_413(server: tuple[str, int]) -> None:

@@ -181,3 +181,21 @@ def test_writer_fast_put_path_sends_what_the_general_encoder_does() -> None:
         assert validator.accept(message, checksum_bytes(key, value))
     assert writer._segments[1].checksum == expected.checksum
     assert [decode(k, v).key for _, k, v in recorder.sent if k[:1] == b"\x00"][0] == b"small"
+
+
+def test_batch_get_body_round_trip_and_malformed_responses() -> None:
+    from venice_core.protocol import batch_get
+
+    keys = [b"", b"a", b"\x00" * 300]
+    assert batch_get.decode_keys(batch_get.encode_keys(keys), limit=3) == keys
+    with pytest.raises(OverflowError):
+        batch_get.decode_keys(batch_get.encode_keys(keys), limit=2)
+    records = [SCHEMA_ID_PREFIX + b"v1", None, SCHEMA_ID_PREFIX + b""]
+    assert batch_get.decode_records(batch_get.encode_records(records), 3) == [(7, b"v1"), None, (7, b"")]
+    body = batch_get.encode_records(records)
+    for broken, count in [(body[:-1], 3), (body, 2), (body, 4), (b"\x00\x00\x00\x02ab", 1)]:
+        with pytest.raises(ValueError):
+            batch_get.decode_records(broken, count)
+
+
+SCHEMA_ID_PREFIX = (7).to_bytes(4, "big")

@@ -1,18 +1,74 @@
 """The thin read client: serialise the key with the store's key schema, ask a region server, decode the value with
-the schema id it carries. One keep-alive connection per client (and thread)."""
+the schema id it carries. One keep-alive connection per client (and thread), HTTP/1.1 over a plain socket with
+httptools parsing the responses: http.client's header parsing alone cost a tenth of a millisecond per read."""
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
+import socket
 import threading
 from typing import Any
 
+import httptools
+
 from venice_core.client import serde
 from venice_core.errors import ComponentError, StoreNotFound, VeniceError
+from venice_core.protocol import batch_get
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
+
+
+class _Response:
+    """httptools callbacks: collects one response."""
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.body: list[bytes] = []
+        self.complete = False
+        self.keep_alive = False
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1")] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = self.parser.should_keep_alive()  # valid only until the parser moves on
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection to a region server."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host = host
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.closed = False
+
+    def request(
+        self, method: str, path: str, body: bytes | None, content_type: str
+    ) -> tuple[int, dict[str, str], bytes]:
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
+        if body is not None:
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        self.sock.sendall(head.encode() + b"\r\n" + (body or b""))
+        response = _Response()
+        while not response.complete:
+            data = self.sock.recv(262144)
+            if not data:
+                raise ConnectionError("connection closed by the server")
+            response.parser.feed_data(data)
+        if not response.keep_alive:
+            self.close()
+        return response.parser.get_status_code(), response.headers, b"".join(response.body)
+
+    def close(self) -> None:
+        self.closed = True
+        self.sock.close()
 
 
 class ReadClient:
@@ -21,21 +77,19 @@ class ReadClient:
         self._local = threading.local()
         self._schemas: dict[str, tuple[Any, dict[int, Any]]] = {}
 
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-        return conn
-
-    def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    def _request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, str], bytes]:
         for attempt in (1, 2):  # a keep-alive connection the server closed is retried once on a new one
-            conn = self._connection()
+            conn = None
             try:
-                conn.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
-                response = conn.getresponse()
-                return response.status, dict(response.getheaders()), response.read()
-            except (ConnectionError, http.client.HTTPException, OSError) as exc:
-                conn.close()
+                conn = getattr(self._local, "conn", None)
+                if conn is None or conn.closed:
+                    conn = self._local.conn = _Connection(self.host, self.port, self.timeout)
+                return conn.request(method, path, body, content_type)
+            except (OSError, httptools.HttpParserError) as exc:  # ConnectionError and timeouts are OSErrors
+                if conn is not None:
+                    conn.close()
                 self._local.conn = None
                 if attempt == 2:
                     raise ComponentError(f"region server {self.host}:{self.port} is unreachable: {exc}") from None
@@ -87,15 +141,16 @@ class ReadClient:
 
     def batch_get(self, store: str, keys: list[Any]) -> dict[Any, Any]:
         """Values of the keys that exist, keyed as given (keys must be hashable)."""
-        encoded = [base64.urlsafe_b64encode(self.serialize_key(store, k)).decode().rstrip("=") for k in keys]
-        status, _, body = self._request("POST", f"/storage/{store}", json.dumps({"keys": encoded}).encode())
+        request = batch_get.encode_keys([self.serialize_key(store, k) for k in keys])
+        status, _, body = self._request("POST", f"/storage/{store}", request, batch_get.BATCH_CONTENT_TYPE)
         if status != 200:
             self._raise(store, status, body)
-        result = {}
-        for key, value in zip(keys, json.loads(body)["values"], strict=True):
-            if value is not None:
-                result[key] = self._decode(store, value[0], base64.b64decode(value[1]))
-        return result
+        try:
+            records = batch_get.decode_records(body, len(keys))
+        except ValueError as exc:
+            raise ComponentError(f"region server {self.host}:{self.port} answered a malformed batch: {exc}") from None
+        decode = self._decode
+        return {key: decode(store, *record) for key, record in zip(keys, records, strict=True) if record is not None}
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -164,18 +164,33 @@ class RegionServer:
         raw = hosted.partitions[partition_for(key, len(hosted.partitions))].get(key)
         return None if raw is None else self._decode(hosted, raw)
 
-    def batch_get(self, store: str, keys: list[bytes]) -> list[tuple[int, bytes] | None]:
+    def batch_get_records(self, store: str, keys: list[bytes]) -> list[bytes | None]:
+        """The stored records of the keys, in order (schema id + decompressed value), None where a key is absent."""
         hosted = self._version_for(store)
-        count = len(hosted.partitions)
-        by_partition: dict[int, list[int]] = {}
-        for index, key in enumerate(keys):
-            by_partition.setdefault(partition_for(key, count), []).append(index)
-        results: list[tuple[int, bytes] | None] = [None] * len(keys)
-        for partition, indexes in by_partition.items():
-            values = hosted.partitions[partition].multi_get([keys[i] for i in indexes])
-            for index, raw in zip(indexes, values, strict=True):
-                results[index] = None if raw is None else self._decode(hosted, raw)
-        return results
+        partitions = hosted.partitions
+        count = len(partitions)
+        if count == 1:
+            records = partitions[0].multi_get(keys)
+        else:
+            by_partition: dict[int, list[int]] = {}
+            for index, key in enumerate(keys):
+                by_partition.setdefault(partition_for(key, count), []).append(index)
+            records = [None] * len(keys)
+            for partition, indexes in by_partition.items():
+                found = partitions[partition].multi_get([keys[i] for i in indexes])
+                for index, raw in zip(indexes, found, strict=True):
+                    records[index] = raw
+        decompress = hosted.decompress
+        if decompress is not bytes:  # a compressed version (NO_OP's decompressor is `bytes`)
+            size = SCHEMA_ID.size
+            records = [None if r is None else r[:size] + decompress(r[size:]) for r in records]
+        return records
+
+    def batch_get(self, store: str, keys: list[bytes]) -> list[tuple[int, bytes] | None]:
+        size = SCHEMA_ID.size
+        return [
+            None if r is None else (SCHEMA_ID.unpack_from(r)[0], r[size:]) for r in self.batch_get_records(store, keys)
+        ]
 
     @staticmethod
     def _decode(hosted: HostedVersion, raw: bytes) -> tuple[int, bytes]:

@@ -12,17 +12,46 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter, WriteBatch
+from rocksdict import (
+    BlockBasedOptions,
+    Cache,
+    DataBlockIndexType,
+    IngestExternalFileOptions,
+    Options,
+    Rdict,
+    SstFileWriter,
+    WriteBatch,
+)
 
 META_CF = "venice_meta"
 CHECKPOINT_KEY = b"checkpoint"
 CHUNK_PREFIX = b"chunk:"
+BLOCK_CACHE_BYTES = 64 * 1024 * 1024
+_block_cache: Cache | None = None
+
+
+def _shared_block_cache() -> Cache:
+    """One LRU block cache per process for every partition (a cache per partition would multiply memory)."""
+    global _block_cache
+    if _block_cache is None:
+        _block_cache = Cache(BLOCK_CACHE_BYTES)
+    return _block_cache
 
 
 def _options() -> Options:
+    """Tables for point lookups, the read path's only access: a bloom filter per file (a get skips the files that
+    cannot hold its key: ingestion leaves one SST per commit), a hash index inside data blocks, index and filter
+    blocks in the shared cache. The SST writer of sorted pushes uses the same options, so its files have them too."""
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.create_missing_column_families(True)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    table.set_data_block_index_type(DataBlockIndexType.binary_and_hash())
+    table.set_block_cache(_shared_block_cache())
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    options.set_block_based_table_factory(table)
     return options
 
 
