@@ -67,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--regions", default="dc-0,dc-1,dc-2", help="comma-separated region names (first: source)")
+    parser.add_argument("--conf", action="append", default=[], help="a push conf KEY=VALUE (repeatable)")
     args = parser.parse_args()
     with sandbox_platform({"regions": args.regions}) as (config, meta, home):
         data = generate(home / "data", args.records, files=4)
@@ -86,7 +87,14 @@ def main() -> None:
         own_before = resource.getrusage(resource.RUSAGE_SELF)
         marks: list[tuple[float, str]] = []
         started = time.perf_counter()
-        push(config, meta, "bench", str(data), progress=lambda line: marks.append((time.perf_counter(), line)))
+        push(
+            config,
+            meta,
+            "bench",
+            str(data),
+            confs=dict(c.split("=", 1) for c in args.conf),
+            progress=lambda line: marks.append((time.perf_counter(), line)),
+        )
         push_seconds = time.perf_counter() - started
         children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}

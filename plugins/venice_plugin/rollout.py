@@ -13,7 +13,6 @@ reschedule sensors) is retried `rollout.step.retries` times: every step is idemp
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -230,7 +229,7 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
             application=str(local_push.JOB_FILE),
             conn_id="spark_default",
             name=f"venice-push-{store}",
-            conf={"spark.pyspark.python": sys.executable, "spark.ui.enabled": "false"},
+            conf=dict(local_push.DEFAULT_SPARK_CONFS),
             driver_memory="2g",
             application_args=[
                 "--store",

@@ -35,12 +35,15 @@ def _checkpoint(partition_dir: Path) -> dict[str, Any] | None:
     if not (partition_dir / "db" / "CURRENT").exists():
         return None
     options = Options(raw_mode=True)
-    db = Rdict(
-        str(partition_dir / "db"),
-        options,
-        column_families={META_CF: Options(raw_mode=True)},
-        access_type=AccessType.read_only(),
-    )
+    try:
+        db = Rdict(
+            str(partition_dir / "db"),
+            options,
+            column_families={META_CF: Options(raw_mode=True)},
+            access_type=AccessType.read_only(),
+        )
+    except Exception:  # noqa: BLE001 - a file the server is replacing at this moment: read again at the next poll
+        return None
     try:
         raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
         return None if raw is None else json.loads(raw)
