@@ -36,6 +36,21 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Running (not zombie) processes of a process group, read from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
 @dataclass(frozen=True)
 class ManagedProcess:
     name: str
@@ -79,17 +94,21 @@ class ManagedProcess:
         return proc.pid
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM the process group, SIGKILL it after `timeout`. Returns False if nothing was running."""
+        """SIGTERM the process group, SIGKILL what is left of it after `timeout`. The whole group: a leader that
+        exits on SIGTERM before its children (Airflow's standalone and its scheduler) must not leave them behind.
+        Returns False if nothing was running."""
         pid = self.pid()
         if pid is None:
             return False
         self._signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while (_alive(pid) or _group_members(pid)) and time.monotonic() < deadline:
+            self._reap(pid)
             time.sleep(0.1)
-        if _alive(pid):
+        if _alive(pid) or _group_members(pid):
             self._signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
+            while _alive(pid) or _group_members(pid):
+                self._reap(pid)
                 time.sleep(0.05)
         self._reap(pid)
         self.pid_file.unlink(missing_ok=True)
