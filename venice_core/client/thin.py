@@ -141,7 +141,13 @@ class ReadClient:
 
     def batch_get(self, store: str, keys: list[Any]) -> dict[Any, Any]:
         """Values of the keys that exist, keyed as given (keys must be hashable)."""
-        request = batch_get.encode_keys([self.serialize_key(store, k) for k in keys])
+        key_schema, value_schemas = self._store_schemas(store)
+        serialize = serde.serialize
+        try:
+            serialized = [serialize(key_schema, k) for k in keys]
+        except (ValueError, TypeError, AttributeError):
+            serialized = [self.serialize_key(store, k) for k in keys]  # raises, naming the key that does not fit
+        request = batch_get.encode_keys(serialized)
         status, _, body = self._request("POST", f"/storage/{store}", request, batch_get.BATCH_CONTENT_TYPE)
         if status != 200:
             self._raise(store, status, body)
@@ -149,8 +155,13 @@ class ReadClient:
             records = batch_get.decode_records(body, len(keys))
         except ValueError as exc:
             raise ComponentError(f"region server {self.host}:{self.port} answered a malformed batch: {exc}") from None
-        decode = self._decode
-        return {key: decode(store, *record) for key, record in zip(keys, records, strict=True) if record is not None}
+        deserialize = serde.deserialize
+        result = {}
+        for key, record in zip(keys, records, strict=True):
+            if record is not None:
+                schema = value_schemas.get(record[0])
+                result[key] = deserialize(schema, record[1]) if schema is not None else self._decode(store, *record)
+        return result
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -13,6 +13,7 @@ import gc
 import json
 import logging
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -133,6 +134,9 @@ class RegionServer:
         # pauses to the latency tail.
         gc.freeze()
         gc.set_threshold(50_000, 20, 20)
+        # Reads run on the HTTP thread's event loop; a read that arrives while the sync or an ingestion thread holds
+        # the GIL waits up to the switch interval (5 ms by default), which was the latency tail.
+        sys.setswitchinterval(0.0005)
         http_server = serve(self, self.config.server_host, self.config.server_port(self.region.name))
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
@@ -172,14 +176,15 @@ class RegionServer:
         if count == 1:
             records = partitions[0].multi_get(keys)
         else:
-            by_partition: dict[int, list[int]] = {}
+            by_partition: list[list[int]] = [[] for _ in range(count)]
             for index, key in enumerate(keys):
-                by_partition.setdefault(partition_for(key, count), []).append(index)
+                by_partition[partition_for(key, count)].append(index)
             records = [None] * len(keys)
-            for partition, indexes in by_partition.items():
-                found = partitions[partition].multi_get([keys[i] for i in indexes])
-                for index, raw in zip(indexes, found, strict=True):
-                    records[index] = raw
+            for partition, indexes in enumerate(by_partition):
+                if indexes:
+                    found = partitions[partition].multi_get([keys[i] for i in indexes])
+                    for index, raw in zip(indexes, found, strict=True):
+                        records[index] = raw
         decompress = hosted.decompress
         if decompress is not bytes:  # a compressed version (NO_OP's decompressor is `bytes`)
             size = SCHEMA_ID.size
