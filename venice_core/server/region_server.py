@@ -13,7 +13,6 @@ import gc
 import json
 import logging
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -134,9 +133,6 @@ class RegionServer:
         # pauses to the latency tail.
         gc.freeze()
         gc.set_threshold(50_000, 20, 20)
-        # Reads run on the HTTP thread's event loop; a read that arrives while the sync or an ingestion thread holds
-        # the GIL waits up to the switch interval (5 ms by default), which was the latency tail.
-        sys.setswitchinterval(0.0005)
         http_server = serve(self, self.config.server_host, self.config.server_port(self.region.name))
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
