@@ -63,11 +63,20 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
     return time.perf_counter() - started
 
 
+def conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"a push conf is KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--regions", default="dc-0,dc-1,dc-2", help="comma-separated region names (first: source)")
-    parser.add_argument("--conf", action="append", default=[], help="a push conf KEY=VALUE (repeatable)")
+    parser.add_argument(
+        "--conf", action="append", default=[], type=conf_pair, help="a push conf KEY=VALUE (repeatable)"
+    )
     args = parser.parse_args()
     with sandbox_platform({"regions": args.regions}) as (config, meta, home):
         data = generate(home / "data", args.records, files=4)
@@ -92,7 +101,7 @@ def main() -> None:
             meta,
             "bench",
             str(data),
-            confs=dict(c.split("=", 1) for c in args.conf),
+            confs=dict(args.conf),
             progress=lambda line: marks.append((time.perf_counter(), line)),
         )
         push_seconds = time.perf_counter() - started
