@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.platform import PlatformEnv
+from tests.support.topics import read_partition
 from venice_core.embedded import kafka
 
 
@@ -33,30 +34,6 @@ def _produce(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) ->
     assert errors == []
 
 
-def _read_all(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"t-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[bytes, bytes]] = []
-    try:
-        while True:
-            msg = consumer.poll(10)
-            assert msg is not None, f"timed out after {len(out)} of {expected} messages"
-            if msg.error():
-                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
-                break
-            out.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return out
-
-
 def test_produce_consume_and_survive_a_restart(platform_env: PlatformEnv) -> None:
     config = platform_env.config
     bootstrap = config.kafka.bootstrap
@@ -65,7 +42,7 @@ def test_produce_consume_and_survive_a_restart(platform_env: PlatformEnv) -> Non
 
     _create_topic(bootstrap, topic)
     _produce(bootstrap, topic, messages)
-    assert _read_all(bootstrap, topic, len(messages)) == messages
+    assert read_partition(bootstrap, topic) == messages
 
     pid_before = kafka.process(config).pid()
     assert kafka.stop(config)
@@ -74,7 +51,7 @@ def test_produce_consume_and_survive_a_restart(platform_env: PlatformEnv) -> Non
     assert "started" in kafka.start(config)
     assert kafka.process(config).pid() not in (None, pid_before)
 
-    assert _read_all(bootstrap, topic, len(messages)) == messages
+    assert read_partition(bootstrap, topic) == messages
 
 
 def test_starting_twice_says_already_running(platform_env: PlatformEnv) -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from venice_core.pubsub import PRODUCER_CONFIG, client_config
+from venice_core.pubsub import PRODUCER_CONFIG, admin, client_config
 
 
 class ReplicationError(RuntimeError):
@@ -51,18 +51,13 @@ class VersionTopicMirror:
 
     def _local_end(self, stop: threading.Event) -> int:
         """A topic created a moment ago may not be in the broker's metadata yet: retry for up to half a minute."""
-        consumer = Consumer(client_config(self.local_bootstrap, **{"group.id": "venice-replication"}))
-        try:
-            for attempt in range(60):
-                try:
-                    tp = TopicPartition(self.local_topic, self.partition)
-                    return consumer.get_watermark_offsets(tp, timeout=15)[1]
-                except KafkaException as exc:
-                    if attempt == 59 or stop.wait(0.5):
-                        raise ReplicationError(f"local version topic {self.local_topic} unavailable: {exc}") from exc
-            raise AssertionError("unreachable")
-        finally:
-            consumer.close()
+        for attempt in range(60):
+            try:
+                return admin.end_offsets(self.local_bootstrap, self.local_topic, [self.partition])[0]
+            except KafkaException as exc:
+                if attempt == 59 or stop.wait(0.5):
+                    raise ReplicationError(f"local version topic {self.local_topic} unavailable: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def mirror(self, raw: Message) -> None:
         """Produce one consumed record unless the local topic has it already."""

@@ -60,15 +60,14 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
                 raise ComponentError(f"cannot delete topic {topic}: {exc.args[0].str()}") from None
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    """The offset after the last message of each partition."""
+def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list[int]:
+    """The offset after the last message of each partition (`partitions`: a count, or the partition numbers).
+    KafkaException if the broker does not know the topic yet."""
     from confluent_kafka import Consumer
 
+    numbers = range(partitions) if isinstance(partitions, int) else partitions
     consumer = Consumer(client_config(bootstrap, **{"group.id": "venice-offsets", "enable.auto.commit": False}))
     try:
-        return [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS)[1]
-            for p in range(partitions)
-        ]
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS)[1] for p in numbers]
     finally:
         consumer.close()
