@@ -265,6 +265,8 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
                 created_info["push_job_id"],
                 result["record_counts"],
             )
+            with metadata() as (_, meta):
+                versions.record_push_counts(meta, store, created_info["version"], result["record_counts"])
             return result["records"]
 
         first = start_of_push_job()

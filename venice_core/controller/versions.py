@@ -340,6 +340,44 @@ def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
         )
 
 
+@dataclass(frozen=True)
+class RegionProgress:
+    """How far a region's ingestion of a version is: records ingested, of `total` (known once END_OF_PUSH's
+    per-partition counts are recorded, else None)."""
+
+    records: int
+    total: int | None
+
+    @property
+    def percent(self) -> float | None:
+        if not self.total:
+            return None if self.total is None else 100.0
+        return min(100.0, 100.0 * self.records / self.total)
+
+
+def record_push_counts(meta: MetadataStore, store_name: str, number: int, record_counts: dict[str, int]) -> None:
+    """The per-partition record counts END_OF_PUSH carries, kept on the version so progress can be shown."""
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is not None:
+            version.details = {
+                **(version.details or {}),
+                "record_counts": {str(k): int(v) for k, v in record_counts.items()},
+            }
+
+
+def ingestion_progress(meta: MetadataStore, store_name: str, number: int) -> dict[str, RegionProgress]:
+    """Per region of the version: records ingested (summed over its partitions) against END_OF_PUSH's total."""
+    version = get_version(meta, store_name, number)
+    counts = (version.details or {}).get("record_counts")
+    total = sum(counts.values()) if counts is not None else None
+    regions = (version.details or {}).get("regions") or []
+    ingested = dict.fromkeys(regions, 0)
+    for row in partition_progress(meta, store_name, number):
+        ingested[row.region] = ingested.get(row.region, 0) + (row.records or 0)
+    return {region: RegionProgress(records, total) for region, records in ingested.items()}
+
+
 def partition_progress(meta: MetadataStore, store_name: str, number: int) -> list[PartitionStatus]:
     with meta.session() as session:
         return list(

@@ -233,6 +233,7 @@ def write_version(
     value_field: str,
     confs: dict[str, str],
     progress: Callable[[str], None],
+    meta: MetadataStore,
     run_job: PushJobRunner = run_spark_job,
 ) -> None:
     """START_OF_PUSH, the push job (`run_job`: spark-submit unless a caller gives another), END_OF_PUSH with the
@@ -245,6 +246,7 @@ def write_version(
         f"in {time.monotonic() - started:.1f}s"
     )
     send_end_of_push(config, store, number, partitions, push_job_id, result["record_counts"])
+    versions.record_push_counts(meta, store, number, result["record_counts"])
 
 
 def push(
@@ -290,6 +292,7 @@ def push(
                 value_field,
                 confs,
                 progress,
+                meta,
                 run_job,
             )
             for region in regions:
