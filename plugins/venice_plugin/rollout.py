@@ -25,15 +25,15 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import DAG, Param, TaskGroup, chain, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from venice_core.cli.context import metadata
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout, RolloutStopped
-from venice_core.controller.status import ExecutionStatus
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import local_push
 from venice_core.jobs import push as push_job
 from venice_core.jobs.airflow_push import dag_id, push_job_id
+from venice_core.meta.context import metadata
+from venice_core.status import ExecutionStatus
 
 VERSION = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
 

@@ -13,9 +13,9 @@ from sqlalchemy import update
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.rollout import Rollout, RolloutStopped
-from venice_core.controller.status import ExecutionStatus, VersionStatus
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, Version, VersionRegionStatus
+from venice_core.status import ExecutionStatus, VersionStatus
 
 SCHEMA = '{"type": "record", "name": "V", "fields": [{"name": "x", "type": "int"}]}'
 

@@ -12,10 +12,10 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.controller.status import ExecutionStatus, VersionStatus
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.status import ExecutionStatus, VersionStatus
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

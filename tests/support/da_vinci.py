@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from venice_core.controller import da_vinci
-from venice_core.controller.status import ExecutionStatus
 from venice_core.meta import MetadataStore
+from venice_core.status import ExecutionStatus
 
 HEARTBEAT_SECONDS = 2.0
 

@@ -10,11 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from venice_core.controller.status import ExecutionStatus, VersionStatus
-from venice_core.controller.versions import JobStatus, RegionJobStatus
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks import HookContext
 from venice_core.hooks.builtin import HealthCheck, ManualApproval, MinDelayBetweenRegions, SwapWindow
+from venice_core.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
 
 
 def ctx(configs: dict[str, str], job_status: JobStatus | None = None, region: str = "dc-1") -> HookContext:

@@ -1,24 +1,12 @@
-"""What every command needs: the cluster config and an initialised metadata store."""
+"""What every command needs: the cluster config and an initialised metadata store (`metadata`, shared with the
+Airflow tasks), and `key=value` options."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from venice_core.config import ClusterConfig, load_config
 from venice_core.errors import ConfigError
-from venice_core.meta import MetadataStore
+from venice_core.meta.context import metadata
 
-
-@contextmanager
-def metadata() -> Iterator[tuple[ClusterConfig, MetadataStore]]:
-    config = load_config()
-    meta = MetadataStore(config.metadata_db_url)
-    try:
-        meta.check_migrated()
-        yield config, meta
-    finally:
-        meta.dispose()
+__all__ = ["metadata", "parse_key_values"]
 
 
 def parse_key_values(pairs: list[str], option: str) -> dict[str, str]:

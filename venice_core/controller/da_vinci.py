@@ -12,10 +12,10 @@ import time
 
 from sqlalchemy import select
 
-from venice_core.controller.status import ExecutionStatus
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import retry_on_conflict
 from venice_core.meta.models import DaVinciInstance, Version
+from venice_core.status import ExecutionStatus
 
 LIVE_SECONDS = 60.0
 GATE_KEY = "da_vinci_regions"  # in the version's details: the regions whose Da Vinci clients may ingest it

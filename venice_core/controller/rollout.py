@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci, versions
-from venice_core.controller.status import VersionStatus
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder
 from venice_core.meta import MetadataStore
+from venice_core.status import VersionStatus
 
 DA_VINCI_GATE = "pre_start_of_store_version_ingestion_for_da_vinci"
 DA_VINCI_SWAP = "post_start_of_store_version_ingestion_for_da_vinci"

@@ -13,12 +13,6 @@ from typing import Any
 from sqlalchemy import select, update
 
 from venice_core.config import ClusterConfig
-from venice_core.controller.status import (
-    IN_FLIGHT,
-    ExecutionStatus,
-    VersionStatus,
-    aggregate,
-)
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
@@ -32,6 +26,14 @@ from venice_core.meta.models import (
 )
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
+from venice_core.status import (
+    IN_FLIGHT,
+    ExecutionStatus,
+    JobStatus,
+    RegionJobStatus,
+    VersionStatus,
+    aggregate,
+)
 
 
 class PushInProgress(VeniceError):
@@ -40,44 +42,6 @@ class PushInProgress(VeniceError):
 
 class VersionNotFound(VeniceError):
     http_status = 404
-
-
-@dataclass(frozen=True)
-class RegionJobStatus:
-    status: ExecutionStatus
-    updated_at: float  # when the region's push status last changed (VIP-4)
-    details: str = ""
-    serving: bool = False  # the region's current version is this one
-    current_since: float | None = None  # when the region's current version last changed (its last swap)
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """VIP-4's JobStatusQueryResponse: the overall status plus each region's status and when it last changed."""
-
-    store: str
-    version: int
-    version_status: VersionStatus
-    overall: ExecutionStatus
-    regions: dict[str, RegionJobStatus]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "store": self.store,
-            "version": self.version,
-            "version_status": self.version_status.value,
-            "overall": self.overall.value,
-            "regions": {
-                r: {
-                    "status": s.status.value,
-                    "updated_at": s.updated_at,
-                    "details": s.details,
-                    "serving": s.serving,
-                    "current_since": s.current_since,
-                }
-                for r, s in self.regions.items()
-            },
-        }
 
 
 def _version_in_flight(session: Any, store_name: str) -> int | None:
@@ -465,7 +429,7 @@ def current_versions(meta: MetadataStore, region: str) -> dict[str, int]:
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, int, str]]:
     """(store, version, partition count, compression) a region should hold: in flight, current or backup."""
-    from venice_core.controller.status import HOSTABLE
+    from venice_core.status import HOSTABLE
 
     with meta.session() as session:
         rows = session.execute(

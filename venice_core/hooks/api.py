@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from venice_core.controller.versions import JobStatus
+from venice_core.status import JobStatus
 
 
 class StoreLifecycleEventOutcome(StrEnum):

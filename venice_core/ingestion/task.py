@@ -17,7 +17,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from venice_core.controller.status import ExecutionStatus
 from venice_core.ingestion.replication import ReplicationError, VersionTopicMirror
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
@@ -36,6 +35,7 @@ from venice_core.protocol.envelope import (
     decode,
 )
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
+from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import versions
 from venice_core.controller.rollout import Rollout, RolloutStopped
-from venice_core.controller.status import ExecutionStatus
 from venice_core.controller.stores import describe_store
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.meta import MetadataStore
@@ -29,6 +28,7 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.status import ExecutionStatus
 
 JOB_FILE = Path(__file__).with_name("push.py")
 INGESTION_TIMEOUT_SECONDS = 1800

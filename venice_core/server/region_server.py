@@ -20,7 +20,6 @@ from pathlib import Path
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
-from venice_core.controller.status import ExecutionStatus
 from venice_core.errors import StoreNotFound
 from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
@@ -28,6 +27,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
+from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class VersionStatus(StrEnum):
@@ -49,3 +51,41 @@ def aggregate(statuses: list[ExecutionStatus]) -> ExecutionStatus:
     if all(s in (ExecutionStatus.END_OF_PUSH_RECEIVED, ExecutionStatus.COMPLETED) for s in statuses):
         return ExecutionStatus.END_OF_PUSH_RECEIVED
     return ExecutionStatus.PROGRESS
+
+
+@dataclass(frozen=True)
+class RegionJobStatus:
+    status: ExecutionStatus
+    updated_at: float  # when the region's push status last changed (VIP-4)
+    details: str = ""
+    serving: bool = False  # the region's current version is this one
+    current_since: float | None = None  # when the region's current version last changed (its last swap)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """VIP-4's JobStatusQueryResponse: the overall status plus each region's status and when it last changed."""
+
+    store: str
+    version: int
+    version_status: VersionStatus
+    overall: ExecutionStatus
+    regions: dict[str, RegionJobStatus]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "version": self.version,
+            "version_status": self.version_status.value,
+            "overall": self.overall.value,
+            "regions": {
+                r: {
+                    "status": s.status.value,
+                    "updated_at": s.updated_at,
+                    "details": s.details,
+                    "serving": s.serving,
+                    "current_since": s.current_since,
+                }
+                for r, s in self.regions.items()
+            },
+        }
