@@ -8,6 +8,7 @@ from typing import Any
 
 
 class VersionStatus(StrEnum):
+    NOT_CREATED = "NOT_CREATED"  # what pre_store_version_creation sees: the version about to be created
     STARTED = "STARTED"
     PUSHED = "PUSHED"  # ingested everywhere, waiting for the swap
     ONLINE = "ONLINE"
@@ -30,6 +31,7 @@ HOSTABLE = frozenset(
 
 
 class ExecutionStatus(StrEnum):
+    NOT_CREATED = "NOT_CREATED"
     NEW = "NEW"
     STARTED = "STARTED"
     PROGRESS = "PROGRESS"

@@ -1,19 +1,24 @@
-"""The rollout DAG's tasks: thin wrappers over `venice_core.controller.rollout`, one per VIP-4 step.
+"""The rollout DAG: `controller.rollout_steps.STEPS` rendered as Airflow tasks, one store per DAG.
 
-A hook's WAIT is a sensor in reschedule mode that re-asks every `wait.interval.seconds` (no worker slot held
-while waiting) and answers ABORT after `wait.max.seconds`; ABORT and ROLLBACK fail the step (after the rollback, or
-with the version's status saying which regions serve it), so every later step is skipped as upstream-failed.
-The heavy push is a SparkSubmitOperator over the push job.
+- An ACTION is a task; a CONDITION (a region's ingestion) a sensor; the Spark push a `SparkSubmitOperator`.
+- A DECISION is a sensor in reschedule mode that asks the hooks at each poke (WAIT = poke again after
+  `wait.interval.seconds`, no worker slot held; past `wait.max.seconds` the poke itself answers ABORT), then a
+  branch, `<step>_outcome`, that takes the next step on PROCEED, or the step's `<step>_abort` / `<step>_rollback`
+  task, which applies the stop and fails the run. The grid shows which way each rollout went.
+- Each region is a task group: `admitted` branches past a region that version creation left out (to
+  `not_admitted`), and `region_done` joins both ways, so the next region starts after either.
+- The Da Vinci ingestion gate is asked for every region at version creation; a region it left WAITing has its
+  gate sensor, which runs beside the rest and holds that region's Da Vinci swap.
 
-Those deliberate stops, and input the push job refuses, fail their step for good (AirflowFailException). A step
-that fails on its own (a broker briefly unreachable, a lost Spark executor, Airflow's stale-event race on
-reschedule sensors) is retried `rollout.step.retries` times: every step is idempotent for its push.
+Deliberate stops (ABORT, ROLLBACK, a WAIT past its maximum, input the push job refuses) fail for good
+(AirflowFailException). A step that fails on its own (a broker briefly unreachable, a lost Spark executor,
+Airflow's stale-event race on reschedule sensors) is retried `rollout.step.retries` times: every step can run again.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -21,65 +26,77 @@ from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import DAG, Param, TaskGroup, chain, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk import DAG, Param, PokeReturnValue, TaskGroup, task
+from airflow.sdk.bases.operator import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
-from venice_core.config import ClusterConfig, load_config
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import Rollout, RolloutStopped
+from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
+from venice_core.controller.rollout_steps import (
+    STEPS,
+    CreatedVersion,
+    IngestionFailed,
+    PushRequest,
+    Scope,
+    Step,
+    StepInputs,
+    StepKind,
+    stop,
+)
 from venice_core.hooks.builtin import ManualApproval
-from venice_core.jobs import local_push
 from venice_core.jobs import push as push_job
 from venice_core.jobs.airflow_push import dag_id, push_job_id
+from venice_core.jobs.local_push import job_request
+from venice_core.jobs.spark_spec import push_job_spec
 from venice_core.meta.context import metadata
-from venice_core.status import ExecutionStatus
 
-VERSION = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
+NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
     return config.home / "push-results" / f"{job_id}.json"
 
 
+def group_id(region: str) -> str:
+    return region.replace("-", "_")
+
+
+def _request(store: str, context: dict[str, Any]) -> PushRequest:
+    params = context["params"]
+    confs = {str(k): str(v) for k, v in (params.get("conf") or {}).items()}  # `venice push --conf`
+    return PushRequest(store, params["input"], params["key_field"], params["value_field"], confs)
+
+
+def _created(context: dict[str, Any]) -> CreatedVersion | None:
+    data = context["ti"].xcom_pull(task_ids="create_version")
+    return CreatedVersion.from_json(data) if data else None
+
+
 @contextmanager
-def _rollout(store: str, context: dict[str, Any], version: int | None = None) -> Iterator[tuple[Rollout, dict]]:
-    """This run's rollout (and the store's description) for one task; its hook threads and DB connections are
-    released when the task is done."""
+def _inputs(store: str, context: dict[str, Any], region: str | None = None) -> Iterator[StepInputs]:
+    """A step's inputs in this task: the run's rollout (its hook threads and DB connections released when the task
+    is done). A push that has already stopped raises the recorded stop; a stop is final (no retry)."""
+    created = _created(context)
     with metadata() as (config, meta):
-        info = stores.describe_store(meta, store)
         rollout = Rollout(
             config,
             meta,
             store,
             push_job_id(store, context["run_id"]),
-            info["hook_configs"],
+            stores.store_settings(meta, store).hook_configs,
             progress=print,
-            version=version,
+            version=created.number if created else None,
         )
         try:
             rollout.ensure_not_stopped()
-            if version:  # regions that already swapped, for a ROLLBACK
-                status = versions.job_status(meta, store, version)
-                rollout.swapped = [
-                    r for r in info["rollout_order"] if r in status.regions and status.regions[r].serving
-                ]
-            yield rollout, info
-        except RolloutStopped as stopped:  # a hook's decision, already applied: retrying would not change it
+            yield StepInputs(rollout, _request(store, context), created, region)
+        except (RolloutStopped, IngestionFailed) as stopped:  # decided or broken for good: retrying changes nothing
             raise AirflowFailException(str(stopped)) from stopped
         finally:
             rollout.close()
-
-
-def _created(context: dict[str, Any]) -> dict[str, Any]:
-    return context["ti"].xcom_pull(task_ids="create_version")
-
-
-def _ask(store: str, function: str, region: str | None, context: dict[str, Any]) -> bool:
-    """One poke of a hook step after version creation: True to go on, False to be asked again; ABORT/ROLLBACK
-    stop the rollout."""
-    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
-        return rollout.poke(function, region)
 
 
 def finish_failed_run(context: dict[str, Any]) -> None:
@@ -87,12 +104,10 @@ def finish_failed_run(context: dict[str, Any]) -> None:
     some regions swapped: it stays PARTIALLY_ONLINE. Either way another push may start."""
     dag_run = context["dag_run"]
     store = dag_run.dag_id.removeprefix("venice_push__")
-    job_id = push_job_id(store, dag_run.run_id)
     with metadata() as (_, meta):
-        for version in stores.describe_store(meta, store)["versions"]:
-            row = versions.get_version(meta, store, version["number"])
-            if row.push_job_id == job_id and not versions.push_finished(row):
-                versions.stop_push(meta, store, row.number, "the rollout run failed")
+        row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id))
+        if row is not None and not versions.push_finished(row):
+            versions.stop_push(meta, store, row.number, "the rollout run failed")
 
 
 class SwapApprovalOperator(HITLOperator):
@@ -103,9 +118,10 @@ class SwapApprovalOperator(HITLOperator):
     APPROVE, REJECT = "Approve", "Reject"
 
     def __init__(self, *, store: str, region: str, **kwargs: Any) -> None:
+        version = "{{ ti.xcom_pull(task_ids='create_version')['version'] }}"
         super().__init__(
             subject=f"Swap '{store}' to its new version in {region}?",
-            body=f"Version {VERSION} of '{store}' is ingested in {region}. Approve to let the rollout swap it in; "
+            body=f"Version {version} of '{store}' is ingested in {region}. Approve to let the rollout swap it in; "
             "reject to abort the rollout at this region.",
             options=[self.APPROVE, self.REJECT],
             multiple=False,
@@ -114,20 +130,24 @@ class SwapApprovalOperator(HITLOperator):
         self.store, self.region = store, region
 
     def execute(self, context: Any) -> Any:
-        with _rollout(self.store, context, _created(context)["version"]) as (rollout, _):
-            ctx = rollout.context(self.region)
-            if not ManualApproval(rollout.config.hooks.configs).needs_approval(ctx) or self.region in ctx.approvals:
+        with _inputs(self.store, context, self.region) as inputs:
+            ctx = inputs.rollout.context(self.region)
+            if (
+                not ManualApproval(inputs.rollout.config.hooks.configs).needs_approval(ctx)
+                or self.region in ctx.approvals
+            ):
                 return None
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         result = super().execute_complete(context, event)
         user = event.get("responded_by_user") or {}
+        created = _created(context)
         with metadata() as (_, meta):
             versions.record_approval(
                 meta,
                 self.store,
-                _created(context)["version"],
+                created.number if created else 0,
                 self.region,
                 approved=result["chosen_options"] == [self.APPROVE],
                 by=user.get("name") or user.get("id") or "an Airflow user",
@@ -136,39 +156,129 @@ class SwapApprovalOperator(HITLOperator):
 
 
 class PushJobOperator(SparkSubmitOperator):
-    """The Spark push job. Input it refuses (it writes why to its result file) ends the push at once: the version
-    is killed with the job's reason and the step fails without retries, since the same input would be refused
-    again. Any other failure is retried like every step."""
+    """The Spark push job, as `jobs.spark_spec.push_job_spec` renders it for this run (the same spec spark-submit
+    runs in `venice push --local`). Input it refuses (it writes why to its result file) ends the push at once:
+    the version is killed with the job's reason and the step fails without retries, since the same input would be
+    refused again. Any other failure is retried like every step."""
 
-    template_fields = (*SparkSubmitOperator.template_fields, "result_file")
-
-    def __init__(self, *, store: str, result_file: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.store, self.result_file = store, result_file
+    def __init__(self, *, store: str, **kwargs: Any) -> None:
+        super().__init__(application="", conn_id="spark_default", **kwargs)
+        self.store = store
 
     def execute(self, context: Any) -> None:
-        Path(self.result_file).unlink(missing_ok=True)  # a previous try's result is not this one's
-        confs = {str(k): str(v) for k, v in (context["params"].get("conf") or {}).items()}  # `venice push --conf`
-        self.conf = {**(self.conf or {}), **local_push.spark_confs(confs)}
-        self.application_args = [*self.application_args, *local_push.job_flags(confs)]
+        created = _created(context)
+        if created is None:
+            raise AirflowFailException("no version was created for this run")
+        with metadata() as (config, _):
+            results = result_file(config, created.push_job_id)
+            spec = push_job_spec(config, job_request(_request(self.store, context), created), results)
+        results.unlink(missing_ok=True)  # a previous try's result is not this one's
+        self.application, self.name, self.conf = spec.application, spec.name, dict(spec.conf)
+        self.application_args, self._driver_memory = list(spec.args), spec.driver_memory
         try:
             super().execute(context)
         except Exception as exc:
-            refused = push_job.refused_input(Path(self.result_file))
+            refused = push_job.refused_input(results)
             if not refused:
                 raise
             reason = f"the push job refused its input: {refused}"
             with metadata() as (_, meta):
-                versions.stop_push(meta, self.store, _created(context)["version"], reason)
+                versions.stop_push(meta, self.store, created.number, reason)
             raise AirflowFailException(reason) from exc
 
 
+class _Renderer:
+    """Builds one store's tasks from the step list."""
+
+    def __init__(self, store: str, config: ClusterConfig) -> None:
+        self.store, self.config = store, config
+        hooks = config.hooks
+        interval = hooks.wait_interval_seconds
+        # The hooks' maximum wait is enforced by the poke (an explicit ABORT); the sensor timeout is a backstop.
+        self.decision_sensor = {
+            "poke_interval": interval,
+            "timeout": hooks.wait_max_seconds + 3 * interval + 60,
+            "mode": "reschedule",
+        }
+        self.manual_approval = f"{ManualApproval.__module__}.{ManualApproval.__name__}" in hooks.class_paths
+
+    def action(self, step: Step, region: str | None) -> BaseOperator:
+        store = self.store
+
+        @task(task_id=step.name)
+        def run(**context: Any) -> Any:
+            with _inputs(store, context, region) as inputs:
+                if step.name == "end_of_push":
+                    inputs.job_result = json.loads(
+                        result_file(inputs.rollout.config, inputs.version.push_job_id).read_text()
+                    )
+                result = step.run(inputs)
+            return result.to_json() if isinstance(result, CreatedVersion) else result
+
+        return run().operator
+
+    def condition(self, step: Step, region: str | None) -> BaseOperator:
+        store = self.store
+
+        @task.sensor(task_id=step.name, poke_interval=2, timeout=3600, mode="reschedule")
+        def wait(**context: Any) -> bool:
+            with _inputs(store, context, region) as inputs:
+                return bool(step.run(inputs))
+
+        return wait().operator
+
+    def admission(self, step: Step, region: str, admitted_next: str) -> BaseOperator:
+        store, group = self.store, group_id(region)
+
+        @task.branch(task_id=step.name)
+        def admitted(**context: Any) -> str:
+            with _inputs(store, context, region) as inputs:
+                return f"{group}.{admitted_next}" if step.run(inputs) else f"{group}.{NOT_ADMITTED}"
+
+        return admitted().operator
+
+    def decision(self, step: Step, region: str | None) -> tuple[BaseOperator, Callable[[str], BaseOperator]]:
+        """The sensor, and a maker of its branch (given the task id PROCEED leads to): the branch and the stops
+        are made once the next step is known."""
+        store = self.store
+
+        @task.sensor(task_id=step.name, **self.decision_sensor)
+        def ask(**context: Any) -> PokeReturnValue:
+            with _inputs(store, context, region) as inputs:
+                decision = step.run(inputs)
+            return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
+
+        sensor = ask().operator
+        prefix = f"{group_id(region)}." if region else ""
+
+        def branch(proceed_to: str) -> BaseOperator:
+            @task.branch(task_id=f"{step.name}_outcome")
+            def outcome(decided: dict[str, str]) -> str:
+                kind = Decision.from_json(decided).outcome
+                return f"{prefix}{step.name}_{kind.lower()}" if kind in ("ABORT", "ROLLBACK") else proceed_to
+
+            chosen = outcome(sensor.output).operator
+            stops = [self.stop(step, region, sensor, "abort")]
+            if step.can_rollback:
+                stops.append(self.stop(step, region, sensor, "rollback"))
+            chosen >> stops
+            return chosen
+
+        return sensor, branch
+
+    def stop(self, step: Step, region: str | None, sensor: BaseOperator, kind: str) -> BaseOperator:
+        store = self.store
+
+        @task(task_id=f"{step.name}_{kind}", retries=0)
+        def apply(decided: dict[str, str], **context: Any) -> None:
+            with _inputs(store, context, region) as inputs:
+                stop(inputs, step, Decision.from_json(decided))
+
+        return apply(sensor.output).operator
+
+
 def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfig) -> DAG:
-    hooks = config.hooks
-    # The hooks' maximum wait is enforced by Rollout.poke (an explicit ABORT); the sensor timeout is a backstop.
-    interval = hooks.wait_interval_seconds
-    sensor = {"poke_interval": interval, "timeout": hooks.wait_max_seconds + 3 * interval + 60, "mode": "reschedule"}
-    manual_approval = f"{ManualApproval.__module__}.{ManualApproval.__name__}" in hooks.class_paths
+    render = _Renderer(store, config)
     with DAG(
         dag_id=dag_id(store),
         description=f"Push a dataset to '{store}' and roll it out region by region with lifecycle hooks",
@@ -189,153 +299,92 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
             "conf": Param({}, type="object", description="push configs (allow.duplicate.key, ...)"),
         },
     ) as dag:
+        groups = {
+            region: TaskGroup(group_id=group_id(region), tooltip=f"rollout to {region}") for region in rollout_order
+        }
+        tail: BaseOperator | None = None  # the last task of the chain so far
+        pending: Callable[[str], BaseOperator] | None = None  # a decision's branch, waiting for its next step
+        region_steps = [s for s in STEPS if s.scope is Scope.REGION]
+        gate_holds: dict[str, dict[str, Callable[[str], BaseOperator]]] = {}  # region -> held step -> gate branch
 
-        @task(task_id="start_of_push_job")
-        def start_of_push_job(**context: Any) -> None:
-            with _rollout(store, context) as (rollout, _):
-                rollout.start_of_push_job()
+        def link(entry: BaseOperator, exit_: BaseOperator | None = None) -> None:
+            nonlocal tail, pending
+            if pending is not None:
+                pending(entry.task_id) >> entry
+                pending = None
+            elif tail is not None:
+                tail >> entry
+            tail = exit_ or entry
 
-        @task(task_id="create_version")
-        def create_version(**context: Any) -> dict[str, Any]:
-            with _rollout(store, context) as (rollout, info):
-                config, job_id = rollout.config, rollout.push_job_id
-                version = versions.version_of_push(rollout.meta, store, job_id)
-                if version is not None:  # this step is re-run (Airflow restarted mid-step): resume its version
-                    regions = version.details["regions"]
-                else:
-                    regions = rollout.regions_for_new_version(info["rollout_order"])
-                    version = versions.create_version(rollout.meta, config, store, job_id, regions)
-                    rollout.version = version.number
-                    rollout.inform("post_store_version_creation")
-                local_push.send_start_of_push(
-                    config, store, version.number, version.partition_count, job_id, info["compression"]
-                )
-                source = config.region(config.source_region)
-                return {
-                    "version": version.number,
-                    "partitions": version.partition_count,
-                    "regions": regions,
-                    "push_job_id": job_id,
-                    "topic": source.version_topic(store, version.number),
-                    "bootstrap": source.kafka_bootstrap,
-                    "result_file": str(result_file(config, job_id)),
-                }
-
-        created = "ti.xcom_pull(task_ids='create_version')"
-        spark_push = PushJobOperator(
-            task_id="spark_push",
-            store=store,
-            result_file="{{ " + created + "['result_file'] }}",
-            application=str(local_push.JOB_FILE),
-            conn_id="spark_default",
-            name=f"venice-push-{store}",
-            conf=dict(local_push.DEFAULT_SPARK_CONFS),
-            driver_memory="2g",
-            application_args=[
-                "--store",
-                store,
-                "--version",
-                VERSION,
-                "--topic",
-                "{{ " + created + "['topic'] }}",
-                "--bootstrap",
-                "{{ " + created + "['bootstrap'] }}",
-                "--input",
-                "{{ params.input }}",
-                "--key-field",
-                "{{ params.key_field }}",
-                "--value-field",
-                "{{ params.value_field }}",
-                "--push-job-id",
-                "{{ " + created + "['push_job_id'] }}",
-                "--result-file",
-                "{{ " + created + "['result_file'] }}",
-            ],
-        )
-
-        @task(task_id="end_of_push")
-        def end_of_push(**context: Any) -> int:
-            created_info = _created(context)
-            result = json.loads(Path(created_info["result_file"]).read_text())
-            local_push.send_end_of_push(
-                load_config(),
-                store,
-                created_info["version"],
-                created_info["partitions"],
-                created_info["push_job_id"],
-                result["record_counts"],
-            )
-            with metadata() as (_, meta):
-                versions.record_push_counts(meta, store, created_info["version"], result["record_counts"])
-            return result["records"]
-
-        first = start_of_push_job()
-        chain_end = first >> create_version() >> spark_push >> end_of_push()
-        for region in rollout_order:
-            with TaskGroup(group_id=region.replace("-", "_"), tooltip=f"rollout to {region}") as group:
-
-                @task(task_id="admitted", trigger_rule="none_failed")
-                def admitted(region: str = region, **context: Any) -> None:
-                    if region not in _created(context)["regions"]:
-                        raise AirflowSkipException(f"pre_store_version_creation left {region} out")
-
-                @task.sensor(task_id="da_vinci_ingestion_gate", **sensor)
-                def da_vinci_gate(region: str = region, **context: Any) -> bool:
-                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
-                        return rollout.poke_da_vinci_gate(region)
-
-                @task.sensor(task_id="ingestion_complete", poke_interval=2, timeout=3600, mode="reschedule")
-                def ingestion_complete(region: str = region, **context: Any) -> bool:
-                    with metadata() as (_, meta):
-                        status = versions.job_status(meta, store, _created(context)["version"]).regions[region]
-                    if status.status is ExecutionStatus.ERROR:
-                        raise AirflowFailException(f"ingestion failed in {region}: {status.details}")
-                    return status.status is ExecutionStatus.COMPLETED
-
-                @task(task_id="leader_replication_done")
-                def leader_replication(region: str = region, **context: Any) -> None:
-                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
-                        rollout.inform("post_store_version_leader_replication", region)
-
-                @task.sensor(task_id="da_vinci_swap", **sensor)
-                def da_vinci_swap(region: str = region, **context: Any) -> bool:
-                    with _rollout(store, context, _created(context)["version"]) as (rollout, _):
-                        return rollout.poke_da_vinci_swap(region)
-
-                approval = (
-                    SwapApprovalOperator(task_id="approval", store=store, region=region) if manual_approval else None
-                )
-
-                @task.sensor(task_id="pre_swap", **sensor)
-                def pre_swap(region: str = region, **context: Any) -> bool:
-                    return _ask(store, "pre_store_version_swap", region, context)
-
-                @task(task_id="server_swap")
-                def server_swap(region: str = region, **context: Any) -> None:
-                    version = _created(context)["version"]
-                    with metadata() as (config, meta):
-                        versions.swap_region(meta, store, region, version)
-                        local_push.wait_until_served(config, store, version, [region])
-
-                @task.sensor(task_id="post_swap", **sensor)
-                def post_swap(region: str = region, **context: Any) -> bool:
-                    return _ask(store, "post_store_version_swap", region, context)
-
-                steps = [admitted(), da_vinci_gate(), ingestion_complete(), leader_replication(), da_vinci_swap()]
-                steps += [approval] if approval else []
-                chain(*steps, pre_swap(), server_swap(), post_swap())
-            chain_end >> group
-            chain_end = group
-
-        @task.sensor(task_id="end_of_push_job", trigger_rule="none_failed", **sensor)
-        def end_of_push_job(**context: Any) -> bool:
-            with _rollout(store, context, _created(context)["version"]) as (rollout, _):
-                if not rollout.poke("pre_end_of_push_job"):
-                    return False
-                rollout.inform("post_end_of_push_job")
-                versions.finish_push(rollout.meta, store, rollout.version)
-                versions.retire_old_versions(rollout.meta, rollout.config, store)
-            return True
-
-        chain_end >> end_of_push_job()
+        for step in STEPS:
+            if step.scope is Scope.REGION:
+                if step is region_steps[0]:
+                    for region in rollout_order:
+                        with groups[region]:
+                            tail, pending = _render_region(render, region, region_steps, tail, pending, gate_holds)
+                continue
+            if step.scope is Scope.EVERY_REGION:  # beside the chain, from the task before it
+                anchor = tail
+                for region in rollout_order:
+                    with groups[region]:
+                        sensor, branch = render.decision(step, region)
+                    anchor >> sensor
+                    gate_holds.setdefault(region, {})[step.holds or ""] = branch
+                continue
+            if step.kind is StepKind.SPARK:
+                link(PushJobOperator(task_id=step.name, store=store))
+            elif step.kind is StepKind.DECISION:
+                sensor, branch = render.decision(step, None)
+                link(sensor)
+                pending = branch
+            else:
+                link(render.action(step, None))
+        if pending is not None:
+            raise ValueError("the last step of a rollout cannot be a decision")
     return dag
+
+
+def _render_region(
+    render: _Renderer,
+    region: str,
+    steps: list[Step],
+    tail: BaseOperator | None,
+    pending: Callable[[str], BaseOperator] | None,
+    gate_holds: dict[str, dict[str, Callable[[str], BaseOperator]]],
+) -> tuple[BaseOperator, None]:
+    """One region's group: admitted -> the region's steps -> region_done, or admitted -> not_admitted ->
+    region_done for a region version creation left out."""
+    group = group_id(region)
+    kept = [s for s in steps if s.kind is not StepKind.APPROVAL or render.manual_approval]
+    admission, rest = kept[0], kept[1:]
+    admitted = render.admission(admission, region, rest[0].name)
+    if pending is not None:
+        pending(admitted.task_id) >> admitted
+    elif tail is not None:
+        tail >> admitted
+    not_admitted = EmptyOperator(task_id=NOT_ADMITTED)
+    done = EmptyOperator(task_id=REGION_DONE, trigger_rule="none_failed_min_one_success")
+    admitted >> not_admitted >> done
+    previous: BaseOperator = admitted
+    branch: Callable[[str], BaseOperator] | None = None
+    for step in rest:
+        if step.kind is StepKind.DECISION:
+            entry, next_branch = render.decision(step, region)
+        elif step.kind is StepKind.CONDITION:
+            entry, next_branch = render.condition(step, region), None
+        elif step.kind is StepKind.APPROVAL:
+            entry, next_branch = SwapApprovalOperator(task_id=step.name, store=render.store, region=region), None
+        else:
+            entry, next_branch = render.action(step, region), None
+        if branch is not None:
+            branch(entry.task_id) >> entry
+        else:
+            previous >> entry
+        if step.name in gate_holds.get(region, {}):  # a gate that holds this step (the Da Vinci swap)
+            gate_holds[region][step.name](entry.task_id) >> entry
+        previous, branch = entry, next_branch
+    if branch is not None:
+        branch(f"{group}.{REGION_DONE}") >> done
+    else:
+        previous >> done
+    return done, None

@@ -1,23 +1,86 @@
-"""The shape of a store's rollout DAG, built without a running Airflow."""
+"""The shape of a store's rollout DAG, built without a running Airflow: the steps of `rollout_steps.STEPS`, in
+their order, with a branch after every decision to the next step, its `abort` and (where the hook may answer it)
+its `rollback`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from airflow.sdk import DAG
 from venice_plugin.rollout import PushJobOperator, build_rollout_dag
 
-from venice_core.config import load_config
+from venice_core.config import ClusterConfig, load_config
+from venice_core.controller.rollout_steps import StepKind, plan
+
+REGIONS = ["dc-0", "dc-1", "dc-2"]
 
 
-def test_every_step_is_retried_as_configured_and_the_push_knows_its_result_file(tmp_path: Path) -> None:
+def _config(tmp_path: Path, extra: str = "") -> ClusterConfig:
     properties = tmp_path / "venice.properties"
-    properties.write_text("rollout.step.retries=3\nrollout.step.retry.delay.seconds=7\n")
-    dag = build_rollout_dag("users", ["dc-0", "dc-1"], load_config({"VENICE_CONFIG": str(properties)}))
-    assert {(t.retries, t.retry_delay.total_seconds()) for t in dag.tasks} == {(3, 7.0)}
-    push = dag.get_task("spark_push")
-    assert isinstance(push, PushJobOperator) and "result_file" in push.template_fields
-    assert [t.task_id for t in dag.tasks if t.task_id.startswith("dc_1.")][-3:] == [
-        "dc_1.pre_swap",
+    properties.write_text("rollout.step.retries=3\nrollout.step.retry.delay.seconds=7\n" + extra)
+    return load_config({"VENICE_CONFIG": str(properties)})
+
+
+def _expected_ids(manual_approval: bool) -> list[str]:
+    """Every task the step list asks for, in the order one process runs the steps (`plan`)."""
+    ids: list[str] = []
+    for step, region in plan(REGIONS):
+        if step.kind is StepKind.APPROVAL and not manual_approval:
+            continue
+        prefix = f"{region.replace('-', '_')}." if region else ""
+        ids.append(prefix + step.name)
+        if step.kind is StepKind.DECISION:
+            ids += [f"{prefix}{step.name}_outcome", f"{prefix}{step.name}_abort"]
+            ids += [f"{prefix}{step.name}_rollback"] if step.can_rollback else []
+    return ids
+
+
+def _ordered(dag: DAG, before: str, after: str) -> bool:
+    """`after` is downstream of `before`."""
+    return after in dag.get_task(before).get_flat_relative_ids(upstream=False)
+
+
+@pytest.mark.parametrize("manual_approval", [False, True])
+def test_the_dag_renders_every_step_of_the_list_in_order(tmp_path: Path, manual_approval: bool) -> None:
+    hooks = "venice.store.lifecycle.hooks=venice_core.hooks.builtin.ManualApproval\n" if manual_approval else ""
+    dag = build_rollout_dag("users", REGIONS, _config(tmp_path, hooks))
+    expected = _expected_ids(manual_approval)
+    plumbing = {f"{r.replace('-', '_')}.{t}" for r in REGIONS for t in ("not_admitted", "region_done")}
+    assert set(dag.task_ids) == set(expected) | plumbing
+    steps = [i for i in expected if not i.endswith(("_outcome", "_abort", "_rollback"))]
+    in_chain = [i for i in steps if not i.endswith("da_vinci_ingestion_gate")]  # the gates run beside the chain
+    for before, after in zip(in_chain, in_chain[1:], strict=False):
+        assert _ordered(dag, before, after), (before, after)
+    for region in ("dc_0", "dc_1", "dc_2"):  # every gate after version creation, holding its region's Da Vinci swap
+        assert _ordered(dag, "create_version", f"{region}.da_vinci_ingestion_gate")
+        assert _ordered(dag, f"{region}.da_vinci_ingestion_gate_outcome", f"{region}.da_vinci_swap")
+        assert not _ordered(dag, f"{region}.da_vinci_ingestion_gate", "spark_push")
+
+
+def test_each_decision_branches_to_its_next_step_abort_and_rollback(tmp_path: Path) -> None:
+    dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
+    assert dag.get_task("dc_1.pre_swap_outcome").downstream_task_ids == {
         "dc_1.server_swap",
-        "dc_1.post_swap",
-    ]
+        "dc_1.pre_swap_abort",
+        "dc_1.pre_swap_rollback",
+    }
+    assert dag.get_task("dc_2.post_swap_outcome").downstream_task_ids == {
+        "dc_2.region_done",
+        "dc_2.post_swap_abort",
+        "dc_2.post_swap_rollback",
+    }
+    assert dag.get_task("dc_0.admitted").downstream_task_ids == {"dc_0.ingestion_complete", "dc_0.not_admitted"}
+    assert dag.get_task("dc_1.region_done").trigger_rule == "none_failed_min_one_success"
+    assert {t.task_type for t in dag.tasks if t.task_id.endswith("_outcome")} == {"_BranchPythonDecoratedOperator"}
+
+
+def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tmp_path: Path) -> None:
+    dag = build_rollout_dag("users", ["dc-0", "dc-1"], _config(tmp_path))
+    stops = {t.task_id for t in dag.tasks if t.task_id.endswith(("_abort", "_rollback"))}
+    plumbing = {t.task_id for t in dag.tasks if t.task_type == "EmptyOperator"}
+    assert {(t.retries, t.retry_delay.total_seconds()) for t in dag.tasks if t.task_id not in stops | plumbing} == {
+        (3, 7.0)
+    }
+    assert {t.retries for t in dag.tasks if t.task_id in stops} == {0}  # a decision is applied once
+    assert isinstance(dag.get_task("spark_push"), PushJobOperator)

@@ -12,7 +12,8 @@ from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
 from venice_core.jobs import push
-from venice_core.jobs.local_push import PushFailed, PushJobRequest, job_args, spark_confs
+from venice_core.jobs.local_push import PushFailed
+from venice_core.jobs.spark_spec import PushJobRequest, job_args, spark_confs
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError
-from venice_core.jobs.local_push import job_flags, spark_confs
 from venice_core.jobs.push import PushJobError, _refusal
+from venice_core.jobs.spark_spec import job_flags, spark_confs
 
 
 def test_spark_properties_and_fault_injections_go_to_spark() -> None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import da_vinci, versions
+from venice_core.controller import da_vinci, stores, versions
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookExecutor
@@ -27,6 +28,26 @@ from venice_core.status import VersionStatus
 
 DA_VINCI_GATE = "pre_start_of_store_version_ingestion_for_da_vinci"
 DA_VINCI_SWAP = "post_start_of_store_version_ingestion_for_da_vinci"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the hooks decided at a step that can hold the rollout: PROCEED, ABORT or ROLLBACK, and why. (WAIT is
+    no decision: the step is asked again.) It travels between the DAG's sensor and its branch as XCom."""
+
+    outcome: str
+    reason: str = ""
+
+    @property
+    def stops(self) -> bool:
+        return self.outcome in ("ABORT", "ROLLBACK")
+
+    def to_json(self) -> dict[str, str]:
+        return {"outcome": self.outcome, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        return cls(str(data["outcome"]), str(data.get("reason", "")))
 
 
 class RolloutStopped(VeniceError):
@@ -45,7 +66,6 @@ class Rollout:
     progress: Callable[[str], None] = print
     sleep: Callable[[float], None] = time.sleep
     version: int | None = None
-    swapped: list[str] = field(default_factory=list)
     executor: HookExecutor | None = None
     last_reason: str = ""  # why the hooks answered what they last answered
 
@@ -59,7 +79,14 @@ class Rollout:
             self.executor.close()
 
     def context(self, region: str | None = None) -> HookContext:
-        status = versions.job_status(self.meta, self.store, self.version) if self.version else None
+        status, approvals = None, {}
+        if self.version:
+            try:
+                status = versions.job_status(self.meta, self.store, self.version)
+                approvals = versions.approvals(self.meta, self.store, self.version)
+            except versions.VersionNotFound:  # pre_store_version_creation: the version is about to be created
+                order = stores.store_settings(self.meta, self.store).rollout_order
+                status = versions.job_status_before_creation(self.meta, self.store, self.version, order)
         return HookContext(
             cluster=self.config.cluster_name,
             store=self.store,
@@ -67,7 +94,7 @@ class Rollout:
             version=self.version,
             region=region,
             job_status=status,
-            approvals=versions.approvals(self.meta, self.store, self.version) if self.version else {},
+            approvals=approvals,
         )
 
     def ensure_not_stopped(self) -> None:
@@ -115,59 +142,92 @@ class Rollout:
         self.last_reason = f"still WAIT after {waited:.0f}s, the maximum wait"
         return "ABORT"
 
-    def poke(self, function: str, region: str | None = None) -> bool:
-        """One sensor poke: True once the hooks let the step go on, False to be asked again after the wait
-        interval. ABORT and ROLLBACK stop the rollout, and so does a WAIT streak past the maximum wait (counted
-        from the first persisted invocation, so it survives a restarted task or scheduler)."""
+    def decide(self, function: str, region: str | None = None) -> Decision | None:
+        """One ask of a decision step (what a sensor does at each poke): None on WAIT, to be asked again after the
+        wait interval; else the decision. A WAIT streak past the maximum wait is an explicit ABORT (counted from
+        the first persisted invocation, so it survives a restarted task or scheduler)."""
         outcome = self.ask_once(function, region)
         if outcome == "WAIT":
             since = first_asked_at(self.meta, self.push_job_id, function, region)
             waited = time.time() - since if since is not None else 0.0
-            if waited >= self.config.hooks.wait_max_seconds:
-                outcome = self._gave_up(function, waited)
-        self.check(outcome, function, region)
-        return outcome != "WAIT"
+            if waited < self.config.hooks.wait_max_seconds:
+                return None
+            outcome = self._gave_up(function, waited)
+        return Decision(outcome or "PROCEED", self.last_reason if outcome not in (None, "PROCEED") else "")
+
+    def poke(self, function: str, region: str | None = None) -> bool:
+        """`decide`, applying a stop at once: True once the hooks let the step go on, False to be asked again."""
+        decision = self.decide(function, region)
+        if decision is not None:
+            self.check(decision.outcome, function, region)
+        return decision is not None
+
+    def decide_da_vinci_gate(self, region: str) -> Decision | None:
+        """The Da Vinci ingestion gate of a region, when version creation left it WAITing: once the hooks let it,
+        the region's clients may ingest."""
+        if da_vinci.gate_open(self.meta, self.store, self.version, region):
+            return Decision("PROCEED")
+        decision = self.decide(DA_VINCI_GATE, region)
+        if decision is not None and decision.outcome == "PROCEED":
+            da_vinci.open_gate(self.meta, self.store, self.version, region)
+        return decision
+
+    def decide_da_vinci_swap(self, region: str) -> Decision | None:
+        """The Da Vinci swap: the region's live instances must have ingested the version, then the hooks are asked.
+        Waiting on instances past the maximum wait, counted from the region's ingestion completing, is an ABORT."""
+        waiting = da_vinci.pending(self.meta, self.store, region, self.version)
+        if not waiting:
+            return self.decide(DA_VINCI_SWAP, region)
+        waited = time.time() - versions.job_status(self.meta, self.store, self.version).regions[region].updated_at
+        if waited >= self.config.hooks.wait_max_seconds:
+            return Decision(
+                "ABORT",
+                f"Da Vinci instances {', '.join(waiting)} had not ingested it after {waited:.0f}s, the maximum wait",
+            )
+        self.progress(
+            f"waiting for Da Vinci instances in {region} to ingest version {self.version}: {', '.join(waiting)}"
+        )
+        return None
 
     def poke_da_vinci_gate(self, region: str) -> bool:
-        """One poke of the Da Vinci ingestion gate: once the hooks let it, the region's clients may ingest."""
-        if not self.poke(DA_VINCI_GATE, region):
-            return False
-        da_vinci.open_gate(self.meta, self.store, self.version, region)
-        return True
+        decision = self.decide_da_vinci_gate(region)
+        if decision is not None:
+            self.apply(decision, DA_VINCI_GATE, region)
+        return decision is not None
 
     def poke_da_vinci_swap(self, region: str) -> bool:
-        """One poke of the Da Vinci swap: the region's live instances must have ingested the version, then the
-        hooks are asked."""
-        return not self.da_vinci_pending(region) and self.poke(DA_VINCI_SWAP, region)
-
-    def da_vinci_pending(self, region: str) -> list[str]:
-        """The region's live Da Vinci instances yet to ingest this version. Waiting on them past the maximum wait,
-        counted from the region's ingestion completing, is an ABORT."""
-        waiting = da_vinci.pending(self.meta, self.store, region, self.version)
-        if waiting:
-            waited = time.time() - versions.job_status(self.meta, self.store, self.version).regions[region].updated_at
-            if waited >= self.config.hooks.wait_max_seconds:
-                self.last_reason = (
-                    f"Da Vinci instances {', '.join(waiting)} had not ingested it after {waited:.0f}s, the maximum wait"
-                )
-                self.stop("ABORT", DA_VINCI_SWAP, region)
-            self.progress(
-                f"waiting for Da Vinci instances in {region} to ingest version {self.version}: {', '.join(waiting)}"
-            )
-        return waiting
+        decision = self.decide_da_vinci_swap(region)
+        if decision is not None:
+            self.apply(decision, DA_VINCI_SWAP, region)
+        return decision is not None
 
     def inform(self, function: str, region: str | None = None) -> None:
         if self.executor is not None:
             self.executor.invoke(function, self.context(region))
 
     # Outcomes that stop the rollout.
+    def swapped_regions(self) -> list[str]:
+        """The regions that serve this push's version now, in rollout order (what a ROLLBACK returns)."""
+        if self.version is None:
+            return []
+        status = versions.job_status(self.meta, self.store, self.version)
+        order = stores.store_settings(self.meta, self.store).rollout_order
+        return [r for r in order if r in status.regions and status.regions[r].serving]
+
+    def apply(self, decision: Decision, function: str, region: str | None = None) -> None:
+        """Apply a decision: PROCEED goes on, ABORT and ROLLBACK stop the rollout (raising `RolloutStopped`)."""
+        if decision.stops:
+            self.last_reason = decision.reason
+            self.stop(decision.outcome, function, region)
+
     def stop(self, outcome: str, function: str, region: str | None = None) -> None:
         why = self.last_reason
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
+        swapped = self.swapped_regions()
         if outcome == "ROLLBACK":
-            for swapped in reversed(self.swapped):
-                versions.rollback_region(self.meta, self.store, swapped)
-                self.progress(f"rolled {swapped} back")
+            for back in reversed(swapped):
+                versions.rollback_region(self.meta, self.store, back)
+                self.progress(f"rolled {back} back")
             if self.version:
                 versions.set_version_status(
                     self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
@@ -178,12 +238,16 @@ class Rollout:
             )
         if self.version:
             versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
-        served = ", ".join(self.swapped) or "no region"
+        served = ", ".join(swapped) or "no region"
         raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
 
     def check(self, outcome: str | None, function: str, region: str | None = None) -> None:
         if outcome in ("ABORT", "ROLLBACK"):
             self.stop(outcome, function, region)
+
+    def register_schema(self, input_path: str, key_field: str, value_field: str) -> int | None:
+        """Placeholder until schema registration with its hooks lands: the push job registers as before."""
+        return None
 
     # The steps before the data push.
     def start_of_push_job(self) -> None:
@@ -191,31 +255,31 @@ class Rollout:
         self.check(self.ask("pre_start_of_push_job"), "pre_start_of_push_job")
         self.inform("post_start_of_push_job")
 
-    def regions_for_new_version(self, rollout_order: list[str]) -> list[str]:
-        """The regions `pre_store_version_creation` admits (ABORT or ROLLBACK leaves a region out)."""
-        admitted = [r for r in rollout_order if self.ask("pre_store_version_creation", r) == "PROCEED"]
+    def regions_for_new_version(self, number: int, rollout_order: list[str]) -> list[str]:
+        """The regions `pre_store_version_creation` admits for version `number` (ABORT or ROLLBACK leaves a region
+        out), each asked with the job status of the version about to be created (every region NOT_CREATED)."""
+        self.version = number
+        try:
+            admitted = [r for r in rollout_order if self.ask("pre_store_version_creation", r) == "PROCEED"]
+        finally:
+            self.version = None
         if not admitted:
             self.stop("ABORT", "pre_store_version_creation")
         return admitted
 
-    # Per region, after the data push.
-    def swap_region(
-        self, region: str, wait_for_ingestion: Callable[[str], None], wait_until_served: Callable[[str], None]
-    ) -> None:
-        self.check(self.ask(DA_VINCI_GATE, region), DA_VINCI_GATE, region)
-        da_vinci.open_gate(self.meta, self.store, self.version, region)
-        wait_for_ingestion(region)
-        self.inform("post_store_version_leader_replication", region)
-        while self.da_vinci_pending(region):
-            self.sleep(min(self.config.hooks.wait_interval_seconds, 5.0))
-        self.check(self.ask(DA_VINCI_SWAP, region), DA_VINCI_SWAP, region)
-        self.check(self.ask("pre_store_version_swap", region), "pre_store_version_swap", region)
-        versions.swap_region(self.meta, self.store, region, self.version)
-        self.swapped.append(region)
-        wait_until_served(region)
-        self.progress(f"swapped {region} to version {self.version}")
-        self.check(self.ask("post_store_version_swap", region), "post_store_version_swap", region)
-
-    def end_of_push_job(self) -> None:
-        self.check(self.ask("pre_end_of_push_job"), "pre_end_of_push_job")
-        self.inform("post_end_of_push_job")
+    def open_da_vinci_gates(self, regions: list[str]) -> list[str]:
+        """VIP-4's first design recommendation: at version creation, `pre_start_of_store_version_ingestion_for_da_vinci`
+        is asked once for every region; where it proceeds, the region's Da Vinci clients may ingest at once (all
+        regions together, not behind earlier regions' swaps). A WAIT leaves the region's gate to its own step, which
+        asks again; ABORT or ROLLBACK stops the push. Returns the regions whose gate is still closed."""
+        closed = []
+        for region in regions:
+            if da_vinci.gate_open(self.meta, self.store, self.version, region):
+                continue
+            outcome = self.ask_once(DA_VINCI_GATE, region)
+            self.check(outcome, DA_VINCI_GATE, region)
+            if outcome == "WAIT":
+                closed.append(region)
+            else:
+                da_vinci.open_gate(self.meta, self.store, self.version, region)
+        return closed

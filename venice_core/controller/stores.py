@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -195,6 +196,32 @@ def list_value_schemas(meta: MetadataStore, name: str) -> list[tuple[int, str]]:
 def list_stores(meta: MetadataStore) -> list[str]:
     with meta.session() as session:
         return list(session.scalars(select(Store.name).order_by(Store.name)))
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """What a push and its rollout read of a store (the typed read model; `describe_store` is for display)."""
+
+    name: str
+    partition_count: int
+    compression: str
+    rollout_order: list[str]
+    auto_register_schemas: bool
+    hook_configs: dict[str, str]
+
+
+def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
+    """The store's settings, or StoreNotFound."""
+    with meta.session() as session:
+        store = get_store(session, name)
+        return StoreSettings(
+            store.name,
+            store.partition_count,
+            store.compression,
+            list(store.rollout_order),
+            store.auto_register_schemas,
+            dict(store.hook_configs or {}),
+        )
 
 
 def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:

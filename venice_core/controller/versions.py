@@ -179,6 +179,11 @@ def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
             version.details = {**(version.details or {}), "finished": True}
 
 
+def version_regions(version: Version) -> list[str]:
+    """The regions a version was created for (those `pre_store_version_creation` admitted)."""
+    return list((version.details or {}).get("regions") or [])
+
+
 def push_finished(version: Version) -> bool:
     """Is the push of this version over (see `finish_push`)?"""
     return bool((version.details or {}).get("finished"))
@@ -302,6 +307,35 @@ def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
         return JobStatus(
             store_name, number, VersionStatus(version.status), aggregate([r.status for r in regions.values()]), regions
         )
+
+
+def job_status_before_creation(meta: MetadataStore, store_name: str, number: int, regions: list[str]) -> JobStatus:
+    """The job status `pre_store_version_creation` is asked with: version `number` does not exist yet, so every
+    region is NOT_CREATED (as of now), with when its current version last changed."""
+    now = time.time()
+    with meta.session() as session:
+        current = {
+            c.region: c
+            for c in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store_name))
+        }
+        return JobStatus(
+            store_name,
+            number,
+            VersionStatus.NOT_CREATED,
+            ExecutionStatus.NOT_CREATED,
+            {
+                r: RegionJobStatus(
+                    ExecutionStatus.NOT_CREATED, now, current_since=current[r].updated_at if r in current else None
+                )
+                for r in regions
+            },
+        )
+
+
+def next_version_number(meta: MetadataStore, store_name: str) -> int:
+    """The number the store's next version will get (`create_version` claims it)."""
+    with meta.session() as session:
+        return get_store(session, store_name).largest_used_version + 1
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from venice_core.config import ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError
+from venice_core.jobs.spark_spec import DEFAULT_MASTER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0
@@ -58,6 +59,10 @@ def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
             "AIRFLOW__API__HOST": "127.0.0.1",
             "AIRFLOW__API__PORT": str(config.airflow_port),
+            # The log servers of the workers and the triggerer, next to the API's port: Airflow's defaults (8793,
+            # 8794) would collide between two platforms on one machine.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(config.airflow_port + 1),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(config.airflow_port + 2),
             "AIRFLOW__API__BASE_URL": url,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -69,7 +74,7 @@ def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[
             "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
             # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s).
             "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "20",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2,4]"}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_MASTER}),
             "PYSPARK_PYTHON": sys.executable,
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         }

@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
 from venice_core.config import CONFIG_FILE_NAME
 
+# Below Linux's ephemeral range (32768-60999): a port picked there can be taken by any outgoing connection's
+# local end between the pick and the server's bind, and a region server needs base + i free for every region.
+PORT_RANGE = (20000, 32000)
+REGION_PORT_ROOM = 8
 
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_ports(count: int, block: int = 1) -> list[int]:
+    """`count` free loopback ports outside the ephemeral range, each the start of `block` consecutive free ports."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        start = random.randrange(PORT_RANGE[0], PORT_RANGE[1] - block)
+        span = range(start, start + block)
+        if any(p in range(c, c + block) for c in chosen for p in span):
+            continue
+        if all(_bindable(p) for p in span):
+            chosen.append(start)
+    return chosen
 
 
 def write_sandbox_config(home: Path, extra: dict[str, str] | None = None) -> Path:
     """Write `<home>/venice.properties` with free ports for Kafka and the region servers; returns its path."""
     home.mkdir(parents=True, exist_ok=True)
-    kafka_port, controller_port, server_base, airflow_port = free_ports(4)
+    kafka_port, controller_port, server_base, airflow_port = free_ports(4, block=REGION_PORT_ROOM)
     settings = {
         "data.dir": str(home),
         "kafka.embedded.port": str(kafka_port),

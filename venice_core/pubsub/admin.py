@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -46,6 +47,19 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         existing = len(admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics[topic].partitions)
         if existing != partitions:
             raise ComponentError(f"topic {topic} exists with {existing} partitions, not {partitions}") from None
+    _wait_for_leaders(admin, topic)
+
+
+def _wait_for_leaders(admin: AdminClient, topic: str) -> None:
+    """A topic is usable once every partition has a leader: the broker answers a request made sooner with
+    NOT_LEADER_FOR_PARTITION."""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        metadata = admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics.get(topic)
+        if metadata is not None and metadata.error is None and all(p.leader >= 0 for p in metadata.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise ComponentError(f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s")
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:

@@ -1,0 +1,339 @@
+"""The steps of a push, defined once: an ordered list, each step with its kind and its `run`.
+
+Both orchestrators read this list. `venice push --local` runs it in one process (`run_in_process`: a decision
+that answers WAIT is asked again in place); the Airflow DAG (`venice_plugin.rollout`) renders each step as tasks:
+an ACTION as a task, a CONDITION as a sensor, a DECISION as a sensor (WAIT = poke again) followed by a branch that
+takes the next step, or the step's `abort` or `rollback` task. A test checks the DAG's tasks against this list.
+
+Steps run again safely (a retried or re-run task): version creation resumes its push's version, the control
+messages and the Spark job write with GUIDs derived from the push job (ingestion skips what it already has), and
+every step of a push that has already stopped raises the recorded stop (`Rollout.ensure_not_stopped`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from venice_core.client.serving import wait_until_served
+from venice_core.controller import stores, versions
+from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
+from venice_core.errors import VeniceError
+from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
+from venice_core.pubsub.control import send_end_of_push, send_start_of_push
+from venice_core.status import ExecutionStatus
+
+INGESTION_TIMEOUT_SECONDS = 1800
+
+
+class IngestionFailed(VeniceError):
+    pass
+
+
+class StepKind(StrEnum):
+    ACTION = "action"  # runs once
+    ADMISSION = "admission"  # is the region part of this push? (the DAG branches past a region left out)
+    CONDITION = "condition"  # waits for the platform (a region's ingestion); asks no hook
+    DECISION = "decision"  # the hooks decide: WAIT is asked again, then PROCEED, ABORT or ROLLBACK
+    SPARK = "spark"  # the push job: spark-submit, or the DAG's SparkSubmitOperator
+    APPROVAL = "approval"  # a person approves a region's swap in Airflow's UI (only with ManualApproval configured)
+
+
+class Scope(StrEnum):
+    PUSH = "push"  # once per push
+    EVERY_REGION = "every_region"  # for every region of the push at once, right after version creation
+    REGION = "region"  # for each region, one region after the other in rollout order
+
+
+@dataclass(frozen=True)
+class PushRequest:
+    """What a user asked to push (`venice push` or the DAG run's params)."""
+
+    store: str
+    input_path: str
+    key_field: str = "key"
+    value_field: str = "value"
+    confs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreatedVersion:
+    """What version creation made: the version, its partitions and the regions it goes to (XCom in the DAG)."""
+
+    number: int
+    partitions: int
+    regions: list[str]
+    push_job_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.number,
+            "partitions": self.partitions,
+            "regions": list(self.regions),
+            "push_job_id": self.push_job_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CreatedVersion:
+        return cls(int(data["version"]), int(data["partitions"]), list(data["regions"]), str(data["push_job_id"]))
+
+
+@dataclass
+class StepInputs:
+    """What a step's run gets: the push's rollout, the request, and what earlier steps produced."""
+
+    rollout: Rollout
+    request: PushRequest
+    created: CreatedVersion | None = None
+    region: str | None = None
+    job_result: dict[str, Any] | None = None  # the push job's result (record counts), for END_OF_PUSH
+
+    @property
+    def version(self) -> CreatedVersion:
+        if self.created is None:
+            raise VeniceError("this step needs the created version")
+        return self.created
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    kind: StepKind
+    scope: Scope = Scope.PUSH
+    run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
+    function: str | None = None  # the lifecycle function a DECISION asks
+    holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
+
+    @property
+    def can_rollback(self) -> bool:
+        return self.function is not None and HOOK_FUNCTIONS[self.function] is StoreVersionLifecycleEventOutcome
+
+
+# The runs, in step order.
+def _start_of_push_job(s: StepInputs) -> None:
+    s.rollout.start_of_push_job()
+
+
+def _schema_registration(s: StepInputs) -> int | None:
+    return s.rollout.register_schema(s.request.input_path, s.request.key_field, s.request.value_field)
+
+
+def _create_version(s: StepInputs) -> CreatedVersion:
+    """Ask `pre_store_version_creation` for every region (the regions it admits get the version) and the Da Vinci
+    ingestion gate for every admitted region, create the version, send START_OF_PUSH. A re-run resumes the
+    version its push already created."""
+    r = s.rollout
+    settings = stores.store_settings(r.meta, r.store)
+    version = versions.version_of_push(r.meta, r.store, r.push_job_id)
+    if version is not None:
+        regions = versions.version_regions(version)
+        r.version = version.number
+    else:
+        number = versions.next_version_number(r.meta, r.store)
+        regions = r.regions_for_new_version(number, settings.rollout_order)
+        version = versions.create_version(r.meta, r.config, r.store, r.push_job_id, regions)
+        r.version = version.number
+        r.progress(
+            f"created version {version.number} of '{r.store}' ({version.partition_count} partitions, regions "
+            f"{', '.join(regions)}, push job {r.push_job_id})"
+        )
+        for region in regions:
+            r.inform("post_store_version_creation", region)
+    r.open_da_vinci_gates(regions)
+    send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
+    return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id)
+
+
+def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:
+    if s.region not in s.version.regions:
+        return Decision("PROCEED")  # nothing to gate: the region is not part of the push
+    return s.rollout.decide_da_vinci_gate(s.region)
+
+
+def _end_of_push(s: StepInputs) -> int:
+    """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
+    created, result = s.version, s.job_result or {}
+    r = s.rollout
+    send_end_of_push(r.config, r.store, created.number, created.partitions, r.push_job_id, result["record_counts"])
+    versions.record_push_counts(r.meta, r.store, created.number, result["record_counts"])
+    return int(result["records"])
+
+
+def _admitted(s: StepInputs) -> bool:
+    return s.region in s.version.regions
+
+
+def _ingestion_complete(s: StepInputs) -> bool:
+    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.region]
+    if status.status is ExecutionStatus.ERROR:
+        raise IngestionFailed(f"ingestion failed in {s.region}: {status.details}")
+    return status.status is ExecutionStatus.COMPLETED
+
+
+def _da_vinci_swap(s: StepInputs) -> Decision | None:
+    return s.rollout.decide_da_vinci_swap(s.region)
+
+
+def _leader_replication_done(s: StepInputs) -> None:
+    s.rollout.inform("post_store_version_leader_replication", s.region)
+
+
+def _pre_swap(s: StepInputs) -> Decision | None:
+    return s.rollout.decide("pre_store_version_swap", s.region)
+
+
+def _server_swap(s: StepInputs) -> None:
+    r = s.rollout
+    versions.swap_region(r.meta, r.store, s.region, s.version.number)
+    wait_until_served(r.config, r.store, s.version.number, [s.region])
+    r.progress(f"swapped {s.region} to version {s.version.number}")
+
+
+def _post_swap(s: StepInputs) -> Decision | None:
+    return s.rollout.decide("post_store_version_swap", s.region)
+
+
+def _end_of_push_job(s: StepInputs) -> Decision | None:
+    return s.rollout.decide("pre_end_of_push_job")
+
+
+def _finish_push_job(s: StepInputs) -> list[int]:
+    r = s.rollout
+    r.inform("post_end_of_push_job")
+    versions.finish_push(r.meta, r.store, s.version.number)
+    retired = versions.retire_old_versions(r.meta, r.config, r.store)
+    if retired:
+        r.progress(f"retired versions {retired}")
+    return retired
+
+
+STEPS: tuple[Step, ...] = (
+    Step("start_of_push_job", StepKind.ACTION, run=_start_of_push_job),
+    Step("schema_registration", StepKind.ACTION, run=_schema_registration),
+    Step("create_version", StepKind.ACTION, run=_create_version),
+    Step(
+        "da_vinci_ingestion_gate",
+        StepKind.DECISION,
+        Scope.EVERY_REGION,
+        _da_vinci_ingestion_gate,
+        DA_VINCI_GATE,
+        holds="da_vinci_swap",
+    ),
+    Step("spark_push", StepKind.SPARK),
+    Step("end_of_push", StepKind.ACTION, run=_end_of_push),
+    Step("admitted", StepKind.ADMISSION, Scope.REGION, _admitted),
+    Step("ingestion_complete", StepKind.CONDITION, Scope.REGION, _ingestion_complete),
+    Step("da_vinci_swap", StepKind.DECISION, Scope.REGION, _da_vinci_swap, DA_VINCI_SWAP),
+    Step("leader_replication_done", StepKind.ACTION, Scope.REGION, _leader_replication_done),
+    Step("approval", StepKind.APPROVAL, Scope.REGION),
+    Step("pre_swap", StepKind.DECISION, Scope.REGION, _pre_swap, "pre_store_version_swap"),
+    Step("server_swap", StepKind.ACTION, Scope.REGION, _server_swap),
+    Step("post_swap", StepKind.DECISION, Scope.REGION, _post_swap, "post_store_version_swap"),
+    Step("end_of_push_job", StepKind.DECISION, run=_end_of_push_job, function="pre_end_of_push_job"),
+    Step("finish_push_job", StepKind.ACTION, run=_finish_push_job),
+)
+
+
+def step(name: str) -> Step:
+    return next(s for s in STEPS if s.name == name)
+
+
+def plan(regions: list[str]) -> Iterator[tuple[Step, str | None]]:
+    """The steps in the order one process runs them: every-region steps for each region in turn, and each run
+    of consecutive region steps as a block, region after region."""
+    block: list[Step] = []
+    for current in (*STEPS, None):
+        if current is not None and current.scope is Scope.REGION:
+            block.append(current)
+            continue
+        for region in regions if block else ():
+            for region_step in block:
+                yield region_step, region
+        block = []
+        if current is None:
+            return
+        if current.scope is Scope.EVERY_REGION:
+            yield from ((current, region) for region in regions)
+        else:
+            yield current, None
+
+
+def stop(inputs: StepInputs, decided: Step, decision: Decision) -> None:
+    """The `abort` or `rollback` of a decision step: apply it (raises `RolloutStopped`)."""
+    inputs.rollout.apply(decision, decided.function or decided.name, inputs.region)
+
+
+# Runs the push job for a request and its version; returns what it wrote (`record_counts` per partition as strings,
+# `schema_id`, `records`).
+JobRunner = Callable[[PushRequest, CreatedVersion], dict[str, Any]]
+
+
+def run_in_process(
+    rollout: Rollout,
+    request: PushRequest,
+    run_job: JobRunner,
+    sleep: Callable[[float], None] = time.sleep,
+    ingestion_timeout: float = INGESTION_TIMEOUT_SECONDS,
+) -> int:
+    """Run every step in this process (`venice push --local`); the version every region serves at the end. A
+    failure that is not a hook's decision ends the push: the version is killed (or PARTIALLY_ONLINE where a region
+    already serves it); the previous version keeps serving."""
+    inputs = StepInputs(rollout, request)
+    skipped_region: str | None = None
+    try:
+        for current, region in plan(stores.store_settings(rollout.meta, request.store).rollout_order):
+            if region is not None and region == skipped_region:
+                continue
+            inputs.region = region
+            if current.kind is StepKind.SPARK:
+                inputs.job_result = _run_job(inputs, run_job)
+            elif current.kind is StepKind.APPROVAL:
+                continue  # in process, the ManualApproval hook WAITs at pre_swap for `venice rollout approve`
+            elif current.kind is StepKind.ADMISSION:
+                skipped_region = None if current.run(inputs) else region
+            elif current.kind is StepKind.CONDITION:
+                _wait_for(inputs, current, sleep, ingestion_timeout)
+            elif current.kind is StepKind.DECISION:
+                _decide_in_place(inputs, current, sleep)
+            else:
+                result = current.run(inputs)
+                if isinstance(result, CreatedVersion):
+                    inputs.created = result
+    except RolloutStopped:
+        raise
+    except BaseException as exc:
+        if inputs.created is not None:
+            versions.stop_push(rollout.meta, request.store, inputs.created.number, str(exc))
+        raise
+    return inputs.version.number
+
+
+def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
+    r = inputs.rollout
+    started = time.monotonic()
+    result = run_job(inputs.request, inputs.version)
+    r.progress(
+        f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
+        f"in {time.monotonic() - started:.1f}s"
+    )
+    return result
+
+
+def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not current.run(inputs):
+        if time.monotonic() > deadline:
+            raise IngestionFailed(f"{current.name} in {inputs.region} did not happen within {timeout:.0f}s")
+        sleep(0.5)
+    inputs.rollout.progress(f"{inputs.region}: {current.name}")
+
+
+def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
+    interval = inputs.rollout.config.hooks.wait_interval_seconds
+    while (decision := current.run(inputs)) is None:
+        sleep(min(interval, 5.0) if current.function == DA_VINCI_SWAP else interval)
+    if decision.stops:
+        stop(inputs, current, decision)

@@ -1,0 +1,108 @@
+"""The push job's `spark-submit` spec, rendered in one place for both paths: `venice push --local` runs
+`spark-submit` with `SparkJobSpec.argv()`, the DAG's `PushJobOperator` (a SparkSubmitOperator) takes the same
+fields. A push's configs (`venice push --conf`) become Spark properties and job flags here."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from venice_core.config import ClusterConfig
+
+JOB_FILE = Path(__file__).with_name("push.py")
+DEFAULT_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
+DRIVER_MEMORY = "2g"
+
+# The push job's Spark properties unless a push's `--conf` says otherwise. C1-only JIT: a push runs for seconds to
+# minutes in local mode, where C2's compiler threads take cores from the job itself; measured on 2 cores
+# (bench/push_throughput), the job's CPU fell from 37 to 24 core-seconds.
+DEFAULT_SPARK_CONFS: dict[str, str] = {
+    "spark.pyspark.python": sys.executable,
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+
+
+@dataclass(frozen=True)
+class PushJobRequest:
+    """What the push job is asked to do: write `input_path` as version `number` of `store`."""
+
+    store: str
+    number: int
+    input_path: str
+    key_field: str
+    value_field: str
+    push_job_id: str
+    confs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SparkJobSpec:
+    """One `spark-submit` of the push job."""
+
+    name: str
+    master: str
+    conf: dict[str, str]
+    args: list[str]
+    application: str = str(JOB_FILE)
+    driver_memory: str = DRIVER_MEMORY
+
+    def argv(self) -> list[str]:
+        """The command line, as Airflow's SparkSubmitHook builds it."""
+        spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
+        argv = [spark_submit, "--master", self.master, "--name", self.name, "--driver-memory", self.driver_memory]
+        for key, value in self.conf.items():
+            argv += ["--conf", f"{key}={value}"]
+        return [*argv, self.application, *self.args]
+
+
+def spark_confs(confs: dict[str, str]) -> dict[str, str]:
+    """The Spark properties among a push's configs: `spark.*` as given, and the test fault injections (spark-submit
+    passes on only `spark.*` properties)."""
+    picked = {key: value for key, value in confs.items() if key.startswith("spark.")}
+    picked.update({f"spark.{key}": value for key, value in confs.items() if key.startswith("venice.push.test.")})
+    return picked
+
+
+def job_flags(confs: dict[str, str]) -> list[str]:
+    """The push job's flags for a push's configs (`allow.duplicate.key`, `allow.empty.input`)."""
+    wanted = {"allow.duplicate.key": "--allow-duplicate-key", "allow.empty.input": "--allow-empty"}
+    return [flag for key, flag in wanted.items() if str(confs.get(key, "false")).lower() == "true"]
+
+
+def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
+    """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
+    source = config.region(config.source_region)
+    return [
+        "--store",
+        request.store,
+        "--version",
+        str(request.number),
+        "--topic",
+        source.version_topic(request.store, request.number),
+        "--bootstrap",
+        source.kafka_bootstrap,
+        "--input",
+        request.input_path,
+        "--key-field",
+        request.key_field,
+        "--value-field",
+        request.value_field,
+        "--push-job-id",
+        request.push_job_id,
+        *job_flags(request.confs),
+    ]
+
+
+def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: Path) -> SparkJobSpec:
+    """The push job's spark-submit for a request: the name says which store (so an operator can find the JVM)."""
+    confs = request.confs
+    return SparkJobSpec(
+        name=f"venice-push-{request.store}",
+        master=confs.get("spark.master", DEFAULT_MASTER),
+        conf={**DEFAULT_SPARK_CONFS, **spark_confs(confs)},
+        args=[*job_args(config, request), "--result-file", str(result_file)],
+    )

@@ -1,0 +1,49 @@
+"""The push's control messages in the source region's version topic: START_OF_PUSH before the data, END_OF_PUSH
+after it. Their producer GUIDs derive from the push job, so sending one again (a re-run step) is skipped by
+ingestion as a duplicate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from venice_core.config import ClusterConfig
+from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.envelope import ControlMessageType
+from venice_core.pubsub.writer import VersionTopicWriter
+
+
+def send_control(
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    partitions: int,
+    push_job_id: str,
+    control_type: ControlMessageType,
+    bodies: list[dict[str, Any]],
+) -> None:
+    source = config.region(config.source_region)
+    writer = VersionTopicWriter(
+        source.kafka_bootstrap,
+        source.version_topic(store, number),
+        partitions,
+        deterministic_guid(push_job_id, number, control_type.name),
+    )
+    writer.broadcast(control_type, bodies)
+    writer.flush()
+
+
+def send_start_of_push(
+    config: ClusterConfig, store: str, number: int, partitions: int, push_job_id: str, compression: str
+) -> None:
+    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression. Its GUID
+    derives from the push job, so sending it again (a re-run step) is skipped by ingestion as a duplicate."""
+    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": None}
+    send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
+
+
+def send_end_of_push(
+    config: ClusterConfig, store: str, number: int, partitions: int, push_job_id: str, record_counts: dict[str, int]
+) -> None:
+    """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
+    bodies = [{"record_counts": {str(p): record_counts[str(p)]}} for p in range(partitions)]
+    send_control(config, store, number, partitions, push_job_id, ControlMessageType.END_OF_PUSH, bodies)
