@@ -165,17 +165,33 @@ class Rollout:
         why = self.last_reason
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
         if outcome == "ROLLBACK":
-            for swapped in reversed(self.swapped):
-                versions.rollback_region(self.meta, self.store, swapped)
-                self.progress(f"rolled {swapped} back")
+            # Every region serving the version goes back, in reverse swap order, whether this process swapped it or
+            # an earlier task did. A region with no previous version (the store's first) then serves none: a
+            # rolled-back version must never serve.
+            serving = versions.regions_serving(self.meta, self.store, self.version) if self.version else []
+            regions = [r for r in reversed(self.swapped) if r in serving] + [
+                r for r in serving if r not in self.swapped
+            ]
+            unserved = []
+            for swapped in regions:
+                now = versions.rollback_region(self.meta, self.store, swapped, to_no_version=True)
+                self.progress(f"rolled {swapped} back to " + (f"version {now}" if now else "no version (none before)"))
+                if not now:
+                    unserved.append(swapped)
             if self.version:
                 versions.set_version_status(
                     self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
                 )
                 versions.finish_push(self.meta, self.store, self.version)
-            raise RolloutStopped(
-                f"rolled back by a lifecycle hook at {where}; every region serves the previous version"
-            )
+            if unserved:
+                verb = "serves" if len(unserved) == 1 else "serve"
+                result = (
+                    f"every region serves the version it served before; {', '.join(unserved)} {verb} no version "
+                    "(there was none before)"
+                )
+            else:
+                result = "every region serves the previous version"
+            raise RolloutStopped(f"rolled back by a lifecycle hook at {where}; {result}")
         if self.version:
             versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
         served = ", ".join(self.swapped) or "no region"
