@@ -5,15 +5,13 @@ test_rollout_hooks.py.)"""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.support.webhook import Webhook
 from venice_core.config import HookSettings
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks import HookContext
@@ -23,31 +21,6 @@ from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 
 EVENTS = "venice_core.hooks.events.LifecycleEvents"
-
-
-class Webhook:
-    """A webhook on 127.0.0.1 that records the JSON events POSTed to it and answers `status`."""
-
-    def __init__(self, status: int = 204) -> None:
-        received = self.events = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/events"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
