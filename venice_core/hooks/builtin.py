@@ -50,14 +50,14 @@ VALID = StoreLifecycleEventOutcome.PROCEED
 INVALID = StoreLifecycleEventOutcome.ABORT
 
 
-class _Configured(StoreLifecycleHooks):
+class Configured(StoreLifecycleHooks):
     """Settings: store-level first, then the cluster-level hook configs."""
 
     def setting(self, ctx: HookContext, key: str, default: str | None = None) -> str | None:
         return ctx.store_hook_configs.get(key, self.configs.get(key, default))
 
 
-class MinDelayBetweenRegions(_Configured):
+class MinDelayBetweenRegions(Configured):
     KEY = "min.delay.between.regions.seconds"
 
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
@@ -80,7 +80,7 @@ class MinDelayBetweenRegions(_Configured):
         return (WAIT, f"{remaining:.0f}s left of the {delay:.0f}s minimum delay") if remaining > 0 else PROCEED
 
 
-class SwapWindow(_Configured):
+class SwapWindow(Configured):
     ENABLING = ("swap.window.days", "swap.window.hours", "swap.window.holidays")
 
     def calendar(self, ctx: HookContext) -> BusinessCalendar | None:
@@ -118,7 +118,7 @@ class SwapWindow(_Configured):
         return PROCEED if wait == 0 else (WAIT, f"outside the swap window ({wait:.0f}s until it opens)")
 
 
-class HealthCheck(_Configured):
+class HealthCheck(Configured):
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         url = self.setting(ctx, "health.check.url")
         prometheus = self.setting(ctx, "health.check.prometheus.url")
@@ -165,7 +165,7 @@ class HealthCheck(_Configured):
         return (ROLLBACK, f"{ctx.region} unhealthy after the swap: {problem}") if problem else PROCEED
 
 
-class ManualApproval(_Configured):
+class ManualApproval(Configured):
     KEY = "manual.approval.regions"
 
     def needs_approval(self, ctx: HookContext) -> bool:

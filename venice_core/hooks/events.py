@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from venice_core.hooks.api import HOOK_FUNCTIONS, HookContext, StoreLifecycleEventOutcome
-from venice_core.hooks.builtin import _Configured
+from venice_core.hooks.builtin import Configured
 from venice_core.pubsub import KAFKA_LOGGER
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def event_of(function: str, ctx: HookContext) -> dict[str, Any]:
     }
 
 
-class LifecycleEvents(_Configured):
+class LifecycleEvents(Configured):
     def __init__(self, configs: dict[str, str]) -> None:
         super().__init__(configs)
         self._producers: dict[tuple[tuple[str, str], ...], Producer] = {}
