@@ -27,6 +27,12 @@ class StoreNotFound(VeniceError):
         self.store = store
 
 
+class NoCurrentVersion(VeniceError):
+    """A store that exists but serves no version in a region (none pushed yet, or its only one rolled back)."""
+
+    http_status = 404
+
+
 class StoreAlreadyExists(VeniceError):
     http_status = 409
 

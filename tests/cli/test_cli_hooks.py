@@ -91,6 +91,30 @@ def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path)
     meta.dispose()
 
 
+def test_an_invalid_outcome_is_recorded_and_counted_apart(tmp_path: Path) -> None:
+    """WAIT from pre_start_of_push_job (PROCEED/ABORT only) is a failure under the policy: the invocation records
+    what the hook returned, and `venice metrics` counts it as an invalid outcome, not as a failure or a WAIT."""
+    from sqlalchemy import select
+
+    from venice_core.meta.models import HookInvocationRecord
+
+    env, meta = _env(tmp_path, f"{HOOKS}.AnswerFromConfig")
+    run = HookExecutor(env.config.hooks, load_hooks(env.config.hooks), recorder(meta, "job-1"))
+    ctx = HookContext(cluster="c", store="users", store_hook_configs={"answer.pre_start_of_push_job": "WAIT"})
+    assert run.invoke("pre_start_of_push_job", ctx).outcome == "PROCEED"  # the default failure policy
+    run.close()
+    with meta.session() as session:
+        (row,) = session.scalars(select(HookInvocationRecord))
+        assert (row.outcome, row.invalid_outcome) == ("PROCEED", "WAIT")
+
+    text = env.cli("metrics", check=True).stdout
+    labels = f'function="pre_start_of_push_job",hook_class="{HOOKS}.AnswerFromConfig"'
+    assert f"venice_hook_invalid_outcomes_total{{{labels}}} 1" in text
+    assert f"venice_hook_failures_total{{{labels}}}" not in text
+    assert f'venice_hook_outcomes_total{{{labels},outcome="WAIT"}}' not in text
+    meta.dispose()
+
+
 def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_path: Path) -> None:
     """Without Airflow, `venice rollout approve` records the decision on the version in flight; the hook's
     answer follows it. Bad input is one clear error."""

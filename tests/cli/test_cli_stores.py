@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.topics import InMemoryTopics
+from venice_core.controller import versions
 from venice_core.meta import MetadataStore
+from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 V1 = {
@@ -144,6 +147,7 @@ def test_bad_input_is_refused_and_changes_nothing(
         ["store", "update", "ghost_store", "--partitions", "2"],
         ["store", "delete", "ghost_store"],
         ["schema", "list", "ghost_store"],
+        ["store", "rollback", "ghost_store"],
     ],
 )
 def test_unknown_store(cli_env: PlatformEnv, args: list[str]) -> None:
@@ -175,6 +179,51 @@ def test_invalid_store_name_and_schema_change_nothing(cli_env: PlatformEnv, sche
     assert cli_env.cli("store", "list", check=True).stdout == before
 
 
+def _swap_everywhere(env: PlatformEnv, store: str, number: int, regions: tuple[str, ...]) -> None:
+    """A version ingested and swapped in `regions`, as a rollout leaves it (its topics are not needed here)."""
+    meta = MetadataStore(env.config.metadata_db_url)
+    try:
+        versions.create_version(meta, env.config, store, f"job-{number}", topics=InMemoryTopics())
+        for region in env.config.region_names:
+            for partition in range(3):
+                versions.report_partition(meta, store, number, region, partition, ExecutionStatus.COMPLETED, 1, 1)
+        for region in regions:
+            versions.swap_region(meta, store, region, number)
+        versions.finish_push(meta, store, number)
+    finally:
+        meta.dispose()
+
+
+def _currents(env: PlatformEnv, store: str) -> dict[str, dict[str, int]]:
+    return _show(env, store)["regions"]
+
+
+def test_rollback_returns_regions_to_their_backup(cli_env: PlatformEnv, store: str) -> None:
+    _swap_everywhere(cli_env, store, 1, ("dc-0", "dc-1", "dc-2"))
+    _swap_everywhere(cli_env, store, 2, ("dc-0", "dc-1"))  # dc-2 still serves version 1, with no backup
+    result = cli_env.cli("store", "rollback", store, "--region", "dc-1", check=True)
+    assert result.stdout == f"rolled '{store}' back in dc-1: version 2 -> version 1\n"
+    assert _currents(cli_env, store)["dc-1"] == {"current": 1, "backup": 0}
+
+    # Every region by default: dc-1 and dc-2 have no backup, so nothing changes, dc-0 included.
+    before = _show(cli_env, store)
+    _assert_one_line_error(
+        cli_env.cli("store", "rollback", store),
+        f"cannot roll back '{store}': no backup version in dc-1, dc-2; nothing was changed",
+    )
+    _assert_one_line_error(
+        cli_env.cli("store", "rollback", store, "--region", "dc-0", "--region", "dc-7"),
+        f"store '{store}' has no region 'dc-7' (regions: dc-0, dc-1, dc-2)",
+    )
+    assert _show(cli_env, store) == before
+
+    result = cli_env.cli("store", "rollback", store, "--region", "dc-0", check=True)
+    assert result.stdout == f"rolled '{store}' back in dc-0: version 2 -> version 1\n"
+    info = _show(cli_env, store)
+    assert {r: v["current"] for r, v in info["regions"].items()} == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    assert next(v["status"] for v in info["versions"] if v["number"] == 2) == "ROLLED_BACK"
+
+
 def test_delete(cli_env: PlatformEnv, store: str) -> None:
     cli_env.cli("store", "delete", store, check=True)
     assert store not in cli_env.cli("store", "list", check=True).stdout.split()
@@ -192,6 +241,7 @@ def test_every_command_has_help(cli_env: PlatformEnv) -> None:
         ["store", "show", "--help"],
         ["store", "list", "--help"],
         ["store", "delete", "--help"],
+        ["store", "rollback", "--help"],
         ["schema", "add", "--help"],
         ["schema", "list", "--help"],
         ["down", "--help"],

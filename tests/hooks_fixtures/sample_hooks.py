@@ -121,3 +121,10 @@ class WaitTwiceBeforeEachSwap(StoreLifecycleHooks):
         calls = self.asked.setdefault(f"{ctx.store}/{ctx.region}", [])
         calls.append(time.monotonic())
         return "WAIT" if len(calls) <= 2 else "PROCEED"
+
+
+class EchoEarlier(StoreLifecycleHooks):
+    """PROCEEDs, giving as its reason what the hooks before it answered in this invocation."""
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        return "PROCEED", ",".join(f"{path.rsplit('.', 1)[-1]}={outcome}" for path, outcome in ctx.earlier_outcomes)

@@ -7,17 +7,24 @@ as an operator would configure them; the store-level configs tell the test hook 
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.topics import read_partition
+from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
-from venice_core.controller import stores
+from venice_core.controller import stores, versions
 from venice_core.controller.rollout import RolloutStopped
-from venice_core.hooks.records import metrics_text
+from venice_core.errors import NoCurrentVersion
+from venice_core.hooks.api import HOOK_FUNCTIONS
+from venice_core.hooks.records import invocations, metrics_text
+from venice_core.pubsub import admin
 
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 
@@ -81,3 +88,96 @@ def test_wait_twice_then_proceed_waits_the_interval(platform_env: PlatformEnv, t
         f'venice_hook_outcomes_total{{function="pre_store_version_swap",hook_class="{HOOKS}.'
         f'WaitTwiceBeforeEachSwap",outcome="WAIT"}}'
     ) in metrics_text(env.meta)
+
+
+def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    """ROLLBACK at the second region's post swap, on the store's first version: the regions that swapped have no
+    previous version to go back to, so they serve none, and reads say so. The next push goes out normally."""
+    env = _hooked(platform_env, tmp_path, f"{HOOKS}.AnswerFromConfig")
+    store = env.create_user_store("first", 1)
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.post_store_version_swap.dc-1": "ROLLBACK"})
+    said: list[str] = []
+    with pytest.raises(RolloutStopped) as stopped:
+        env.push(store, RecordsJob(_records(100, seed=0)), progress=said.append)
+    assert str(stopped.value) == (
+        "rolled back by a lifecycle hook at post_store_version_swap in dc-1; every region serves the version it "
+        "served before; dc-1, dc-0 serve no version (there was none before)"
+    )
+    assert "rolled dc-0 back to no version (none before)" in said
+    assert env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
+    assert _version_status(env, store, 1) == "ROLLED_BACK"
+    for region in ("dc-0", "dc-1", "dc-2"):  # each region server stops serving it (it syncs every second)
+        client = ReadClient("127.0.0.1", env.config.server_port(region))
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                client.get(store, "user-00007")
+            except NoCurrentVersion as exc:
+                assert str(exc) == f"store '{store}' has no current version in {region}"
+                break
+            assert time.monotonic() < deadline, f"{region} still serves the rolled-back version"
+            time.sleep(0.2)
+        client.close()
+    stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.post_store_version_swap.dc-1"])
+    second = _records(100, seed=1)
+    assert env.push(store, RecordsJob(second)) == 2
+    assert env.serving(store) == {"dc-0": 2, "dc-1": 2, "dc-2": 2}
+    client = ReadClient("127.0.0.1", env.config.server_port("dc-1"))
+    assert client.get(store, "user-00007") == second["user-00007"]
+    client.close()
+
+
+def test_lifecycle_events_reach_a_topic_and_a_webhook(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    """The built-in event hook, configured cluster-wide after another hook: every lifecycle function the rollout
+    calls sends its event, in order, to a real Kafka topic and to a webhook, with the other hook's answer."""
+    bootstrap = platform_env.config.region("dc-0").kafka_bootstrap
+    topic = f"lifecycle-events-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, topic, 1)
+    webhook = Webhook()
+    prefix = "venice.store.lifecycle.hooks.configs.lifecycle.events"
+    try:
+        env = _hooked(
+            platform_env,
+            tmp_path,
+            f"{HOOKS}.AnswerFromConfig,venice_core.hooks.events.LifecycleEvents",
+            **{
+                f"{prefix}.topic": topic,
+                f"{prefix}.kafka.bootstrap.servers": bootstrap,
+                f"{prefix}.webhook.url": webhook.url,
+            },
+        )
+        store = env.create_user_store("events", 1)
+        started = time.time()
+        assert env.push(store, RecordsJob(_records(50, seed=0))) == 1
+    finally:
+        webhook.close()
+    from_topic = [json.loads(value) for _key, value in read_partition(bootstrap, topic)]
+    # What the hook was asked, in order, from the persisted invocations of this push.
+    asked = [
+        (r.function, r.region)
+        for r in invocations(env.meta, versions.get_version(env.meta, store, 1).push_job_id)
+        if r.hook_class.endswith(".LifecycleEvents")
+    ]
+    assert [(e["function"], e["region"]) for e in from_topic] == asked
+    assert [(e["function"], e["region"]) for e in webhook.events] == asked
+    schema_functions = {"pre_schema_registration", "post_schema_registration"}  # this push registers no schema
+    assert {function for function, _ in asked} >= set(HOOK_FUNCTIONS) - schema_functions
+    for region in ("dc-0", "dc-1", "dc-2"):
+        assert ("pre_store_version_swap", region) in asked and ("post_store_version_swap", region) in asked
+    answer = f"{HOOKS}.AnswerFromConfig"
+    for event in from_topic:
+        assert event["store"] == store and event["cluster"] == env.config.cluster_name
+        assert started <= event["time"] <= time.time()
+        informational = HOOK_FUNCTIONS[event["function"]] is None
+        assert event["earlier_outcomes"] == [{"hook_class": answer, "outcome": None if informational else "PROCEED"}]
+    created = [e["version"] for e in from_topic if e["function"] not in _BEFORE_CREATION]
+    assert set(created) == {1}
+    assert all(e["version"] is None for e in from_topic if e["function"] in _BEFORE_CREATION)
+
+
+_BEFORE_CREATION = {
+    "validate_hook_config",
+    "pre_start_of_push_job",
+    "post_start_of_push_job",
+    "pre_store_version_creation",
+}

@@ -144,6 +144,50 @@ def test_swap_backup_rollback_and_retire(config, meta, topics: InMemoryTopics) -
         versions.rollback_region(meta, store, "dc-0")
 
 
+def _swapped_everywhere(meta: MetadataStore, config, store: str, number: int, topics: InMemoryTopics) -> None:
+    versions.create_version(meta, config, store, f"job-{number}", topics=topics)
+    _complete(meta, config, store, number)
+    for region in config.region_names:
+        versions.swap_region(meta, store, region, number)
+    versions.finish_push(meta, store, number)
+
+
+def test_rolling_back_a_first_version_leaves_the_region_serving_none(config, meta, topics: InMemoryTopics) -> None:
+    store = _store(meta, config)
+    _swapped_everywhere(meta, config, store, 1, topics)
+    with pytest.raises(versions.NoBackupVersion, match="no backup version in dc-0"):
+        versions.rollback_region(meta, store, "dc-0")  # an operator's rollback needs a backup
+    assert versions.rollback_region(meta, store, "dc-0", to_no_version=True) == 0
+    assert store not in versions.current_versions(meta, "dc-0")
+    assert versions.regions_serving(meta, store, 1) == ["dc-1", "dc-2"]
+    assert versions.get_version(meta, store, 1).status == VersionStatus.PARTIALLY_ONLINE
+    for region in ("dc-1", "dc-2"):
+        versions.rollback_region(meta, store, region, to_no_version=True)
+    assert versions.get_version(meta, store, 1).status == VersionStatus.ROLLED_BACK
+    assert versions.regions_serving(meta, store, 1) == []
+
+
+def test_manual_rollback_of_named_regions_or_all(config, meta, topics: InMemoryTopics) -> None:
+    store = _store(meta, config)
+    for number in (1, 2):
+        _swapped_everywhere(meta, config, store, number, topics)
+    assert versions.rollback_store(meta, store, ["dc-1"]) == {"dc-1": (2, 1)}
+    assert stores.describe_store(meta, store)["regions"]["dc-1"] == {"current": 1, "backup": 0}
+    assert versions.get_version(meta, store, 2).status == VersionStatus.PARTIALLY_ONLINE
+    # dc-1 has no backup left: the whole rollback is refused, and dc-0 is not rolled back either.
+    with pytest.raises(versions.NoBackupVersion) as refused:
+        versions.rollback_store(meta, store)
+    assert str(refused.value) == f"cannot roll back '{store}': no backup version in dc-1; nothing was changed"
+    assert stores.describe_store(meta, store)["regions"]["dc-0"] == {"current": 2, "backup": 1}
+    with pytest.raises(VeniceError, match=r"has no region 'dc-9' \(regions: dc-0, dc-1, dc-2\)"):
+        versions.rollback_store(meta, store, ["dc-0", "dc-9"])
+    assert versions.rollback_store(meta, store, ["dc-0", "dc-2"]) == {"dc-0": (2, 1), "dc-2": (2, 1)}
+    assert versions.get_version(meta, store, 2).status == VersionStatus.ROLLED_BACK
+    assert {r: v["current"] for r, v in stores.describe_store(meta, store)["regions"].items()} == dict.fromkeys(
+        config.region_names, 1
+    )
+
+
 def test_job_status_carries_each_regions_swap_time(config, meta, topics: InMemoryTopics) -> None:
     store = _store(meta, config)
     versions.create_version(meta, config, store, "job", topics=topics)

@@ -83,6 +83,23 @@ class TestSwapWindow:
         assert 0 <= first < 600 and self.hook.opens_in(ctx(configs), monday_nine) == first
         assert self.hook.opens_in(ctx(configs, region="dc-2"), monday_nine) != first
 
+    def test_allows_every_hour_until_configured(self) -> None:
+        unset = SwapWindow({})
+        saturday_night = self.at(2026, 11, 21, 3, 0)
+        assert unset.opens_in(ctx({}), saturday_night) == 0
+        assert unset.pre_store_version_swap(ctx({})) == "PROCEED"
+        assert unset.validate_hook_config(ctx({})) == "PROCEED"
+        # A zone or a jitter alone sets no window.
+        assert (
+            unset.opens_in(
+                ctx({"swap.window.timezone": "Asia/Tokyo", "swap.window.jitter.seconds": "600"}), saturday_night
+            )
+            == 0
+        )
+        # Enabled per store: each setting restricts on its own (hours alone: those hours, every day).
+        assert unset.opens_in(ctx({"swap.window.hours": "9-17"}), saturday_night) == 3600  # 09:00 UTC
+        assert unset.opens_in(ctx({"swap.window.days": "mon-fri"}), saturday_night) == 40 * 3600  # Monday 00:00 UTC
+
     def test_wrapping_days_and_validation(self) -> None:
         weekend = SwapWindow({"swap.window.days": "sat-sun", "swap.window.hours": "0-24"})
         assert weekend.opens_in(ctx({}), datetime(2026, 11, 22, 3, 0, tzinfo=ZoneInfo("UTC"))) == 0
@@ -154,25 +171,37 @@ class TestHealthCheck:
 
 
 class TestManualApproval:
+    ALL = {"manual.approval.regions": "*"}
+
     def answer(self, configs: dict[str, str], approvals: dict, cluster: dict[str, str] | None = None, region="dc-1"):
         context = HookContext(
             cluster="c", store="users", store_hook_configs=configs, version=4, region=region, approvals=approvals
         )
         return ManualApproval(cluster or {}).pre_store_version_swap(context)
 
+    def test_asks_in_no_region_until_configured(self) -> None:
+        assert self.answer({}, {}) == "PROCEED"
+        assert self.answer({}, {}, region="dc-0") == "PROCEED"
+        assert self.answer({"manual.approval.regions": ""}, {}) == "PROCEED"
+
     def test_waits_until_someone_decides(self) -> None:
-        outcome, reason = self.answer({}, {})
+        outcome, reason = self.answer(self.ALL, {})
         assert outcome == "WAIT" and reason == "waiting for a person to approve version 4 in dc-1"
 
     def test_approved_proceeds_and_rejected_aborts_naming_who(self) -> None:
-        assert self.answer({}, {"dc-1": {"approved": True, "by": "ana", "at": 1.0}}) == ("PROCEED", "approved by ana")
-        assert self.answer({}, {"dc-1": {"approved": False, "by": "bo", "at": 1.0}}) == ("ABORT", "rejected by bo")
+        approved = {"dc-1": {"approved": True, "by": "ana", "at": 1.0}}
+        assert self.answer(self.ALL, approved) == ("PROCEED", "approved by ana")
+        assert self.answer(self.ALL, {"dc-1": {"approved": False, "by": "bo", "at": 1.0}}) == (
+            "ABORT",
+            "rejected by bo",
+        )
 
     def test_only_the_configured_regions_wait(self) -> None:
         assert self.answer({"manual.approval.regions": "dc-2, dc-3"}, {}) == "PROCEED"
         assert self.answer({"manual.approval.regions": "dc-0,dc-1"}, {})[0] == "WAIT"
-        # The cluster-level default (none) is overridden per store.
-        assert self.answer({}, {}, cluster={"manual.approval.regions": ""}) == "PROCEED"
-        assert self.answer({"manual.approval.regions": "*"}, {}, cluster={"manual.approval.regions": ""})[0] == "WAIT"
+        # Enabled cluster-wide, or per store; a store overrides the cluster's setting.
+        assert self.answer({}, {}, cluster=self.ALL)[0] == "WAIT"
+        assert self.answer({"manual.approval.regions": ""}, {}, cluster=self.ALL) == "PROCEED"
+        assert self.answer(self.ALL, {}, cluster={"manual.approval.regions": ""})[0] == "WAIT"
         # Another region's approval does not count.
-        assert self.answer({}, {"dc-0": {"approved": True, "by": "ana", "at": 1.0}})[0] == "WAIT"
+        assert self.answer(self.ALL, {"dc-0": {"approved": True, "by": "ana", "at": 1.0}})[0] == "WAIT"

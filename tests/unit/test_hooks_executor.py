@@ -101,6 +101,31 @@ def test_a_bad_return_value_is_a_failure() -> None:
     assert "returned 'MAYBE', not a StoreVersionLifecycleEventOutcome" in recorded[0][1].error
 
 
+@pytest.mark.parametrize(("policy", "outcome"), [("PROCEED", "PROCEED"), ("WAIT", "ABORT"), ("ABORT", "ABORT")])
+@pytest.mark.parametrize("returned", ["WAIT", "ROLLBACK"])
+def test_an_outcome_the_function_may_not_return_is_a_hook_error(policy: str, outcome: str, returned: str) -> None:
+    """pre_start_of_push_job may answer PROCEED or ABORT only: WAIT or ROLLBACK is not its answer but a failure,
+    decided by the failure policy (fail closed under WAIT) and kept apart as the invocation's invalid outcome."""
+    run, recorded = executor("AnswerFromConfig", policy=policy)
+    decision = run.invoke("pre_start_of_push_job", ctx(**{"answer.pre_start_of_push_job": returned}))
+    assert decision.outcome == outcome
+    invocation = recorded[-1][1]
+    assert invocation.invalid_outcome == returned and invocation.outcome == outcome
+    expected = f"returned {returned}, which pre_start_of_push_job may not return (PROCEED or ABORT only)"
+    assert invocation.error == expected
+    # The same answer from a function that may return it is its answer.
+    assert run.invoke("pre_store_version_swap", ctx(**{"answer.pre_store_version_swap": returned})).outcome == returned
+    assert recorded[-1][1].invalid_outcome is None and recorded[-1][1].error is None
+
+
+def test_each_hook_sees_what_the_earlier_hooks_answered() -> None:
+    run, recorded = executor("AnswerFromConfig", "Raising", "EchoEarlier", policy="ABORT")
+    decision = run.invoke("pre_store_version_swap", ctx(**{"answer.pre_store_version_swap": "WAIT"}))
+    assert [inv.outcome for _, inv in recorded] == ["WAIT", "ABORT", "PROCEED"]
+    assert decision.invocations[2].reason == "AnswerFromConfig=WAIT,Raising=ABORT"
+    assert recorded[0][0].earlier_outcomes == ()  # the recorder gets the invocation's own context
+
+
 def test_queue_wait_is_measured_when_threads_are_busy() -> None:
     run, _ = executor("Slow", threads=1, **{"slow.seconds": "0.3"})
     run._pool.submit(lambda: __import__("time").sleep(0.3))  # occupy the only thread

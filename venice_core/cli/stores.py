@@ -9,6 +9,7 @@ import typer
 
 from venice_core.cli.context import metadata, parse_key_values
 from venice_core.controller import stores
+from venice_core.controller.versions import rollback_store
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)
@@ -123,6 +124,21 @@ def delete(store: str = StoreArg) -> None:
     with metadata() as (_, meta):
         stores.delete_store(meta, store)
     typer.echo(f"deleted store '{store}'")
+
+
+@store_app.command("rollback")
+def rollback(
+    store: str = StoreArg,
+    region: list[str] = typer.Option(
+        [], "--region", help="A region to roll back (repeat for more; default: every region of the store)."
+    ),
+) -> None:
+    """Return regions to their backup version (the version each served before its current one), outside any
+    rollout. Refused, changing nothing, if any named region has no backup version."""
+    with metadata() as (_, meta):
+        rolled = rollback_store(meta, store, region or None)
+    for name, (previous, now) in rolled.items():
+        typer.echo(f"rolled '{store}' back in {name}: version {previous} -> version {now}")
 
 
 @schema_app.command("add")

@@ -13,10 +13,11 @@ from typing import Any
 import httptools
 
 from venice_core.client import serde
-from venice_core.errors import ComponentError, StoreNotFound, VeniceError
+from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.protocol import batch_get
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
+ERROR_HEADER = "X-Venice-Error"
 
 
 class _Response:
@@ -95,13 +96,15 @@ class ReadClient:
                     raise ComponentError(f"region server {self.host}:{self.port} is unreachable: {exc}") from None
         raise AssertionError("unreachable")
 
-    def _raise(self, store: str, status: int, body: bytes) -> None:
+    def _raise(self, store: str, status: int, body: bytes, error_kind: str = "") -> None:
         try:
             message = json.loads(body)["error"]
         except (ValueError, KeyError):
             message = body.decode(errors="replace")
         if status == 404 and "unknown store" in message:
             raise StoreNotFound(store)
+        if status == 404 and error_kind == NoCurrentVersion.__name__:
+            raise NoCurrentVersion(message)
         raise VeniceError(f"region server answered {status}: {message}")
 
     def _store_schemas(self, store: str, refresh: bool = False) -> tuple[Any, dict[int, Any]]:
@@ -134,9 +137,9 @@ class ReadClient:
         status, headers, body = self._request("GET", f"/storage/{store}/{encoded}")
         if status == 200:
             return self._decode(store, int(headers[SCHEMA_ID_HEADER]), body)
-        if status == 404 and headers.get("X-Venice-Error") == "key-not-found":
+        if status == 404 and headers.get(ERROR_HEADER) == "key-not-found":
             return None
-        self._raise(store, status, body)
+        self._raise(store, status, body, headers.get(ERROR_HEADER, ""))
         return None
 
     def batch_get(self, store: str, keys: list[Any]) -> dict[Any, Any]:
@@ -148,9 +151,9 @@ class ReadClient:
         except (ValueError, TypeError, AttributeError):
             serialized = [self.serialize_key(store, k) for k in keys]  # raises, naming the key that does not fit
         request = batch_get.encode_keys(serialized)
-        status, _, body = self._request("POST", f"/storage/{store}", request, batch_get.BATCH_CONTENT_TYPE)
+        status, headers, body = self._request("POST", f"/storage/{store}", request, batch_get.BATCH_CONTENT_TYPE)
         if status != 200:
-            self._raise(store, status, body)
+            self._raise(store, status, body, headers.get(ERROR_HEADER, ""))
         try:
             records = batch_get.decode_records(body, len(keys))
         except ValueError as exc:

@@ -210,9 +210,9 @@ class Rollout:
         """The regions that serve this push's version now, in rollout order (what a ROLLBACK returns)."""
         if self.version is None:
             return []
-        status = versions.job_status(self.meta, self.store, self.version)
+        serving = set(versions.regions_serving(self.meta, self.store, self.version))
         order = stores.store_settings(self.meta, self.store).rollout_order
-        return [r for r in order if r in status.regions and status.regions[r].serving]
+        return [r for r in order if r in serving] + sorted(serving - set(order))
 
     def apply(self, decision: Decision, function: str, region: str | None = None) -> None:
         """Apply a decision: PROCEED goes on, ABORT and ROLLBACK stop the rollout (raising `RolloutStopped`)."""
@@ -225,17 +225,29 @@ class Rollout:
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
         swapped = self.swapped_regions()
         if outcome == "ROLLBACK":
+            # Every region serving the version goes back, in reverse rollout order, whichever task swapped it. A
+            # region with no previous version (the store's first) then serves none: a rolled-back version must
+            # never serve.
+            unserved = []
             for back in reversed(swapped):
-                versions.rollback_region(self.meta, self.store, back)
-                self.progress(f"rolled {back} back")
+                now = versions.rollback_region(self.meta, self.store, back, to_no_version=True)
+                self.progress(f"rolled {back} back to " + (f"version {now}" if now else "no version (none before)"))
+                if not now:
+                    unserved.append(back)
             if self.version:
                 versions.set_version_status(
                     self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
                 )
                 versions.finish_push(self.meta, self.store, self.version)
-            raise RolloutStopped(
-                f"rolled back by a lifecycle hook at {where}; every region serves the previous version"
-            )
+            if unserved:
+                verb = "serves" if len(unserved) == 1 else "serve"
+                result = (
+                    f"every region serves the version it served before; {', '.join(unserved)} {verb} no version "
+                    "(there was none before)"
+                )
+            else:
+                result = "every region serves the previous version"
+            raise RolloutStopped(f"rolled back by a lifecycle hook at {where}; {result}")
         if self.version:
             versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
         served = ", ".join(swapped) or "no region"

@@ -44,6 +44,12 @@ class VersionNotFound(VeniceError):
     http_status = 404
 
 
+class NoBackupVersion(VeniceError):
+    """A rollback asked of a region that keeps no version to go back to."""
+
+    http_status = 409
+
+
 def _version_in_flight(session: Any, store_name: str) -> int | None:
     # A push is in flight from version creation until it finishes: while its regions swap one by one the
     # version is PARTIALLY_ONLINE, and still in flight.
@@ -432,21 +438,62 @@ def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) 
         _refresh_version_statuses(session, store)
 
 
-def rollback_region(meta: MetadataStore, store_name: str, region: str) -> int:
-    """Serve the backup again; the version rolled back from is marked ROLLED_BACK. Returns the version served."""
+def rollback_region(meta: MetadataStore, store_name: str, region: str, to_no_version: bool = False) -> int:
+    """Serve the backup again; the version rolled back from is marked ROLLED_BACK once no region keeps it. Returns
+    the version now served. Without a backup it refuses, unless `to_no_version`: then the region serves no version
+    (0), as after a store's first version is rolled back, since a rolled-back version must never serve."""
     with meta.session() as session:
         store = get_store(session, store_name)
         row = _current_row(session, store_name, region)
-        if row.backup_version == 0:
-            raise VeniceError(f"'{store_name}' has no backup version in {region} to roll back to")
-        rolled_back = row.current_version
-        row.current_version, row.backup_version = row.backup_version, 0
-        session.flush()
-        _refresh_version_statuses(session, store)
-        version = session.get(Version, (store_name, rolled_back))
-        if version is not None and rolled_back not in _serving(session, store_name):
-            version.status = VersionStatus.ROLLED_BACK
-        return row.current_version
+        if row.backup_version == 0 and not (to_no_version and row.current_version):
+            raise NoBackupVersion(f"'{store_name}' has no backup version in {region} to roll back to")
+        return _roll_back(session, store, row)
+
+
+def rollback_store(
+    meta: MetadataStore, store_name: str, regions: list[str] | None = None
+) -> dict[str, tuple[int, int]]:
+    """An operator's rollback, outside any rollout: each named region (default: every region of the store) serves
+    its backup version again. All or nothing: a region without a backup (or not the store's) refuses the whole
+    rollback before any region changes. Returns region -> (version rolled back from, version now served)."""
+    with meta.session() as session:
+        store = get_store(session, store_name)
+        named = list(dict.fromkeys(regions or store.rollout_order))
+        unknown = [r for r in named if r not in store.rollout_order]
+        if unknown:
+            raise VeniceError(
+                f"store '{store_name}' has no region {', '.join(repr(r) for r in unknown)} "
+                f"(regions: {', '.join(store.rollout_order)})"
+            )
+        rows = {r: _current_row(session, store_name, r) for r in named}
+        missing = [r for r, row in rows.items() if row.backup_version == 0]
+        if missing:  # raised inside the transaction: nothing is written, not even the rows _current_row added
+            raise NoBackupVersion(
+                f"cannot roll back '{store_name}': no backup version in {', '.join(missing)}; nothing was changed"
+            )
+        return {r: (row.current_version, _roll_back(session, store, row)) for r, row in rows.items()}
+
+
+def _roll_back(session: Any, store: Store, row: RegionCurrentVersion) -> int:
+    rolled_back = row.current_version
+    row.current_version, row.backup_version = row.backup_version, 0
+    session.flush()
+    _refresh_version_statuses(session, store)
+    version = session.get(Version, (store.name, rolled_back))
+    if version is not None and rolled_back not in _serving(session, store.name):
+        version.status = VersionStatus.ROLLED_BACK
+    return row.current_version
+
+
+def regions_serving(meta: MetadataStore, store_name: str, number: int) -> list[str]:
+    """The regions whose current version is `number`."""
+    with meta.session() as session:
+        rows = session.scalars(
+            select(RegionCurrentVersion.region).where(
+                RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
+            )
+        )
+        return list(rows)
 
 
 def _serving(session: Any, store_name: str) -> set[int]:
@@ -459,6 +506,12 @@ def current_versions(meta: MetadataStore, region: str) -> dict[str, int]:
     with meta.session() as session:
         rows = session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.region == region))
         return {r.store_name: r.current_version for r in rows if r.current_version}
+
+
+def store_names(meta: MetadataStore) -> set[str]:
+    """Every store's name (a region server tells a store serving no version from an unknown one)."""
+    with meta.session() as session:
+        return set(session.scalars(select(Store.name)))
 
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, int, str]]:

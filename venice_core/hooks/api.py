@@ -6,6 +6,17 @@ a harmless default (PROCEED, or nothing). Functions that may need to hold a roll
 status and the time it last changed. A function may also return `(outcome, reason)`: the reason is recorded and,
 for validate_hook_config, shown to the user.
 
+Each function may return only its own outcomes (`HOOK_FUNCTIONS`). An outcome it may not return, such as WAIT or
+ROLLBACK from a PROCEED/ABORT-only function (validate_hook_config, pre_start_of_push_job,
+pre_schema_registration), is not taken as its answer: it is a hook error, decided by the failure policy
+(`venice.store.lifecycle.hooks.failure.policy`, where WAIT means ABORT for these functions) like a hook that
+raises, and is recorded as `invalid_outcome` on the invocation and counted in
+`venice_hook_invalid_outcomes_total{hook_class,function}` rather than in the failures metric. What informational
+functions (those returning None) return is ignored.
+
+Hooks run one after another in configured order; each sees what the hooks before it answered in this invocation
+(`HookContext.earlier_outcomes`).
+
 Instances are reused across invocations and threads: keep them thread-safe. Store-level configs are data (a
 `Mapping[str, str]`), never code.
 """
@@ -45,6 +56,8 @@ class HookContext:
     # People's swap decisions for this version, per region: {"approved": bool, "by": user, "at": epoch seconds}.
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
+    # What the hooks configured before this one answered in this invocation: (class path, outcome or None).
+    earlier_outcomes: tuple[tuple[str, str | None], ...] = ()
 
 
 PROCEED = StoreLifecycleEventOutcome.PROCEED

@@ -1,20 +1,26 @@
 """Built-in hooks, usable from config alone. Each reads its settings from the store-level hook configs, falling back
-to the cluster-level `venice.store.lifecycle.hooks.configs.<key>`, and validates them in validate_hook_config.
+to the cluster-level `venice.store.lifecycle.hooks.configs.<key>`, and validates them in validate_hook_config. As
+VIP-4's test plan asks, each is a no-op until a setting enables it, so a hook can be listed cluster-wide and
+enabled store by store.
 
-- `MinDelayBetweenRegions`: `min.delay.between.regions.seconds`. pre_store_version_swap WAITs until that long
-  after the last region swapped to this version (from the job status's per-region swap times).
-- `SwapWindow`: `swap.window.days` (e.g. `mon-fri`), `swap.window.hours` (e.g. `9-17`), `swap.window.timezone`
-  (IANA, default UTC), `swap.window.holidays` (ISO dates, comma-separated), `swap.window.jitter.seconds`
-  (default 0; a stable per store/version/region delay into the window, so that many stores do not swap at the
-  same second). pre_store_version_swap WAITs outside the window.
+- `MinDelayBetweenRegions`: `min.delay.between.regions.seconds` (default 0: no delay). pre_store_version_swap
+  WAITs until that long after the last region swapped to this version (from the job status's per-region swap
+  times).
+- `SwapWindow`: `swap.window.days` (e.g. `mon-fri`; default every day), `swap.window.hours` (e.g. `9-17`; default
+  all day), `swap.window.timezone` (IANA, default UTC), `swap.window.holidays` (ISO dates, comma-separated),
+  `swap.window.jitter.seconds` (default 0; a stable per store/version/region delay into the window, so that many
+  stores do not swap at the same second). pre_store_version_swap WAITs outside the window. With none of days,
+  hours or holidays set, there is no window: every hour is allowed.
 - `HealthCheck`: after a region swaps, `health.check.url` (`{region}` and `{store}` substituted; any non-2xx or an
   unreachable URL is unhealthy), or `health.check.prometheus.url` + `health.check.prometheus.query` (`{region}`
   substituted) + `health.check.prometheus.max` (unhealthy when the query's value is above it).
-  post_store_version_swap answers ROLLBACK when unhealthy.
-- `ManualApproval`: `manual.approval.regions` (comma-separated, `*` for all, the default; empty for none, e.g. as
-  the cluster-level default that stores override). pre_store_version_swap WAITs
-  in those regions until a person approves the swap (PROCEED) or rejects it (ABORT): in the Airflow UI, where the
-  region's `approval` task is a human-in-the-loop ApprovalOperator, or with `venice rollout approve`.
+  post_store_version_swap answers ROLLBACK when unhealthy. Without a URL it checks nothing.
+- `ManualApproval`: `manual.approval.regions` (comma-separated region names, `*` for all; default none).
+  pre_store_version_swap WAITs in those regions until a person approves the swap (PROCEED) or rejects it (ABORT):
+  in the Airflow UI, where the region's `approval` task is a human-in-the-loop ApprovalOperator, or with
+  `venice rollout approve`.
+- `LifecycleEvents` (in `hooks.events`): sends an event of every lifecycle function to a Kafka topic and/or a
+  webhook; always PROCEEDs.
 """
 
 from __future__ import annotations
@@ -44,14 +50,14 @@ VALID = StoreLifecycleEventOutcome.PROCEED
 INVALID = StoreLifecycleEventOutcome.ABORT
 
 
-class _Configured(StoreLifecycleHooks):
+class Configured(StoreLifecycleHooks):
     """Settings: store-level first, then the cluster-level hook configs."""
 
     def setting(self, ctx: HookContext, key: str, default: str | None = None) -> str | None:
         return ctx.store_hook_configs.get(key, self.configs.get(key, default))
 
 
-class MinDelayBetweenRegions(_Configured):
+class MinDelayBetweenRegions(Configured):
     KEY = "min.delay.between.regions.seconds"
 
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
@@ -74,11 +80,16 @@ class MinDelayBetweenRegions(_Configured):
         return (WAIT, f"{remaining:.0f}s left of the {delay:.0f}s minimum delay") if remaining > 0 else PROCEED
 
 
-class SwapWindow(_Configured):
-    def calendar(self, ctx: HookContext) -> BusinessCalendar:
+class SwapWindow(Configured):
+    ENABLING = ("swap.window.days", "swap.window.hours", "swap.window.holidays")
+
+    def calendar(self, ctx: HookContext) -> BusinessCalendar | None:
+        """The window's calendar; None (every hour allowed) until a setting restricts it."""
+        if not any(self.setting(ctx, key) for key in self.ENABLING):
+            return None
         return BusinessCalendar.parse(
-            days=self.setting(ctx, "swap.window.days", "mon-fri"),
-            hours=self.setting(ctx, "swap.window.hours", "9-17"),
+            days=self.setting(ctx, "swap.window.days") or "mon-sun",
+            hours=self.setting(ctx, "swap.window.hours") or "0-24",
             timezone=self.setting(ctx, "swap.window.timezone", "UTC"),
             holidays=(self.setting(ctx, "swap.window.holidays", "") or "").split(","),
         )
@@ -93,10 +104,13 @@ class SwapWindow(_Configured):
 
     def opens_in(self, ctx: HookContext, now: datetime) -> float:
         """Seconds until swapping is allowed (0 inside the window, after its jitter)."""
+        calendar = self.calendar(ctx)
+        if calendar is None:
+            return 0.0
         jitter = float(self.setting(ctx, "swap.window.jitter.seconds", "0"))
         seed = f"{ctx.store}/{ctx.version}/{ctx.region}".encode()
         delay = timedelta(seconds=jitter * int.from_bytes(hashlib.sha256(seed).digest()[:4], "big") / 2**32)
-        opens = self.calendar(ctx).next_open(now, delay)
+        opens = calendar.next_open(now, delay)
         return float("inf") if opens is None else (opens - now.astimezone(UTC)).total_seconds()
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
@@ -104,7 +118,7 @@ class SwapWindow(_Configured):
         return PROCEED if wait == 0 else (WAIT, f"outside the swap window ({wait:.0f}s until it opens)")
 
 
-class HealthCheck(_Configured):
+class HealthCheck(Configured):
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         url = self.setting(ctx, "health.check.url")
         prometheus = self.setting(ctx, "health.check.prometheus.url")
@@ -151,11 +165,11 @@ class HealthCheck(_Configured):
         return (ROLLBACK, f"{ctx.region} unhealthy after the swap: {problem}") if problem else PROCEED
 
 
-class ManualApproval(_Configured):
+class ManualApproval(Configured):
     KEY = "manual.approval.regions"
 
     def needs_approval(self, ctx: HookContext) -> bool:
-        value = (self.setting(ctx, self.KEY, "*") or "").strip()
+        value = (self.setting(ctx, self.KEY, "") or "").strip()
         return value == "*" or ctx.region in {r.strip() for r in value.split(",")}
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]

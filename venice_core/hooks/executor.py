@@ -9,11 +9,15 @@
 - A hook that raises, times out or returns something that is not its outcome type counts as a failure, and its
   outcome follows `venice.store.lifecycle.hooks.failure.policy`: PROCEED (Venice's contract, the default), WAIT
   or ABORT. Functions that cannot WAIT (PROCEED/ABORT only) take ABORT under the WAIT policy: fail closed.
+  An outcome the function may not return (WAIT or ROLLBACK from a PROCEED/ABORT-only function) is such a failure
+  too, kept apart as `invalid_outcome` on the invocation (and in its own metric), never taken as the answer.
+- Each hook sees what the hooks before it answered in this invocation (`HookContext.earlier_outcomes`).
 - Every invocation is handed to the recorder (which persists it), with queue wait and duration.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +40,15 @@ from venice_core.hooks.api import (
 PRECEDENCE = ("ROLLBACK", "ABORT", "WAIT", "PROCEED")
 
 
+class InvalidOutcome(TypeError):
+    """A hook returned a lifecycle outcome its function may not return."""
+
+    def __init__(self, function: str, outcome: str, kind: type[StrEnum]) -> None:
+        allowed = " or ".join(kind)
+        super().__init__(f"returned {outcome}, which {function} may not return ({allowed} only)")
+        self.outcome = outcome
+
+
 @dataclass(frozen=True)
 class HookInvocation:
     hook_class: str
@@ -47,6 +60,7 @@ class HookInvocation:
     duration_seconds: float
     error: str | None = None
     timed_out: bool = False
+    invalid_outcome: str | None = None  # an outcome the function may not return (WAIT or ROLLBACK), if it did
 
 
 @dataclass(frozen=True)
@@ -127,11 +141,13 @@ class HookExecutor:
         return policy
 
     @staticmethod
-    def _normalise(result: Any, kind: type[StrEnum]) -> tuple[str, str]:
+    def _normalise(result: Any, kind: type[StrEnum], function: str) -> tuple[str, str]:
         outcome, reason = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
         try:
             return kind(outcome).value, str(reason or "")
         except ValueError:
+            if outcome in StoreVersionLifecycleEventOutcome.__members__.values():
+                raise InvalidOutcome(function, str(outcome), kind) from None
             raise TypeError(f"returned {outcome!r}, not a {kind.__name__}") from None
 
     def _call_one(self, path: str, hook: StoreLifecycleHooks, function: str, ctx: HookContext) -> HookInvocation:
@@ -144,11 +160,13 @@ class HookExecutor:
             return getattr(hook, function)(ctx)
 
         future = self._pool.submit(call)
-        error, timed_out, outcome, reason = None, False, None, ""
+        error, timed_out, invalid, outcome, reason = None, False, None, None, ""
         try:
             result = future.result(timeout=self.settings.timeout_seconds)
             if kind is not None:
-                outcome, reason = self._normalise(result, kind)
+                outcome, reason = self._normalise(result, kind, function)
+        except InvalidOutcome as exc:
+            invalid, error = exc.outcome, str(exc)
         except FutureTimeout:
             timed_out = True
             error = f"timed out after {self.settings.timeout_seconds:g}s"
@@ -169,14 +187,16 @@ class HookExecutor:
             duration_seconds=finished - begin,
             error=error,
             timed_out=timed_out,
+            invalid_outcome=invalid,
         )
 
     def invoke(self, function: str, ctx: HookContext) -> HookDecision:
         if function not in HOOK_FUNCTIONS:
             raise ValueError(f"unknown lifecycle function {function!r}")
-        invocations = []
+        invocations: list[HookInvocation] = []
         for path, hook in self.hooks:
-            invocation = self._call_one(path, hook, function, ctx)
+            earlier = tuple((i.hook_class, i.outcome) for i in invocations)
+            invocation = self._call_one(path, hook, function, dataclasses.replace(ctx, earlier_outcomes=earlier))
             invocations.append(invocation)
             if self.recorder is not None:
                 self.recorder(ctx, invocation)
@@ -192,4 +212,11 @@ class HookExecutor:
         self._pool.shutdown()
 
 
-__all__ = ["HookDecision", "HookExecutor", "HookInvocation", "StoreVersionLifecycleEventOutcome", "combine"]
+__all__ = [
+    "HookDecision",
+    "HookExecutor",
+    "HookInvocation",
+    "InvalidOutcome",
+    "StoreVersionLifecycleEventOutcome",
+    "combine",
+]

@@ -27,6 +27,7 @@ def recorder(meta: MetadataStore, push_job_id: str | None = None) -> Recorder:
                     reason=invocation.reason,
                     error=invocation.error,
                     timed_out=invocation.timed_out,
+                    invalid_outcome=invocation.invalid_outcome,
                     queue_wait_seconds=invocation.queue_wait_seconds,
                     duration_seconds=invocation.duration_seconds,
                 )
@@ -65,7 +66,8 @@ def describe(record: HookInvocationRecord) -> str:
 
 
 def metrics_text(meta: MetadataStore) -> str:
-    """Prometheus text: invocations, outcomes, failures, timeouts and queue wait, per hook class and function."""
+    """Prometheus text: invocations, outcomes, failures, invalid outcomes, timeouts and queue wait, per hook class and
+    function."""
     r = HookInvocationRecord
     keys = (r.hook_class, r.function)
     with meta.session() as session:
@@ -76,7 +78,12 @@ def metrics_text(meta: MetadataStore) -> str:
             select(*keys, r.outcome, func.count()).where(r.outcome.is_not(None)).group_by(*keys, r.outcome)
         ).all()
         failures = session.execute(
-            select(*keys, func.count()).where(r.error.is_not(None), r.timed_out.is_(False)).group_by(*keys)
+            select(*keys, func.count())
+            .where(r.error.is_not(None), r.timed_out.is_(False), r.invalid_outcome.is_(None))
+            .group_by(*keys)
+        ).all()
+        invalid = session.execute(
+            select(*keys, func.count()).where(r.invalid_outcome.is_not(None)).group_by(*keys)
         ).all()
         timeouts = session.execute(select(*keys, func.count()).where(r.timed_out.is_(True)).group_by(*keys)).all()
 
@@ -93,8 +100,14 @@ def metrics_text(meta: MetadataStore) -> str:
     lines += render(
         "venice_hook_failures_total",
         "counter",
-        "Hook calls that raised or returned a bad value.",
+        "Hook calls that raised or returned something that is not an outcome.",
         [(labels(f), f[2]) for f in failures],
+    )
+    lines += render(
+        "venice_hook_invalid_outcomes_total",
+        "counter",
+        "Hook calls that returned an outcome their function may not return (a failure under the failure policy).",
+        [(labels(i), i[2]) for i in invalid],
     )
     lines += render(
         "venice_hook_timeouts_total", "counter", "Hook calls that timed out.", [(labels(t), t[2]) for t in timeouts]

@@ -115,6 +115,8 @@ class HookInvocationRecord(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     timed_out: Mapped[bool] = mapped_column(Boolean, default=False)
+    # An outcome the function may not return (WAIT or ROLLBACK from a PROCEED/ABORT-only one), if the hook did.
+    invalid_outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
     queue_wait_seconds: Mapped[float] = mapped_column(Float)
     duration_seconds: Mapped[float] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float, default=now)

@@ -3,7 +3,8 @@
 Every second it asks the metadata store which versions the region hosts and which one of each store is current;
 it starts an ingestion task per partition of each new version (outside the source region, a leader that consumes
 the source region's version topic and mirrors it into the local one), and drops the storage of versions that are
-killed or retired. Reads go to the store's current version.
+killed or retired. Reads go to the store's current version; a store with none in the region (none pushed yet, or
+its only version rolled back) answers 404 saying so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
-from venice_core.errors import StoreNotFound
+from venice_core.errors import NoCurrentVersion, StoreNotFound
 from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
@@ -54,6 +55,7 @@ class RegionServer:
         self.meta = MetadataStore(config.metadata_db_url)
         self.hosted: dict[VersionKey, HostedVersion] = {}
         self.current: dict[str, int] = {}
+        self.stores: set[str] = set()  # every store, served here or not
         self.schemas: dict[str, dict] = {}
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -121,8 +123,9 @@ class RegionServer:
             if key not in self.hosted:
                 self._host(key[0], key[1], partitions, compression)
         current = controller.current_versions(self.meta, self.region.name)
+        known = controller.store_names(self.meta)
         with self._lock:
-            self.current = current
+            self.current, self.stores = current, known
         for key in [k for k in self.hosted if k not in wanted]:
             self._unhost(key, destroy=True)
 
@@ -156,6 +159,8 @@ class RegionServer:
             number = self.current.get(store)
         hosted = self.hosted.get((store, number)) if number else None
         if hosted is None:
+            if store in self.stores:  # it exists, but no version serves here (e.g. its only one was rolled back)
+                raise NoCurrentVersion(f"store '{store}' has no current version in {self.region.name}")
             raise StoreNotFound(store)
         return hosted
 
