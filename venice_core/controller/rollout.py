@@ -16,13 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import da_vinci, versions
+from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.status import VersionStatus
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder
+from venice_core.jobs.input_files import read_input_schema
+from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.meta import MetadataStore
 
 DA_VINCI_GATE = "pre_start_of_store_version_ingestion_for_da_vinci"
@@ -190,6 +192,27 @@ class Rollout:
         self.check(self.ask("validate_hook_config"), "validate_hook_config")
         self.check(self.ask("pre_start_of_push_job"), "pre_start_of_push_job")
         self.inform("post_start_of_push_job")
+
+    def register_schema(self, input_path: str, key_field: str, value_field: str) -> int | None:
+        """Step `schema_registration`, before the version exists: the id of the value schema the input is written
+        with. When the store auto-registers and the input needs a new schema, it is registered here, through
+        pre_schema_registration (ABORT: RolloutStopped with the hooks' reason, nothing registered) and
+        post_schema_registration. None when the input cannot be read here (a URL): the job matches it, and
+        registers through the same hooks. Input that fits no schema is refused now, as the job would refuse it."""
+        struct = read_input_schema(input_path)
+        if struct is None:
+            return None
+        info = stores.describe_store(self.meta, self.store)
+        _, value_struct, single_value = input_value(struct, key_field, value_field)
+        try:
+            schema_id, _ = match_value_schema(
+                self.meta, self.config, info, value_struct, single_value, value_field, self.push_job_id
+            )
+        except stores.SchemaRefused as exc:
+            raise RolloutStopped(str(exc)) from None
+        if schema_id not in {entry["id"] for entry in info["value_schemas"]}:
+            self.progress(f"registered value schema {schema_id} of '{self.store}' from the input")
+        return schema_id
 
     def regions_for_new_version(self, rollout_order: list[str]) -> list[str]:
         """The regions `pre_store_version_creation` admits (ABORT or ROLLBACK leaves a region out)."""
