@@ -42,13 +42,9 @@ def input_format(path: str, given: str | None = None) -> str:
 
 
 def input_files(path: str, fmt: str) -> list[Path]:
-    """The files of a local input: the file itself, or a folder's files of the format (hidden and `_`-prefixed
+    """The files of an existing local input: the file itself, or a folder's files of the format (hidden and `_`-prefixed
     names skipped, as Spark skips them)."""
     root = Path(path)
-    if not root.exists():
-        raise PushJobError(f"input path {path} does not exist")
-    if not os.access(root, os.R_OK) or (root.is_dir() and not os.access(root, os.X_OK)):
-        raise PushJobError(f"input path {path} is not readable")
     if not root.is_dir():
         return [root]
     files = sorted(
@@ -67,6 +63,11 @@ def read_input_schema(path: str, fmt: str | None = None) -> Any | None:
     is a PushJobError naming the file."""
     if is_remote(path):
         return None
+    root = Path(path)
+    if not root.exists():
+        raise PushJobError(f"input path {path} does not exist")
+    if not os.access(root, os.R_OK) or (root.is_dir() and not os.access(root, os.X_OK)):
+        raise PushJobError(f"input path {path} is not readable")
     fmt = input_format(path, fmt)
     files = input_files(path, fmt)
     try:

@@ -4,15 +4,18 @@ derive and register a new one when allowed; `venice push`'s checks of its input 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
-from venice_core.errors import SchemaError
+from venice_core.errors import IncompatibleSchema, SchemaError
 from venice_core.jobs.input_files import read_input_schema
 from venice_core.jobs.push_tasks import PushJobError
 from venice_core.meta import MetadataStore
+
+T = TypeVar("T")
 
 INTEGRAL = {"ByteType", "ShortType", "IntegerType", "LongType"}
 # Avro primitive -> Spark types whose values serialise into it.
@@ -136,6 +139,20 @@ class ValueSchemaChoice:
 
     schema_id: int | None
     schema: Any
+    changed: tuple[str, ...] = ()  # fields of the latest schema whose type a derived schema changes
+
+
+def _registrable(info: dict[str, Any], choice: ValueSchemaChoice, register: Callable[[str], T]) -> T:
+    """`register` (check or add) the derived schema; an incompatible one is refused naming the fields it changes."""
+    try:
+        return register(json.dumps(choice.schema))
+    except IncompatibleSchema as exc:
+        changed = (
+            f" (the input changes the type of {', '.join(repr(f) for f in choice.changed)})" if choice.changed else ""
+        )
+        raise IncompatibleSchema(
+            f"the input needs a new value schema for '{info['name']}', which cannot be registered{changed}: {exc}"
+        ) from None
 
 
 def choose_value_schema(
@@ -152,9 +169,7 @@ def choose_value_schema(
         reasons.append(f"value schema {entry['id']}: {reason}")
     if not info["auto_register_schemas"] or single_value:
         what = (
-            "input"
-            if single_value
-            else f"input has no value field '{value_field}', and its other fields (the value record)"
+            "input" if single_value else f"input has no value field '{value_field}', and the record of its other fields"
         )
         raise SchemaError(
             f"{what} does not match any value schema of '{info['name']}' ({'; '.join(reasons)}); "
@@ -164,13 +179,19 @@ def choose_value_schema(
     if _type_name(latest) != "record":
         raise SchemaError(f"cannot derive a value schema from the input: '{info['name']}' values are not records")
     known = {f["name"]: f for f in latest["fields"]}
+    fits = {
+        f.name
+        for f in value_struct.fields
+        if f.name in known and mismatch(known[f.name]["type"], f.dataType, f.name) is None
+    }
     fields = [
         known[f.name]
-        if f.name in known and mismatch(known[f.name]["type"], f.dataType, f.name) is None
+        if f.name in fits
         else {"name": f.name, "type": ["null", avro_type_for(f.dataType, f.name)], "default": None}
         for f in value_struct.fields
     ]
-    return ValueSchemaChoice(None, {**latest, "fields": fields})
+    changed = tuple(f.name for f in value_struct.fields if f.name in known and f.name not in fits)
+    return ValueSchemaChoice(None, {**latest, "fields": fields}, changed)
 
 
 def match_value_schema(
@@ -188,7 +209,9 @@ def match_value_schema(
     choice = choose_value_schema(info, value_struct, single_value, value_field)
     if choice.schema_id is not None:
         return choice.schema_id, choice.schema
-    schema_id = store_ops.add_value_schema(meta, config, info["name"], json.dumps(choice.schema), push_job_id)
+    schema_id = _registrable(
+        info, choice, lambda text: store_ops.add_value_schema(meta, config, info["name"], text, push_job_id)
+    )
     return schema_id, choice.schema
 
 
@@ -203,4 +226,4 @@ def check_push_input(meta: MetadataStore, store: str, input_path: str, key_field
     _, value_struct, single_value = input_value(struct, key_field, value_field)
     choice = choose_value_schema(info, value_struct, single_value, value_field)
     if choice.schema_id is None:
-        store_ops.check_value_schema(meta, store, json.dumps(choice.schema))
+        _registrable(info, choice, lambda text: store_ops.check_value_schema(meta, store, text))
