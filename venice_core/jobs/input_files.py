@@ -136,11 +136,13 @@ def _json_schema(files: list[Path]) -> Any | None:
         if "changed from" in str(exc):
             return None  # e.g. a number in one record and a string in another: Spark widens, the job decides
         raise PushJobError(f"cannot read json input {files[0].parent if len(files) > 1 else files[0]}: {exc}") from None
-    return _from_arrow(pa.schema([_as_spark_json(f) for f in table.schema]), from_arrow_schema)
+    return _from_arrow(
+        pa.schema(sorted((_as_spark_json(f) for f in table.schema), key=lambda f: f.name)), from_arrow_schema
+    )
 
 
 def _as_spark_json(field: Any) -> Any:
-    """An Arrow field as Spark's JSON inference types it: record fields in name order; a field that is null (or
+    """An Arrow field as Spark's JSON inference types it: record fields in name order (top-level ones too); a field that is null (or
     an empty array) everywhere is a string; dates and times stay strings (Spark infers no timestamps by default)."""
     import pyarrow as pa
 
