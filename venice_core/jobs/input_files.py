@@ -142,8 +142,9 @@ def _json_schema(files: list[Path]) -> Any | None:
 
 
 def _as_spark_json(field: Any) -> Any:
-    """An Arrow field as Spark's JSON inference types it: record fields in name order (top-level ones too); a field that is null (or
-    an empty array) everywhere is a string; dates and times stay strings (Spark infers no timestamps by default)."""
+    """An Arrow field as Spark's JSON inference types it: record fields in name order (the top level's too); a
+    field that is null (or an empty array) everywhere is a string; dates and times stay strings (Spark infers no
+    timestamps by default)."""
     import pyarrow as pa
 
     kind = field.type
