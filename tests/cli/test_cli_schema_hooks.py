@@ -5,6 +5,7 @@ refuses the schema with the hook's reason and registers nothing. Over a metadata
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
+from tests.cli.test_cli_hooks import _env as hooks_env
 from tests.hooks_fixtures.sample_hooks import SchemaRegistrations
-from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.platform import SCHEMAS, PlatformEnv
 from venice_core.controller import stores
 from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.errors import IncompatibleSchema
 from venice_core.hooks.records import invocations
-from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 
 HOOKS = "tests.hooks_fixtures.sample_hooks"
@@ -27,26 +28,14 @@ PROFILE = {"name": "Ada", "age": 36, "score": 1.5}
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> PlatformEnv:
-    env = make_platform_env(
-        tmp_path / "home", {"venice.store.lifecycle.hooks": f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations"}
-    )
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+def env(tmp_path: Path) -> Iterator[PlatformEnv]:
+    """A store `users` that auto-registers, and two hooks: one answering from store configs, one remembering."""
+    env, meta = hooks_env(tmp_path, f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations")
     meta.dispose()
-    env.cli(
-        "store",
-        "create",
-        "users",
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        "--auto-register-schemas",
-        check=True,
-    )
+    env.cli("store", "update", "users", "--auto-register-schemas", check=True)
     SchemaRegistrations.calls.clear()
-    return env
+    yield env
+    env.meta.dispose()
 
 
 def _schema_ids(env: PlatformEnv) -> list[int]:
