@@ -1,4 +1,4 @@
-"""The rollout DAG: `controller.rollout_steps.STEPS` rendered as Airflow tasks, one store per DAG.
+"""The rollout DAG: `jobs.rollout_steps.STEPS` rendered as Airflow tasks, one store per DAG.
 
 - An ACTION is a task; a CONDITION (a region's ingestion) a sensor; the Spark push a `SparkSubmitOperator`.
 - A DECISION is a sensor in reschedule mode that asks the hooks at each poke (WAIT = poke again after
@@ -35,7 +35,13 @@ from airflow.sdk.exceptions import AirflowFailException
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
-from venice_core.controller.rollout_steps import (
+from venice_core.errors import IncompatibleSchema, SchemaError
+from venice_core.hooks.builtin import ManualApproval
+from venice_core.jobs import push as push_job
+from venice_core.jobs.airflow_push import dag_id, push_job_id
+from venice_core.jobs.local_push import job_request
+from venice_core.jobs.push_tasks import PushJobError
+from venice_core.jobs.rollout_steps import (
     STEPS,
     CreatedVersion,
     IngestionFailed,
@@ -46,14 +52,12 @@ from venice_core.controller.rollout_steps import (
     StepKind,
     stop,
 )
-from venice_core.hooks.builtin import ManualApproval
-from venice_core.jobs import push as push_job
-from venice_core.jobs.airflow_push import dag_id, push_job_id
-from venice_core.jobs.local_push import job_request
 from venice_core.jobs.spark_spec import push_job_spec
 from venice_core.meta.context import metadata
 
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
+# Errors a retry would meet again: a hook's decision, input that fits no schema, a region's failed ingestion.
+FINAL = (RolloutStopped, SchemaError, IncompatibleSchema, PushJobError, IngestionFailed)
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
@@ -93,7 +97,7 @@ def _inputs(store: str, context: dict[str, Any], region: str | None = None) -> I
         try:
             rollout.ensure_not_stopped()
             yield StepInputs(rollout, _request(store, context), created, region)
-        except (RolloutStopped, IngestionFailed) as stopped:  # decided or broken for good: retrying changes nothing
+        except FINAL as stopped:  # decided, refused or broken for good: retrying changes nothing
             raise AirflowFailException(str(stopped)) from stopped
         finally:
             rollout.close()

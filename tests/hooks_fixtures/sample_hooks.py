@@ -54,6 +54,27 @@ class AnswerFromConfig(StoreLifecycleHooks):
     def pre_start_of_push_job(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_start_of_push_job", ctx)
 
+    def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
+        answer = self._answer("pre_schema_registration", ctx)
+        return (
+            (answer, ctx.store_hook_configs.get("reason.pre_schema_registration", ""))
+            if answer != "PROCEED"
+            else answer
+        )
+
+
+class SchemaRegistrations(StoreLifecycleHooks):
+    """Remembers the schema-registration calls it gets: (function, store, details), in this process."""
+
+    calls: list[tuple[str, str, dict]] = []
+
+    def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
+        self.calls.append(("pre_schema_registration", ctx.store, dict(ctx.details)))
+        return "PROCEED"
+
+    def post_schema_registration(self, ctx: HookContext) -> None:
+        self.calls.append(("post_schema_registration", ctx.store, dict(ctx.details)))
+
 
 class FailWhereConfigured(StoreLifecycleHooks):
     """Fails as the store-level config `fail.<function>[.<region>]` says: `raise`, or `timeout` (sleeps

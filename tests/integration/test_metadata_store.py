@@ -66,8 +66,8 @@ def test_store_lifecycle(meta: MetadataStore, config) -> None:
     assert info["key_schema"] == "string"
     assert [s["id"] for s in info["value_schemas"]] == [1]
 
-    assert stores.add_value_schema(meta, "users", V2) == 2
-    assert stores.add_value_schema(meta, "users", V2) == 2  # same schema: same id
+    assert stores.add_value_schema(meta, config, "users", V2) == 2
+    assert stores.add_value_schema(meta, config, "users", V2) == 2  # same schema: same id
     assert [i for i, _ in stores.list_value_schemas(meta, "users")] == [1, 2]
 
     stores.update_store(meta, config, "users", partitions=8, hook_configs={"min.delay": "5"}, compression="zstd")
@@ -90,9 +90,9 @@ def test_bad_input_changes_nothing(meta: MetadataStore, config) -> None:
     with pytest.raises(StoreAlreadyExists):
         stores.create_store(meta, config, "users", KEY, V2)
     with pytest.raises(IncompatibleSchema):
-        stores.add_value_schema(meta, "users", BAD)
+        stores.add_value_schema(meta, config, "users", BAD)
     with pytest.raises(StoreNotFound):
-        stores.add_value_schema(meta, "ghost", V2)
+        stores.add_value_schema(meta, config, "ghost", V2)
     with pytest.raises(Exception, match="partition count"):
         stores.update_store(meta, config, "users", partitions=0, compression="GZIP")
     assert stores.describe_store(meta, "users") == before

@@ -11,7 +11,7 @@ from airflow.sdk import DAG
 from venice_plugin.rollout import PushJobOperator, build_rollout_dag
 
 from venice_core.config import ClusterConfig, load_config
-from venice_core.controller.rollout_steps import StepKind, plan
+from venice_core.jobs.rollout_steps import StepKind, plan
 
 REGIONS = ["dc-0", "dc-1", "dc-2"]
 

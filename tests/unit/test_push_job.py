@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from venice_core.controller.stores import SchemaRefused
 from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError
 from venice_core.jobs.push import PushJobError, _refusal
 from venice_core.jobs.spark_spec import job_flags, spark_confs
@@ -32,6 +33,7 @@ def test_allow_flags_become_job_flags_only_when_true() -> None:
     [
         (PushJobError("input has no key field 'key'"), "input has no key field 'key'"),
         (IncompatibleSchema("field 'age' changed type"), "field 'age' changed type"),
+        (SchemaRefused("refused at pre_schema_registration: frozen"), "refused at pre_schema_registration: frozen"),
         (
             RuntimeError(
                 "An error occurred while calling o81.\nPushJobError: duplicate key with different values\n  at"

@@ -146,10 +146,12 @@ def schema_add(
     store: str = StoreArg,
     value_schema: Path = typer.Option(..., "--value-schema", help="Avro schema file of the new value schema."),
 ) -> None:
-    """Register a new value schema; it must be compatible with every existing one."""
+    """Register a new value schema; it must be compatible with every existing one.
+
+    The lifecycle hooks are asked first (pre_schema_registration): exits 3 when one refuses it."""
     text, _ = read_schema_file(value_schema, "value schema file")
-    with metadata() as (_, meta):
-        schema_id = stores.add_value_schema(meta, store, text)
+    with metadata() as (config, meta):
+        schema_id = stores.add_value_schema(meta, config, store, text)
     typer.echo(f"value schema {schema_id} registered for '{store}'")
 
 

@@ -257,10 +257,6 @@ class Rollout:
         if outcome in ("ABORT", "ROLLBACK"):
             self.stop(outcome, function, region)
 
-    def register_schema(self, input_path: str, key_field: str, value_field: str) -> int | None:
-        """Placeholder until schema registration with its hooks lands: the push job registers as before."""
-        return None
-
     # The steps before the data push.
     def start_of_push_job(self) -> None:
         self.check(self.ask("validate_hook_config"), "validate_hook_config")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -14,6 +15,10 @@ from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
+from venice_core.hooks.api import HookContext
+from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.loader import load_hooks
+from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
@@ -24,7 +29,7 @@ from venice_core.meta.models import (
     Version,
     VersionRegionStatus,
 )
-from venice_core.schema import canonical_json, check_value_schema_compatible, parse_schema
+from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
 STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 COMPRESSION_STRATEGIES = ("NO_OP", "GZIP", "ZSTD")
@@ -165,26 +170,93 @@ def delete_store(meta: MetadataStore, name: str) -> None:
         session.delete(store)
 
 
-def add_value_schema(meta: MetadataStore, name: str, schema_text: str) -> int:
-    """Register a value schema compatible with every existing one; returns its id (the existing id if the same
-    schema is already registered)."""
+class SchemaRefused(VeniceError):
+    """A lifecycle hook answered ABORT at pre_schema_registration: the schema is not registered (an operator's
+    decision, so the exit status is the rollout's stop status)."""
+
+    http_status = 409
+    exit_code = 3
+
+
+def _registered_id(session: Session, name: str, new: Schema) -> int | None:
+    """The id of `new` if the store has it already, else None once `new` is checked compatible with every value
+    schema the store has."""
+    existing = value_schemas(session, name)
+    for row in existing:
+        if parse_schema(row.schema) == new:
+            return row.schema_id
+    check_value_schema_compatible(new, [(row.schema_id, parse_schema(row.schema)) for row in existing])
+    return None
+
+
+def check_value_schema(meta: MetadataStore, name: str, schema_text: str) -> int | None:
+    """The id of this value schema if the store has it, else None when it could be registered (compatible with
+    every existing one); an incompatible schema is an IncompatibleSchema. Registers nothing."""
     new = parse_schema(schema_text, "value schema")
-    text = canonical_json(new)
+    with meta.session() as session:
+        get_store(session, name)
+        return _registered_id(session, name, new)
+
+
+def _insert_value_schema(meta: MetadataStore, name: str, new: Schema) -> int:
     try:
         with meta.session() as session:
             get_store(session, name)
-            existing = value_schemas(session, name)
-            for row in existing:
-                if parse_schema(row.schema) == new:
-                    return row.schema_id
-            check_value_schema_compatible(new, [(row.schema_id, parse_schema(row.schema)) for row in existing])
+            known = _registered_id(session, name, new)  # again, in this transaction: another may have registered
+            if known is not None:
+                return known
             next_id = (
                 session.scalar(select(func.max(ValueSchema.schema_id)).where(ValueSchema.store_name == name)) or 0
             ) + 1
-            session.add(ValueSchema(store_name=name, schema_id=next_id, schema=text))
+            session.add(ValueSchema(store_name=name, schema_id=next_id, schema=canonical_json(new)))
             return next_id
     except IntegrityError:
         raise VeniceError(f"another value schema was registered for '{name}' at the same time: retry") from None
+
+
+def add_value_schema(
+    meta: MetadataStore, config: ClusterConfig, name: str, schema_text: str, push_job_id: str | None = None
+) -> int:
+    """Register a value schema compatible with every existing one; returns its id (the existing id if the same
+    schema is already registered, without asking the hooks: nothing new is registered).
+
+    A new schema goes through VIP-4's schema-registration hooks: `pre_schema_registration` (ABORT: SchemaRefused
+    with the hooks' reason, nothing registered), then `post_schema_registration`. Both get the new schema and the
+    existing ones in `details`. `push_job_id` keys the recorded invocations: the push that auto-registers its input
+    schema, else (`venice schema add`) an id of this registration of its own, `schema-add-<store>-<random>`, so
+    its pre and post invocations are found together and never mixed into a push's. A store's first value schema,
+    given at its creation, is not a registration: no store-level hook config exists yet to decide on it."""
+    new = parse_schema(schema_text, "value schema")
+    with meta.session() as session:
+        store = get_store(session, name)
+        hook_configs = dict(store.hook_configs or {})
+        known = _registered_id(session, name, new)  # incompatible: refused before any hook is asked
+        existing = {row.schema_id: row.schema for row in value_schemas(session, name)}
+    if known is not None:
+        return known
+    hooks = load_hooks(config.hooks)
+    if not hooks:
+        return _insert_value_schema(meta, name, new)
+    job_id = push_job_id or f"schema-add-{name}-{uuid.uuid4().hex[:12]}"
+    executor = HookExecutor(config.hooks, hooks, recorder(meta, job_id))
+    ctx = HookContext(
+        cluster=config.cluster_name,
+        store=name,
+        store_hook_configs=hook_configs,
+        details={"new_schema": canonical_json(new), "existing_schemas": existing},
+    )
+    try:
+        decision = executor.invoke("pre_schema_registration", ctx)
+        if decision.outcome != "PROCEED":
+            raise SchemaRefused(
+                f"value schema for '{name}' refused by a lifecycle hook at pre_schema_registration: "
+                f"{decision.reason or 'a hook answered ' + str(decision.outcome)}"
+            )
+        schema_id = _insert_value_schema(meta, name, new)
+        executor.invoke("post_schema_registration", replace(ctx, details={**ctx.details, "schema_id": schema_id}))
+    finally:
+        executor.close()
+    return schema_id
 
 
 def list_value_schemas(meta: MetadataStore, name: str) -> list[tuple[int, str]]:

@@ -1,13 +1,21 @@
-"""Match a Spark input schema against a store's Avro value schemas; derive and register a new one when allowed."""
+"""Match a Spark input schema (from Spark, or read locally by `input_files`) against a store's Avro value schemas;
+derive and register a new one when allowed; `venice push`'s checks of its input before anything starts."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
-from venice_core.errors import SchemaError
+from venice_core.errors import IncompatibleSchema, SchemaError
+from venice_core.jobs.input_files import read_input_schema
+from venice_core.jobs.push_tasks import PushJobError
 from venice_core.meta import MetadataStore
+
+T = TypeVar("T")
 
 INTEGRAL = {"ByteType", "ShortType", "IntegerType", "LongType"}
 # Avro primitive -> Spark types whose values serialise into it.
@@ -109,33 +117,113 @@ def avro_type_for(spark_type: Any, name: str) -> Any:
     raise SchemaError(f"input type {spark_name} has no Avro equivalent")
 
 
-def match_value_schema(
-    meta: MetadataStore, info: dict[str, Any], value_struct: Any, single_value: bool
-) -> tuple[int, Any]:
-    """The id and schema of the newest registered value schema the input fits; a new one is derived from the
-    input and registered (it must be compatible) when the store auto-registers; otherwise a SchemaError."""
+def input_value(struct: Any, key_field: str, value_field: str) -> tuple[list[str], Any, bool]:
+    """Which of the input's fields form the value: `value_field` alone when the input has it, else every field
+    but the key (as a record). Returns those columns, their Spark struct, and whether the value is the one field."""
+    from pyspark.sql.types import StructType  # pyspark costs half a second to import: only where it is needed
+
+    columns = [f.name for f in struct.fields]
+    if key_field not in columns:
+        raise PushJobError(f"input has no key field '{key_field}' (fields: {', '.join(columns)})")
+    single_value = value_field in columns
+    value_columns = [value_field] if single_value else [c for c in columns if c != key_field]
+    if not value_columns:
+        raise PushJobError(f"input has no value field '{value_field}' and no other fields to form the value")
+    return value_columns, StructType([struct[c] for c in value_columns]), single_value
+
+
+@dataclass(frozen=True)
+class ValueSchemaChoice:
+    """The value schema an input is written with: a registered one (its id), or one derived from the input that
+    the store will register (id None)."""
+
+    schema_id: int | None
+    schema: Any
+    changed: tuple[str, ...] = ()  # fields of the latest schema whose type a derived schema changes
+
+
+def _registrable(info: dict[str, Any], choice: ValueSchemaChoice, register: Callable[[str], T]) -> T:
+    """`register` (check or add) the derived schema; an incompatible one is refused naming the fields it changes."""
+    try:
+        return register(json.dumps(choice.schema))
+    except IncompatibleSchema as exc:
+        changed = (
+            f" (the input changes the type of {', '.join(repr(f) for f in choice.changed)})" if choice.changed else ""
+        )
+        raise IncompatibleSchema(
+            f"the input needs a new value schema for '{info['name']}', which cannot be registered{changed}: {exc}"
+        ) from None
+
+
+def choose_value_schema(
+    info: dict[str, Any], value_struct: Any, single_value: bool, value_field: str
+) -> ValueSchemaChoice:
+    """The newest registered value schema the input fits; a new one derived from the input when the store
+    auto-registers (the caller registers it); otherwise a SchemaError saying why no schema fits."""
     target = value_struct.fields[0].dataType if single_value else value_struct
     reasons = []
     for entry in reversed(info["value_schemas"]):
         reason = mismatch(entry["schema"], target, value_struct.fields[0].name if single_value else "")
         if reason is None:
-            return entry["id"], entry["schema"]
+            return ValueSchemaChoice(entry["id"], entry["schema"])
         reasons.append(f"value schema {entry['id']}: {reason}")
     if not info["auto_register_schemas"] or single_value:
+        what = (
+            "input" if single_value else f"input has no value field '{value_field}', and the record of its other fields"
+        )
         raise SchemaError(
-            f"input does not match any value schema of '{info['name']}' ({'; '.join(reasons)}); "
+            f"{what} does not match any value schema of '{info['name']}' ({'; '.join(reasons)}); "
             "register a compatible schema or enable auto-registration"
         )
     latest = info["value_schemas"][-1]["schema"]
     if _type_name(latest) != "record":
         raise SchemaError(f"cannot derive a value schema from the input: '{info['name']}' values are not records")
     known = {f["name"]: f for f in latest["fields"]}
+    fits = {
+        f.name
+        for f in value_struct.fields
+        if f.name in known and mismatch(known[f.name]["type"], f.dataType, f.name) is None
+    }
     fields = [
         known[f.name]
-        if f.name in known and mismatch(known[f.name]["type"], f.dataType, f.name) is None
+        if f.name in fits
         else {"name": f.name, "type": ["null", avro_type_for(f.dataType, f.name)], "default": None}
         for f in value_struct.fields
     ]
-    derived = {**latest, "fields": fields}
-    schema_id = store_ops.add_value_schema(meta, info["name"], json.dumps(derived))
-    return schema_id, derived
+    changed = tuple(f.name for f in value_struct.fields if f.name in known and f.name not in fits)
+    return ValueSchemaChoice(None, {**latest, "fields": fields}, changed)
+
+
+def match_value_schema(
+    meta: MetadataStore,
+    config: ClusterConfig,
+    info: dict[str, Any],
+    value_struct: Any,
+    single_value: bool,
+    value_field: str,
+    push_job_id: str,
+) -> tuple[int, Any]:
+    """The id and schema the input is written with. A schema derived from the input is registered here, through
+    the schema-registration hooks (`stores.add_value_schema`): by the rollout's `schema_registration` step for
+    input it can read, else by the push job. A hook's ABORT is a `SchemaRefused`, and nothing is registered."""
+    choice = choose_value_schema(info, value_struct, single_value, value_field)
+    if choice.schema_id is not None:
+        return choice.schema_id, choice.schema
+    schema_id = _registrable(
+        info, choice, lambda text: store_ops.add_value_schema(meta, config, info["name"], text, push_job_id)
+    )
+    return schema_id, choice.schema
+
+
+def check_push_input(meta: MetadataStore, store: str, input_path: str, key_field: str, value_field: str) -> None:
+    """`venice push`'s checks before anything starts (no version, no DAG run, no JVM): the store exists; a local
+    input exists, is readable and has the key and value fields; it fits a value schema of the store, or one
+    derived from it could be registered. Input only the job can read (a URL) is left to the job."""
+    info = store_ops.describe_store(meta, store)
+    struct = read_input_schema(input_path)
+    if struct is None:
+        return
+    _, value_struct, single_value = input_value(struct, key_field, value_field)
+    choice = choose_value_schema(info, value_struct, single_value, value_field)
+    if choice.schema_id is None:
+        _registrable(info, choice, lambda text: store_ops.check_value_schema(meta, store, text))

@@ -1,4 +1,4 @@
-"""A push driven from this process (`venice push --local`): the steps of `controller.rollout_steps`, run in order,
+"""A push driven from this process (`venice push --local`): the steps of `jobs.rollout_steps`, run in order,
 with the push job run by `spark-submit`. Any failure kills the new version; the previous one keeps serving.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import stores
 from venice_core.controller.rollout import Rollout
-from venice_core.controller.rollout_steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.errors import VeniceError
+from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
@@ -59,7 +59,7 @@ def push(
     progress: Callable[[str], None] = print,
     run_job: PushJobRunner = run_spark_job,
 ) -> int:
-    """Run a whole push in this process, step by step (`controller.rollout_steps`); returns the new version number
+    """Run a whole push in this process, step by step (`jobs.rollout_steps`); returns the new version number
     once every region serves it."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
     settings = stores.store_settings(meta, store)  # unknown store: StoreNotFound before anything is created

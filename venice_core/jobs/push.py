@@ -19,7 +19,8 @@ from typing import Any
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
-from venice_core.jobs.input_schema import match_value_schema
+from venice_core.jobs.input_files import input_format, is_remote
+from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.jobs.push_tasks import PushJobError, serialize_batches, write_batches
 from venice_core.meta import MetadataStore
 
@@ -28,23 +29,10 @@ FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
 FAIL_AFTER_CONF = "spark.venice.push.test.fail.after.records"
 
 
-def _input_format(path: str, given: str | None) -> str:
-    if given:
-        return given
-    local = Path(path)
-    names = [p.name for p in local.rglob("*") if p.is_file()] if local.is_dir() else [local.name]
-    for suffix, fmt in ((".parquet", "parquet"), (".avro", "avro"), (".json", "json"), (".jsonl", "json")):
-        if any(n.endswith(suffix) for n in names):
-            return fmt
-    raise PushJobError(
-        f"cannot tell the format of input {path}: name files *.parquet, *.avro or *.json, or pass --input-format"
-    )
-
-
 def read_input(spark: Any, path: str, fmt: str) -> Any:
     from pyspark.errors import AnalysisException
 
-    if "://" not in path and not Path(path).exists():
+    if not is_remote(path) and not Path(path).exists():
         raise PushJobError(f"input path {path} does not exist")
     try:
         if fmt == "json":
@@ -81,16 +69,12 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         version = next((v for v in info["versions"] if v["number"] == args.version), None)
         if version is None:
             raise PushJobError(f"store '{args.store}' has no version {args.version}: create it first")
-        df = read_input(spark, args.input, _input_format(args.input, args.input_format))
-        if args.key_field not in df.columns:
-            raise PushJobError(f"input has no key field '{args.key_field}' (columns: {', '.join(df.columns)})")
-        value_columns = (
-            [args.value_field] if args.value_field in df.columns else [c for c in df.columns if c != args.key_field]
-        )
-        if not value_columns:
-            raise PushJobError("input has no value field and no other columns to form the value")
+        df = read_input(spark, args.input, input_format(args.input, args.input_format))
+        value_columns, value_struct, single_value = input_value(df.schema, args.key_field, args.value_field)
+        # Registered already by the rollout's schema_registration step when it could read the input; here for
+        # input only Spark reads, through the same hooks.
         schema_id, value_schema = match_value_schema(
-            meta, info, df.select(*value_columns).schema, args.value_field in df.columns
+            meta, config, info, value_struct, single_value, args.value_field, args.push_job_id
         )
         partitions = version["partition_count"]
         spec = {
@@ -104,7 +88,7 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
             "value_schema": value_schema,
             "key_field": args.key_field,
             "value_field": args.value_field,
-            "single_value": args.value_field in df.columns,
+            "single_value": single_value,
             "compression": version["compression"],
             "allow_duplicate_key": args.allow_duplicate_key,
             "fail_partition": int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),

@@ -23,6 +23,8 @@ from venice_core.controller import stores, versions
 from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
+from venice_core.jobs.input_files import read_input_schema
+from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.status import ExecutionStatus
 
@@ -118,7 +120,26 @@ def _start_of_push_job(s: StepInputs) -> None:
 
 
 def _schema_registration(s: StepInputs) -> int | None:
-    return s.rollout.register_schema(s.request.input_path, s.request.key_field, s.request.value_field)
+    """Before the version exists: the id of the value schema the input is written with. When the store
+    auto-registers and the input needs a new schema, it is registered here, through pre_schema_registration
+    (ABORT: RolloutStopped with the hooks' reason, nothing registered) and post_schema_registration. None when the
+    input cannot be read here (a URL): the job matches it, and registers through the same hooks. Input that fits no
+    schema is refused now, as the job would refuse it."""
+    r, request = s.rollout, s.request
+    struct = read_input_schema(request.input_path)
+    if struct is None:
+        return None
+    info = stores.describe_store(r.meta, r.store)
+    _, value_struct, single_value = input_value(struct, request.key_field, request.value_field)
+    try:
+        schema_id, _ = match_value_schema(
+            r.meta, r.config, info, value_struct, single_value, request.value_field, r.push_job_id
+        )
+    except stores.SchemaRefused as exc:
+        raise RolloutStopped(str(exc)) from None
+    if schema_id not in {entry["id"] for entry in info["value_schemas"]}:
+        r.progress(f"registered value schema {schema_id} of '{r.store}' from the input")
+    return schema_id
 
 
 def _create_version(s: StepInputs) -> CreatedVersion:
