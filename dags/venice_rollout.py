@@ -11,7 +11,7 @@ import logging
 from venice_plugin.rollout import build_rollout_dag
 
 from venice_core.config import load_config
-from venice_core.controller.stores import describe_store, list_stores
+from venice_core.controller.stores import list_stores, store_settings
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -20,7 +20,7 @@ def _stores() -> list[tuple[str, list[str]]]:
     config = load_config()
     meta = MetadataStore(config.metadata_db_url)
     try:
-        return [(name, describe_store(meta, name)["rollout_order"]) for name in list_stores(meta)]
+        return [(name, store_settings(meta, name).rollout_order) for name in list_stores(meta)]
     except VeniceError as exc:  # the metadata store not migrated yet: no DAGs until `venice up` has run
         logging.getLogger(__name__).warning("no rollout DAGs: %s", exc)
         return []

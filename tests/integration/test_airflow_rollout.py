@@ -23,10 +23,14 @@ from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.da_vinci import heartbeating_instance
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.topics import read_partition
+from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores
 from venice_core.embedded import airflow
+from venice_core.embedded.sandbox import free_ports
+from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.records import metrics_text
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
@@ -36,9 +40,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 REPO = Path(__file__).parents[2]
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 INTERVAL = 2.0
+EVENTS = "venice.store.lifecycle.hooks.configs.lifecycle.events"
+EVENTS_TOPIC = "venice-lifecycle-events"
+# Every test's runs are recorded (RecordEveryCall) and sent as lifecycle events to a topic and a webhook.
 CLUSTER_SETTINGS = {
     "venice.store.lifecycle.hooks": f"{HOOKS}.AnswerFromConfig,{HOOKS}.FailWhereConfigured,"
-    "venice_core.hooks.builtin.ManualApproval",
+    f"venice_core.hooks.builtin.ManualApproval,{HOOKS}.RecordEveryCall,venice_core.hooks.events.LifecycleEvents",
     "venice.store.lifecycle.hooks.wait.interval.seconds": str(INTERVAL),
     "venice.store.lifecycle.hooks.timeout.seconds": "2",
     "venice.store.lifecycle.hooks.configs.slow.seconds": "4",
@@ -84,11 +91,27 @@ def _invocations(env: PlatformEnv, store: str, function: str, region: str) -> li
 
 
 @pytest.fixture(scope="module")
-def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
+def events_webhook() -> Iterator[Webhook]:
+    """Where the lifecycle-event hook POSTs every run's events."""
+    webhook = Webhook()
+    try:
+        yield webhook
+    finally:
+        webhook.close()
+
+
+@pytest.fixture(scope="module")
+def airflow_env(
+    platform_env: PlatformEnv, events_webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PlatformEnv]:
     """Airflow over the session's platform, with the test hooks configured (PROCEED unless a store says
     otherwise) and `venice push` going through Airflow, its default when Airflow is enabled."""
     properties = tmp_path_factory.mktemp("airflow") / "venice.properties"
+    bootstrap = platform_env.config.region(platform_env.config.source_region).kafka_bootstrap
+    admin.create_topic(bootstrap, EVENTS_TOPIC, 1)
     base = platform_env.properties.read_text().replace("airflow.enabled=false", "airflow.enabled=true")
+    base += f"{EVENTS}.topic={EVENTS_TOPIC}\n{EVENTS}.kafka.bootstrap.servers={bootstrap}\n"
+    base += f"{EVENTS}.webhook.url={events_webhook.url}\n"
     env = {**platform_env.env, "VENICE_CONFIG": str(properties), "PYTHONPATH": str(REPO)}
     _write_settings(PlatformEnv(platform_env.home, properties, env), base, {})
     previous = os.environ.get("PYTHONPATH")
@@ -105,34 +128,52 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
             os.environ["PYTHONPATH"] = previous
 
 
-def test_rollback_after_a_swap_returns_each_swapped_region_to_its_previous_version(
+def test_rollback_of_a_first_version_takes_its_branch_and_leaves_no_region_serving_it(
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    """ROLLBACK at dc-1's post swap: dc-0 and dc-1, which had swapped, go back to version 1; dc-2 never swaps. (An
-    ABORT through Airflow is covered by the WAIT-past-the-maximum and ABORT-policy runs below, a hook's explicit
-    ABORT at pre swap by the local rollout's tests.)"""
+    """ROLLBACK at dc-1's post swap of the store's first version: the branch after the sensor takes
+    `post_swap_rollback`, which returns dc-0 and dc-1 (they had swapped) to serving no version; dc-2 never swaps,
+    and reads say there is no version. (Rolling back to a previous version is the local rollout's test.) The
+    store's lifecycle-event webhook is broken: delivery fails and the rollout goes on as the hooks decide."""
     store = airflow_env.create_user_store("af")
-    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 300, files=1, seed=0))))  # v1, directly
+    (closed,) = free_ports(1)
     airflow_env.cli(
-        "store", "update", store, "--hook-config", "answer.post_store_version_swap.dc-1=ROLLBACK", check=True
+        "store",
+        "update",
+        store,
+        "--hook-config",
+        "answer.post_store_version_swap.dc-1=ROLLBACK",
+        "--hook-config",
+        f"lifecycle.events.webhook.url=http://127.0.0.1:{closed}/events",
+        check=True,
     )
-    result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 300, files=1)), timeout=900)
+    result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v1", 300, files=1)), timeout=900)
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "failed at dc_1.post_swap; version 2 is ROLLED_BACK" in result.stderr
-    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}  # each region back where it was
+    assert "failed at dc_1.post_swap_rollback; version 1 is ROLLED_BACK" in result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    states = {s["task"]: s["state"] for s in status["steps"]}
+    assert states["dc_1.post_swap_outcome"] == "success" and states["dc_1.post_swap_rollback"] == "failed"
+    assert states["dc_1.post_swap_abort"] == "skipped" and states["dc_1.region_done"] == "skipped"
+    assert states["dc_0.region_done"] == "success" and states["end_of_push_job"] == "skipped"
+    refused = airflow_env.cli("get", store, "user-000000001", "--region", "dc-0")
+    assert refused.returncode != 0 and f"store '{store}' has no current version in dc-0" in refused.stderr
+    undelivered = [e for e in _events_from_topic(airflow_env, store) if e["function"] == "post_store_version_swap"]
+    assert {e["region"] for e in undelivered} == {"dc-0", "dc-1"}  # the topic still got them
 
 
 def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
-    airflow_env: PlatformEnv, tmp_path: Path
+    airflow_env: PlatformEnv, events_webhook: Webhook, tmp_path: Path
 ) -> None:
     """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that
     times out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and
     the sensor re-asks each interval. A Da Vinci instance registered in dc-1 (heartbeating, as a client does) has
     dc-1's ingestion gate opened, and holds dc-1's Da Vinci swap until it reports the version ingested; the other
     regions have no instance and do not wait. The push's configs (`venice push --conf`) reach the Spark job: its
-    input holds a key twice with different values, which `allow.duplicate.key=true` lets through. Then every
-    region serves the input."""
-    store = airflow_env.create_user_store("afp")
+    input holds a key twice with different values, which `allow.duplicate.key=true` lets through, and a new field,
+    which the store registers as a new value schema. Then every region serves the input. A recording hook saw all
+    14 lifecycle functions in VIP-4's order, and the lifecycle-event hook sent each to a topic and a webhook."""
+    store = airflow_env.create_user_store("afp", auto_register_schemas=True)
     failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
     before = {
         m: _metric(airflow_env, m, **dict(failing))
@@ -149,10 +190,11 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
         },
     )
     data = generate(tmp_path / "in", 500, files=1)
-    twice = [{"key": "twice", "name": "n", "age": age, "score": 1.0} for age in (1, 2)]
-    pq.write_table(
-        pa.Table.from_pylist(twice, pq.read_schema(next(data.glob("*.parquet")))), data / "part-twice.parquet"
-    )
+    (part,) = data.glob("*.parquet")  # a new field: the push registers a new value schema through the hooks
+    table = pq.read_table(part)
+    pq.write_table(table.append_column("city", pa.array(["Oslo"] * table.num_rows)), part)
+    twice = [{"key": "twice", "name": "n", "age": age, "score": 1.0, "city": "Oslo"} for age in (1, 2)]
+    pq.write_table(pa.Table.from_pylist(twice, pq.read_schema(part)), data / "part-twice.parquet")
     meta = airflow_env.meta
     with heartbeating_instance(meta, store, "dc-1", "client-a") as client:
         push = airflow_env.venice_background("push", store, "--input", str(data), "--conf", "allow.duplicate.key=true")
@@ -193,6 +235,20 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
     assert all(INTERVAL <= gap < INTERVAL + 30 for gap in gaps), gaps  # re-asked after the interval, not before
 
+    # Every VIP-4 function was called, in the order of VIP-4's table, each with what the seed gives it.
+    _assert_vip4_calls(_recorded_calls(airflow_env, store), version=1, regions=["dc-0", "dc-1", "dc-2"])
+    # The lifecycle-event hook sent an event for each to the topic and to the webhook, with the earlier hooks'
+    # answers.
+    for events in (_events_from_topic(airflow_env, store), [e for e in events_webhook.events if e["store"] == store]):
+        assert {e["function"] for e in events} == set(HOOK_FUNCTIONS)
+        swap = next(e for e in events if e["function"] == "pre_store_version_swap" and e["region"] == "dc-0")
+        assert [o["hook_class"].rsplit(".", 1)[-1] for o in swap["earlier_outcomes"]] == [
+            "AnswerFromConfig",
+            "FailWhereConfigured",
+            "ManualApproval",
+            "RecordEveryCall",
+        ]
+
 
 def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     """Policy ABORT (fail closed): a hook that raises, or times out, at pre_start_of_push_job stops the run before
@@ -215,6 +271,38 @@ def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: P
             ) in result.stderr
             assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
             assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_at_once(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """A push whose input brings a new field, to a store that auto-registers: pre_schema_registration's ABORT
+    stops the run at its schema_registration step, before any version, and registers nothing. A push of input that
+    does not exist fails before Airflow is asked anything: one line, in under 5 s, no run, no version."""
+    store = airflow_env.create_user_store("afs", auto_register_schemas=True)
+    airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_schema_registration=ABORT", check=True)
+    data = generate(tmp_path / "in", 50, files=1)
+    (part,) = data.glob("*.parquet")
+    table = pq.read_table(part)
+    pq.write_table(table.append_column("city", pa.array(["Oslo"] * table.num_rows)), part)
+    result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "rollout run failed at schema_registration; no version was created: AnswerFromConfig answered ABORT at "
+        "pre_schema_registration"
+    ) in result.stderr
+    shown = json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)
+    assert shown["versions"] == [] and len(shown["value_schemas"]) == 1
+
+    api = airflow.AirflowApi(airflow_env.config)
+    last_run = api.latest_run(f"venice_push__{store}")["dag_run_id"]
+    started = time.monotonic()
+    missing = airflow_env.cli("push", store, "--input", str(tmp_path / "no-such-path"))
+    assert time.monotonic() - started < 5
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and missing.stderr.startswith("error: ")
+    assert "no-such-path" in missing.stderr
+    assert api.latest_run(f"venice_push__{store}")["dag_run_id"] == last_run  # nothing triggered
+    assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
 
 
 def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:
@@ -261,7 +349,10 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     with cluster_settings(airflow_env, **settings):
         result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900)
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "rollout run failed at dc_1.pre_swap; version 2 is PARTIALLY_ONLINE: aborted by a hook at " in result.stderr
+    assert (
+        "rollout run failed at dc_1.pre_swap_abort; version 2 is PARTIALLY_ONLINE: aborted by a hook at "
+        in result.stderr
+    )
     assert "pre_store_version_swap in dc-1 (still WAIT after 1" in result.stderr
     assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
     dc0 = [i for i in _invocations(airflow_env, store, "pre_store_version_swap", "dc-0") if i.version == 2]
@@ -353,6 +444,47 @@ def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env:
     status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 3  # 1 + rollout.step.retries
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+
+
+VERSION_FUNCTIONS = [f for f in HOOK_FUNCTIONS if HOOK_FUNCTIONS[f] is StoreVersionLifecycleEventOutcome]
+REGION_FUNCTIONS = [f for f in HOOK_FUNCTIONS if "version" in f and "end_of_push" not in f]
+BEFORE_VERSION = ["validate_hook_config", "pre_start_of_push_job", "post_start_of_push_job"] + [
+    "pre_schema_registration",
+    "post_schema_registration",
+]
+
+
+def _recorded_calls(env: PlatformEnv, store: str) -> list[dict]:
+    path = env.home / "hook-state" / f"calls-{store}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _assert_vip4_calls(calls: list[dict], version: int, regions: list[str]) -> None:
+    """All 14 functions, first called in the order of VIP-4's table (and, within each region, its functions in
+    that order), each with the arguments of the seed: a version from version creation on, a region for the
+    per-region ones, the job status for those that may WAIT or ROLLBACK, the schemas for schema registration."""
+    assert list(dict.fromkeys(c["function"] for c in calls)) == list(HOOK_FUNCTIONS)
+    for region in regions:
+        in_region = [c["function"] for c in calls if c["region"] == region]
+        assert list(dict.fromkeys(in_region)) == REGION_FUNCTIONS, region
+    for call in calls:
+        function = call["function"]
+        assert call["region"] in (regions if function in REGION_FUNCTIONS else [None]), call
+        assert call["version"] == (None if function in BEFORE_VERSION else version), call
+        if function in VERSION_FUNCTIONS:
+            status = call["job_status"]
+            assert status["version"] == version and status["regions"] == sorted(regions), call
+            created = function != "pre_store_version_creation"
+            assert (status["status"] != "NOT_CREATED") is created, call
+        if function.endswith("schema_registration"):
+            assert {"new_schema", "existing_schemas"} <= set(call["details"]), call
+
+
+def _events_from_topic(env: PlatformEnv, store: str) -> list[dict]:
+    bootstrap = env.config.region(env.config.source_region).kafka_bootstrap
+    return [
+        e for e in (json.loads(value) for _key, value in read_partition(bootstrap, EVENTS_TOPIC)) if e["store"] == store
+    ]
 
 
 def _kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tuple[str, str]:

@@ -92,7 +92,8 @@ def test_wait_twice_then_proceed_waits_the_interval(platform_env: PlatformEnv, t
 
 def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: PlatformEnv, tmp_path: Path) -> None:
     """ROLLBACK at the second region's post swap, on the store's first version: the regions that swapped have no
-    previous version to go back to, so they serve none, and reads say so. The next push goes out normally."""
+    previous version to go back to, so they serve none, and reads say so. The next push goes out normally; a
+    ROLLBACK of the one after it returns the swapped regions to it."""
     env = _hooked(platform_env, tmp_path, f"{HOOKS}.AnswerFromConfig")
     store = env.create_user_store("first", 1)
     stores.update_store(env.meta, env.config, store, hook_configs={"answer.post_store_version_swap.dc-1": "ROLLBACK"})
@@ -125,6 +126,12 @@ def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: P
     client = ReadClient("127.0.0.1", env.config.server_port("dc-1"))
     assert client.get(store, "user-00007") == second["user-00007"]
     client.close()
+    # With a previous version, a ROLLBACK returns each swapped region to it.
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.post_store_version_swap.dc-1": "ROLLBACK"})
+    with pytest.raises(RolloutStopped, match="every region serves the previous version"):
+        env.push(store, RecordsJob(_records(100, seed=2)))
+    assert env.serving(store) == {"dc-0": 2, "dc-1": 2, "dc-2": 2}
+    assert _version_status(env, store, 3) == "ROLLED_BACK"
 
 
 def test_lifecycle_events_reach_a_topic_and_a_webhook(platform_env: PlatformEnv, tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ VENICE = str(Path(sys.executable).with_name("venice"))
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
 
+RECORDS_INPUT = "records://given-by-the-test"
+
+
 @dataclass
 class PlatformEnv:
     home: Path
@@ -95,9 +98,10 @@ class PlatformEnv:
         **options: Any,
     ) -> int:
         """A whole push (`venice push --local`'s steps) in this process, the job run by `job`; returns the version
-        once every region serves it."""
+        once every region serves it. Without an input path (a job that writes given records), the push names a
+        remote one, whose schema is left to the job, as for any input the push cannot read locally."""
         return local_push.push(
-            self.config, self.meta, store, str(input_path or SCHEMAS), progress=progress, run_job=job, **options
+            self.config, self.meta, store, str(input_path or RECORDS_INPUT), progress=progress, run_job=job, **options
         )
 
     def serving(self, store: str) -> dict[str, int]:

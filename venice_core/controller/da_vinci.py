@@ -18,7 +18,6 @@ from venice_core.meta.models import DaVinciInstance, Version
 from venice_core.status import ExecutionStatus
 
 LIVE_SECONDS = 60.0
-GATE_KEY = "da_vinci_regions"  # in the version's details: the regions whose Da Vinci clients may ingest it
 
 
 @retry_on_conflict()
@@ -65,13 +64,13 @@ def open_gate(meta: MetadataStore, store: str, version: int, region: str) -> Non
         row = session.get(Version, (store, version))
         if row is None:
             return
-        opened = (row.details or {}).get(GATE_KEY, [])
+        opened = row.lifecycle.da_vinci_regions
         if region not in opened:
-            row.details = {**(row.details or {}), GATE_KEY: [*opened, region]}
+            row.update_lifecycle(da_vinci_regions=(*opened, region))
 
 
 def gate_open(meta: MetadataStore, store: str, version: int, region: str) -> bool:
     """May the region's Da Vinci clients start ingesting `version`?"""
     with meta.session() as session:
         row = session.get(Version, (store, version))
-        return row is not None and region in (row.details or {}).get(GATE_KEY, [])
+        return row is not None and region in row.lifecycle.da_vinci_regions

@@ -19,15 +19,16 @@ from typing import Any
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.errors import VeniceError
-from venice_core.hooks.api import HookContext
+from venice_core.hooks.api import HookContext, StoreVersionLifecycleEventOutcome
+from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder
 from venice_core.meta import MetadataStore
 from venice_core.status import VersionStatus
 
-DA_VINCI_GATE = "pre_start_of_store_version_ingestion_for_da_vinci"
-DA_VINCI_SWAP = "post_start_of_store_version_ingestion_for_da_vinci"
+DA_VINCI_GATE = F.PRE_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
+DA_VINCI_SWAP = F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,18 @@ class Decision:
     """What the hooks decided at a step that can hold the rollout: PROCEED, ABORT or ROLLBACK, and why. (WAIT is
     no decision: the step is asked again.) It travels between the DAG's sensor and its branch as XCom."""
 
-    outcome: str
+    outcome: StoreVersionLifecycleEventOutcome
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", StoreVersionLifecycleEventOutcome(self.outcome))
 
     @property
     def stops(self) -> bool:
-        return self.outcome in ("ABORT", "ROLLBACK")
+        return self.outcome in (StoreVersionLifecycleEventOutcome.ABORT, StoreVersionLifecycleEventOutcome.ROLLBACK)
 
     def to_json(self) -> dict[str, str]:
-        return {"outcome": self.outcome, "reason": self.reason}
+        return {"outcome": self.outcome.value, "reason": self.reason}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Decision:
@@ -104,7 +108,7 @@ class Rollout:
             return
         row = versions.get_version(self.meta, self.store, self.version)
         if versions.push_finished(row) and row.status != VersionStatus.ONLINE:
-            reason = (row.details or {}).get("reason", "")
+            reason = row.lifecycle.reason
             raise RolloutStopped(
                 f"the push has already stopped: version {self.version} is {row.status}"
                 + (f": {reason}" if reason else "")
@@ -259,20 +263,20 @@ class Rollout:
 
     # The steps before the data push.
     def start_of_push_job(self) -> None:
-        self.check(self.ask("validate_hook_config"), "validate_hook_config")
-        self.check(self.ask("pre_start_of_push_job"), "pre_start_of_push_job")
-        self.inform("post_start_of_push_job")
+        self.check(self.ask(F.VALIDATE_HOOK_CONFIG), F.VALIDATE_HOOK_CONFIG)
+        self.check(self.ask(F.PRE_START_OF_PUSH_JOB), F.PRE_START_OF_PUSH_JOB)
+        self.inform(F.POST_START_OF_PUSH_JOB)
 
     def regions_for_new_version(self, number: int, rollout_order: list[str]) -> list[str]:
         """The regions `pre_store_version_creation` admits for version `number` (ABORT or ROLLBACK leaves a region
         out), each asked with the job status of the version about to be created (every region NOT_CREATED)."""
         self.version = number
         try:
-            admitted = [r for r in rollout_order if self.ask("pre_store_version_creation", r) == "PROCEED"]
+            admitted = [r for r in rollout_order if self.ask(F.PRE_STORE_VERSION_CREATION, r) == "PROCEED"]
         finally:
             self.version = None
         if not admitted:
-            self.stop("ABORT", "pre_store_version_creation")
+            self.stop("ABORT", F.PRE_STORE_VERSION_CREATION)
         return admitted
 
     def open_da_vinci_gates(self, regions: list[str]) -> list[str]:

@@ -324,7 +324,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
                 {
                     "number": v.number,
                     "status": v.status,
-                    "reason": (v.details or {}).get("reason", ""),
+                    "reason": v.lifecycle.reason,
                     "push_job_id": v.push_job_id,
                     "partition_count": v.partition_count,
                     "compression": v.compression,

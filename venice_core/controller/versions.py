@@ -22,6 +22,7 @@ from venice_core.meta.models import (
     RegionCurrentVersion,
     Store,
     Version,
+    VersionLifecycle,
     VersionRegionStatus,
 )
 from venice_core.pubsub import admin
@@ -109,7 +110,7 @@ def create_version(
             partition_count=store.partition_count,
             compression=store.compression,
             push_job_id=push_job_id,
-            details={"regions": target_regions},
+            details=VersionLifecycle(regions=tuple(target_regions)).to_json(),
         )
         session.add(version)
         for region in target_regions:
@@ -152,7 +153,7 @@ def set_version_status(
             raise VersionNotFound(f"store '{store_name}' has no version {number}")
         version.status = status
         if reason:
-            version.details = {**(version.details or {}), "reason": reason}
+            version.update_lifecycle(reason=reason)
 
 
 def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
@@ -182,17 +183,17 @@ def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
     with meta.session() as session:
         version = session.get(Version, (store_name, number))
         if version is not None:
-            version.details = {**(version.details or {}), "finished": True}
+            version.update_lifecycle(finished=True)
 
 
 def version_regions(version: Version) -> list[str]:
     """The regions a version was created for (those `pre_store_version_creation` admitted)."""
-    return list((version.details or {}).get("regions") or [])
+    return list(version.lifecycle.regions)
 
 
 def push_finished(version: Version) -> bool:
     """Is the push of this version over (see `finish_push`)?"""
-    return bool((version.details or {}).get("finished"))
+    return version.lifecycle.finished
 
 
 def record_approval(
@@ -204,14 +205,12 @@ def record_approval(
         version = session.get(Version, (store_name, number))
         if version is None:
             raise VersionNotFound(f"store '{store_name}' has no version {number}")
-        details = dict(version.details or {})
-        details["approvals"] = {**details.get("approvals", {}), region: decision}
-        version.details = details
+        version.update_lifecycle(approvals={**version.lifecycle.approvals, region: decision})
     return decision
 
 
 def approvals(meta: MetadataStore, store_name: str, number: int) -> dict[str, dict[str, Any]]:
-    return dict((get_version(meta, store_name, number).details or {}).get("approvals", {}))
+    return {region: dict(d) for region, d in get_version(meta, store_name, number).lifecycle.approvals.items()}
 
 
 @retry_on_conflict()
@@ -364,18 +363,15 @@ def record_push_counts(meta: MetadataStore, store_name: str, number: int, record
     with meta.session() as session:
         version = session.get(Version, (store_name, number))
         if version is not None:
-            version.details = {
-                **(version.details or {}),
-                "record_counts": {str(k): int(v) for k, v in record_counts.items()},
-            }
+            version.update_lifecycle(record_counts={str(k): int(v) for k, v in record_counts.items()})
 
 
 def ingestion_progress(meta: MetadataStore, store_name: str, number: int) -> dict[str, RegionProgress]:
     """Per region of the version: records ingested (summed over its partitions) against END_OF_PUSH's total."""
     version = get_version(meta, store_name, number)
-    counts = (version.details or {}).get("record_counts")
+    counts = version.lifecycle.record_counts
     total = sum(counts.values()) if counts is not None else None
-    regions = (version.details or {}).get("regions") or []
+    regions = version.lifecycle.regions
     ingested = dict.fromkeys(regions, 0)
     for row in partition_progress(meta, store_name, number):
         ingested[row.region] = ingested.get(row.region, 0) + (row.records or 0)
@@ -408,7 +404,7 @@ def _refresh_version_statuses(session: Any, store: Store) -> None:
         serving[row.current_version] = serving.get(row.current_version, 0) + 1
     for version in session.scalars(select(Version).where(Version.store_name == store.name)):
         count = serving.get(version.number, 0)
-        regions = (version.details or {}).get("regions") or store.rollout_order
+        regions = version.lifecycle.regions or store.rollout_order
         if count >= len(regions):
             version.status = VersionStatus.ONLINE
         elif count > 0:
@@ -524,7 +520,7 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, i
                 Version.store_name, Version.number, Version.partition_count, Version.compression, Version.details
             ).where(Version.status.in_(list(HOSTABLE)))
         ).all()
-        return [(s, n, p, c) for s, n, p, c, d in rows if region in ((d or {}).get("regions") or [region])]
+        return [(s, n, p, c) for s, n, p, c, d in rows if region in (VersionLifecycle.of(d).regions or [region])]
 
 
 def retire_old_versions(

@@ -119,20 +119,40 @@ class StoreLifecycleHooks:
         return None
 
 
-# function name -> the outcome type it returns (None: informational, its result is ignored)
-HOOK_FUNCTIONS: dict[str, type[StrEnum] | None] = {
-    "validate_hook_config": StoreLifecycleEventOutcome,
-    "pre_start_of_push_job": StoreLifecycleEventOutcome,
-    "post_start_of_push_job": None,
-    "pre_schema_registration": StoreLifecycleEventOutcome,
-    "post_schema_registration": None,
-    "pre_store_version_creation": StoreVersionLifecycleEventOutcome,
-    "post_store_version_creation": None,
-    "pre_start_of_store_version_ingestion_for_da_vinci": StoreVersionLifecycleEventOutcome,
-    "post_start_of_store_version_ingestion_for_da_vinci": StoreVersionLifecycleEventOutcome,
-    "post_store_version_leader_replication": None,
-    "pre_store_version_swap": StoreVersionLifecycleEventOutcome,
-    "post_store_version_swap": StoreVersionLifecycleEventOutcome,
-    "pre_end_of_push_job": StoreVersionLifecycleEventOutcome,
-    "post_end_of_push_job": None,
+class LifecycleFunction(StrEnum):
+    """The 14 lifecycle functions, in the order of VIP-4's table (the order a push calls them)."""
+
+    VALIDATE_HOOK_CONFIG = "validate_hook_config"
+    PRE_START_OF_PUSH_JOB = "pre_start_of_push_job"
+    POST_START_OF_PUSH_JOB = "post_start_of_push_job"
+    PRE_SCHEMA_REGISTRATION = "pre_schema_registration"
+    POST_SCHEMA_REGISTRATION = "post_schema_registration"
+    PRE_STORE_VERSION_CREATION = "pre_store_version_creation"
+    POST_STORE_VERSION_CREATION = "post_store_version_creation"
+    PRE_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI = "pre_start_of_store_version_ingestion_for_da_vinci"
+    POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI = "post_start_of_store_version_ingestion_for_da_vinci"
+    POST_STORE_VERSION_LEADER_REPLICATION = "post_store_version_leader_replication"
+    PRE_STORE_VERSION_SWAP = "pre_store_version_swap"
+    POST_STORE_VERSION_SWAP = "post_store_version_swap"
+    PRE_END_OF_PUSH_JOB = "pre_end_of_push_job"
+    POST_END_OF_PUSH_JOB = "post_end_of_push_job"
+
+
+F = LifecycleFunction
+# function -> the outcome type it returns (None: informational, its result is ignored)
+HOOK_FUNCTIONS: dict[LifecycleFunction, type[StrEnum] | None] = {
+    F.VALIDATE_HOOK_CONFIG: StoreLifecycleEventOutcome,
+    F.PRE_START_OF_PUSH_JOB: StoreLifecycleEventOutcome,
+    F.POST_START_OF_PUSH_JOB: None,
+    F.PRE_SCHEMA_REGISTRATION: StoreLifecycleEventOutcome,
+    F.POST_SCHEMA_REGISTRATION: None,
+    F.PRE_STORE_VERSION_CREATION: StoreVersionLifecycleEventOutcome,
+    F.POST_STORE_VERSION_CREATION: None,
+    F.PRE_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI: StoreVersionLifecycleEventOutcome,
+    F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI: StoreVersionLifecycleEventOutcome,
+    F.POST_STORE_VERSION_LEADER_REPLICATION: None,
+    F.PRE_STORE_VERSION_SWAP: StoreVersionLifecycleEventOutcome,
+    F.POST_STORE_VERSION_SWAP: StoreVersionLifecycleEventOutcome,
+    F.PRE_END_OF_PUSH_JOB: StoreVersionLifecycleEventOutcome,
+    F.POST_END_OF_PUSH_JOB: None,
 }

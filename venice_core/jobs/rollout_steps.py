@@ -22,7 +22,8 @@ from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
 from venice_core.errors import VeniceError
-from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
+from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
+from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.jobs.input_files import read_input_schema
 from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
@@ -106,7 +107,7 @@ class Step:
     kind: StepKind
     scope: Scope = Scope.PUSH
     run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
-    function: str | None = None  # the lifecycle function a DECISION asks
+    function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
 
     @property
@@ -162,7 +163,7 @@ def _create_version(s: StepInputs) -> CreatedVersion:
             f"{', '.join(regions)}, push job {r.push_job_id})"
         )
         for region in regions:
-            r.inform("post_store_version_creation", region)
+            r.inform(F.POST_STORE_VERSION_CREATION, region)
     r.open_da_vinci_gates(regions)
     send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id)
@@ -199,11 +200,11 @@ def _da_vinci_swap(s: StepInputs) -> Decision | None:
 
 
 def _leader_replication_done(s: StepInputs) -> None:
-    s.rollout.inform("post_store_version_leader_replication", s.region)
+    s.rollout.inform(F.POST_STORE_VERSION_LEADER_REPLICATION, s.region)
 
 
 def _pre_swap(s: StepInputs) -> Decision | None:
-    return s.rollout.decide("pre_store_version_swap", s.region)
+    return s.rollout.decide(F.PRE_STORE_VERSION_SWAP, s.region)
 
 
 def _server_swap(s: StepInputs) -> None:
@@ -214,16 +215,16 @@ def _server_swap(s: StepInputs) -> None:
 
 
 def _post_swap(s: StepInputs) -> Decision | None:
-    return s.rollout.decide("post_store_version_swap", s.region)
+    return s.rollout.decide(F.POST_STORE_VERSION_SWAP, s.region)
 
 
 def _end_of_push_job(s: StepInputs) -> Decision | None:
-    return s.rollout.decide("pre_end_of_push_job")
+    return s.rollout.decide(F.PRE_END_OF_PUSH_JOB)
 
 
 def _finish_push_job(s: StepInputs) -> list[int]:
     r = s.rollout
-    r.inform("post_end_of_push_job")
+    r.inform(F.POST_END_OF_PUSH_JOB)
     versions.finish_push(r.meta, r.store, s.version.number)
     retired = versions.retire_old_versions(r.meta, r.config, r.store)
     if retired:
@@ -250,10 +251,10 @@ STEPS: tuple[Step, ...] = (
     Step("da_vinci_swap", StepKind.DECISION, Scope.REGION, _da_vinci_swap, DA_VINCI_SWAP),
     Step("leader_replication_done", StepKind.ACTION, Scope.REGION, _leader_replication_done),
     Step("approval", StepKind.APPROVAL, Scope.REGION),
-    Step("pre_swap", StepKind.DECISION, Scope.REGION, _pre_swap, "pre_store_version_swap"),
+    Step("pre_swap", StepKind.DECISION, Scope.REGION, _pre_swap, F.PRE_STORE_VERSION_SWAP),
     Step("server_swap", StepKind.ACTION, Scope.REGION, _server_swap),
-    Step("post_swap", StepKind.DECISION, Scope.REGION, _post_swap, "post_store_version_swap"),
-    Step("end_of_push_job", StepKind.DECISION, run=_end_of_push_job, function="pre_end_of_push_job"),
+    Step("post_swap", StepKind.DECISION, Scope.REGION, _post_swap, F.POST_STORE_VERSION_SWAP),
+    Step("end_of_push_job", StepKind.DECISION, run=_end_of_push_job, function=F.PRE_END_OF_PUSH_JOB),
     Step("finish_push_job", StepKind.ACTION, run=_finish_push_job),
 )
 

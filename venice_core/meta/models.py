@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
@@ -42,6 +44,37 @@ class ValueSchema(Base):
     created_at: Mapped[float] = mapped_column(Float, default=now)
 
 
+@dataclass(frozen=True)
+class VersionLifecycle:
+    """What a version's `details` (a JSON column) records of its push, typed: the regions it was created for,
+    why it stopped, whether its push is over, people's swap decisions, END_OF_PUSH's record counts, and the
+    regions whose Da Vinci clients may ingest it."""
+
+    regions: tuple[str, ...] = ()
+    reason: str = ""
+    finished: bool = False
+    approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    record_counts: Mapping[str, int] | None = None
+    da_vinci_regions: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
+        d = details or {}
+        return cls(
+            tuple(d.get("regions") or ()),
+            str(d.get("reason", "")),
+            bool(d.get("finished", False)),
+            dict(d.get("approvals") or {}),
+            d.get("record_counts"),
+            tuple(d.get("da_vinci_regions") or ()),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["regions"], data["da_vinci_regions"] = list(self.regions), list(self.da_vinci_regions)
+        return {k: v for k, v in data.items() if v not in (None, "", False, (), [], {})}
+
+
 class Version(Base):
     """An immutable store-version: one push's data, in one version topic per region."""
 
@@ -56,6 +89,14 @@ class Version(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+    @property
+    def lifecycle(self) -> VersionLifecycle:
+        return VersionLifecycle.of(self.details)
+
+    def update_lifecycle(self, **changes: Any) -> None:
+        """Change recorded lifecycle fields (assigning a new dict, so SQLAlchemy sees the JSON column change)."""
+        self.details = replace(self.lifecycle, **changes).to_json()
 
 
 class VersionRegionStatus(Base):
