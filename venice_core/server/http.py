@@ -37,7 +37,6 @@ from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
 from venice_core.metrics import LatencySummary, render, render_summary
 from venice_core.protocol import batch_get
-from venice_core.server.region_server import decode_key
 
 if TYPE_CHECKING:
     from venice_core.server.region_server import RegionServer
@@ -63,6 +62,12 @@ def _response(
 def _error(status: int, kind: str, message: str, close: bool = False) -> bytes:
     headers = {ERROR_HEADER: kind, **({"Connection": "close"} if close else {})}
     return _response(status, json.dumps({"error": message}).encode(), headers=headers)
+
+
+def decode_key(text: str) -> bytes:
+    """URL-safe base64, strictly: a character outside the alphabet is an error (binascii.Error, a ValueError), not
+    silently dropped (which would read another key)."""
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
 
 
 class _Connection(asyncio.Protocol):

@@ -225,12 +225,6 @@ def encode_key(key: bytes) -> str:
     return base64.urlsafe_b64encode(key).decode().rstrip("=")
 
 
-def decode_key(text: str) -> bytes:
-    """URL-safe base64, strictly: a character outside the alphabet is an error (binascii.Error, a ValueError), not
-    silently dropped (which would read another key)."""
-    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-
-
 def dumps(data: object) -> bytes:
     return json.dumps(data).encode()
 
