@@ -22,6 +22,7 @@ from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.da_vinci import heartbeating_instance
 from tests.support.jobs import RecordsJob
+from tests.support.leftovers import airflow_parts, leaves_nothing
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.config import load_config
@@ -98,7 +99,8 @@ def airflow_env(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFact
         airflow.start(config)
         yield PlatformEnv(platform_env.home, properties, env)
     finally:
-        airflow.stop(config)
+        with leaves_nothing(*airflow_parts(config)):  # scheduler, workers, task processes, api-server: all gone
+            airflow.stop(config)
         if previous is None:
             os.environ.pop("PYTHONPATH", None)
         else:
