@@ -195,11 +195,11 @@ class RunFollower:
             self.view.line(f"run {self.run_id} started")
         events = self._step_events(self.api.task_instances(dag_id(self.store), self.run_id))
         events += self._hook_events()
+        active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
+        self.view.steps(active, len(self.skipped))
         for event in sorted(events, key=lambda e: e.at):  # stable: a poll's order breaks ties
             self.view.line(event.text)
         self._progress()
-        active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
-        self.view.steps(active, len(self.skipped))
         if state in ("success", "failed") and self.skipped:
             later = "later " if state == "failed" else ""
             self.view.line(f"  {len(self.skipped)} {later}step{'s' * (len(self.skipped) != 1)} skipped")
