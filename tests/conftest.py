@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.embedded import platform
@@ -39,7 +40,8 @@ def platform_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformE
         platform.up(config, report=lambda _line: None)
         yield env
     finally:
-        platform.down(config, report=lambda _line: None)
+        with leaves_nothing(*platform_parts(config)):  # no process, no listening port of the platform
+            platform.down(config, report=lambda _line: None)
 
 
 @pytest.fixture(scope="session")

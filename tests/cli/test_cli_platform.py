@@ -1,4 +1,4 @@
-"""`venice up`, `status`, `down` on a platform of their own: nothing is left running afterwards."""
+"""`venice up`, `status`, `down` on a platform of their own: nothing is left running or listening afterwards."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import make_platform_env
 from venice_core.embedded import kafka
 
@@ -25,7 +26,9 @@ def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert status.returncode == 0, status.stdout + status.stderr
     assert "kafka            healthy" in status.stdout
 
-    assert "kafka stopped" in env.venice("down", check=True).stdout
+    with leaves_nothing(*platform_parts(env.config)):  # no process of any component, no port listening
+        down = env.venice("down", check=True).stdout
+    assert "kafka stopped" in down and "region server dc-0 stopped" in down
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
     assert not kafka.is_healthy(env.config, timeout=1)
     status = env.venice("status")

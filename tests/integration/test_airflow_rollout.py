@@ -22,6 +22,7 @@ from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.da_vinci import heartbeating_instance
 from tests.support.jobs import RecordsJob
+from tests.support.leftovers import airflow_parts, leaves_nothing
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition
 from tests.support.webhook import Webhook
@@ -121,7 +122,8 @@ def airflow_env(
         airflow.start(config)
         yield PlatformEnv(platform_env.home, properties, env)
     finally:
-        airflow.stop(config)
+        with leaves_nothing(*airflow_parts(config)):  # scheduler, workers, task processes, api-server: all gone
+            airflow.stop(config)
         if previous is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -209,6 +211,12 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
                 push.kill()
     assert push.returncode == 0, out + err
     assert "dc_2.post_swap: success" in out and "end_of_push_job: success" in out
+    # The follower prints in the order things happened: dc-2's WAITs come after dc-1's swap, before dc-2's.
+    lines = out.splitlines()
+    waits = [i for i, line in enumerate(lines) if "AnswerFromConfig answered WAIT at pre_store_version_swap" in line]
+    assert lines.index("  dc_1.post_swap: success") < waits[0] < lines.index("  dc_2.post_swap: success"), out
+    for region in airflow_env.config.region_names:  # and each region's ingestion, to the last record
+        assert re.search(rf"^  {region} ingestion: [\d,]+ of [\d,]+ records \(100%\)$", out, re.M), out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     expected = _expected(data)
     assert expected.pop("twice")["age"] in (1, 2)  # one of the two, as the input allowed
@@ -411,21 +419,53 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
 ) -> None:
     """Input the push job refuses ends the rollout at spark_push on the first try (retrying would not change
     it): one error line that names the problem, the version killed with that reason, the old version serving.
-    (The same input accepted with `--conf allow.duplicate.key=true` is part of the all-steps run above.)"""
+    (The same input accepted with `--conf allow.duplicate.key=true` is part of the all-steps run above.)
+
+    While that run is in flight, a push with `--no-queue` is refused in one line and triggers nothing; a push
+    without it says at once that it queues behind the run, and its run starts once that one has ended (where a
+    hook, configured meanwhile, stops it at once: a whole second rollout would cost the suite a minute)."""
     store = airflow_env.create_user_store("afb", 1)
     good = generate(tmp_path / "good", 100, files=1)
     airflow_env.push(store, RecordsJob(_expected(good)))  # v1, directly
     rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
     bad = _write(tmp_path / "bad", rows)
-    result = airflow_env.venice("push", store, "--input", str(bad), timeout=900)
-    assert result.returncode == 3, result.stdout + result.stderr
-    assert result.stderr.startswith(
-        "error: rollout run failed at spark_push; version 2 is KILLED: "
-        "the push job refused its input: duplicate key with different values in the input"
+    later = generate(tmp_path / "later", 10, files=1, seed=7)
+    api, dag = airflow.AirflowApi(airflow_env.config), f"venice_push__{store}"
+    push = airflow_env.venice_background("push", store, "--input", str(bad))
+    queued: subprocess.Popen[str] | None = None
+    try:
+        run_id = _read_line(push, "triggered ").split(" run ", 1)[1].strip()  # "triggered <dag> run <run id>"
+        _wait_for_step(airflow_env, store, "spark_push", "running", push)
+        refused = airflow_env.cli("push", store, "--input", str(later), "--no-queue")
+        assert refused.returncode == 1 and refused.stdout == "", refused.stdout + refused.stderr
+        assert refused.stderr == (
+            f"error: a rollout of '{store}' is in flight (run {run_id}); not queueing behind it (--no-queue)\n"
+        )
+        assert api.active_runs(dag) == [run_id]  # nothing triggered
+        # The run in flight is past start_of_push_job; the next one stops there.
+        airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_start_of_push_job=ABORT", check=True)
+        queued = airflow_env.venice_background("push", store, "--input", str(later))
+        queued_id = _read_line(queued, "triggered ").split(" run ", 1)[1].strip()
+        assert _read_line(queued, "") == f"queued behind run {run_id}; following it when it starts"
+        out, err = push.communicate(timeout=900)
+        assert push.returncode == 3, out + err
+        assert err.startswith(
+            "error: rollout run failed at spark_push; version 2 is KILLED: "
+            "the push job refused its input: duplicate key with different values in the input"
+        )
+        assert len(err.splitlines()) == 1
+        assert {t["task_id"]: t["try_number"] for t in api.task_instances(dag, run_id)}["spark_push"] == 1
+        queued_out, queued_err = queued.communicate(timeout=900)
+    finally:
+        for process in (push, queued):
+            if process is not None and process.poll() is None:
+                process.kill()
+    assert queued.returncode == 3, queued_out + queued_err
+    assert f"run {queued_id} started" in queued_out
+    assert queued_err.startswith(
+        "error: rollout run failed at start_of_push_job; no version was created: "
+        "AnswerFromConfig answered ABORT at pre_start_of_push_job"
     )
-    assert len(result.stderr.splitlines()) == 1
-    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
-    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 1
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(good))
 
@@ -485,6 +525,15 @@ def _events_from_topic(env: PlatformEnv, store: str) -> list[dict]:
     return [
         e for e in (json.loads(value) for _key, value in read_partition(bootstrap, EVENTS_TOPIC)) if e["store"] == store
     ]
+
+
+def _read_line(process: subprocess.Popen[str], prefix: str) -> str:
+    """The next line of a running command's output that starts with `prefix` (without its newline)."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return line.rstrip("\n")
+    raise AssertionError(f"the command ended without a line starting {prefix!r}: {process.communicate()}")
 
 
 def _kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tuple[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from venice_core.embedded.process import ManagedProcess, _group_members
+from venice_core.embedded.process import ManagedProcess, members
 
 
 def test_stop_kills_children_that_outlive_their_leader(tmp_path: Path) -> None:
@@ -13,8 +13,8 @@ def test_stop_kills_children_that_outlive_their_leader(tmp_path: Path) -> None:
     # The leader dies on SIGTERM; its child ignores SIGTERM (as a busy scheduler may) and would be orphaned.
     pid = process.start(["bash", "-c", '(trap "" TERM; sleep 300) & wait'])
     deadline = time.monotonic() + 10
-    while len(_group_members(pid)) < 2 and time.monotonic() < deadline:  # bash and its child
+    while len(members(pid)) < 2 and time.monotonic() < deadline:  # bash and its child
         time.sleep(0.05)
-    assert len(_group_members(pid)) >= 2
+    assert len(members(pid)) >= 2
     assert process.stop(timeout=1.0)
-    assert _group_members(pid) == [] and process.pid() is None
+    assert members(pid) == [] and process.pid() is None

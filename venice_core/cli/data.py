@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
 from venice_core.client import ReadClient
 from venice_core.config import load_config
+
+if TYPE_CHECKING:
+    from venice_core.jobs.airflow_push import FollowView
 
 
 def push(
@@ -32,6 +38,12 @@ def push(
     conf: list[str] = typer.Option(
         [], "--conf", help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*)."
     ),
+    queue: bool = typer.Option(
+        True,
+        "--queue/--no-queue",
+        help="Through Airflow, while a rollout of the store is in flight: queue behind it (the default), or refuse "
+        "at once without triggering anything.",
+    ),
 ) -> None:
     """Push a dataset as a new version and roll it out region by region through the lifecycle hooks.
 
@@ -46,10 +58,22 @@ def push(
         if config.airflow_enabled if mode is None else mode:
             from venice_core.jobs.airflow_push import push as airflow_push
 
-            number = airflow_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
+            with _follow_view() as view:
+                number = airflow_push(config, meta, store, path, key_field, value_field, confs, queue=queue, view=view)
         else:
             number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
     typer.echo(f"version {number} of '{store}' is serving in every region")
+
+
+def _follow_view() -> AbstractContextManager[FollowView]:
+    """A live display in a terminal; plain lines otherwise (logs, CI, tests)."""
+    if sys.stdout.isatty():
+        from venice_core.cli.live import LiveView
+
+        return LiveView()
+    from venice_core.jobs.airflow_push import PlainView
+
+    return nullcontext(PlainView(typer.echo))
 
 
 def get(

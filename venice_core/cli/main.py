@@ -17,6 +17,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Click's own help layout (Typer passes the root's mode down to every command): it never cuts an option name,
+    # where rich's boxed tables squeeze them to fit the terminal (`--auto-register-sc…` at 80 columns).
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 app.command("up")(platform.up)
 app.command("down")(platform.down)

@@ -164,6 +164,11 @@ class AirflowApi:
         runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
         return runs[0] if runs else None
 
+    def active_runs(self, dag_id: str) -> list[str]:
+        """The DAG's runs in flight (running, or queued behind one), oldest first."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after&limit=100"
+        return [run["dag_run_id"] for run in self._call("GET", path)["dag_runs"]]
+
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
         return self._call("GET", path)["task_instances"]

@@ -36,9 +36,12 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Running (not zombie) processes of a process group, read from /proc."""
-    members = []
+def members(leader: int) -> list[int]:
+    """Running (not zombie) processes started under `leader`, a process started in a session of its own: its
+    process group, its session (Airflow's task processes move to process groups of their own, in the same
+    session), and the descendants of either (a child that starts a session of its own). Read from /proc."""
+    parents: dict[int, int] = {}
+    found: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -46,9 +49,45 @@ def _group_members(pgid: int) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+        if fields[0] == "Z":
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        if leader in (int(fields[2]), int(fields[3])):
+            found.add(pid)
+    grown = True
+    while grown:  # descendants, whatever their group or session
+        new = {pid for pid, parent in parents.items() if parent in found and pid not in found}
+        found |= new
+        grown = bool(new)
+    return sorted(found)
+
+
+class _Tree:
+    """A leader's processes as they are stopped: those seen once stay tracked, so a child orphaned by its parent's
+    exit (no longer a descendant, possibly in a session of its own) is still waited for and killed."""
+
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+        self.known: set[int] = set()
+
+    def alive(self) -> bool:
+        self.known |= set(members(self.leader))
+        self.known = {p for p in self.known if _alive(p)}
+        return bool(self.known) or _alive(self.leader)
+
+    def kill(self) -> None:
+        """SIGKILL the leader's group and every process of the tree until none is left (a parent may still
+        fork while it dies)."""
+        while self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.leader, signal.SIGKILL)
+            for pid in self.known:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.leader, os.WNOHANG)
+            time.sleep(0.05)
 
 
 @dataclass(frozen=True)
@@ -94,35 +133,36 @@ class ManagedProcess:
         return proc.pid
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM the process group, SIGKILL what is left of it after `timeout`. The whole group: a leader that
-        exits on SIGTERM before its children (Airflow's standalone and its scheduler) must not leave them behind.
+        """SIGTERM the process group, SIGKILL whatever is left of its processes (`members`) after `timeout`. All
+        of them: a leader that exits on SIGTERM before its children (Airflow's standalone and its scheduler), or
+        children in process groups or sessions of their own (Airflow's task processes), must not be left behind.
         Returns False if nothing was running."""
-        pid = self.pid()
-        if pid is None:
+        pid = self._recorded_pid()
+        running = _Tree(pid) if pid is not None else None
+        if running is None or not running.alive():
+            self.pid_file.unlink(missing_ok=True)
             return False
-        self._signal_group(pid, signal.SIGTERM)
+        self._signal_group(running.leader, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while (_alive(pid) or _group_members(pid)) and time.monotonic() < deadline:
-            self._reap(pid)
+        while running.alive() and time.monotonic() < deadline:
+            self._reap(running.leader)
             time.sleep(0.1)
-        if _alive(pid) or _group_members(pid):
-            self._signal_group(pid, signal.SIGKILL)
-            while _alive(pid) or _group_members(pid):
-                self._reap(pid)
-                time.sleep(0.05)
-        self._reap(pid)
+        running.kill()
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: for tests of recovery."""
-        pid = self.pid()
+        pid = self._recorded_pid()
         if pid is not None:
-            self._signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
-                time.sleep(0.05)
-            self._reap(pid)
+            _Tree(pid).kill()
             self.pid_file.unlink(missing_ok=True)
+
+    def _recorded_pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     @staticmethod
     def _signal_group(pid: int, sig: signal.Signals) -> None:

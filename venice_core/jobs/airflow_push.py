@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions
 from venice_core.controller.stores import describe_store
+from venice_core.controller.versions import RegionProgress
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
@@ -21,6 +25,10 @@ FAILURE_CALLBACK_TIMEOUT_SECONDS = 30
 
 class RolloutFailed(VeniceError):
     exit_code = 3
+
+
+class RunInFlight(VeniceError):
+    http_status = 409
 
 
 def dag_id(store: str) -> str:
@@ -43,19 +51,33 @@ def push(
     confs: dict[str, str],
     progress: Callable[[str], None] = print,
     timeout: float = 3600,
+    queue: bool = True,
+    view: FollowView | None = None,
+    api: AirflowApi | None = None,
 ) -> int:
-    """Trigger the store's rollout run and follow it; the number of the version every region serves at the end."""
+    """Trigger the store's rollout run and follow it; the number of the version every region serves at the end.
+
+    While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
+    said at once, or refused before anything is triggered when `queue` is False."""
     describe_store(meta, store)  # unknown store: one clear error before anything happens
-    api = AirflowApi(config)
+    view = view or PlainView(progress)
+    api = api or AirflowApi(config)
     dag = dag_id(store)
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
     while not api.has_dag(dag):
         if time.monotonic() > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} (is the store new? the dag-processor picks it up)")
         time.sleep(2)
+    in_flight = api.active_runs(dag)
+    if in_flight and not queue:
+        raise RunInFlight(
+            f"a rollout of '{store}' is in flight (run {in_flight[-1]}); not queueing behind it (--no-queue)"
+        )
     run_id = api.trigger(dag, {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs})
-    progress(f"triggered {dag} run {run_id}")
-    follower = RunFollower(api, meta, store, run_id, progress)
+    view.line(f"triggered {dag} run {run_id}")
+    if in_flight:
+        view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
+    follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight))
     deadline = time.monotonic() + timeout
     unreachable_since: float | None = None
     while time.monotonic() < deadline:
@@ -65,7 +87,7 @@ def push(
         except AirflowUnreachable as exc:  # Airflow restarting: the run goes on when it is back
             if unreachable_since is None:
                 unreachable_since = time.monotonic()
-                progress(f"  {exc}; still following the run")
+                view.line(f"  {exc}; still following the run")
             if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
                 raise
             time.sleep(2)
@@ -88,33 +110,159 @@ def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None
         time.sleep(0.5)
 
 
+class FollowView(Protocol):
+    """Where a followed run is shown: `line` for what happened (kept, in order), `steps` and `progress` for what
+    is going on now (a live display redraws them; plain output prints progress at milestones)."""
+
+    def line(self, text: str) -> None: ...
+
+    def steps(self, active: dict[str, str], skipped: int) -> None: ...
+
+    def progress(self, regions: dict[str, RegionProgress]) -> None: ...
+
+
+class PlainView:
+    """Plain lines (not a terminal: logs, CI, tests). Ingestion progress is printed as each region passes a tenth
+    of its records, so a long push shows it is moving without a line per poll."""
+
+    def __init__(self, echo: Callable[[str], None] = print) -> None:
+        self.echo = echo
+        self.shown: dict[str, int] = {}
+
+    def line(self, text: str) -> None:
+        self.echo(text)
+
+    def steps(self, active: dict[str, str], skipped: int) -> None:
+        pass
+
+    def progress(self, regions: dict[str, RegionProgress]) -> None:
+        for region, p in regions.items():
+            if p.percent is None:
+                continue
+            tenth = int(p.percent // 10)
+            if self.shown.get(region) != tenth:
+                self.shown[region] = tenth
+                self.echo(f"  {region} ingestion: {describe_progress(p)}")
+
+
+def describe_progress(p: RegionProgress) -> str:
+    """`1,234 of 20,000 records (6%)`; before END_OF_PUSH's counts are known, the records alone."""
+    if p.total is None:
+        return f"{p.records:,} records"
+    return f"{p.records:,} of {p.total:,} records ({p.percent:.0f}%)"
+
+
+TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+QUIET_STATES = frozenset({"none", "scheduled", "queued"})
+# States that begin when the try starts; every other state is dated by its end.
+STARTED_STATES = frozenset({"running", "deferred", "awaiting_input", "restarting"})
+# Not printed one by one: branches not taken, and the steps a stop leaves unrun, are counted.
+SKIPPED_STATES = frozenset({"skipped", "upstream_failed"})
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # seconds since the epoch
+    text: str
+
+
+def _timestamp(value: str | None) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if value else None
+
+
 class RunFollower:
-    """Prints each step's state changes and the hooks' non-PROCEED answers as a run goes."""
+    """Follows one DAG run, whatever its task ids: each step's state changes and the hooks' non-PROCEED answers
+    in the order they happened (by the task instances' start and end times, not as a poll happens to list them);
+    skipped and upstream-failed steps counted, not listed; each region's ingestion progress."""
 
     def __init__(
-        self, api: AirflowApi, meta: MetadataStore, store: str, run_id: str, progress: Callable[[str], None]
+        self, api: AirflowApi, meta: MetadataStore, store: str, run_id: str, view: FollowView, queued: bool = False
     ) -> None:
-        self.api, self.meta, self.store, self.run_id, self.progress = api, meta, store, run_id, progress
+        self.api, self.meta, self.store, self.run_id, self.view = api, meta, store, run_id, view
+        self.queued = queued  # behind another run: say when it starts
         self.seen: dict[str, str] = {}
+        self.waiting: set[str] = set()  # sensors already shown waiting: their later pokes are not news
+        self.skipped: set[str] = set()
         self.last_invocation = 0
+        self.version: int | None = None
+        self.ingested = False
 
     def poll(self) -> str:
-        for task_id, state in sorted(self.api.task_states(dag_id(self.store), self.run_id).items()):
-            if self.seen.get(task_id) != state and state not in ("none", "scheduled", "queued"):
-                self.progress(f"  {task_id}: {state}")
-                if state == "awaiting_input":
-                    region = task_id.split(".")[0].replace("_", "-")
-                    self.progress(
+        # The run's state first: a run seen finished has its task instances final in the call after.
+        state = self.api.run_state(dag_id(self.store), self.run_id)
+        if self.queued and state != "queued":
+            self.queued = False
+            self.view.line(f"run {self.run_id} started")
+        events = self._step_events(self.api.task_instances(dag_id(self.store), self.run_id))
+        events += self._hook_events()
+        active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
+        self.view.steps(active, len(self.skipped))
+        for event in sorted(events, key=lambda e: e.at):  # stable: a poll's order breaks ties
+            self.view.line(event.text)
+        self._progress()
+        if state in ("success", "failed") and self.skipped:
+            later = "later " if state == "failed" else ""
+            self.view.line(f"  {len(self.skipped)} {later}step{'s' * (len(self.skipped) != 1)} skipped")
+        return state
+
+    def _step_events(self, task_instances: list[dict]) -> list[Event]:
+        now = time.time()
+        events = []
+        for ti in task_instances:
+            task_id, state = ti["task_id"], ti["state"] or "none"
+            if self.seen.get(task_id) == state or state in QUIET_STATES:
+                continue
+            self.seen[task_id] = state
+            if state in SKIPPED_STATES:
+                self.skipped.add(task_id)
+                continue
+            self.skipped.discard(task_id)  # cleared and run again
+            if state not in ("running", "up_for_reschedule"):
+                self.waiting.discard(task_id)
+            elif task_id in self.waiting:
+                continue  # another poke of a sensor already shown waiting
+            elif state == "up_for_reschedule":
+                self.waiting.add(task_id)
+            dated = ti.get("start_date") if state in STARTED_STATES else ti.get("end_date") or ti.get("start_date")
+            at = _timestamp(dated) or now
+            tries = ti.get("try_number") or 1
+            text = f"  {task_id}: {state}" + (f" (try {tries})" if state == "running" and tries > 1 else "")
+            events.append(Event(at, text))
+            if state == "awaiting_input":
+                region = task_id.split(".")[0].replace("_", "-")
+                events.append(
+                    Event(
+                        at,
                         f"    approve or reject in the Airflow UI (Required Actions), or with "
-                        f"`venice rollout approve {self.store} --region {region} [--reject]`"
+                        f"`venice rollout approve {self.store} --region {region} [--reject]`",
                     )
-                self.seen[task_id] = state
+                )
+        return events
+
+    def _hook_events(self) -> list[Event]:
+        events = []
         for record in invocations(self.meta, push_job_id(self.store, self.run_id), self.last_invocation):
             self.last_invocation = record.id
             if is_notable(record):
                 detail = record.error or record.reason
-                self.progress(f"    {describe(record)}" + (f": {detail}" if detail else ""))
-        return self.api.run_state(dag_id(self.store), self.run_id)
+                events.append(Event(record.created_at, f"    {describe(record)}" + (f": {detail}" if detail else "")))
+        return events
+
+    def _progress(self) -> None:
+        """Each region's records ingested, from the version's creation until every region has them all."""
+        if self.ingested:
+            return
+        if self.version is None:
+            created = versions.version_of_push(self.meta, self.store, push_job_id(self.store, self.run_id))
+            if created is None:
+                return
+            self.version = created.number
+        try:
+            regions = versions.ingestion_progress(self.meta, self.store, self.version)
+        except VeniceError:  # the version is gone (a store deleted under the run): nothing to show
+            return
+        self.view.progress(regions)
+        self.ingested = bool(regions) and all(p.percent == 100.0 for p in regions.values())
 
     def failed_tasks(self) -> list[str]:
         return [t for t, s in self.seen.items() if s == "failed"]

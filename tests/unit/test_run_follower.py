@@ -1,0 +1,267 @@
+"""`venice push` through Airflow, followed from task-instance sequences (a scripted stand-in for Airflow's REST API
+over a real metadata store): transitions in the order they happened, skipped steps counted on one line, each
+region's ingestion progress, the queue behind a run in flight and `--no-queue`."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from scripts.generate_dataset import generate
+from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.topics import InMemoryTopics
+from venice_core.cli.live import LiveView
+from venice_core.controller import stores, versions
+from venice_core.jobs import airflow_push
+from venice_core.jobs.airflow_push import PlainView, RolloutFailed, RunFollower, RunInFlight, push_job_id
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import HookInvocationRecord
+from venice_core.status import ExecutionStatus
+
+RUN = "manual__2026-11-22T10:00:00"
+T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC).timestamp()
+
+
+def at(seconds: float) -> str:
+    """An Airflow timestamp `seconds` after T0, as the REST API writes it."""
+    return datetime.fromtimestamp(T0 + seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+def ti(task_id: str, state: str | None, start: float | None = None, end: float | None = None, tries: int = 1) -> dict:
+    return {
+        "task_id": task_id,
+        "state": state,
+        "start_date": at(start) if start is not None else None,
+        "end_date": at(end) if end is not None else None,
+        "try_number": tries,
+    }
+
+
+class ScriptedAirflow:
+    """Airflow's REST API as the follower sees it: each poll answers the next (run state, task instances)."""
+
+    def __init__(self, polls: list[tuple[str, list[dict]]], in_flight: list[str] | None = None) -> None:
+        self.polls, self.in_flight, self.triggered = polls, in_flight or [], []
+        self.index = -1
+
+    def has_dag(self, dag_id: str) -> bool:
+        return True
+
+    def active_runs(self, dag_id: str) -> list[str]:
+        return self.in_flight
+
+    def trigger(self, dag_id: str, conf: dict) -> str:
+        self.triggered.append(conf)
+        return RUN
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        self.index = min(self.index + 1, len(self.polls) - 1)
+        return self.polls[self.index][0]
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self.polls[self.index][1]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[PlatformEnv]:
+    env = make_platform_env(tmp_path / "home", {"airflow.enabled": "true"})
+    env.meta.migrate()
+    yield env
+    env.meta.dispose()
+
+
+@pytest.fixture
+def store(env: PlatformEnv) -> str:
+    name = f"follow_{uuid.uuid4().hex[:8]}"
+    key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
+    stores.create_store(env.meta, env.config, name, key, value, partitions=2)
+    return name
+
+
+def follow(env: PlatformEnv, store: str, api: ScriptedAirflow, queued: bool = False) -> tuple[list[str], str]:
+    """Poll until the run ends; the lines printed and the run's last state."""
+    lines: list[str] = []
+    follower = RunFollower(api, env.meta, store, RUN, PlainView(lines.append), queued=queued)
+    state = "running"
+    while state not in ("success", "failed"):
+        state = follower.poll()
+    return lines, state
+
+
+def answer(meta: MetadataStore, store: str, outcome: str, created_at: float, region: str = "dc-1") -> None:
+    """A hook's answer recorded as the rollout records them."""
+    with meta.session() as session:
+        session.add(
+            HookInvocationRecord(
+                store_name=store,
+                push_job_id=push_job_id(store, RUN),
+                hook_class="tests.Hook",
+                function="pre_store_version_swap",
+                region=region,
+                outcome=outcome,
+                reason="not yet",
+                queue_wait_seconds=0.0,
+                duration_seconds=0.0,
+                created_at=created_at,
+            )
+        )
+
+
+def test_transitions_print_in_the_order_they_happened_not_as_listed(env: PlatformEnv, store: str) -> None:
+    # One poll sees four changes; the API lists them by task id, which is not the order they happened in.
+    answer(env.meta, store, "WAIT", T0 + 4.5)
+    api = ScriptedAirflow(
+        [
+            (
+                "success",
+                [
+                    ti("a.pre_swap", "success", 4, 6),
+                    ti("b.create_version", "success", 1, 2),
+                    ti("c.spark_push", "success", 2.5, 3.5),
+                    ti("d.end", "success", 7, 8),
+                ],
+            )
+        ]
+    )
+    lines, _ = follow(env, store, api)
+    assert lines == [
+        "  b.create_version: success",
+        "  c.spark_push: success",
+        "    Hook answered WAIT at pre_store_version_swap in dc-1: not yet",
+        "  a.pre_swap: success",
+        "  d.end: success",
+    ]
+
+
+def test_a_waiting_sensor_is_shown_once_not_at_every_poke(env: PlatformEnv, store: str) -> None:
+    pokes = [
+        ("running", [ti("dc_0.pre_swap", "running", 1)]),
+        ("running", [ti("dc_0.pre_swap", "up_for_reschedule", 1, 2)]),
+        ("running", [ti("dc_0.pre_swap", "running", 4)]),
+        ("running", [ti("dc_0.pre_swap", "up_for_reschedule", 4, 5)]),
+        ("running", [ti("dc_0.pre_swap", "up_for_retry", 7, 8)]),
+        ("success", [ti("dc_0.pre_swap", "success", 10, 11, tries=2)]),
+    ]
+    lines, _ = follow(env, store, ScriptedAirflow(pokes))
+    assert lines == [
+        "  dc_0.pre_swap: running",
+        "  dc_0.pre_swap: up_for_reschedule",
+        "  dc_0.pre_swap: up_for_retry",
+        "  dc_0.pre_swap: success",
+    ]
+
+
+def test_steps_skipped_after_a_stop_are_one_line_and_the_summary_names_the_failed_step(
+    env: PlatformEnv, store: str
+) -> None:
+    later = [ti(f"dc_{r}.step_{i}", "upstream_failed", 9, 9) for r in (1, 2) for i in range(5)]
+    later += [ti("dc_1.rollback", "skipped", 8, 8), ti("end_of_push_job", "upstream_failed", 9, 9)]
+    polls = [
+        ("running", [ti("start_of_push_job", "success", 0, 1), ti("dc_1.pre_swap", "running", 2)]),
+        ("failed", [ti("start_of_push_job", "success", 0, 1), ti("dc_1.pre_swap", "failed", 2, 3), *later]),
+    ]
+    lines: list[str] = []
+    with pytest.raises(RolloutFailed) as failed:
+        airflow_push.push(
+            env.config,
+            env.meta,
+            store,
+            "/data",
+            "key",
+            "value",
+            {},
+            view=PlainView(lines.append),
+            api=ScriptedAirflow(polls),
+        )
+    assert lines == [
+        f"triggered venice_push__{store} run {RUN}",
+        "  start_of_push_job: success",
+        "  dc_1.pre_swap: running",
+        "  dc_1.pre_swap: failed",
+        "  12 later steps skipped",
+    ]
+    assert str(failed.value) == "rollout run failed at dc_1.pre_swap; no version was created"
+
+
+def test_ingestion_progress_per_region_at_each_tenth(env: PlatformEnv, store: str) -> None:
+    config, meta = env.config, env.meta
+    number = versions.create_version(meta, config, store, push_job_id(store, RUN), topics=InMemoryTopics()).number
+
+    def ingested(region: str, per_partition: int) -> None:
+        for partition in (0, 1):
+            status = ExecutionStatus.STARTED
+            versions.report_partition(meta, store, number, region, partition, status, per_partition, per_partition)
+
+    steps = [ti("create_version", "success", 0, 1)]
+    api = ScriptedAirflow([("running", steps)] * 4 + [("success", steps)])
+    lines: list[str] = []
+    follower = RunFollower(api, meta, store, RUN, PlainView(lines.append))
+    ingested("dc-0", 100)
+    follower.poll()  # END_OF_PUSH's counts not known yet: no percentage to show
+    versions.record_push_counts(meta, store, number, {"0": 500, "1": 500})
+    follower.poll()
+    ingested("dc-0", 150)  # 30%: the next tenth
+    ingested("dc-1", 20)  # 4%: the same tenth as 0%
+    follower.poll()
+    follower.poll()  # nothing moved: nothing printed
+    for region in config.region_names:
+        ingested(region, 500)
+    follower.poll()
+    assert [line for line in lines if "ingestion" in line] == [
+        "  dc-0 ingestion: 200 of 1,000 records (20%)",
+        "  dc-1 ingestion: 0 of 1,000 records (0%)",
+        "  dc-2 ingestion: 0 of 1,000 records (0%)",
+        "  dc-0 ingestion: 300 of 1,000 records (30%)",
+        "  dc-0 ingestion: 1,000 of 1,000 records (100%)",
+        "  dc-1 ingestion: 1,000 of 1,000 records (100%)",
+        "  dc-2 ingestion: 1,000 of 1,000 records (100%)",
+    ]
+
+
+def test_a_push_behind_a_run_in_flight_says_it_queues_then_when_it_starts(env: PlatformEnv, store: str) -> None:
+    steps = [ti("start_of_push_job", "success", 0, 1)]
+    api = ScriptedAirflow([("queued", []), ("queued", []), ("running", []), ("success", steps)], ["run-1", "run-2"])
+    lines: list[str] = []
+    airflow_push.push(env.config, env.meta, store, "/data", "key", "value", {}, view=PlainView(lines.append), api=api)
+    assert lines == [
+        f"triggered venice_push__{store} run {RUN}",
+        "queued behind run run-2; following it when it starts",
+        f"run {RUN} started",
+        "  start_of_push_job: success",
+    ]
+
+
+def test_no_queue_refuses_in_one_line_and_triggers_nothing(
+    env: PlatformEnv, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = ScriptedAirflow([("success", [])], in_flight=["run-1"])
+    monkeypatch.setattr(airflow_push, "AirflowApi", lambda _config: api)
+    data = generate(tmp_path / "in", 10, files=1)
+    result = env.cli("push", store, "--input", str(data), "--airflow", "--no-queue")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr == (
+        f"error: a rollout of '{store}' is in flight (run run-1); not queueing behind it (--no-queue)\n"
+    )
+    assert api.triggered == [] and result.stdout == ""
+    with pytest.raises(RunInFlight):  # the same refusal where the push is called directly
+        airflow_push.push(env.config, env.meta, store, "/data", "key", "value", {}, queue=False, api=api)
+
+
+def test_the_live_view_draws_steps_and_progress_in_a_terminal(env: PlatformEnv, store: str) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100, color_system=None)
+    view = LiveView(console)
+    view.line("  spark_push: success")
+    view.steps({"dc_0.pre_swap": "up_for_reschedule"}, 3)
+    view.progress({"dc-0": versions.RegionProgress(250, 1000), "dc-1": versions.RegionProgress(0, None)})
+    console.print(view._render())
+    drawn = out.getvalue()
+    assert "spark_push: success" in drawn
+    assert "dc_0.pre_swap up for reschedule" in drawn and "3 steps skipped" in drawn
+    assert "250 of 1,000 records (25%)" in drawn and "0 records" in drawn
