@@ -3,6 +3,7 @@ goes through `venice push` and spark-submit; the others run the job's code on th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +15,9 @@ from tests.support.jobs import InProcessSparkJob, RecordsJob
 from tests.support.platform import PlatformEnv
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
+from venice_core.errors import VeniceError
 from venice_core.jobs.local_push import PushFailed
+from venice_core.jobs.spark_spec import PushJobRequest
 
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
@@ -93,21 +96,30 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("rows", "message"),
+    ("rows", "message", "refused_before_a_version"),
     [
-        ([{"id": "a", "name": "n", "age": 1, "score": 1.0}], "input has no key field 'key'"),
-        ([{"key": "a", "name": "n", "age": "old", "score": 1.0}], "field 'age' is StringType in the input"),
+        ([{"id": "a", "name": "n", "age": 1, "score": 1.0}], "input has no key field 'key'", True),
+        ([{"key": "a", "name": "n", "age": "old", "score": 1.0}], "field 'age' is StringType in the input", True),
         (
             [{"key": "a", "name": "n", "age": 1, "score": 1.0}, {"key": "a", "name": "m", "age": 2, "score": 2.0}],
             "duplicate key with different values",
+            False,
         ),
-        ([], "holds no records"),
+        ([], "holds no records", False),
     ],
     ids=["missing-key-field", "wrong-type", "duplicate-keys", "empty-input"],
 )
 def test_bad_input_fails_and_previous_version_keeps_serving(
-    platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path, rows: list[dict], message: str
+    platform_env: PlatformEnv,
+    spark_job: InProcessSparkJob,
+    tmp_path: Path,
+    rows: list[dict],
+    message: str,
+    refused_before_a_version: bool,
 ) -> None:
+    """Input the push refuses: what its schema shows is refused at the schema_registration step, before any version
+    (and by the job too, which is what checks input the push cannot read locally); what only the data shows, by the
+    Spark job, which kills the version. Either way the previous version keeps serving."""
     store = platform_env.create_user_store("push", 1)
     good = _expected(generate(tmp_path / "good", 200, files=1))
     platform_env.push(store, RecordsJob(good))
@@ -118,12 +130,20 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         bad = tmp_path / "bad"
     else:
         bad = _write(tmp_path / "bad", rows)
-    with pytest.raises(PushFailed) as failed:
-        platform_env.push(store, spark_job, bad)
+    if refused_before_a_version:
+        with pytest.raises(VeniceError, match=re.escape(message)):
+            platform_env.push(store, spark_job, bad)
+        assert [v["number"] for v in stores.describe_store(platform_env.meta, store)["versions"]] == [1]
+        request = PushJobRequest(store, 2, str(bad), "key", "value", "job-alone")
+        with pytest.raises(PushFailed) as failed:  # the job alone refuses it the same way
+            spark_job(platform_env.config, request)
+    else:
+        with pytest.raises(PushFailed) as failed:
+            platform_env.push(store, spark_job, bad)
+        assert stores.describe_store(platform_env.meta, store)["versions"][-1]["status"] == "KILLED"
     assert str(failed.value).startswith("push job failed: ") and message in str(failed.value)
     assert len(str(failed.value).splitlines()) == 1
     _assert_serves(platform_env, store, good)
-    assert stores.describe_store(platform_env.meta, store)["versions"][-1]["status"] == "KILLED"
 
 
 def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformEnv, tmp_path: Path) -> None:

@@ -125,7 +125,11 @@ class LifecycleEvents(Configured):
         except urllib.error.HTTPError as exc:
             problems.append(f"webhook {url} answered {exc.code}")
         except (urllib.error.URLError, OSError) as exc:
-            problems.append(f"webhook {url} is unreachable: {getattr(exc, 'reason', exc)}")
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):  # the socket's own timeout, the same bound as the caller's wait
+                problems.append(f"webhook {url} did not answer within {timeout:g}s")
+            else:
+                problems.append(f"webhook {url} is unreachable: {reason}")
 
     def _producer(self, settings: dict[str, str], timeout: float) -> Producer:
         kafka = {k[len(KAFKA_PREFIX) :]: v for k, v in settings.items() if k.startswith(KAFKA_PREFIX)}
