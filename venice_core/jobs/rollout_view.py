@@ -1,0 +1,256 @@
+"""The rollout page's read model: one store's rollout run as the Airflow UI page shows it. Regions and versions,
+hook answers and ingestion progress come from the metadata store; the run's task instances are given by the caller
+(the plugin reads them from Airflow), so this module imports no Airflow.
+
+The region x step matrix is built from the run's task ids (`<region group>.<step>`, top-level steps without a
+group), not from a list of steps: the DAG's shape may change without this module knowing. A hook answer is placed
+on the task that was running when it was recorded: the region's task (or, failing that, the top-level task) that
+started last before it. Steps run one after another within a region, so that is the task that asked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from venice_core.controller.status import VersionStatus
+from venice_core.controller.stores import get_store
+from venice_core.controller.versions import RegionProgress, ingestion_progress
+from venice_core.hooks.records import invocations
+from venice_core.jobs.airflow_push import push_job_id
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
+
+DECISION_STEPS = ("abort", "rollback")  # branch tasks that apply a hook's decision, when the DAG has them
+NOT_RUN = frozenset({"none", "scheduled", "queued", "skipped", "upstream_failed", "removed"})
+
+
+def region_group(region: str) -> str:
+    """The task group of a region in the rollout DAG (`dc-1` -> `dc_1`)."""
+    return region.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One task instance of the run, as Airflow reports it."""
+
+    task_id: str
+    state: str  # Airflow's state, "none" before it has one
+    tries: int = 0
+    started_at: float | None = None  # its first start (a rescheduled sensor's first poke), epoch seconds
+    upstream: frozenset[str] = frozenset()  # upstream task ids, for the DAG's order
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Consecutive identical answers of one hook at one function, collapsed (`count` of them)."""
+
+    hook: str  # class name, without its module
+    function: str
+    region: str | None
+    outcome: str | None  # None: the hook failed and no policy applied
+    detail: str  # the hook's reason, or its error
+    count: int = 1
+
+    @property
+    def notable(self) -> bool:
+        return self.outcome != "PROCEED" or bool(self.detail)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # within its region group (or the task id, at the top level)
+    task_id: str
+    state: str
+    tries: int
+    answers: tuple[Answer, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where the rollout stopped, in a region: the decision (ABORT, ROLLBACK, or FAILED for a step that failed on
+    its own), at which step, and why."""
+
+    decision: str
+    step: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RegionRow:
+    region: str
+    current: int  # the version it serves (0: none)
+    backup: int  # the version it keeps for a rollback (0: none)
+    steps: dict[str, Step]  # by step name
+    progress: RegionProgress | None  # ingestion of the run's version
+    stop: Stop | None
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    number: int
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RolloutView:
+    store: str
+    run_id: str | None
+    run_state: str | None
+    version: VersionInfo | None  # the version the run's push created, if it got that far
+    job_steps: tuple[Step, ...]  # the top-level steps, in the DAG's order
+    columns: tuple[str, ...]  # the region steps, in the DAG's order
+    regions: tuple[RegionRow, ...]  # in the store's rollout order
+    unplaced: tuple[Answer, ...] = field(default=())  # answers recorded when no task of theirs had started
+
+
+def rollout_view(
+    meta: MetadataStore,
+    store: str,
+    run_id: str | None = None,
+    run_state: str | None = None,
+    tasks: Sequence[TaskRun] = (),
+) -> RolloutView:
+    """The page of `store` for one run (`run_id` None: the store alone, before any run)."""
+    with meta.session() as session:
+        order = list(get_store(session, store).rollout_order)
+        serving = {
+            row.region: (row.current_version, row.backup_version)
+            for row in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store))
+        }
+        job_id = push_job_id(store, run_id) if run_id else None
+        version = (
+            session.scalars(select(Version).where(Version.store_name == store, Version.push_job_id == job_id)).first()
+            if job_id
+            else None
+        )
+        info = version and VersionInfo(version.number, version.status, (version.details or {}).get("reason", ""))
+    progress = ingestion_progress(meta, store, info.number) if info else {}
+    records = invocations(meta, job_id) if job_id else []
+
+    ordered = dag_order(tasks)
+    groups = {region_group(r): r for r in order}
+    placed, unplaced = _place_answers(records, ordered, groups)
+    job_steps: list[Step] = []
+    by_region: dict[str, list[Step]] = {r: [] for r in order}
+    for task in ordered:
+        group, _, name = task.task_id.partition(".")
+        step = Step(name or group, task.task_id, task.state, task.tries, tuple(placed.get(task.task_id, ())))
+        if name and group in groups:
+            by_region[groups[group]].append(step)
+        else:
+            job_steps.append(step)
+    rows = tuple(
+        RegionRow(
+            region,
+            *serving.get(region, (0, 0)),
+            steps={s.name: s for s in by_region[region]},
+            progress=progress.get(region),
+            stop=_stop(by_region[region], info),
+        )
+        for region in order
+    )
+    return RolloutView(
+        store,
+        run_id,
+        run_state,
+        info,
+        tuple(job_steps),
+        _columns([[s.name for s in by_region[r]] for r in order]),
+        rows,
+        tuple(unplaced),
+    )
+
+
+def dag_order(tasks: Sequence[TaskRun]) -> list[TaskRun]:
+    """Tasks in a topological order of the DAG; among tasks free to go, the one started first (then by id)."""
+    by_id = {t.task_id: t for t in tasks}
+    rank = {t.task_id: (t.started_at if t.started_at is not None else math.inf, t.task_id) for t in tasks}
+    waiting = {t.task_id: set(t.upstream) & by_id.keys() for t in tasks}
+    ready = [(rank[i], i) for i, ups in waiting.items() if not ups]
+    heapq.heapify(ready)
+    ordered: list[TaskRun] = []
+    while ready:
+        _, task_id = heapq.heappop(ready)
+        ordered.append(by_id[task_id])
+        for other, ups in waiting.items():
+            if task_id in ups:
+                ups.discard(task_id)
+                if not ups:
+                    heapq.heappush(ready, (rank[other], other))
+    done = {t.task_id for t in ordered}
+    return ordered + sorted((t for t in tasks if t.task_id not in done), key=lambda t: rank[t.task_id])  # cycles
+
+
+def _columns(region_steps: list[list[str]]) -> tuple[str, ...]:
+    """One column per step name, in each region's order: a step only some regions have goes after the step that
+    precedes it there."""
+    columns: list[str] = []
+    for steps in region_steps:
+        previous: str | None = None
+        for name in steps:
+            if name not in columns:
+                columns.insert(columns.index(previous) + 1 if previous else 0, name)
+            previous = name
+    return tuple(columns)
+
+
+def _place_answers(
+    records: list[HookInvocationRecord], tasks: list[TaskRun], groups: dict[str, str]
+) -> tuple[dict[str, list[Answer]], list[Answer]]:
+    """Each answer on the task that was running when it was recorded (see the module's docstring), consecutive
+    identical answers collapsed."""
+    started = sorted((t.started_at, t.task_id) for t in tasks if t.started_at is not None)
+    placed: dict[str, list[Answer]] = {}
+    unplaced: list[Answer] = []
+    for record in records:
+        owner = _owner(region_group(record.region) if record.region else None, record.created_at, started, groups)
+        _append(placed.setdefault(owner, []) if owner else unplaced, record)
+    return placed, unplaced
+
+
+def _owner(group: str | None, at: float, started: list[tuple[float, str]], groups: dict[str, str]) -> str | None:
+    """The task of `group` (else a top-level one) that started last before `at`."""
+    before = [task_id.partition(".") for started_at, task_id in reversed(started) if started_at <= at]
+    mine = next((f"{p}.{n}" for p, _, n in before if n and p == group), None)
+    return mine or next((f"{p}{s}{n}" for p, s, n in before if not n or p not in groups), None)
+
+
+def _append(answers: list[Answer], record: HookInvocationRecord) -> None:
+    hook = record.hook_class.rsplit(".", 1)[-1]
+    answer = Answer(hook, record.function, record.region, record.outcome, record.error or record.reason)
+    for i in range(len(answers) - 1, -1, -1):  # the same hook's previous answer at the same function
+        last = answers[i]
+        if (last.hook, last.function, last.region) == (answer.hook, answer.function, answer.region):
+            if (last.outcome, last.detail) == (answer.outcome, answer.detail):
+                answers[i] = Answer(last.hook, last.function, last.region, last.outcome, last.detail, last.count + 1)
+                return
+            break
+    answers.append(answer)
+
+
+def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
+    """The rollout stopped in this region if one of its steps failed, or one of its decision tasks ran."""
+    step = next(
+        (s for s in steps if s.state == "failed" or (s.name in DECISION_STEPS and s.state not in NOT_RUN)), None
+    )
+    if step is None:
+        return None
+    reason = version.reason if version else ""
+    decided = [a for a in step.answers if a.outcome in ("ABORT", "ROLLBACK")]
+    if step.name in DECISION_STEPS:
+        decision = step.name.upper()
+    elif decided:
+        decision, reason = decided[-1].outcome or "", reason or decided[-1].detail
+    elif version is not None and version.status == VersionStatus.ROLLED_BACK:
+        decision = "ROLLBACK"
+    elif step.answers and step.answers[-1].outcome == "WAIT":
+        decision = "ABORT"  # still WAIT past the maximum wait: an explicit ABORT
+    else:
+        decision = "FAILED"
+    return Stop(decision, step.name, reason)
