@@ -22,8 +22,10 @@ th { background: #edf2f7; text-align: left; }
 .skipped { background: #e2e8f0; }
 .answer { font-size: 12px; } .ABORT, .ROLLBACK, .FAILED { color: #c53030; font-weight: 700; }
 .WAIT { color: #b7791f; font-weight: 600; }
-.stop { background: #fff5f5; } .runs a { margin-right: 8px; } .current { font-weight: 700; }
+.stop { background: #fff5f5; } .outcome { min-width: 16em; max-width: 28em; }
+.runs a { margin-right: 8px; } .current { font-weight: 700; }
 """
+IN_PROGRESS = ("queued", "running")  # run states
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,10 @@ def _css(state: str) -> str:
 
 
 def render_page(view: RolloutView, runs: Sequence[RunLink] = ()) -> str:
+    # A run that is still going: the page reloads itself (it has no script).
+    refresh = "<meta http-equiv='refresh' content='10'>" if view.run_state in IN_PROGRESS else ""
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Rollout of {_e(view.store)}</title>",
+        f"<!doctype html><html><head><meta charset='utf-8'>{refresh}<title>Rollout of {_e(view.store)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Rollout of <span id='store'>{_e(view.store)}</span></h1>",
         _summary(view),
@@ -120,7 +124,7 @@ def _progress(row: RegionRow) -> str:
 def _job_steps(steps: Sequence[Step]) -> str:
     if not steps:
         return ""
-    head = "".join(f"<th>{_e(s.name)}</th>" for s in steps)
+    head = "".join(f"<th>{_name(s.name)}</th>" for s in steps)
     cells = "".join(_cell(s) for s in steps)
     return f"<h2>Push job</h2><table id='job'><tr>{head}</tr><tr>{cells}</tr></table>"
 
@@ -128,18 +132,24 @@ def _job_steps(steps: Sequence[Step]) -> str:
 def _matrix(view: RolloutView) -> str:
     if not view.columns:
         return ""
-    head = "<tr><th>region</th>" + "".join(f"<th>{_e(c)}</th>" for c in view.columns) + "<th>outcome</th></tr>"
+    head = "<tr><th>region</th><th>outcome</th>" + "".join(f"<th>{_name(c)}</th>" for c in view.columns) + "</tr>"
     rows = []
     for row in view.regions:
         cells = "".join(_cell(row.steps[c]) if c in row.steps else "<td class='muted'>-</td>" for c in view.columns)
-        outcome = "<td></td>"
+        outcome = "<td class='outcome'></td>"
         if row.stop is not None:
             outcome = (
-                f"<td class='stop'><span class='decision {_css(row.stop.decision)}'>{_e(row.stop.decision)}</span>"
-                f" at {_e(row.stop.step)}<div class='reason'>{_e(row.stop.reason)}</div></td>"
+                f"<td class='outcome stop'><span class='decision {_css(row.stop.decision)}'>"
+                f"{_e(row.stop.decision)}</span> at {_e(row.stop.step)}"
+                f"<div class='reason'>{_e(row.stop.reason)}</div></td>"
             )
-        rows.append(f"<tr data-region='{_e(row.region)}'><th>{_e(row.region)}</th>{cells}{outcome}</tr>")
+        rows.append(f"<tr data-region='{_e(row.region)}'><th>{_e(row.region)}</th>{outcome}{cells}</tr>")
     return f"<h2>Steps by region</h2><table id='matrix'>{head}{''.join(rows)}</table>"
+
+
+def _name(step: str) -> str:
+    """A step name that may wrap after its underscores (the matrix is wide)."""
+    return _e(step).replace("_", "_<wbr>")
 
 
 def _cell(step: Step) -> str:
