@@ -50,8 +50,8 @@ def _runs(dag_id: str, run_id: str | None, limit: int) -> list[RunInfo]:
 
 
 def run_tasks(dag_id: str, run_id: str) -> list[TaskRun]:
-    """The run's task instances: state, tries, first start (a rescheduled sensor's first poke, an earlier try's
-    start) and upstream tasks (from the DAG version the run was created with)."""
+    """The run's task instances: state, tries, the earliest start recorded (of an earlier try, a reschedule),
+    upstream tasks (from the DAG version the run was created with), end."""
     from airflow.models.dagbag import DBDagBag
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
@@ -95,6 +95,7 @@ def run_tasks(dag_id: str, run_id: str) -> list[TaskRun]:
                 ti.try_number or 0,
                 _epoch(ti.start_date, first_poke.get(ti.id), first_try.get(ti.task_id)),
                 upstream.get(ti.task_id, frozenset()),
+                _epoch(ti.end_date),
             )
             for ti in tis
         ]

@@ -154,26 +154,45 @@ def _name(step: str) -> str:
 
 def _cell(step: Step) -> str:
     tries = f" <span class='muted'>({step.tries} tries)</span>" if step.tries > 1 else ""
-    answers = "".join(_answer(a) for a in step.answers)
+    answers = _answers(step.answers)
     return (
         f"<td class='{_css(step.state)}' data-task='{_e(step.task_id)}'>"
         f"<span class='state'>{_e(step.state)}</span>{tries}{answers}</td>"
     )
 
 
+def _answers(answers: Sequence[Answer]) -> str:
+    """A line per notable answer; the hooks that simply proceeded (or were informed) counted on one line per
+    function, their names in its tooltip."""
+    quiet: dict[tuple[str, str | None, str], list[str]] = {}
+    for a in answers:
+        if not a.notable:
+            quiet.setdefault((a.function, a.region, a.outcome or "informed"), []).append(a.hook)
+    lines = [_answer(a) for a in answers if a.notable]
+    for (function, region, outcome), hooks in quiet.items():
+        names = ", ".join(dict.fromkeys(hooks))
+        lines.append(
+            f"<div class='answer muted' title='{_e(names)}'>{len(set(hooks))} hook(s) {_e(outcome)}"
+            f" at {_e(function)}{_where(region)}</div>"
+        )
+    return "".join(lines)
+
+
 def _answer(answer: Answer) -> str:
     count = f" &times;{answer.count}" if answer.count > 1 else ""
-    outcome = answer.outcome or "no answer"
+    outcome = answer.outcome or ("error" if answer.detail else "informed")
     detail = f": <span class='reason'>{_e(answer.detail)}</span>" if answer.detail else ""
-    region = f" in {_e(answer.region)}" if answer.region else ""
-    style = "answer" if answer.notable else "answer muted"
     return (
-        f"<div class='{style}'>{_e(answer.hook)} <span class='{_css(outcome)}'>{_e(outcome)}</span>{count}"
-        f" at {_e(answer.function)}{region}{detail}</div>"
+        f"<div class='answer'>{_e(answer.hook)} <span class='{_css(outcome)}'>{_e(outcome)}</span>{count}"
+        f" at {_e(answer.function)}{_where(answer.region)}{detail}</div>"
     )
+
+
+def _where(region: str | None) -> str:
+    return f" in {_e(region)}" if region else ""
 
 
 def _unplaced(answers: Sequence[Answer]) -> str:
     if not answers:
         return ""
-    return "<h2>Other hook answers</h2><div id='unplaced'>" + "".join(_answer(a) for a in answers) + "</div>"
+    return f"<h2>Other hook answers</h2><div id='unplaced'>{_answers(answers)}</div>"

@@ -24,6 +24,7 @@ def test_the_plugin_mounts_the_page_and_shows_it_as_a_tab_of_the_dag_and_the_run
 
 def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
     answer = Answer(f"Hook{EVIL}", "pre_store_version_swap", "dc-1", "WAIT", EVIL, count=2)
+    quiet = Answer(f"Quiet{EVIL}", "pre_store_version_swap", "dc-1", "PROCEED", "")  # named in a tooltip
     view = RolloutView(
         store=f"s{EVIL}",
         run_id=f"manual__{EVIL}",
@@ -36,7 +37,7 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
                 "dc-1",
                 1,
                 0,
-                {"pre_swap": Step("pre_swap", "dc_1.pre_swap", f"failed{EVIL}", 2, (answer,))},
+                {"pre_swap": Step("pre_swap", "dc_1.pre_swap", f"failed{EVIL}", 2, (answer, quiet))},
                 RegionProgress(5, 10),
                 Stop("ABORT", "pre_swap", EVIL),
             ),
@@ -46,6 +47,7 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
     assert "<script>" not in html and "alert(&#x27;x&#x27;)" in html
     assert "&lt;script&gt;" in html and "ABORT" in html and "5 / 10 records (50%)" in html
     assert "class='failedscriptalertxscript'" in html  # a state becomes a class name of letters only
+    assert "title='Quiet&lt;script&gt;" in html and "1 hook(s) PROCEED at pre_store_version_swap in dc-1" in html
 
 
 def test_a_request_without_a_token_is_refused() -> None:

@@ -1,16 +1,21 @@
 """A real browser for UI tests: Debian's headless Chromium driven by Playwright (whose own browser download is not
-used), with a fresh profile per test; signing in to the embedded Airflow; opening a plugin's tab; and what the
-page's routes answer a client without a valid token."""
+used), with a fresh profile per test; signing in to the embedded Airflow; opening a plugin's tab; what the rollout
+page shows in a DAG run's tab; and what the page's routes answer a client without a valid token."""
 
 from __future__ import annotations
 
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from playwright.sync_api import FrameLocator, Page, sync_playwright
+
+from venice_core.config import ClusterConfig
+from venice_core.embedded import airflow
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -64,3 +69,44 @@ def status_without_valid_token(url: str, token: str | None = None) -> int:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+@dataclass(frozen=True)
+class RolloutTab:
+    """What the rollout page shows, as text, in a DAG run's "Rollout" tab."""
+
+    serving: dict[str, str]  # region -> its current version ("v2")
+    version_status: str
+    outcomes: dict[str, str]  # region -> its outcome cell in the step matrix ("" where the rollout did not stop)
+    steps: dict[str, str]  # region -> its whole row of the step matrix
+    screenshot: Path
+
+
+def rollout_tab(config: ClusterConfig, dag_id: str, run_id: str, workdir: Path) -> RolloutTab:
+    """Sign in to the embedded Airflow, open the run's Rollout tab and read it. Screenshots in `workdir`: the tab in
+    the UI (`rollout-tab.png`) and the whole page, which the UI's frame cuts (`rollout-page.png`)."""
+    base = airflow.base_url(config)
+    screenshot = workdir / "rollout-page.png"
+    with chromium_page(workdir / "chromium-profile") as page:
+        sign_in(page, base, airflow.USER, airflow.password(config))
+        frame = open_tab(page, base, f"dags/{dag_id}/runs/{run_id}/plugin/venice-rollout-run", "Rollout")
+        frame.locator("#matrix").wait_for()
+
+        def by_region(table: str, cell: str | None = None) -> dict[str, str]:
+            rows = frame.locator(f"{table} tr[data-region]")
+            texts = {}
+            for row in (rows.nth(i) for i in range(rows.count())):
+                texts[row.get_attribute("data-region") or ""] = (row.locator(cell) if cell else row).inner_text()
+            return {region: text.strip() for region, text in texts.items()}
+
+        tab = RolloutTab(
+            serving=by_region("#regions", "td.current"),
+            version_status=frame.locator("#version-status").inner_text(),
+            outcomes=by_region("#matrix", "td.outcome"),
+            steps=by_region("#matrix"),
+            screenshot=screenshot,
+        )
+        page.screenshot(path=str(workdir / "rollout-tab.png"))
+        page.goto(f"{base}/venice/rollout/{dag_id}?run_id={urllib.parse.quote(run_id, safe='')}")
+        page.screenshot(path=str(screenshot), full_page=True)
+    return tab

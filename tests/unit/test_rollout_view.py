@@ -100,6 +100,7 @@ def test_a_run_aborted_at_the_second_region(meta: MetadataStore, config: Cluster
         _answer(
             meta, store, T0 + at, "pre_store_version_swap", "dc-1", "WAIT", error="timed out after 2s", timed_out=True
         )
+        _answer(meta, store, T0 + at, "pre_store_version_swap", "dc-1", "PROCEED", hook="tests.hooks.AnswerFromConfig")
     tasks = _chain(
         ("start_of_push_job", "success", 1),
         ("create_version", "success", 2),
@@ -131,6 +132,7 @@ def test_a_run_aborted_at_the_second_region(meta: MetadataStore, config: Cluster
     )
     assert dc1.steps["pre_swap"].state == "failed" and dc1.steps["pre_swap"].answers == (
         Answer("FailWhereConfigured", "pre_store_version_swap", "dc-1", "WAIT", "timed out after 2s", count=3),
+        Answer("AnswerFromConfig", "pre_store_version_swap", "dc-1", "PROCEED", "", count=3),
     )
     assert dc1.stop == Stop("ABORT", "pre_swap", view.version.reason)  # a WAIT past the maximum is an ABORT
     assert dc0.stop is None and dc2.stop is None and "approval" not in dc2.steps
@@ -164,6 +166,24 @@ def test_a_store_before_any_run_and_answers_before_any_task(meta: MetadataStore,
     _answer(meta, store, T0 - 5, "validate_hook_config", None, "PROCEED")
     view = rollout_view(meta, store, RUN, "running", _chain(("start_of_push_job", "running", 1)))
     assert [a.function for a in view.unplaced] == ["validate_hook_config"]
+
+
+def test_a_sensors_first_poke_belongs_to_it_though_airflow_recorded_a_later_start(
+    meta: MetadataStore, config: ClusterConfig
+) -> None:
+    """Airflow records a rescheduled sensor's start at its last poke (and each reschedule when that poke ended):
+    the sensor opened when its upstream task ended."""
+    store = _aborted_at_dc_1(meta, config)
+    _answer(meta, store, T0 + 10.2, "pre_store_version_swap", "dc-0", "WAIT", reason="not yet")
+    _answer(meta, store, T0 + 14.2, "pre_store_version_swap", "dc-0", "PROCEED")
+    tasks = [
+        TaskRun("dc_0.approval", "success", 1, T0 + 9, ended_at=T0 + 10),
+        TaskRun("dc_0.pre_swap", "success", 1, T0 + 10.5, frozenset({"dc_0.approval"}), ended_at=T0 + 14.5),
+        TaskRun("dc_0.server_swap", "skipped", 0, T0 + 9.5, frozenset({"dc_0.approval"}), ended_at=T0 + 9.5),
+    ]
+    steps = rollout_view(meta, store, RUN, "running", tasks).regions[0].steps
+    assert steps["approval"].answers == () and steps["server_swap"].answers == ()  # a skipped task asked nothing
+    assert [a.outcome for a in steps["pre_swap"].answers] == ["WAIT", "PROCEED"]
 
 
 def test_dag_order_is_topological_then_by_start() -> None:

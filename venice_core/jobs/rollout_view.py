@@ -5,7 +5,9 @@ hook answers and ingestion progress come from the metadata store; the run's task
 The region x step matrix is built from the run's task ids (`<region group>.<step>`, top-level steps without a
 group), not from a list of steps: the DAG's shape may change without this module knowing. A hook answer is placed
 on the task that was running when it was recorded: the region's task (or, failing that, the top-level task) that
-started last before it. Steps run one after another within a region, so that is the task that asked.
+opened last before it. Steps run one after another within a region, so that is the task that asked. A task opens
+when its upstream tasks have all ended (or when Airflow saw it start, if earlier): Airflow keeps no record of
+when a rescheduled sensor's first poke started.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ class TaskRun:
     task_id: str
     state: str  # Airflow's state, "none" before it has one
     tries: int = 0
-    started_at: float | None = None  # its first start (a rescheduled sensor's first poke), epoch seconds
+    started_at: float | None = None  # the earliest start Airflow recorded for it, epoch seconds
     upstream: frozenset[str] = frozenset()  # upstream task ids, for the DAG's order
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,14 @@ class Answer:
     hook: str  # class name, without its module
     function: str
     region: str | None
-    outcome: str | None  # None: the hook failed and no policy applied
+    outcome: str | None  # None for the informational functions (post_*), which answer nothing
     detail: str  # the hook's reason, or its error
     count: int = 1
 
     @property
     def notable(self) -> bool:
-        return self.outcome != "PROCEED" or bool(self.detail)
+        """Worth a line of its own: anything but PROCEED or an informational call, or a reason or error."""
+        return self.outcome not in (None, "PROCEED") or bool(self.detail)
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,7 @@ def _place_answers(
 ) -> tuple[dict[str, list[Answer]], list[Answer]]:
     """Each answer on the task that was running when it was recorded (see the module's docstring), consecutive
     identical answers collapsed."""
-    started = sorted((t.started_at, t.task_id) for t in tasks if t.started_at is not None)
+    started = sorted(_opened(tasks))
     placed: dict[str, list[Answer]] = {}
     unplaced: list[Answer] = []
     for record in records:
@@ -214,8 +218,24 @@ def _place_answers(
     return placed, unplaced
 
 
+def _opened(tasks: list[TaskRun]) -> list[tuple[float, str]]:
+    """When each task that ran opened: its upstream tasks' last end, or its recorded start if earlier."""
+    ended = {t.task_id: t.ended_at for t in tasks}
+    opened = []
+    for task in tasks:
+        if task.state in NOT_RUN:
+            continue  # it asked no hook
+        known = [task.started_at] if task.started_at is not None else []
+        ends = [ended.get(u) for u in task.upstream]
+        if ends and all(end is not None for end in ends):
+            known.append(max(end for end in ends if end is not None))
+        if known:
+            opened.append((min(known), task.task_id))
+    return opened
+
+
 def _owner(group: str | None, at: float, started: list[tuple[float, str]], groups: dict[str, str]) -> str | None:
-    """The task of `group` (else a top-level one) that started last before `at`."""
+    """The task of `group` (else a top-level one) that opened last before `at`."""
     before = [task_id.partition(".") for started_at, task_id in reversed(started) if started_at <= at]
     mine = next((f"{p}.{n}" for p, _, n in before if n and p == group), None)
     return mine or next((f"{p}{s}{n}" for p, s, n in before if not n or p not in groups), None)
@@ -249,8 +269,8 @@ def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
         decision, reason = decided[-1].outcome or "", reason or decided[-1].detail
     elif version is not None and version.status == VersionStatus.ROLLED_BACK:
         decision = "ROLLBACK"
-    elif step.answers and step.answers[-1].outcome == "WAIT":
-        decision = "ABORT"  # still WAIT past the maximum wait: an explicit ABORT
+    elif "WAIT" in {(a.hook, a.function, a.region): a.outcome for a in step.answers}.values():
+        decision = "ABORT"  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
     else:
         decision = "FAILED"
     return Stop(decision, step.name, reason)
