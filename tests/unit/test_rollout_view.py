@@ -150,11 +150,25 @@ def test_a_hooks_rollback_and_a_decision_task_name_the_decision(meta: MetadataSt
     tasks = _chain(("dc_0.post_swap", "success", 10), ("dc_1.post_swap", "failed", 20))
     assert rollout_view(meta, store, RUN, "failed", tasks).regions[1].stop.decision == "ROLLBACK"
 
-    branched = _chain(
-        ("dc_1.pre_swap", "success", 20), ("dc_1.decide", "success", 21), ("dc_1.abort", "failed", 22)
-    ) + [TaskRun("dc_1.server_swap", "skipped", 0, T0 + 22, frozenset({"dc_1.decide"}))]
-    stop = rollout_view(meta, store, RUN, "failed", branched).regions[1].stop
-    assert stop == Stop("ABORT", "abort", "aborted by a hook at pre_store_version_swap in dc-1 (still WAIT after 12s)")
+    def branch(region: str, taken: str, start: float) -> list[TaskRun]:
+        """pre_swap, then its branch task, which takes one of server_swap, pre_swap_abort, pre_swap_rollback
+        (siblings, in the order of their ids)."""
+        sensor, choose = _chain(
+            (f"{region}.pre_swap", "success", start), (f"{region}.pre_swap_branch", "success", start + 1)
+        )
+        after = frozenset({choose.task_id})
+        return [sensor, choose] + [
+            TaskRun(f"{region}.{step}", state if step == taken else "skipped", 1, T0 + start + 2, after)
+            for step, state in (("server_swap", "success"), ("pre_swap_abort", "failed"), ("pre_swap_rollback", "-"))
+        ]
+
+    branched = rollout_view(
+        meta, store, RUN, "failed", branch("dc_0", "server_swap", 10) + branch("dc_1", "pre_swap_abort", 20)
+    )
+    reason = "aborted by a hook at pre_store_version_swap in dc-1 (still WAIT after 12s)"
+    assert branched.regions[1].stop == Stop("ABORT", "pre_swap_abort", reason) and branched.regions[0].stop is None
+    # The branch no region took is no column; the one dc-1 took is.
+    assert branched.columns == ("pre_swap", "pre_swap_branch", "pre_swap_abort", "server_swap")
 
 
 def test_a_store_before_any_run_and_answers_before_any_task(meta: MetadataStore, config: ClusterConfig) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,8 +28,14 @@ from venice_core.jobs.airflow_push import push_job_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
 
-DECISION_STEPS = ("abort", "rollback")  # branch tasks that apply a hook's decision, when the DAG has them
+DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)
 NOT_RUN = frozenset({"none", "scheduled", "queued", "skipped", "upstream_failed", "removed"})
+
+
+def decision(step: str) -> str | None:
+    """ABORT or ROLLBACK for a task that applies one (`abort`, `pre_swap_abort`, `pre_swap.rollback`), else None."""
+    words = set(re.split(r"[._]", step))
+    return next((d.upper() for d in DECISIONS if d in words), None)
 
 
 def region_group(region: str) -> str:
@@ -165,7 +172,7 @@ def rollout_view(
         run_state,
         info,
         tuple(job_steps),
-        _columns([[s.name for s in by_region[r]] for r in order]),
+        _columns([[s.name for s in by_region[r]] for r in order], _skipped_everywhere(rows)),
         rows,
         tuple(unplaced),
     )
@@ -191,9 +198,9 @@ def dag_order(tasks: Sequence[TaskRun]) -> list[TaskRun]:
     return ordered + sorted((t for t in tasks if t.task_id not in done), key=lambda t: rank[t.task_id])  # cycles
 
 
-def _columns(region_steps: list[list[str]]) -> tuple[str, ...]:
+def _columns(region_steps: list[list[str]], hidden: set[str]) -> tuple[str, ...]:
     """One column per step name, in each region's order: a step only some regions have goes after the step that
-    precedes it there."""
+    precedes it there. Steps in `hidden` are left out."""
     columns: list[str] = []
     for steps in region_steps:
         previous: str | None = None
@@ -201,7 +208,16 @@ def _columns(region_steps: list[list[str]]) -> tuple[str, ...]:
             if name not in columns:
                 columns.insert(columns.index(previous) + 1 if previous else 0, name)
             previous = name
-    return tuple(columns)
+    return tuple(c for c in columns if c not in hidden)
+
+
+def _skipped_everywhere(rows: tuple[RegionRow, ...]) -> set[str]:
+    """Steps skipped in every region that has them: a branch no region took (an `abort` task that did not run)."""
+    states: dict[str, set[str]] = {}
+    for row in rows:
+        for name, step in row.steps.items():
+            states.setdefault(name, set()).add(step.state)
+    return {name for name, seen in states.items() if seen == {"skipped"}}
 
 
 def _place_answers(
@@ -256,21 +272,20 @@ def _append(answers: list[Answer], record: HookInvocationRecord) -> None:
 
 def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
     """The rollout stopped in this region if one of its steps failed, or one of its decision tasks ran."""
-    step = next(
-        (s for s in steps if s.state == "failed" or (s.name in DECISION_STEPS and s.state not in NOT_RUN)), None
-    )
+    step = next((s for s in steps if s.state == "failed" or (decision(s.name) and s.state not in NOT_RUN)), None)
     if step is None:
         return None
     reason = version.reason if version else ""
     decided = [a for a in step.answers if a.outcome in ("ABORT", "ROLLBACK")]
-    if step.name in DECISION_STEPS:
-        decision = step.name.upper()
+    named = decision(step.name)
+    if named:
+        what = named
     elif decided:
-        decision, reason = decided[-1].outcome or "", reason or decided[-1].detail
+        what, reason = decided[-1].outcome or "", reason or decided[-1].detail
     elif version is not None and version.status == VersionStatus.ROLLED_BACK:
-        decision = "ROLLBACK"
+        what = "ROLLBACK"
     elif "WAIT" in {(a.hook, a.function, a.region): a.outcome for a in step.answers}.values():
-        decision = "ABORT"  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
+        what = "ABORT"  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
     else:
-        decision = "FAILED"
-    return Stop(decision, step.name, reason)
+        what = "FAILED"
+    return Stop(what, step.name, reason)
