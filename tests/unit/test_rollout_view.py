@@ -3,6 +3,8 @@ report them (no Airflow)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -206,3 +208,10 @@ def test_dag_order_is_topological_then_by_start() -> None:
     c = TaskRun("c", "none", 0, None, frozenset({"a"}))
     d = TaskRun("d", "success", 1, T0 + 2, frozenset({"a"}))
     assert [t.task_id for t in dag_order([c, d, b, a])] == ["a", "b", "d", "c"]
+
+
+def test_the_read_model_imports_no_airflow() -> None:
+    """The layer rule (dags -> plugins -> venice_core): the plugin passes Airflow's task instances in."""
+    code = "import sys, venice_core.jobs.rollout_view; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "'airflow'" not in loaded and "'fastapi'" not in loaded and "'venice_core'" in loaded
