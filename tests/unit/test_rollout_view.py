@@ -196,10 +196,14 @@ def test_a_sensors_first_poke_belongs_to_it_though_airflow_recorded_a_later_star
         TaskRun("dc_0.approval", "success", 1, T0 + 9, ended_at=T0 + 10),
         TaskRun("dc_0.pre_swap", "success", 1, T0 + 10.5, frozenset({"dc_0.approval"}), ended_at=T0 + 14.5),
         TaskRun("dc_0.server_swap", "skipped", 0, T0 + 9.5, frozenset({"dc_0.approval"}), ended_at=T0 + 9.5),
+        TaskRun("end_of_push_job", "success", 1, T0 + 16, frozenset({"dc_0.pre_swap"}), ended_at=T0 + 17),
     ]
-    steps = rollout_view(meta, store, RUN, "running", tasks).regions[0].steps
+    _answer(meta, store, T0 + 16.5, "post_store_version_swap", "dc-0", "PROCEED")  # asked by a later top-level step
+    view = rollout_view(meta, store, RUN, "running", tasks)
+    steps = view.regions[0].steps
     assert steps["approval"].answers == () and steps["server_swap"].answers == ()  # a skipped task asked nothing
     assert [a.outcome for a in steps["pre_swap"].answers] == ["WAIT", "PROCEED"]
+    assert [a.function for a in view.job_steps[0].answers] == ["post_store_version_swap"]
 
 
 def test_dag_order_is_topological_then_by_start() -> None:

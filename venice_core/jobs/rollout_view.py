@@ -4,8 +4,8 @@ hook answers and ingestion progress come from the metadata store; the run's task
 
 The region x step matrix is built from the run's task ids (`<region group>.<step>`, top-level steps without a
 group), not from a list of steps: the DAG's shape may change without this module knowing. A hook answer is placed
-on the task that was running when it was recorded: the region's task (or, failing that, the top-level task) that
-opened last before it. Steps run one after another within a region, so that is the task that asked. A task opens
+on the task that was running when it was recorded: of the region's tasks and the top-level ones, the one that
+opened last before it. The DAG runs its steps one after another, so that is the task that asked. A task opens
 when its upstream tasks have all ended (or when Airflow saw it start, if earlier): Airflow keeps no record of
 when a rescheduled sensor's first poke started.
 """
@@ -250,11 +250,14 @@ def _opened(tasks: list[TaskRun]) -> list[tuple[float, str]]:
     return opened
 
 
-def _owner(group: str | None, at: float, started: list[tuple[float, str]], groups: dict[str, str]) -> str | None:
-    """The task of `group` (else a top-level one) that opened last before `at`."""
-    before = [task_id.partition(".") for started_at, task_id in reversed(started) if started_at <= at]
-    mine = next((f"{p}.{n}" for p, _, n in before if n and p == group), None)
-    return mine or next((f"{p}{s}{n}" for p, s, n in before if not n or p not in groups), None)
+def _owner(group: str | None, at: float, opened: list[tuple[float, str]], groups: dict[str, str]) -> str | None:
+    """The task that opened last before `at` among the top-level ones and those of `group` (of any group, for an
+    answer without a region)."""
+    for opened_at, task_id in reversed(opened):
+        prefix, _, name = task_id.partition(".")
+        if opened_at <= at and (not name or prefix not in groups or group in (None, prefix)):
+            return task_id
+    return None
 
 
 def _append(answers: list[Answer], record: HookInvocationRecord) -> None:
