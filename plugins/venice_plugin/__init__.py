@@ -1,5 +1,5 @@
-"""The Airflow plugin of the platform: the business-hours timetable, and the rollout page (a FastAPI app on
-Airflow's API server, shown as a tab of each store's DAG and DAG run)."""
+"""The Airflow plugin of the platform: the business-hours timetable, and the rollout pages (a FastAPI app on
+Airflow's API server): the stores in the Browse menu, and a store's page as a tab of its DAG and of each run."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ class VenicePlugin(AirflowPlugin):
     timetables = [BusinessHoursTimetable]
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Venice rollouts"}]
     external_views = [
+        {
+            "name": "Rollouts",
+            "href": f"{URL_PREFIX}/rollout/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "venice-rollouts",
+        },
         {"name": "Rollout", "href": ROLLOUT_PAGE, "destination": "dag", "url_route": "venice-rollout"},
         {
             "name": "Rollout",

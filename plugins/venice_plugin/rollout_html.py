@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
+from venice_core.jobs.airflow_push import dag_id
 from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step
+from venice_plugin.airflow_runs import RunInfo
 
 STYLE = """
 body { font-family: system-ui, sans-serif; font-size: 14px; margin: 16px; color: #1a202c; }
@@ -28,13 +29,6 @@ th { background: #edf2f7; text-align: left; }
 IN_PROGRESS = ("queued", "running")  # run states
 
 
-@dataclass(frozen=True)
-class RunLink:
-    run_id: str
-    state: str
-    started: str  # as Airflow shows it
-
-
 def _e(value: object) -> str:
     return escape(str(value), quote=True)
 
@@ -44,7 +38,7 @@ def _css(state: str) -> str:
     return re.sub(r"[^A-Za-z_]", "", state)
 
 
-def render_page(view: RolloutView, runs: Sequence[RunLink] = ()) -> str:
+def render_page(view: RolloutView, runs: Sequence[RunInfo] = ()) -> str:
     # A run that is still going: the page reloads itself (it has no script).
     refresh = "<meta http-equiv='refresh' content='10'>" if view.run_state in IN_PROGRESS else ""
     parts = [
@@ -60,6 +54,25 @@ def render_page(view: RolloutView, runs: Sequence[RunLink] = ()) -> str:
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def render_index(stores: Sequence[tuple[RolloutView, RunInfo | None]]) -> str:
+    """Every store the user may read: what each region serves, its latest run, a link to its DAG's Rollout tab."""
+    rows = []
+    for view, run in stores:
+        serving = ", ".join(f"{_e(r.region)} {_version(r.current)}" for r in view.regions)
+        latest = f"<span class='state {_css(run.state)}'>{_e(run.state)}</span> {_e(run.started)}" if run else "-"
+        link = f"/dags/{_e(quote(dag_id(view.store), safe=''))}/plugin/venice-rollout"
+        rows.append(
+            f"<tr data-store='{_e(view.store)}'><th><a href='{link}' target='_top'>{_e(view.store)}</a></th>"
+            f"<td>{serving}</td><td>{latest}</td></tr>"
+        )
+    body = "".join(rows) or "<tr><td colspan='3' class='muted'>No store yet.</td></tr>"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Rollouts</title><style>{STYLE}</style></head>"
+        "<body><h1>Rollouts</h1><table id='stores'><tr><th>store</th><th>serving, in rollout order</th>"
+        f"<th>latest run</th></tr>{body}</table></body></html>"
+    )
 
 
 def render_missing(message: str) -> str:
@@ -84,7 +97,7 @@ def _summary(view: RolloutView) -> str:
     )
 
 
-def _runs(view: RolloutView, runs: Sequence[RunLink]) -> str:
+def _runs(view: RolloutView, runs: Sequence[RunInfo]) -> str:
     if len(runs) < 2:
         return ""
     links = [

@@ -278,14 +278,16 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
 
     # The run's Rollout tab in the Airflow UI, in a real browser; its page refuses a client without a valid token.
-    page = f"{airflow.base_url(airflow_env.config)}/venice/rollout/{dag_id(store)}"
-    assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
+    pages = f"{airflow.base_url(airflow_env.config)}/venice/rollout/"
+    for page in (pages, f"{pages}{dag_id(store)}"):
+        assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
     run_id = AirflowApi(airflow_env.config).latest_run(dag_id(store))["dag_run_id"]
-    tab = rollout_tab(airflow_env.config, dag_id(store), run_id, tmp_path)
+    tab = rollout_tab(airflow_env.config, store, run_id, tmp_path)
     assert tab.serving == {"dc-0": "v2", "dc-1": "v1", "dc-2": "v1"} and tab.version_status == "PARTIALLY_ONLINE"
     assert tab.outcomes["dc-1"].startswith("ABORT at pre_swap\naborted by a hook at pre_store_version_swap in dc-1")
     assert "(still WAIT after 1" in tab.outcomes["dc-1"] and tab.outcomes["dc-0"] == tab.outcomes["dc-2"] == ""
     assert "WAIT" in tab.steps["dc-1"] and "timed out after 2s" in tab.steps["dc-1"] and tab.screenshot.exists()
+    assert "dc-0 v2, dc-1 v1, dc-2 v1" in tab.listed and "failed" in tab.listed  # Browse > Rollouts
 
 
 def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_on(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from venice_plugin import VenicePlugin
-from venice_plugin.rollout_html import render_page
+from venice_plugin.airflow_runs import RunInfo
+from venice_plugin.rollout_html import render_index, render_page
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 
 from venice_core.controller.versions import RegionProgress
@@ -15,11 +16,15 @@ from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step, 
 EVIL = "<script>alert('x')</script>"
 
 
-def test_the_plugin_mounts_the_page_and_shows_it_as_a_tab_of_the_dag_and_the_run() -> None:
+def test_the_plugin_mounts_the_pages_in_the_nav_and_as_tabs_of_the_dag_and_the_run() -> None:
     (app,) = VenicePlugin.fastapi_apps
     assert app["url_prefix"] == URL_PREFIX and isinstance(app["app"], LazyApp)
     tabs = {v["destination"]: v["href"] for v in VenicePlugin.external_views}
-    assert tabs == {"dag": "/venice/rollout/{DAG_ID}", "dag_run": "/venice/rollout/{DAG_ID}?run_id={RUN_ID}"}
+    assert tabs == {
+        "nav": "/venice/rollout/",
+        "dag": "/venice/rollout/{DAG_ID}",
+        "dag_run": "/venice/rollout/{DAG_ID}?run_id={RUN_ID}",
+    }
 
 
 def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
@@ -48,6 +53,14 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
     assert "&lt;script&gt;" in html and "ABORT" in html and "5 / 10 records (50%)" in html
     assert "class='failedscriptalertxscript'" in html  # a state becomes a class name of letters only
     assert "title='Quiet&lt;script&gt;" in html and "1 hook(s) PROCEED at pre_store_version_swap in dc-1" in html
+
+
+def test_the_store_list_links_each_store_to_its_dags_tab_escaped() -> None:
+    store = RolloutView("users", None, None, None, (), (), (RegionRow("dc-0", 2, 1, {}, None, None),))
+    html = render_index([(store, RunInfo(f"manual__{EVIL}", f"failed{EVIL}", "2026-11-22T22:00:00+00:00"))])
+    assert "<script>" not in html and "class='state failedscriptalertxscript'" in html
+    assert "<a href='/dags/venice_push__users/plugin/venice-rollout' target='_top'>users</a>" in html
+    assert "dc-0 v2" in html
 
 
 def test_a_request_without_a_token_is_refused() -> None:

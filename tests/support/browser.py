@@ -16,6 +16,7 @@ from playwright.sync_api import FrameLocator, Page, sync_playwright
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow
+from venice_core.jobs.airflow_push import dag_id
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -79,17 +80,19 @@ class RolloutTab:
     version_status: str
     outcomes: dict[str, str]  # region -> its outcome cell in the step matrix ("" where the rollout did not stop)
     steps: dict[str, str]  # region -> its whole row of the step matrix
+    listed: str  # the store's row in the list of stores (Browse > Rollouts)
     screenshot: Path
 
 
-def rollout_tab(config: ClusterConfig, dag_id: str, run_id: str, workdir: Path) -> RolloutTab:
-    """Sign in to the embedded Airflow, open the run's Rollout tab and read it. Screenshots in `workdir`: the tab in
-    the UI (`rollout-tab.png`) and the whole page, which the UI's frame cuts (`rollout-page.png`)."""
-    base = airflow.base_url(config)
+def rollout_tab(config: ClusterConfig, store: str, run_id: str, workdir: Path) -> RolloutTab:
+    """Sign in to the embedded Airflow, open the run's Rollout tab and read it, then the store's row in Browse >
+    Rollouts. Screenshots in `workdir`: the tab in the UI (`rollout-tab.png`) and the whole page, which the UI's
+    frame cuts (`rollout-page.png`)."""
+    base, dag = airflow.base_url(config), dag_id(store)
     screenshot = workdir / "rollout-page.png"
     with chromium_page(workdir / "chromium-profile") as page:
         sign_in(page, base, airflow.USER, airflow.password(config))
-        frame = open_tab(page, base, f"dags/{dag_id}/runs/{run_id}/plugin/venice-rollout-run", "Rollout")
+        frame = open_tab(page, base, f"dags/{dag}/runs/{run_id}/plugin/venice-rollout-run", "Rollout")
         frame.locator("#matrix").wait_for()
 
         def by_region(table: str, cell: str | None = None) -> dict[str, str]:
@@ -99,14 +102,15 @@ def rollout_tab(config: ClusterConfig, dag_id: str, run_id: str, workdir: Path) 
                 texts[row.get_attribute("data-region") or ""] = (row.locator(cell) if cell else row).inner_text()
             return {region: text.strip() for region, text in texts.items()}
 
-        tab = RolloutTab(
-            serving=by_region("#regions", "td.current"),
-            version_status=frame.locator("#version-status").inner_text(),
-            outcomes=by_region("#matrix", "td.outcome"),
-            steps=by_region("#matrix"),
-            screenshot=screenshot,
+        serving, outcomes, steps = (
+            by_region("#regions", "td.current"),
+            by_region("#matrix", "td.outcome"),
+            by_region("#matrix"),
         )
+        version_status = frame.locator("#version-status").inner_text()
         page.screenshot(path=str(workdir / "rollout-tab.png"))
-        page.goto(f"{base}/venice/rollout/{dag_id}?run_id={urllib.parse.quote(run_id, safe='')}")
+        stores = open_tab(page, base, "plugin/venice-rollouts", "Rollouts")
+        listed = stores.locator(f"tr[data-store='{store}']").inner_text()
+        page.goto(f"{base}/venice/rollout/{dag}?run_id={urllib.parse.quote(run_id, safe='')}")
         page.screenshot(path=str(screenshot), full_page=True)
-    return tab
+    return RolloutTab(serving, version_status, outcomes, steps, listed, screenshot)
