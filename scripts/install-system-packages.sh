@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the project needs beyond Python: Java 17 and Maven (for the embedded Kafka broker) and, for the
-# tests, a PostgreSQL server. Installs what is missing with apt when it can; otherwise names what to install.
+# tests, a PostgreSQL server and Chromium (the UI page's browser test drives Debian's `chromium` through
+# Playwright). Installs what is missing with apt when it can; otherwise names what to install.
 set -euo pipefail
 
 need=()
@@ -8,6 +9,7 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "${1:-}" = "--with-test-deps" ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 

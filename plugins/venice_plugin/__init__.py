@@ -1,12 +1,35 @@
-"""The Airflow plugin of the platform: timetables now; operators, sensors and the rollout view next."""
+"""The Airflow plugin of the platform: the business-hours timetable, and the rollout pages (a FastAPI app on
+Airflow's API server): the stores in the Browse menu, and a store's page as a tab of its DAG and of each run."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 from venice_plugin.timetables import BusinessHoursTimetable
+
+# The UI replaces {DAG_ID} and {RUN_ID} in a tab's address; the page shows any DAG's tab, and says so when the DAG
+# is not a store's rollout.
+ROLLOUT_PAGE = f"{URL_PREFIX}/rollout/{{DAG_ID}}"
 
 
 class VenicePlugin(AirflowPlugin):
     name = "venice"
     timetables = [BusinessHoursTimetable]
+    fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Venice rollouts"}]
+    external_views = [
+        {
+            "name": "Rollouts",
+            "href": f"{URL_PREFIX}/rollout/",
+            "destination": "nav",
+            "category": "browse",
+            "url_route": "venice-rollouts",
+        },
+        {"name": "Rollout", "href": ROLLOUT_PAGE, "destination": "dag", "url_route": "venice-rollout"},
+        {
+            "name": "Rollout",
+            "href": f"{ROLLOUT_PAGE}?run_id={{RUN_ID}}",
+            "destination": "dag_run",
+            "url_route": "venice-rollout-run",
+        },
+    ]

@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from scripts.generate_dataset import generate
 from tests.integration.test_push_e2e import _assert_serves, _expected, _write
+from tests.support.browser import rollout_tab, status_without_valid_token
 from tests.support.da_vinci import heartbeating_instance
 from tests.support.jobs import RecordsJob
 from tests.support.leftovers import airflow_parts, leaves_nothing
@@ -30,9 +31,11 @@ from venice_core.client import ReadClient
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores
 from venice_core.embedded import airflow
+from venice_core.embedded.airflow import AirflowApi
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.records import metrics_text
+from venice_core.jobs.airflow_push import dag_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.pubsub import admin
@@ -372,6 +375,18 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     failing = [i for i in dc1 if i.hook_class.endswith("FailWhereConfigured")]
     assert failing and all(i.timed_out and i.outcome == "WAIT" for i in failing)
     assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
+
+    # The run's Rollout tab in the Airflow UI, in a real browser; its page refuses a client without a valid token.
+    pages = f"{airflow.base_url(airflow_env.config)}/venice/rollout/"
+    for page in (pages, f"{pages}{dag_id(store)}"):
+        assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
+    run_id = AirflowApi(airflow_env.config).latest_run(dag_id(store))["dag_run_id"]
+    tab = rollout_tab(airflow_env.config, store, run_id, tmp_path)
+    assert tab.serving == {"dc-0": "v2", "dc-1": "v1", "dc-2": "v1"} and tab.version_status == "PARTIALLY_ONLINE"
+    assert tab.outcomes["dc-1"].startswith("ABORT at pre_swap\naborted by a hook at pre_store_version_swap in dc-1")
+    assert "(still WAIT after 1" in tab.outcomes["dc-1"] and tab.outcomes["dc-0"] == tab.outcomes["dc-2"] == ""
+    assert "WAIT" in tab.steps["dc-1"] and "timed out after 2s" in tab.steps["dc-1"] and tab.screenshot.exists()
+    assert "dc-0 v2, dc-1 v1, dc-2 v1" in tab.listed and "failed" in tab.listed  # Browse > Rollouts
 
 
 def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_on(

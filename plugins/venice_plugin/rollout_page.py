@@ -1,0 +1,96 @@
+"""The rollout page in the Airflow UI: a FastAPI app the plugin mounts on Airflow's API server under `/venice`,
+shown as a tab of a store's DAG and of each of its runs (the plugin's external views).
+
+    GET /venice/rollout/                            every store the user may read (the UI's Browse menu)
+    GET /venice/rollout/{dag_id}[?run_id=...]       a store's page (HTML; default: its latest run)
+    GET /venice/rollout/{dag_id}/data[?run_id=...]  the same, as JSON
+
+A plugin's app is not behind Airflow's authentication: every route depends on Airflow's own check, the one its
+REST API uses (`get_user`, `requires_access_dag`): the user's JWT, from the UI's cookie or a bearer token (none:
+401, a bad one: 403), and the auth manager's permission to read the DAG's runs (the list shows the stores whose DAG
+the user may read).
+
+Every task process loads the plugin folder, and FastAPI plus Airflow's API modules take seconds to import: the
+plugin registers `LazyApp`, which builds the real app on the API server's first request to it.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route signatures, whose types are imported in
+# `create_app`, at definition time.
+import dataclasses
+from typing import Any
+
+from venice_core.jobs.airflow_push import dag_id as store_dag_id
+
+URL_PREFIX = "/venice"
+DAG_PREFIX = store_dag_id("")
+
+
+class LazyApp:
+    """An ASGI app that builds the page's FastAPI app when it first serves a request."""
+
+    def __init__(self) -> None:
+        self._app: Any = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if self._app is None:
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+
+def create_app() -> Any:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+    from fastapi import Depends, FastAPI, HTTPException
+    from fastapi.responses import HTMLResponse
+
+    from venice_core.cli.context import metadata
+    from venice_core.controller.stores import list_stores
+    from venice_core.errors import VeniceError
+    from venice_core.jobs.rollout_view import RolloutView, rollout_view
+    from venice_plugin import airflow_runs
+    from venice_plugin.rollout_html import render_index, render_missing, render_page
+
+    app = FastAPI(title="Venice rollouts", docs_url=None, redoc_url=None, openapi_url=None)
+    read_runs = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]
+
+    def view(dag_id: str, run_id: str | None) -> tuple[RolloutView, list[airflow_runs.RunInfo]]:
+        if not dag_id.startswith(DAG_PREFIX):
+            raise HTTPException(404, f"{dag_id} is not a store's rollout DAG")
+        runs = airflow_runs.recent_runs(dag_id)
+        run = airflow_runs.find_run(dag_id, run_id) if run_id else (runs[0] if runs else None)
+        if run_id and run is None:
+            raise HTTPException(404, f"{dag_id} has no run {run_id}")
+        tasks = airflow_runs.run_tasks(dag_id, run.run_id) if run else []
+        try:
+            with metadata() as (_, meta):
+                page = rollout_view(meta, dag_id.removeprefix(DAG_PREFIX), run and run.run_id, run and run.state, tasks)
+        except VeniceError as exc:  # an unknown store, a metadata store not migrated
+            raise HTTPException(exc.http_status, str(exc)) from None
+        return page, runs
+
+    @app.get("/rollout/", response_class=HTMLResponse)
+    def index(user: GetUserDep) -> HTMLResponse:
+        readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+        with metadata() as (_, meta):
+            stores = [
+                (rollout_view(meta, name), next(iter(airflow_runs.recent_runs(store_dag_id(name), 1)), None))
+                for name in list_stores(meta)
+                if store_dag_id(name) in readable
+            ]
+        return HTMLResponse(render_index(stores))
+
+    @app.get("/rollout/{dag_id}", response_class=HTMLResponse, dependencies=read_runs)
+    def page(dag_id: str, run_id: str | None = None) -> HTMLResponse:
+        try:
+            rollout, runs = view(dag_id, run_id)
+        except HTTPException as exc:
+            return HTMLResponse(render_missing(str(exc.detail)), status_code=exc.status_code)
+        return HTMLResponse(render_page(rollout, runs))
+
+    @app.get("/rollout/{dag_id}/data", dependencies=read_runs)
+    def data(dag_id: str, run_id: str | None = None) -> dict[str, Any]:
+        rollout, _ = view(dag_id, run_id)
+        return dataclasses.asdict(rollout)
+
+    return app
