@@ -38,7 +38,7 @@ from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
 from venice_core.errors import IncompatibleSchema, SchemaError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import push as push_job
-from venice_core.jobs.airflow_push import dag_id, push_job_id
+from venice_core.jobs.airflow_push import dag_id, push_job_id, store_of
 from venice_core.jobs.local_push import job_request
 from venice_core.jobs.push_tasks import PushJobError
 from venice_core.jobs.rollout_steps import (
@@ -80,9 +80,12 @@ def _created(context: dict[str, Any]) -> CreatedVersion | None:
 
 
 @contextmanager
-def _inputs(store: str, context: dict[str, Any], region: str | None = None) -> Iterator[StepInputs]:
+def _inputs(
+    store: str, context: dict[str, Any], region: str | None = None, stopping: bool = False
+) -> Iterator[StepInputs]:
     """A step's inputs in this task: the run's rollout (its hook threads and DB connections released when the task
-    is done). A push that has already stopped raises the recorded stop; a stop is final (no retry)."""
+    is done). A push that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`:
+    applying a stop again is harmless, and completes one a failure cut short); a stop is final (no retry)."""
     created = _created(context)
     with metadata() as (config, meta):
         rollout = Rollout(
@@ -95,7 +98,8 @@ def _inputs(store: str, context: dict[str, Any], region: str | None = None) -> I
             version=created.number if created else None,
         )
         try:
-            rollout.ensure_not_stopped()
+            if not stopping:
+                rollout.ensure_not_stopped()
             yield StepInputs(rollout, _request(store, context), created, region)
         except FINAL as stopped:  # decided, refused or broken for good: retrying changes nothing
             raise AirflowFailException(str(stopped)) from stopped
@@ -106,12 +110,24 @@ def _inputs(store: str, context: dict[str, Any], region: str | None = None) -> I
 def finish_failed_run(context: dict[str, Any]) -> None:
     """DAG failure callback: a push that stopped on an error is over. Nothing swapped: the version is killed;
     some regions swapped: it stays PARTIALLY_ONLINE. Either way another push may start."""
+    _end_push(context, "the rollout run failed")
+
+
+def end_push_at_failed_step(context: dict[str, Any]) -> None:
+    """Task failure callback (a step failed for good, its retries spent): the push ends now, not when the whole
+    run does, so the steps still running beside it (a Da Vinci gate that WAITs) stop at their next poke and the
+    version says why."""
+    error = context.get("exception")
+    _end_push(context, f"{context['ti'].task_id} failed" + (f": {error}" if error else ""))
+
+
+def _end_push(context: dict[str, Any], reason: str) -> None:
     dag_run = context["dag_run"]
-    store = dag_run.dag_id.removeprefix("venice_push__")
+    store = store_of(dag_run.dag_id)
     with metadata() as (_, meta):
         row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id))
         if row is not None and not versions.push_finished(row):
-            versions.stop_push(meta, store, row.number, "the rollout run failed")
+            versions.stop_push(meta, store, row.number, reason)
 
 
 class SwapApprovalOperator(HITLOperator):
@@ -173,9 +189,9 @@ class PushJobOperator(SparkSubmitOperator):
         created = _created(context)
         if created is None:
             raise AirflowFailException("no version was created for this run")
-        with metadata() as (config, _):
-            results = result_file(config, created.push_job_id)
-            spec = push_job_spec(config, job_request(_request(self.store, context), created), results)
+        with _inputs(self.store, context) as inputs:  # a push stopped meanwhile writes nothing more
+            results = result_file(inputs.rollout.config, created.push_job_id)
+            spec = push_job_spec(inputs.rollout.config, job_request(inputs.request, created), results)
         results.unlink(missing_ok=True)  # a previous try's result is not this one's
         self.application, self.name, self.conf = spec.application, spec.name, dict(spec.conf)
         self.application_args, self._driver_memory = list(spec.args), spec.driver_memory
@@ -201,7 +217,8 @@ class _Renderer:
         # The hooks' maximum wait is enforced by the poke (an explicit ABORT); the sensor timeout is a backstop.
         self.decision_sensor = {
             "poke_interval": interval,
-            "timeout": hooks.wait_max_seconds + 3 * interval + 60,
+            # (The Da Vinci swap may wait up to the maximum for instances, then up to it again for the hooks.)
+            "timeout": 2 * hooks.wait_max_seconds + 3 * interval + 60,
             "mode": "reschedule",
         }
         self.manual_approval = f"{ManualApproval.__module__}.{ManualApproval.__name__}" in hooks.class_paths
@@ -224,7 +241,9 @@ class _Renderer:
     def condition(self, step: Step, region: str | None) -> BaseOperator:
         store = self.store
 
-        @task.sensor(task_id=step.name, poke_interval=2, timeout=3600, mode="reschedule")
+        @task.sensor(
+            task_id=step.name, poke_interval=step.poll_seconds, timeout=step.timeout_seconds, mode="reschedule"
+        )
         def wait(**context: Any) -> bool:
             with _inputs(store, context, region) as inputs:
                 return bool(step.run(inputs))
@@ -273,9 +292,9 @@ class _Renderer:
     def stop(self, step: Step, region: str | None, sensor: BaseOperator, kind: str) -> BaseOperator:
         store = self.store
 
-        @task(task_id=f"{step.name}_{kind}", retries=0)
+        @task(task_id=f"{step.name}_{kind}")
         def apply(decided: dict[str, str], **context: Any) -> None:
-            with _inputs(store, context, region) as inputs:
+            with _inputs(store, context, region, stopping=True) as inputs:
                 stop(inputs, step, Decision.from_json(decided))
 
         return apply(sensor.output).operator
@@ -293,6 +312,7 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
         tags=["venice", "rollout"],
         on_failure_callback=finish_failed_run,
         default_args={
+            "on_failure_callback": end_push_at_failed_step,
             "retries": config.step_retries,
             "retry_delay": timedelta(seconds=config.step_retry_delay_seconds),
         },

@@ -56,6 +56,12 @@ class AnswerFromConfig(StoreLifecycleHooks):
     def pre_start_of_push_job(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_start_of_push_job", ctx)
 
+    def pre_store_version_creation(self, ctx: HookContext):  # type: ignore[override]
+        return self._answer("pre_store_version_creation", ctx)
+
+    def pre_end_of_push_job(self, ctx: HookContext):  # type: ignore[override]
+        return self._answer("pre_end_of_push_job", ctx)
+
     def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
         answer = self._answer("pre_schema_registration", ctx)
         return (

@@ -134,9 +134,11 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         with pytest.raises(VeniceError, match=re.escape(message)):
             platform_env.push(store, spark_job, bad)
         assert [v["number"] for v in stores.describe_store(platform_env.meta, store)["versions"]] == [1]
-        request = PushJobRequest(store, 2, str(bad), "key", "value", "job-alone")
-        with pytest.raises(PushFailed) as failed:  # the job alone refuses it the same way
+        alone = versions.create_version(platform_env.meta, platform_env.config, store, "job-alone")
+        request = PushJobRequest(store, alone.number, str(bad), "key", "value", "job-alone")
+        with pytest.raises(PushFailed) as failed:  # the job alone (input the push cannot read) refuses it too
             spark_job(platform_env.config, request)
+        versions.kill_push(platform_env.meta, store, alone.number, "the job refused its input")
     else:
         with pytest.raises(PushFailed) as failed:
             platform_env.push(store, spark_job, bad)

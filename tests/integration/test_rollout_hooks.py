@@ -187,3 +187,31 @@ _BEFORE_CREATION = {  # pre_store_version_creation already names the version abo
     "pre_start_of_push_job",
     "post_start_of_push_job",
 }
+
+
+def test_a_region_left_out_at_creation_and_an_abort_at_the_end(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    """pre_store_version_creation's ABORT in dc-1 leaves dc-1 out of the version (no topic, no swap) while the
+    others roll out; an ABORT at pre_end_of_push_job, with every region serving the version, ends the push there:
+    the version stays ONLINE and says why, and the next push may start."""
+    env = _hooked(platform_env, tmp_path, f"{HOOKS}.AnswerFromConfig")
+    store = env.create_user_store("left", 1)
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_creation.dc-1": "ABORT"})
+    assert env.push(store, RecordsJob(_records(50, seed=0))) == 1
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 1}
+    assert _version_status(env, store, 1) == "ONLINE"
+    stores.update_store(
+        env.meta,
+        env.config,
+        store,
+        hook_configs={"answer.pre_end_of_push_job": "ABORT"},
+        remove_hook_configs=["answer.pre_store_version_creation.dc-1"],
+    )
+    with pytest.raises(
+        RolloutStopped, match="aborted by a lifecycle hook at pre_end_of_push_job; the new version serves"
+    ):
+        env.push(store, RecordsJob(_records(50, seed=1)))
+    assert env.serving(store) == {"dc-0": 2, "dc-1": 2, "dc-2": 2}
+    version = stores.describe_store(env.meta, store)["versions"][-1]
+    assert (version["status"], version["reason"]) == ("ONLINE", "aborted by a hook at pre_end_of_push_job")
+    stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.pre_end_of_push_job"])
+    assert env.push(store, RecordsJob(_records(50, seed=2))) == 3

@@ -12,7 +12,7 @@ from sqlalchemy import update
 
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.controller.rollout import Rollout, RolloutStopped
+from venice_core.controller.rollout import DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, Version, VersionRegionStatus
 from venice_core.status import ExecutionStatus, VersionStatus
@@ -53,7 +53,7 @@ def rollout(tmp_path: Path):
 def test_the_gate_opens_a_region_to_its_clients(rollout) -> None:
     rollout, meta, _ = rollout
     assert not da_vinci.gate_open(meta, "users", 1, "dc-1")
-    assert rollout.poke_da_vinci_gate("dc-1") is True
+    assert rollout.decide_da_vinci_gate("dc-1") == Decision("PROCEED")
     assert da_vinci.gate_open(meta, "users", 1, "dc-1") and not da_vinci.gate_open(meta, "users", 1, "dc-2")
 
 
@@ -73,12 +73,12 @@ def test_only_live_instances_yet_to_ingest_the_version_are_waited_for(rollout) -
 
 def test_the_swap_waits_for_instances_then_asks_the_hooks(rollout) -> None:
     rollout, meta, said = rollout
-    assert rollout.poke_da_vinci_swap("dc-1") is True  # none registered: nothing to wait for
+    assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")  # none registered: nothing to wait for
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 0)
-    assert rollout.poke_da_vinci_swap("dc-1") is False
+    assert rollout.decide_da_vinci_swap("dc-1") is None  # asked again later
     assert said[-1] == "waiting for Da Vinci instances in dc-1 to ingest version 1: client-a"
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED)
-    assert rollout.poke_da_vinci_swap("dc-1") is True
+    assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")
 
 
 def test_waiting_on_instances_past_the_maximum_is_an_abort(rollout) -> None:
@@ -86,8 +86,10 @@ def test_waiting_on_instances_past_the_maximum_is_an_abort(rollout) -> None:
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 0)
     with meta.session() as session:  # dc-1's servers finished ingesting 40 s ago
         session.execute(update(VersionRegionStatus).values(updated_at=time.time() - 40))
+    decision = rollout.decide_da_vinci_swap("dc-1")
+    assert decision is not None and decision.outcome == "ABORT"
     with pytest.raises(RolloutStopped, match=r"in dc-1 \(Da Vinci instances client-a had not ingested it after 4\ds"):
-        rollout.poke_da_vinci_swap("dc-1")
+        rollout.apply(decision, DA_VINCI_SWAP, "dc-1")
 
 
 def test_a_step_of_a_stopped_push_raises_the_recorded_stop(rollout) -> None:

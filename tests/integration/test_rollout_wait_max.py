@@ -34,12 +34,14 @@ def rollout(tmp_path: Path):
 
 def test_wait_past_the_maximum_is_an_abort(rollout) -> None:
     rollout, meta, said = rollout
-    assert rollout.poke("pre_store_version_swap", "dc-1") is False  # WAIT: asked again later
-    assert rollout.poke("pre_store_version_swap", "dc-1") is False
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None  # WAIT: asked again later
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None
     with meta.session() as session:  # the streak began 40 s ago, as if earlier pokes had been asked then
         session.execute(update(HookInvocationRecord).values(created_at=HookInvocationRecord.created_at - 40))
+    decision = rollout.decide("pre_store_version_swap", "dc-1")
+    assert decision is not None and decision.outcome == "ABORT"
     with pytest.raises(RolloutStopped, match=r"pre_store_version_swap in dc-1 \(still WAIT after 4\ds, the maximum"):
-        rollout.poke("pre_store_version_swap", "dc-1")
+        rollout.apply(decision, "pre_store_version_swap", "dc-1")
     assert said[-1].startswith("pre_store_version_swap kept answering WAIT for 4")
     # Another region's streak is its own.
-    assert rollout.poke("pre_store_version_swap", "dc-2") is False
+    assert rollout.decide("pre_store_version_swap", "dc-2") is None

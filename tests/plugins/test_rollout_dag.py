@@ -77,10 +77,11 @@ def test_each_decision_branches_to_its_next_step_abort_and_rollback(tmp_path: Pa
 
 def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tmp_path: Path) -> None:
     dag = build_rollout_dag("users", ["dc-0", "dc-1"], _config(tmp_path))
-    stops = {t.task_id for t in dag.tasks if t.task_id.endswith(("_abort", "_rollback"))}
     plumbing = {t.task_id for t in dag.tasks if t.task_type == "EmptyOperator"}
-    assert {(t.retries, t.retry_delay.total_seconds()) for t in dag.tasks if t.task_id not in stops | plumbing} == {
-        (3, 7.0)
+    # Every step, the stops included (applying a stop again is harmless, and completes one a failure cut short).
+    assert {(t.retries, t.retry_delay.total_seconds()) for t in dag.tasks if t.task_id not in plumbing} == {(3, 7.0)}
+    # A step that fails for good ends the push at once, not when the whole run has ended.
+    assert {t.on_failure_callback[0].__name__ for t in dag.tasks if t.task_id not in plumbing} == {
+        "end_push_at_failed_step"
     }
-    assert {t.retries for t in dag.tasks if t.task_id in stops} == {0}  # a decision is applied once
     assert isinstance(dag.get_task("spark_push"), PushJobOperator)

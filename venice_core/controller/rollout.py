@@ -1,12 +1,12 @@
-"""The rollout of one push through VIP-4's steps, asking the lifecycle hooks at each one.
+"""What a push's rollout asks of the lifecycle hooks, and what their answers do (the steps themselves are the list
+in `jobs.rollout_steps`, which both `venice push --local` and the Airflow DAG run).
 
-Each step is a method, so an orchestrator can run them one by one (the Airflow DAG runs each as a task, and its
-sensors re-ask on WAIT); `venice push` runs them in order in one process, waiting in place on WAIT.
-
-Outcomes: PROCEED goes on. ABORT stops this step and every later one: regions already swapped keep the new
-version, the others keep the old one, and the version's status and reason say so. ROLLBACK returns every region
-that already swapped to its previous version and marks the version ROLLED_BACK. A step that keeps answering WAIT
-past `venice.store.lifecycle.hooks.wait.max.seconds` is taken as ABORT.
+`ask` waits in place while the hooks answer WAIT; `decide` asks once (a sensor's poke) and gives None for WAIT,
+else a `Decision`. `apply` carries a decision out: PROCEED goes on. ABORT stops this step and every later one:
+regions already swapped keep the new version, the others keep the old one, and the version's status and reason
+say so. ROLLBACK ends the push, then returns every region serving the version to its previous one (a region with
+none, on a store's first version, then serves no version) and marks the version ROLLED_BACK. A step that keeps
+answering WAIT past `venice.store.lifecycle.hooks.wait.max.seconds` is taken as ABORT.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Rollout:
         if self.version is None:
             return
         row = versions.get_version(self.meta, self.store, self.version)
-        if versions.push_finished(row) and row.status != VersionStatus.ONLINE:
+        if row.lifecycle.stopped or (versions.push_finished(row) and row.status != VersionStatus.ONLINE):
             reason = row.lifecycle.reason
             raise RolloutStopped(
                 f"the push has already stopped: version {self.version} is {row.status}"
@@ -159,13 +159,6 @@ class Rollout:
             outcome = self._gave_up(function, waited)
         return Decision(outcome or "PROCEED", self.last_reason if outcome not in (None, "PROCEED") else "")
 
-    def poke(self, function: str, region: str | None = None) -> bool:
-        """`decide`, applying a stop at once: True once the hooks let the step go on, False to be asked again."""
-        decision = self.decide(function, region)
-        if decision is not None:
-            self.check(decision.outcome, function, region)
-        return decision is not None
-
     def decide_da_vinci_gate(self, region: str) -> Decision | None:
         """The Da Vinci ingestion gate of a region, when version creation left it WAITing: once the hooks let it,
         the region's clients may ingest."""
@@ -193,18 +186,6 @@ class Rollout:
         )
         return None
 
-    def poke_da_vinci_gate(self, region: str) -> bool:
-        decision = self.decide_da_vinci_gate(region)
-        if decision is not None:
-            self.apply(decision, DA_VINCI_GATE, region)
-        return decision is not None
-
-    def poke_da_vinci_swap(self, region: str) -> bool:
-        decision = self.decide_da_vinci_swap(region)
-        if decision is not None:
-            self.apply(decision, DA_VINCI_SWAP, region)
-        return decision is not None
-
     def inform(self, function: str, region: str | None = None) -> None:
         if self.executor is not None:
             self.executor.invoke(function, self.context(region))
@@ -227,6 +208,8 @@ class Rollout:
     def stop(self, outcome: str, function: str, region: str | None = None) -> None:
         why = self.last_reason
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
+        if outcome == "ROLLBACK" and self.version:  # first end the push, so no step beside this one swaps it in
+            versions.finish_push(self.meta, self.store, self.version, stopped=True)
         swapped = self.swapped_regions()
         if outcome == "ROLLBACK":
             # Every region serving the version goes back, in reverse rollout order, whichever task swapped it. A
@@ -242,7 +225,6 @@ class Rollout:
                 versions.set_version_status(
                     self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
                 )
-                versions.finish_push(self.meta, self.store, self.version)
             if unserved:
                 verb = "serves" if len(unserved) == 1 else "serve"
                 result = (

@@ -45,6 +45,12 @@ class VersionNotFound(VeniceError):
     http_status = 404
 
 
+class PushStopped(VeniceError):
+    """A step of a push that is already over."""
+
+    http_status = 409
+
+
 class NoBackupVersion(VeniceError):
     """A rollback asked of a region that keeps no version to go back to."""
 
@@ -159,31 +165,33 @@ def set_version_status(
 def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
     """Stop an in-flight push: region servers drop the version; regions keep serving what they served."""
     set_version_status(meta, store_name, number, VersionStatus.KILLED, reason)
-    finish_push(meta, store_name, number)
+    finish_push(meta, store_name, number, stopped=True)
 
 
 def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
-    """End a push that will not finish its rollout. Regions already serving the version keep it, and it is
-    PARTIALLY_ONLINE; if none serves it, it is KILLED (servers drop it). Either way another push may start."""
-    with meta.session() as session:
-        serving = session.scalar(
-            select(RegionCurrentVersion.region).where(
-                RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
-            )
-        )
-    if serving is None:
+    """End a push that will not finish its rollout. Regions already serving the version keep it: it is ONLINE
+    where every region of it serves it (a stop at the very end), else PARTIALLY_ONLINE; if none serves it, it is
+    KILLED (servers drop it). Either way another push may start, and the stop and its reason are recorded."""
+    serving = regions_serving(meta, store_name, number)
+    if not serving:
         kill_push(meta, store_name, number, reason)
-    else:
-        set_version_status(meta, store_name, number, VersionStatus.PARTIALLY_ONLINE, reason)
-        finish_push(meta, store_name, number)
+        return
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number))
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        everywhere = set(version.lifecycle.regions) <= set(serving)
+        version.status = VersionStatus.ONLINE if everywhere else VersionStatus.PARTIALLY_ONLINE
+        version.update_lifecycle(reason=reason, finished=True, stopped=True)
 
 
-def finish_push(meta: MetadataStore, store_name: str, number: int) -> None:
-    """The push of this version is over (whatever its outcome): another push of the store may start."""
+def finish_push(meta: MetadataStore, store_name: str, number: int, stopped: bool = False) -> None:
+    """The push of this version is over (whatever its outcome): another push of the store may start, and no region
+    swaps to it any more. `stopped`: it ended short of its rollout."""
     with meta.session() as session:
         version = session.get(Version, (store_name, number))
         if version is not None:
-            version.update_lifecycle(finished=True)
+            version.update_lifecycle(finished=True, stopped=stopped or version.lifecycle.stopped)
 
 
 def version_regions(version: Version) -> list[str]:
@@ -421,9 +429,11 @@ def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) 
     """Make `number` the region's current version; the previous current becomes its backup."""
     with meta.session() as session:
         store = get_store(session, store_name)
-        version = session.get(Version, (store_name, number))
+        version = session.get(Version, (store_name, number), with_for_update=True)
         if version is None:
             raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        if version.lifecycle.finished:  # stopped (or done) meanwhile, by a step beside this one: never swap it in
+            raise PushStopped(f"the push of version {number} of '{store_name}' is over; {region} does not swap to it")
         status = session.get(VersionRegionStatus, (store_name, number, region))
         if status is None or status.status != ExecutionStatus.COMPLETED:
             raise VeniceError(f"version {number} of '{store_name}' is not fully ingested in {region}; cannot swap")

@@ -31,9 +31,17 @@ class RunInFlight(VeniceError):
     http_status = 409
 
 
+DAG_PREFIX = "venice_push__"
+
+
 def dag_id(store: str) -> str:
     """The store's rollout DAG."""
-    return f"venice_push__{store}"
+    return f"{DAG_PREFIX}{store}"
+
+
+def store_of(dag: str) -> str:
+    """The store of a rollout DAG (`dag_id`'s inverse)."""
+    return dag.removeprefix(DAG_PREFIX)
 
 
 def push_job_id(store: str, run_id: str) -> str:

@@ -29,7 +29,7 @@ from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.status import ExecutionStatus
 
-INGESTION_TIMEOUT_SECONDS = 1800
+INGESTION_TIMEOUT_SECONDS = 3600
 
 
 class IngestionFailed(VeniceError):
@@ -109,6 +109,8 @@ class Step:
     run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
     function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
+    poll_seconds: float = 2.0  # a CONDITION: how often it is checked (a sensor's poke interval), and how long
+    timeout_seconds: float = INGESTION_TIMEOUT_SECONDS
 
     @property
     def can_rollback(self) -> bool:
@@ -264,8 +266,10 @@ def step(name: str) -> Step:
 
 
 def plan(regions: list[str]) -> Iterator[tuple[Step, str | None]]:
-    """The steps in the order one process runs them: every-region steps for each region in turn, and each run
-    of consecutive region steps as a block, region after region."""
+    """The steps in the order one process runs them: each run of consecutive region steps as a block, region after
+    region. An every-region step runs in each region's block just before the step it holds (the Da Vinci gate
+    before the region's Da Vinci swap), so a WAITing gate holds up that region only, as in the DAG."""
+    held = {s.holds: s for s in STEPS if s.scope is Scope.EVERY_REGION and s.holds}
     block: list[Step] = []
     for current in (*STEPS, None):
         if current is not None and current.scope is Scope.REGION:
@@ -273,12 +277,15 @@ def plan(regions: list[str]) -> Iterator[tuple[Step, str | None]]:
             continue
         for region in regions if block else ():
             for region_step in block:
+                if region_step.name in held:
+                    yield held[region_step.name], region
                 yield region_step, region
         block = []
         if current is None:
             return
         if current.scope is Scope.EVERY_REGION:
-            yield from ((current, region) for region in regions)
+            if not current.holds:
+                yield from ((current, region) for region in regions)
         else:
             yield current, None
 
@@ -298,7 +305,6 @@ def run_in_process(
     request: PushRequest,
     run_job: JobRunner,
     sleep: Callable[[float], None] = time.sleep,
-    ingestion_timeout: float = INGESTION_TIMEOUT_SECONDS,
 ) -> int:
     """Run every step in this process (`venice push --local`); the version every region serves at the end. A
     failure that is not a hook's decision ends the push: the version is killed (or PARTIALLY_ONLINE where a region
@@ -317,7 +323,7 @@ def run_in_process(
             elif current.kind is StepKind.ADMISSION:
                 skipped_region = None if current.run(inputs) else region
             elif current.kind is StepKind.CONDITION:
-                _wait_for(inputs, current, sleep, ingestion_timeout)
+                _wait_for(inputs, current, sleep)
             elif current.kind is StepKind.DECISION:
                 _decide_in_place(inputs, current, sleep)
             else:
@@ -327,8 +333,9 @@ def run_in_process(
     except RolloutStopped:
         raise
     except BaseException as exc:
-        if inputs.created is not None:
-            versions.stop_push(rollout.meta, request.store, inputs.created.number, str(exc))
+        number = inputs.created.number if inputs.created is not None else rollout.version  # created, then failed
+        if number is not None and versions.version_of_push(rollout.meta, request.store, rollout.push_job_id):
+            versions.stop_push(rollout.meta, request.store, number, str(exc))
         raise
     return inputs.version.number
 
@@ -344,18 +351,20 @@ def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
     return result
 
 
-def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
+    deadline = time.monotonic() + current.timeout_seconds
     while not current.run(inputs):
         if time.monotonic() > deadline:
-            raise IngestionFailed(f"{current.name} in {inputs.region} did not happen within {timeout:.0f}s")
-        sleep(0.5)
+            raise IngestionFailed(
+                f"{current.name} in {inputs.region} did not happen within {current.timeout_seconds:.0f}s"
+            )
+        sleep(current.poll_seconds)
     inputs.rollout.progress(f"{inputs.region}: {current.name}")
 
 
 def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
-    interval = inputs.rollout.config.hooks.wait_interval_seconds
+    """A decision step, asked again every wait interval (as the DAG's sensor pokes) until it decides."""
     while (decision := current.run(inputs)) is None:
-        sleep(min(interval, 5.0) if current.function == DA_VINCI_SWAP else interval)
+        sleep(inputs.rollout.config.hooks.wait_interval_seconds)
     if decision.stops:
         stop(inputs, current, decision)

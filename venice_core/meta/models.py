@@ -47,12 +47,13 @@ class ValueSchema(Base):
 @dataclass(frozen=True)
 class VersionLifecycle:
     """What a version's `details` (a JSON column) records of its push, typed: the regions it was created for,
-    why it stopped, whether its push is over, people's swap decisions, END_OF_PUSH's record counts, and the
-    regions whose Da Vinci clients may ingest it."""
+    why it stopped, whether its push is over (and whether it ended short of its rollout), people's swap
+    decisions, END_OF_PUSH's record counts, and the regions whose Da Vinci clients may ingest it."""
 
     regions: tuple[str, ...] = ()
     reason: str = ""
     finished: bool = False
+    stopped: bool = False  # the push ended short of its rollout (an ABORT, a ROLLBACK, a failure)
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     record_counts: Mapping[str, int] | None = None
     da_vinci_regions: tuple[str, ...] = ()
@@ -64,6 +65,7 @@ class VersionLifecycle:
             tuple(d.get("regions") or ()),
             str(d.get("reason", "")),
             bool(d.get("finished", False)),
+            bool(d.get("stopped", False)),
             dict(d.get("approvals") or {}),
             d.get("record_counts"),
             tuple(d.get("da_vinci_regions") or ()),
