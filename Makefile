@@ -22,8 +22,8 @@ system-deps:
 demo: install
 	scripts/demo.sh
 
-# Two workers, a test file each at a time, in file order: the Airflow file (mostly waiting on sensors and
-# restarts) starts early and runs beside the rest; each worker starts its own platform and SparkSession once.
+# Two workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
+# restarts) start first, one on each worker; each worker starts its own platform and SparkSession once.
 test: $(STAMP)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/ruff check .

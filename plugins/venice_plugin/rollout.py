@@ -117,7 +117,9 @@ def end_push_at_failed_step(context: dict[str, Any]) -> None:
     """Task failure callback (a step failed for good, its retries spent): the push ends now, not when the whole
     run does, so the steps still running beside it (a Da Vinci gate that WAITs) stop at their next poke and the
     version says why."""
-    error = context.get("exception")
+    error = " ".join(str(context.get("exception") or "").split())
+    if len(error) > 200:  # spark-submit's message holds its whole command line: keep its start and its end
+        error = f"{error[:100]} ... {error[-80:]}"
     _end_push(context, f"{context['ti'].task_id} failed" + (f": {error}" if error else ""))
 
 

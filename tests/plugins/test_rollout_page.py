@@ -1,5 +1,5 @@
 """The rollout page without a running Airflow: its registration, its HTML (escaped), and its app refusing a request
-without a token (the check through real Airflow is in tests/integration/test_airflow_rollout.py)."""
+without a token (the check through real Airflow is in tests/airflow/test_rollout_runs.py)."""
 
 from __future__ import annotations
 

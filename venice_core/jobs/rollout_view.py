@@ -281,8 +281,9 @@ def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
     reason = version.reason if version else ""
     decided = [a for a in step.answers if a.outcome in ("ABORT", "ROLLBACK")]
     named = decision(step.name)
-    if named:
-        what = named
+    at = step.name
+    if named:  # `pre_swap_abort`: the decision of `pre_swap`
+        what, at = named, step.name.removesuffix(f"_{named.lower()}")
     elif decided:
         what, reason = decided[-1].outcome or "", reason or decided[-1].detail
     elif version is not None and version.status == VersionStatus.ROLLED_BACK:
@@ -291,4 +292,4 @@ def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
         what = "ABORT"  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
     else:
         what = "FAILED"
-    return Stop(what, step.name, reason)
+    return Stop(what, at, reason)

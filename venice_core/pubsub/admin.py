@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -82,6 +82,19 @@ def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list
     numbers = range(partitions) if isinstance(partitions, int) else partitions
     consumer = Consumer(client_config(bootstrap, **{"group.id": "venice-offsets", "enable.auto.commit": False}))
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS)[1] for p in numbers]
+        return [_high_watermark(consumer, topic, p) for p in numbers]
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Any, topic: str, partition: int) -> int:
+    """A partition's end offset. A leader elected a moment ago may still answer NOT_LEADER_FOR_PARTITION (its
+    metadata reaches the broker's request handling a little later): asked again, briefly."""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -1,0 +1,61 @@
+"""Airflow (`airflow standalone`) over the session's platform, one per test module: the modules of this folder run
+on both test workers at once, each with its own Airflow."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.airflow_runs import (
+    EVENTS,
+    EVENTS_TOPIC,
+    REPO,
+    write_settings,
+)
+from tests.support.leftovers import airflow_parts, leaves_nothing
+from tests.support.platform import PlatformEnv
+from tests.support.webhook import Webhook
+from venice_core.config import load_config
+from venice_core.embedded import airflow
+from venice_core.pubsub import admin
+
+
+@pytest.fixture(scope="module")
+def events_webhook() -> Iterator[Webhook]:
+    """Where the lifecycle-event hook POSTs every run's events."""
+    webhook = Webhook()
+    try:
+        yield webhook
+    finally:
+        webhook.close()
+
+
+@pytest.fixture(scope="module")
+def airflow_env(
+    platform_env: PlatformEnv, events_webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PlatformEnv]:
+    """Airflow over the session's platform, with the test hooks configured (PROCEED unless a store says
+    otherwise) and `venice push` going through Airflow, its default when Airflow is enabled."""
+    properties = tmp_path_factory.mktemp("airflow") / "venice.properties"
+    bootstrap = platform_env.config.region(platform_env.config.source_region).kafka_bootstrap
+    admin.create_topic(bootstrap, EVENTS_TOPIC, 1)
+    base = platform_env.properties.read_text().replace("airflow.enabled=false", "airflow.enabled=true")
+    base += f"{EVENTS}.topic={EVENTS_TOPIC}\n{EVENTS}.kafka.bootstrap.servers={bootstrap}\n"
+    base += f"{EVENTS}.webhook.url={events_webhook.url}\n"
+    env = {**platform_env.env, "VENICE_CONFIG": str(properties), "PYTHONPATH": str(REPO)}
+    write_settings(PlatformEnv(platform_env.home, properties, env), base, {})
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(REPO)  # Airflow's task processes import the test hook module
+    config = load_config({"VENICE_CONFIG": str(properties)})
+    try:
+        airflow.start(config)
+        yield PlatformEnv(platform_env.home, properties, env)
+    finally:
+        with leaves_nothing(*airflow_parts(config)):  # scheduler, workers, task processes, api-server: all gone
+            airflow.stop(config)
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous

@@ -1,0 +1,221 @@
+"""Rollouts through real Airflow that stop or fail early, or survive crashes: hook failures under the ABORT policy,
+refused configs, schemas and input, Airflow killed mid-run, a step that fails on its own, a push queued behind
+another."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from scripts.generate_dataset import generate
+from tests.integration.test_push_e2e import _assert_serves, _expected, _write
+from tests.support.airflow_runs import (
+    CLUSTER_SETTINGS,
+    HOOKS,
+    cluster_settings,
+    crash_and_restart_airflow,
+    kill_spark_push,
+    read_line,
+    step_state,
+    wait_for_data_in_version_topic,
+    wait_for_step,
+)
+from tests.support.jobs import RecordsJob
+from tests.support.platform import PlatformEnv
+from venice_core.embedded import airflow
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow]
+
+
+def test_hook_failures_under_abort_policy_stop_before_any_version(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """Policy ABORT (fail closed): a hook that raises, or times out, at pre_start_of_push_job stops the run before
+    a version exists; nothing changes in any region."""
+    data = generate(tmp_path / "in", 50, files=1)
+    store = airflow_env.create_user_store("afa")
+    with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks.failure.policy": "ABORT"}):
+        for failure, said in (
+            ("raise", "RuntimeError: pre_start_of_push_job cannot decide"),
+            ("timeout", "timed out after 2s"),
+        ):
+            airflow_env.cli(
+                "store", "update", store, "--hook-config", f"fail.pre_start_of_push_job={failure}", check=True
+            )
+            result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
+            assert result.returncode == 3, result.stdout + result.stderr
+            assert (
+                "error: rollout run failed at start_of_push_job; no version was created: FailWhereConfigured answered "
+                f"ABORT at pre_start_of_push_job ({said})"
+            ) in result.stderr
+            assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
+            assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_at_once(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """A push whose input brings a new field, to a store that auto-registers: pre_schema_registration's ABORT
+    stops the run at its schema_registration step, before any version, and registers nothing. A push of input that
+    does not exist fails before Airflow is asked anything: one line, in under 5 s, no run, no version."""
+    store = airflow_env.create_user_store("afs", auto_register_schemas=True)
+    airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_schema_registration=ABORT", check=True)
+    data = generate(tmp_path / "in", 50, files=1)
+    (part,) = data.glob("*.parquet")
+    table = pq.read_table(part)
+    pq.write_table(table.append_column("city", pa.array(["Oslo"] * table.num_rows)), part)
+    result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "rollout run failed at schema_registration; no version was created: AnswerFromConfig answered ABORT at "
+        "pre_schema_registration"
+    ) in result.stderr
+    shown = json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)
+    assert shown["versions"] == [] and len(shown["value_schemas"]) == 1
+
+    api = airflow.AirflowApi(airflow_env.config)
+    last_run = api.latest_run(f"venice_push__{store}")["dag_run_id"]
+    started = time.monotonic()
+    missing = airflow_env.cli("push", store, "--input", str(tmp_path / "no-such-path"))
+    assert time.monotonic() - started < 5
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and missing.stderr.startswith("error: ")
+    assert "no-such-path" in missing.stderr
+    assert api.latest_run(f"venice_push__{store}")["dag_run_id"] == last_run  # nothing triggered
+    assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """A hook added to the cluster that rejects a store's existing configs: `venice store update` refuses new
+    ones with the hook's reason, and the store's next run stops at validate_hook_config before any version."""
+    store = airflow_env.create_user_store("afv")
+    airflow_env.cli("store", "update", store, "--hook-config", "answer.post_end_of_push_job=PROCEED", check=True)
+    hooks = CLUSTER_SETTINGS["venice.store.lifecycle.hooks"] + f",{HOOKS}.StrictConfig"
+    with cluster_settings(airflow_env, **{"venice.store.lifecycle.hooks": hooks}):
+        refused = airflow_env.cli("store", "update", store, "--hook-config", "min.delay.seconds=soon")
+        assert refused.returncode != 0 and refused.stderr.startswith(
+            f"error: store-level hook config of '{store}' refused: StrictConfig: unknown key"
+        )
+        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "in", 20, files=1)), timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "rollout run failed at start_of_push_job; no version was created: StrictConfig answered ABORT at "
+        "validate_hook_config (unknown key 'answer.post_end_of_push_job')"
+    ) in result.stderr
+
+
+def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_on(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """All of Airflow is SIGKILLed twice during one run, as a crash would.
+
+    First while the Spark push writes (its spark-submit dies with it): started again, the scheduler resets the
+    orphaned task and runs it again; the producers' deterministic GUIDs make the re-written records duplicates
+    that ingestion skips. Then while dc-1 waits for a person's approval (its human-in-the-loop task): the wait
+    survives the restart, and the approval, given then, lets the run finish. Every region serves exactly the
+    input."""
+    store = airflow_env.create_user_store("afk", 2)
+    airflow_env.cli("store", "update", store, "--hook-config", "manual.approval.regions=dc-1", check=True)
+    data = generate(tmp_path / "in", 20_000, files=1)
+    push = airflow_env.venice_background("push", store, "--input", str(data))
+    try:
+        wait_for_step(airflow_env, store, "spark_push", "running", push)
+        wait_for_data_in_version_topic(airflow_env, store, 1, 2, push)  # the executors are writing
+        crash_and_restart_airflow(airflow_env)
+
+        wait_for_step(airflow_env, store, "dc_1.approval", "awaiting_input", push)
+        assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
+        crash_and_restart_airflow(airflow_env)
+        assert step_state(airflow_env, store, "dc_1.approval") == "awaiting_input"
+        approved = airflow_env.cli("rollout", "approve", store, "--region", "dc-1", check=True)
+        assert "approved the swap of" in approved.stdout and "its Airflow run goes on" in approved.stdout
+        out, err = push.communicate(timeout=900)
+    finally:
+        if push.poll() is None:
+            push.kill()
+    assert push.returncode == 0, out + err
+    assert "still following the run" in out  # the follower rode out the restarts
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    _assert_serves(airflow_env, store, _expected(data))
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
+    steps = {s["task"]: s for s in status["steps"]}
+    assert steps["dc_1.approval"]["state"] == "success"
+    assert steps["spark_push"]["tries"] >= 2
+
+
+def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Input the push job refuses ends the rollout at spark_push on the first try (retrying would not change
+    it): one error line that names the problem, the version killed with that reason, the old version serving.
+    (The same input accepted with `--conf allow.duplicate.key=true` is part of the all-steps run above.)
+
+    While that run is in flight, a push with `--no-queue` is refused in one line and triggers nothing; a push
+    without it says at once that it queues behind the run, and its run starts once that one has ended (where a
+    hook, configured meanwhile, stops it at once: a whole second rollout would cost the suite a minute)."""
+    store = airflow_env.create_user_store("afb", 1)
+    good = generate(tmp_path / "good", 100, files=1)
+    airflow_env.push(store, RecordsJob(_expected(good)))  # v1, directly
+    rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
+    bad = _write(tmp_path / "bad", rows)
+    later = generate(tmp_path / "later", 10, files=1, seed=7)
+    api, dag = airflow.AirflowApi(airflow_env.config), f"venice_push__{store}"
+    push = airflow_env.venice_background("push", store, "--input", str(bad))
+    queued: subprocess.Popen[str] | None = None
+    try:
+        run_id = read_line(push, "triggered ").split(" run ", 1)[1].strip()  # "triggered <dag> run <run id>"
+        wait_for_step(airflow_env, store, "spark_push", "running", push)
+        refused = airflow_env.cli("push", store, "--input", str(later), "--no-queue")
+        assert refused.returncode == 1 and refused.stdout == "", refused.stdout + refused.stderr
+        assert refused.stderr == (
+            f"error: a rollout of '{store}' is in flight (run {run_id}); not queueing behind it (--no-queue)\n"
+        )
+        assert api.active_runs(dag) == [run_id]  # nothing triggered
+        # The run in flight is past start_of_push_job; the next one stops there.
+        airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_start_of_push_job=ABORT", check=True)
+        queued = airflow_env.venice_background("push", store, "--input", str(later))
+        queued_id = read_line(queued, "triggered ").split(" run ", 1)[1].strip()
+        assert read_line(queued, "") == f"queued behind run {run_id}; following it when it starts"
+        out, err = push.communicate(timeout=900)
+        assert push.returncode == 3, out + err
+        assert err.startswith(
+            "error: rollout run failed at spark_push; version 2 is KILLED: "
+            "the push job refused its input: duplicate key with different values in the input"
+        )
+        assert len(err.splitlines()) == 1
+        assert {t["task_id"]: t["try_number"] for t in api.task_instances(dag, run_id)}["spark_push"] == 1
+        queued_out, queued_err = queued.communicate(timeout=900)
+    finally:
+        for process in (push, queued):
+            if process is not None and process.poll() is None:
+                process.kill()
+    assert queued.returncode == 3, queued_out + queued_err
+    assert f"run {queued_id} started" in queued_out
+    assert queued_err.startswith(
+        "error: rollout run failed at start_of_push_job; no version was created: "
+        "AnswerFromConfig answered ABORT at pre_start_of_push_job"
+    )
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    _assert_serves(airflow_env, store, _expected(good))
+
+
+def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """The Spark push's JVM is SIGKILLed as it starts (as a lost machine would), on every try: the step fails,
+    Airflow retries it after `rollout.step.retry.delay.seconds`, 1 + `rollout.step.retries` tries in all; then the
+    run fails and its failure callback kills the version; the previous one keeps serving. (A step that runs again
+    and succeeds, writing duplicates that ingestion skips, is the Airflow-crash test above.)"""
+    store = airflow_env.create_user_store("afr", 2)
+    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 100, files=1))))  # v1, directly
+    push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "v2", 100, files=1)))
+    out, err = kill_spark_push(store, push, times=3)
+    assert push.returncode == 3, out + err
+    # The failed step ends the push at once, and the version says which step and why (the JVM killed: -9).
+    assert err.startswith("error: rollout run failed at spark_push; version 2 is KILLED: spark_push failed: ")
+    assert err.endswith("Error code is: -9.\n") and err.count("\n") == 1
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    assert {s["task"]: s["tries"] for s in status["steps"]}["spark_push"] == 3  # 1 + rollout.step.retries
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}

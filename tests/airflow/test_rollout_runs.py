@@ -1,0 +1,222 @@
+"""Whole rollouts through real Airflow (`airflow standalone`): `venice push` triggers the store's DAG run over the
+session's platform; the hooks answer, fail or time out as the store-level configs tell them. Each decision takes its
+branch (a ROLLBACK, an ABORT past the maximum wait), and the rollout page shows the result in a browser."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from scripts.generate_dataset import generate
+from tests.integration.test_push_e2e import _assert_serves, _expected
+from tests.support.airflow_runs import (
+    HOOKS,
+    INTERVAL,
+    assert_vip4_calls,
+    cluster_settings,
+    events_from_topic,
+    invocations_of,
+    metric,
+    recorded_calls,
+    wait_for_step,
+)
+from tests.support.browser import rollout_tab, status_without_valid_token
+from tests.support.da_vinci import heartbeating_instance
+from tests.support.jobs import RecordsJob
+from tests.support.platform import PlatformEnv
+from tests.support.webhook import Webhook
+from venice_core.client import ReadClient
+from venice_core.controller import da_vinci, stores
+from venice_core.embedded import airflow
+from venice_core.embedded.airflow import AirflowApi
+from venice_core.embedded.sandbox import free_ports
+from venice_core.hooks.api import HOOK_FUNCTIONS
+from venice_core.jobs.airflow_push import dag_id
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow]
+
+
+def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
+    airflow_env: PlatformEnv, events_webhook: Webhook, tmp_path: Path
+) -> None:
+    """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that
+    times out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and
+    the sensor re-asks each interval. A Da Vinci instance registered in dc-1 (heartbeating, as a client does) has
+    dc-1's ingestion gate opened, and holds dc-1's Da Vinci swap until it reports the version ingested; the other
+    regions have no instance and do not wait. The push's configs (`venice push --conf`) reach the Spark job: its
+    input holds a key twice with different values, which `allow.duplicate.key=true` lets through, and a new field,
+    which the store registers as a new value schema. Then every region serves the input. A recording hook saw all
+    14 lifecycle functions in VIP-4's order, and the lifecycle-event hook sent each to a topic and a webhook."""
+    store = airflow_env.create_user_store("afp", auto_register_schemas=True)
+    failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
+    before = {
+        m: metric(airflow_env, m, **dict(failing)) for m in ("venice_hook_failures_total", "venice_hook_timeouts_total")
+    }
+    stores.update_store(
+        airflow_env.meta,
+        airflow_env.config,
+        store,
+        hook_configs={
+            "fail.pre_store_version_swap.dc-0": "raise",
+            "fail.pre_store_version_swap.dc-1": "timeout",
+            "answer.pre_store_version_swap.dc-2": "WAIT*2",
+        },
+    )
+    data = generate(tmp_path / "in", 500, files=1)
+    (part,) = data.glob("*.parquet")  # a new field: the push registers a new value schema through the hooks
+    table = pq.read_table(part)
+    pq.write_table(table.append_column("city", pa.array(["Oslo"] * table.num_rows)), part)
+    twice = [{"key": "twice", "name": "n", "age": age, "score": 1.0, "city": "Oslo"} for age in (1, 2)]
+    pq.write_table(pa.Table.from_pylist(twice, pq.read_schema(part)), data / "part-twice.parquet")
+    meta = airflow_env.meta
+    with heartbeating_instance(meta, store, "dc-1", "client-a") as client:
+        push = airflow_env.venice_background("push", store, "--input", str(data), "--conf", "allow.duplicate.key=true")
+        try:
+            wait_for_step(airflow_env, store, "dc_1.da_vinci_swap", "up_for_reschedule", push)
+            assert da_vinci.gate_open(meta, store, 1, "dc-1")
+            assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
+            client.ingested(1)
+            out, err = push.communicate(timeout=600)
+        finally:
+            if push.poll() is None:
+                push.kill()
+    assert push.returncode == 0, out + err
+    assert "dc_2.post_swap: success" in out and "end_of_push_job: success" in out
+    # The follower prints in the order things happened: dc-2's WAITs come after dc-1's swap, before dc-2's.
+    lines = out.splitlines()
+    waits = [i for i, line in enumerate(lines) if "AnswerFromConfig answered WAIT at pre_store_version_swap" in line]
+    assert lines.index("  dc_1.post_swap: success") < waits[0] < lines.index("  dc_2.post_swap: success"), out
+    for region in airflow_env.config.region_names:  # and each region's ingestion, to the last record
+        assert re.search(rf"^  {region} ingestion: [\d,]+ of [\d,]+ records \(100%\)$", out, re.M), out
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    expected = _expected(data)
+    assert expected.pop("twice")["age"] in (1, 2)  # one of the two, as the input allowed
+    _assert_serves(airflow_env, store, expected)
+    for region in airflow_env.config.region_names:
+        assert ReadClient("127.0.0.1", airflow_env.config.server_port(region)).get(store, "twice")["age"] in (1, 2)
+
+    assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-0: RuntimeError: " in out
+    assert "FailWhereConfigured answered PROCEED at pre_store_version_swap in dc-1: timed out after 2s" in out
+    assert out.count("AnswerFromConfig answered WAIT at pre_store_version_swap in dc-2") == 2
+    assert (
+        metric(airflow_env, "venice_hook_failures_total", **dict(failing))
+        >= before["venice_hook_failures_total"] + 1  # +1 per ask (a retried poke asks again)
+    )
+    assert (
+        metric(airflow_env, "venice_hook_timeouts_total", **dict(failing))
+        >= before["venice_hook_timeouts_total"] + 1  # +1 per ask (a retried poke asks again)
+    )
+    asked = invocations_of(airflow_env, store, "pre_store_version_swap", "dc-2")
+    answers = [i.outcome for i in asked if i.hook_class.endswith("AnswerFromConfig")]
+    # A poke that Airflow's reschedule race (apache/airflow#71172) fails after it PROCEEDed is retried and asks again.
+    assert answers[:3] == ["WAIT", "WAIT", "PROCEED"] and set(answers[3:]) <= {"PROCEED"}, answers
+    times = [i.created_at for i in asked if i.hook_class.endswith("AnswerFromConfig")][:3]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert all(INTERVAL <= gap < INTERVAL + 30 for gap in gaps), gaps  # re-asked after the interval, not before
+
+    # Every VIP-4 function was called, in the order of VIP-4's table, each with what the seed gives it.
+    assert_vip4_calls(recorded_calls(airflow_env, store), version=1, regions=["dc-0", "dc-1", "dc-2"])
+    # The lifecycle-event hook sent an event for each to the topic and to the webhook, with the earlier hooks'
+    # answers.
+    for events in (events_from_topic(airflow_env, store), [e for e in events_webhook.events if e["store"] == store]):
+        assert {e["function"] for e in events} == set(HOOK_FUNCTIONS)
+        swap = next(e for e in events if e["function"] == "pre_store_version_swap" and e["region"] == "dc-0")
+        assert [o["hook_class"].rsplit(".", 1)[-1] for o in swap["earlier_outcomes"]] == [
+            "AnswerFromConfig",
+            "FailWhereConfigured",
+            "ManualApproval",
+            "RecordEveryCall",
+        ]
+
+
+def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Policy WAIT: a hook that raises twice in dc-0 holds the swap back two intervals, then the rollout goes on;
+    one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
+    ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why."""
+    store = airflow_env.create_user_store("afw")
+    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 50, files=1))))  # v1, directly
+    airflow_env.cli(
+        "store",
+        "update",
+        store,
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-0=raise*2",
+        "--hook-config",
+        "fail.pre_store_version_swap.dc-1=timeout",
+        check=True,
+    )
+    settings = {
+        "venice.store.lifecycle.hooks.failure.policy": "WAIT",
+        "venice.store.lifecycle.hooks.wait.max.seconds": "12",
+    }
+    with cluster_settings(airflow_env, **settings):
+        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert (
+        "rollout run failed at dc_1.pre_swap_abort; version 2 is PARTIALLY_ONLINE: aborted by a hook at "
+        in result.stderr
+    )
+    assert "pre_store_version_swap in dc-1 (still WAIT after 1" in result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
+    dc0 = [i for i in invocations_of(airflow_env, store, "pre_store_version_swap", "dc-0") if i.version == 2]
+    dc0_answers = [(i.outcome, bool(i.error)) for i in dc0 if i.hook_class.endswith("FailWhereConfigured")]
+    # A poke failed by Airflow's reschedule race after it PROCEEDed is retried and asks again.
+    assert dc0_answers[:3] == [("WAIT", True), ("WAIT", True), ("PROCEED", False)], dc0_answers
+    assert set(dc0_answers[3:]) <= {("PROCEED", False)}, dc0_answers
+    dc1 = [i for i in invocations_of(airflow_env, store, "pre_store_version_swap", "dc-1") if i.version == 2]
+    failing = [i for i in dc1 if i.hook_class.endswith("FailWhereConfigured")]
+    assert failing and all(i.timed_out and i.outcome == "WAIT" for i in failing)
+    assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
+
+    # The run's Rollout tab in the Airflow UI, in a real browser; its page refuses a client without a valid token.
+    pages = f"{airflow.base_url(airflow_env.config)}/venice/rollout/"
+    for page in (pages, f"{pages}{dag_id(store)}"):
+        assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
+    run_id = AirflowApi(airflow_env.config).latest_run(dag_id(store))["dag_run_id"]
+    tab = rollout_tab(airflow_env.config, store, run_id, tmp_path)
+    assert tab.serving == {"dc-0": "v2", "dc-1": "v1", "dc-2": "v1"} and tab.version_status == "PARTIALLY_ONLINE"
+    assert tab.outcomes["dc-1"].startswith("ABORT at pre_swap\naborted by a hook at pre_store_version_swap in dc-1")
+    assert "(still WAIT after 1" in tab.outcomes["dc-1"] and tab.outcomes["dc-0"] == tab.outcomes["dc-2"] == ""
+    assert "WAIT" in tab.steps["dc-1"] and "timed out after 2s" in tab.steps["dc-1"] and tab.screenshot.exists()
+    assert "dc-0 v2, dc-1 v1, dc-2 v1" in tab.listed and "failed" in tab.listed  # Browse > Rollouts
+
+
+def test_rollback_of_a_first_version_takes_its_branch_and_leaves_no_region_serving_it(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """ROLLBACK at dc-1's post swap of the store's first version: the branch after the sensor takes
+    `post_swap_rollback`, which returns dc-0 and dc-1 (they had swapped) to serving no version; dc-2 never swaps,
+    and reads say there is no version. (Rolling back to a previous version is the local rollout's test.) The
+    store's lifecycle-event webhook is broken: delivery fails and the rollout goes on as the hooks decide."""
+    store = airflow_env.create_user_store("af")
+    (closed,) = free_ports(1)
+    airflow_env.cli(
+        "store",
+        "update",
+        store,
+        "--hook-config",
+        "answer.post_store_version_swap.dc-1=ROLLBACK",
+        "--hook-config",
+        f"lifecycle.events.webhook.url=http://127.0.0.1:{closed}/events",
+        check=True,
+    )
+    result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v1", 300, files=1)), timeout=900)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "failed at dc_1.post_swap_rollback; version 1 is ROLLED_BACK" in result.stderr
+    assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    states = {s["task"]: s["state"] for s in status["steps"]}
+    assert states["dc_1.post_swap_outcome"] == "success" and states["dc_1.post_swap_rollback"] == "failed"
+    assert states["dc_1.post_swap_abort"] == "skipped" and states["dc_1.region_done"] == "skipped"
+    assert states["dc_0.region_done"] == "success" and states["end_of_push_job"] == "skipped"
+    refused = airflow_env.cli("get", store, "user-000000001", "--region", "dc-0")
+    assert refused.returncode != 0 and f"store '{store}' has no current version in dc-0" in refused.stderr
+    undelivered = [e for e in events_from_topic(airflow_env, store) if e["function"] == "post_store_version_swap"]
+    assert {e["region"] for e in undelivered} == {"dc-0", "dc-1"}  # the topic still got them

@@ -1,0 +1,179 @@
+"""What the tests of rollouts through real Airflow share: the cluster settings they run under (every run recorded
+by a hook and sent as lifecycle events), and ways to watch, crash and read a run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import select
+
+from tests.support.platform import PlatformEnv
+from tests.support.topics import read_partition
+from venice_core.embedded import airflow
+from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
+from venice_core.hooks.records import metrics_text
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import HookInvocationRecord
+from venice_core.pubsub import admin
+
+REPO = Path(__file__).parents[2]
+HOOKS = "tests.hooks_fixtures.sample_hooks"
+INTERVAL = 2.0
+EVENTS = "venice.store.lifecycle.hooks.configs.lifecycle.events"
+EVENTS_TOPIC = "venice-lifecycle-events"
+# Every test's runs are recorded (RecordEveryCall) and sent as lifecycle events to a topic and a webhook.
+CLUSTER_SETTINGS = {
+    "venice.store.lifecycle.hooks": f"{HOOKS}.AnswerFromConfig,{HOOKS}.FailWhereConfigured,"
+    f"venice_core.hooks.builtin.ManualApproval,{HOOKS}.RecordEveryCall,venice_core.hooks.events.LifecycleEvents",
+    "venice.store.lifecycle.hooks.wait.interval.seconds": str(INTERVAL),
+    "venice.store.lifecycle.hooks.timeout.seconds": "2",
+    "venice.store.lifecycle.hooks.configs.slow.seconds": "4",
+    "venice.store.lifecycle.hooks.configs.manual.approval.regions": "",  # stores opt in
+    "rollout.step.retry.delay.seconds": "2",
+}
+
+
+def write_settings(env: PlatformEnv, base: str, overrides: dict[str, str]) -> None:
+    settings = {**CLUSTER_SETTINGS, "venice.store.lifecycle.hooks.configs.state.dir": str(env.home / "hook-state")}
+    settings.update(overrides)
+    env.properties.write_text(base + "".join(f"{k}={v}\n" for k, v in settings.items()))
+
+
+@contextmanager
+def cluster_settings(env: PlatformEnv, **overrides: str) -> Iterator[None]:
+    """Change the cluster config for one test: Airflow's tasks read it afresh, as after an operator's edit."""
+    base = env.properties.read_text().split("venice.store.lifecycle.hooks=")[0]
+    write_settings(env, base, overrides)
+    try:
+        yield
+    finally:
+        write_settings(env, base, {})
+
+
+def metric(env: PlatformEnv, name: str, **labels: str) -> float:
+    """One counter of `venice metrics` (0 when absent)."""
+    text = metrics_text(env.meta)
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    match = re.search(rf"^{name}{{{re.escape(wanted)}}} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def invocations_of(env: PlatformEnv, store: str, function: str, region: str) -> list[HookInvocationRecord]:
+    meta = MetadataStore(env.config.metadata_db_url)
+    try:
+        with meta.session() as session:
+            r = HookInvocationRecord
+            query = select(r).where(r.store_name == store, r.function == function, r.region == region)
+            return list(session.scalars(query.order_by(r.id)))
+    finally:
+        meta.dispose()
+
+
+VERSION_FUNCTIONS = [f for f in HOOK_FUNCTIONS if HOOK_FUNCTIONS[f] is StoreVersionLifecycleEventOutcome]
+REGION_FUNCTIONS = [f for f in HOOK_FUNCTIONS if "version" in f and "end_of_push" not in f]
+BEFORE_VERSION = ["validate_hook_config", "pre_start_of_push_job", "post_start_of_push_job"] + [
+    "pre_schema_registration",
+    "post_schema_registration",
+]
+
+
+def recorded_calls(env: PlatformEnv, store: str) -> list[dict]:
+    path = env.home / "hook-state" / f"calls-{store}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_vip4_calls(calls: list[dict], version: int, regions: list[str]) -> None:
+    """All 14 functions, first called in the order of VIP-4's table (and, within each region, its functions in
+    that order), each with the arguments of the seed: a version from version creation on, a region for the
+    per-region ones, the job status for those that may WAIT or ROLLBACK, the schemas for schema registration."""
+    assert list(dict.fromkeys(c["function"] for c in calls)) == list(HOOK_FUNCTIONS)
+    for region in regions:
+        in_region = [c["function"] for c in calls if c["region"] == region]
+        assert list(dict.fromkeys(in_region)) == REGION_FUNCTIONS, region
+    for call in calls:
+        function = call["function"]
+        assert call["region"] in (regions if function in REGION_FUNCTIONS else [None]), call
+        assert call["version"] == (None if function in BEFORE_VERSION else version), call
+        if function in VERSION_FUNCTIONS:
+            status = call["job_status"]
+            assert status["version"] == version and status["regions"] == sorted(regions), call
+            created = function != "pre_store_version_creation"
+            assert (status["status"] != "NOT_CREATED") is created, call
+        if function.endswith("schema_registration"):
+            assert {"new_schema", "existing_schemas"} <= set(call["details"]), call
+
+
+def events_from_topic(env: PlatformEnv, store: str) -> list[dict]:
+    bootstrap = env.config.region(env.config.source_region).kafka_bootstrap
+    return [
+        e for e in (json.loads(value) for _key, value in read_partition(bootstrap, EVENTS_TOPIC)) if e["store"] == store
+    ]
+
+
+def read_line(process: subprocess.Popen[str], prefix: str) -> str:
+    """The next line of a running command's output that starts with `prefix` (without its newline)."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return line.rstrip("\n")
+    raise AssertionError(f"the command ended without a line starting {prefix!r}: {process.communicate()}")
+
+
+def kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tuple[str, str]:
+    """SIGKILL the store's Spark push JVM as soon as it appears, on `times` tries; then follow the push out."""
+    pattern = f"SparkSubmit.*--name venice-push-{store}"
+    deadline = time.monotonic() + 600
+    try:
+        for _ in range(times):
+            while subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode != 0:
+                assert push.poll() is None, push.communicate()
+                assert time.monotonic() < deadline, "the Spark push never started"
+                time.sleep(0.5)
+            while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+                time.sleep(0.2)  # gone before the next try starts
+        return push.communicate(timeout=900)
+    finally:
+        if push.poll() is None:
+            push.kill()
+
+
+def wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 600
+    while step_state(env, store, task_id) != state:
+        assert push.poll() is None, push.communicate()
+        assert time.monotonic() < deadline, f"{task_id} never became {state}"
+        time.sleep(1)
+
+
+def wait_for_data_in_version_topic(
+    env: PlatformEnv, store: str, number: int, partitions: int, push: subprocess.Popen[str]
+) -> None:
+    """Until the source version topic holds more than START_OF_PUSH's segment (3 messages a partition)."""
+    source = env.config.region(env.config.source_region)
+    deadline = time.monotonic() + 600
+    while sum(admin.end_offsets(source.kafka_bootstrap, source.version_topic(store, number), partitions)) <= (
+        3 * partitions
+    ):
+        assert push.poll() is None, push.communicate()
+        assert time.monotonic() < deadline, "the push job never wrote"
+        time.sleep(0.1)
+
+
+def crash_and_restart_airflow(env: PlatformEnv) -> None:
+    """SIGKILL all of Airflow, as a crash would (scheduler, API server, dag-processor, triggerer, running tasks),
+    and start it again."""
+    airflow.process(env.config).kill()
+    airflow.start(env.config)
+
+
+def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
+    result = env.cli("rollout", "status", store, "--json")
+    if result.returncode != 0:
+        return None
+    return {s["task"]: s["state"] for s in json.loads(result.stdout)["steps"]}.get(task_id)
