@@ -168,7 +168,7 @@ def test_a_hooks_rollback_and_a_decision_task_name_the_decision(meta: MetadataSt
         meta, store, RUN, "failed", branch("dc_0", "server_swap", 10) + branch("dc_1", "pre_swap_abort", 20)
     )
     reason = "aborted by a hook at pre_store_version_swap in dc-1 (still WAIT after 12s)"
-    assert branched.regions[1].stop == Stop("ABORT", "pre_swap_abort", reason) and branched.regions[0].stop is None
+    assert branched.regions[1].stop == Stop("ABORT", "pre_swap", reason) and branched.regions[0].stop is None
     # The branch no region took is no column; the one dc-1 took is.
     assert branched.columns == ("pre_swap", "pre_swap_branch", "pre_swap_abort", "server_swap")
 
