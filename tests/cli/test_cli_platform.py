@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,14 @@ def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     status = env.venice("status")
     assert status.returncode == 1 and "not running" in status.stdout
     assert "was not running" in env.venice("down", check=True).stdout
+
+    # A component that cannot start (dc-1's port is taken): `venice up` fails in one line and stops what it started.
+    with leaves_nothing(*platform_parts(env.config)), socket.socket() as taken:  # (closed before the check)
+        taken.bind(("127.0.0.1", env.config.server_port("dc-1")))
+        taken.listen()
+        failed = env.venice("up")
+        assert failed.returncode != 0 and failed.stderr.startswith("error: region server dc-1 ")
+    assert kafka.process(env.config).pid() is None
 
 
 def _bin_with(tmp_path: Path, *programs: str) -> str:

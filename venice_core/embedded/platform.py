@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow, kafka, servers
+from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -19,20 +20,39 @@ class ComponentStatus:
 
 
 def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
-    """Start every component in dependency order; each already running is left as it is."""
+    """Start every component in dependency order; each already running is left as it is. If one fails to start,
+    the ones this call started are stopped again before the error is raised: a failed `venice up` leaves nothing
+    half-started behind."""
     config.home.mkdir(parents=True, exist_ok=True)
-    if config.kafka.enabled:
-        report(kafka.start(config))
-    meta = MetadataStore(config.metadata_db_url)
+    started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
+
+    def start(proc: ManagedProcess, begin: Callable[[], str], stop: Callable[[], object]) -> None:
+        was_running = proc.pid() is not None
+        report(begin())
+        if not was_running:
+            started.append(stop)
+
     try:
-        meta.migrate()
-        report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
-    finally:
-        meta.dispose()
-    for region in config.region_names:
-        report(servers.start(config, region))
-    if config.airflow_enabled:
-        report(airflow.start(config))
+        if config.kafka.enabled:
+            start(kafka.process(config), lambda: kafka.start(config), lambda: kafka.stop(config))
+        meta = MetadataStore(config.metadata_db_url)
+        try:
+            meta.migrate()
+            report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
+        finally:
+            meta.dispose()
+        for region in config.region_names:
+            start(
+                servers.process(config, region),
+                lambda r=region: servers.start(config, r),
+                lambda r=region: servers.stop(config, r),
+            )
+        if config.airflow_enabled:
+            start(airflow.process(config), lambda: airflow.start(config), lambda: airflow.stop(config))
+    except BaseException:
+        for stop in reversed(started):
+            stop()
+        raise
 
 
 def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:

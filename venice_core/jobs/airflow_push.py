@@ -209,8 +209,11 @@ class RunFollower:
             self.view.line(event.text)
         self._progress()
         if state in ("success", "failed") and self.skipped:
-            later = "later " if state == "failed" else ""
-            self.view.line(f"  {len(self.skipped)} {later}step{'s' * (len(self.skipped) != 1)} skipped")
+            count = f"{len(self.skipped)} {'later ' if state == 'failed' else ''}step{'s' * (len(self.skipped) != 1)}"
+            # After a success, what was skipped are the ways not taken: the stops, and regions left out.
+            self.view.line(
+                f"  {count} skipped" if state == "failed" else f"  {count} not taken (stops, regions left out)"
+            )
         return state
 
     def _step_events(self, task_instances: list[dict]) -> list[Event]:
