@@ -1,11 +1,9 @@
 """Rollouts through real Airflow that stop or fail early, or survive crashes: hook failures under the ABORT policy,
-refused configs, schemas and input, Airflow killed mid-run, a step that fails on its own, a push queued behind
-another."""
+refused configs and schemas, a missing input, Airflow killed mid-run, a step that fails on its own."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,14 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import _assert_serves, _expected, _write
+from tests.integration.test_push_e2e import _assert_serves, _expected
 from tests.support.airflow_runs import (
     CLUSTER_SETTINGS,
     HOOKS,
     cluster_settings,
     crash_and_restart_airflow,
     kill_spark_push,
-    read_line,
     step_state,
     wait_for_data_in_version_topic,
     wait_for_step,
@@ -145,62 +142,6 @@ def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_
     steps = {s["task"]: s for s in status["steps"]}
     assert steps["dc_1.approval"]["state"] == "success"
     assert steps["spark_push"]["tries"] >= 2
-
-
-def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_serving(
-    airflow_env: PlatformEnv, tmp_path: Path
-) -> None:
-    """Input the push job refuses ends the rollout at spark_push on the first try (retrying would not change
-    it): one error line that names the problem, the version killed with that reason, the old version serving.
-    (The same input accepted with `--conf allow.duplicate.key=true` is part of the all-steps run above.)
-
-    While that run is in flight, a push with `--no-queue` is refused in one line and triggers nothing; a push
-    without it says at once that it queues behind the run, and its run starts once that one has ended (where a
-    hook, configured meanwhile, stops it at once: a whole second rollout would cost the suite a minute)."""
-    store = airflow_env.create_user_store("afb", 1)
-    good = generate(tmp_path / "good", 100, files=1)
-    airflow_env.push(store, RecordsJob(_expected(good)))  # v1, directly
-    rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
-    bad = _write(tmp_path / "bad", rows)
-    later = generate(tmp_path / "later", 10, files=1, seed=7)
-    api, dag = airflow.AirflowApi(airflow_env.config), f"venice_push__{store}"
-    push = airflow_env.venice_background("push", store, "--input", str(bad))
-    queued: subprocess.Popen[str] | None = None
-    try:
-        run_id = read_line(push, "triggered ").split(" run ", 1)[1].strip()  # "triggered <dag> run <run id>"
-        wait_for_step(airflow_env, store, "spark_push", "running", push)
-        refused = airflow_env.cli("push", store, "--input", str(later), "--no-queue")
-        assert refused.returncode == 1 and refused.stdout == "", refused.stdout + refused.stderr
-        assert refused.stderr == (
-            f"error: a rollout of '{store}' is in flight (run {run_id}); not queueing behind it (--no-queue)\n"
-        )
-        assert api.active_runs(dag) == [run_id]  # nothing triggered
-        # The run in flight is past start_of_push_job; the next one stops there.
-        airflow_env.cli("store", "update", store, "--hook-config", "answer.pre_start_of_push_job=ABORT", check=True)
-        queued = airflow_env.venice_background("push", store, "--input", str(later))
-        queued_id = read_line(queued, "triggered ").split(" run ", 1)[1].strip()
-        assert read_line(queued, "") == f"queued behind run {run_id}; following it when it starts"
-        out, err = push.communicate(timeout=900)
-        assert push.returncode == 3, out + err
-        assert err.startswith(
-            "error: rollout run failed at spark_push; version 2 is KILLED: "
-            "the push job refused its input: duplicate key with different values in the input"
-        )
-        assert len(err.splitlines()) == 1
-        assert {t["task_id"]: t["try_number"] for t in api.task_instances(dag, run_id)}["spark_push"] == 1
-        queued_out, queued_err = queued.communicate(timeout=900)
-    finally:
-        for process in (push, queued):
-            if process is not None and process.poll() is None:
-                process.kill()
-    assert queued.returncode == 3, queued_out + queued_err
-    assert f"run {queued_id} started" in queued_out
-    assert queued_err.startswith(
-        "error: rollout run failed at start_of_push_job; no version was created: "
-        "AnswerFromConfig answered ABORT at pre_start_of_push_job"
-    )
-    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    _assert_serves(airflow_env, store, _expected(good))
 
 
 def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env: PlatformEnv, tmp_path: Path) -> None:
