@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import _assert_serves, _expected
+from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.airflow_runs import (
     HOOKS,
     INTERVAL,
@@ -24,6 +25,7 @@ from tests.support.airflow_runs import (
     events_from_topic,
     invocations_of,
     metric,
+    read_line,
     recorded_calls,
     wait_for_step,
 )
