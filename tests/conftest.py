@@ -18,7 +18,9 @@ import pytest
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
+from venice_core.config import ClusterConfig
 from venice_core.embedded import platform
+from venice_core.meta import MetadataStore
 
 NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "airflow", "postgres_url": "postgres"}
 
@@ -76,6 +78,22 @@ def postgres_url() -> Iterator[str]:
             yield url
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def meta(tmp_path: Path) -> Iterator[MetadataStore]:
+    """A metadata store of the test's own: the session's region servers (which watch the platform's store and
+    report on every version they host) must not race the statuses a test sets."""
+    store = MetadataStore(f"sqlite:///{tmp_path / 'meta.db'}")
+    store.migrate()
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> ClusterConfig:
+    """Three regions sharing one (never started) broker, as the embedded platform configures them."""
+    return make_platform_env(tmp_path / "home").config
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ import uuid
 
 import pytest
 
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
-from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
@@ -19,22 +18,6 @@ from venice_core.status import ExecutionStatus, VersionStatus
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
-
-
-@pytest.fixture
-def meta(tmp_path):
-    """A metadata store of the test's own: the session's region servers (which watch the platform's store and
-    report on every version they host) must not race the statuses this test sets."""
-    store = MetadataStore(f"sqlite:///{tmp_path / 'meta.db'}")
-    store.migrate()
-    yield store
-    store.dispose()
-
-
-@pytest.fixture
-def config(tmp_path) -> ClusterConfig:
-    """Three regions sharing one (never started) broker, as the embedded platform configures them."""
-    return make_platform_env(tmp_path / "home").config
 
 
 @pytest.fixture

@@ -6,11 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 
-import pytest
-
-from tests.support.platform import make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
@@ -24,19 +20,6 @@ KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
 RUN = "manual__2026-11-22T21:00:00+00:00"
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def meta(tmp_path) -> Iterator[MetadataStore]:
-    store = MetadataStore(f"sqlite:///{tmp_path / 'meta.db'}")
-    store.migrate()
-    yield store
-    store.dispose()
-
-
-@pytest.fixture
-def config(tmp_path) -> ClusterConfig:
-    return make_platform_env(tmp_path / "home").config  # dc-0, dc-1, dc-2
 
 
 def _ingest(meta: MetadataStore, store: str, number: int, region: str, records: int) -> None:
