@@ -28,7 +28,7 @@ VENICE = str(Path(sys.executable).with_name("venice"))
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
 
-RECORDS_INPUT = "records://given-by-the-test"
+RECORDS_INPUT = "records://given-by-the-test"  # a remote input: its schema is the job's to check
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from scripts.generate_dataset import generate
-from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.platform import RECORDS_INPUT, SCHEMAS, PlatformEnv, make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.cli.live import LiveView
 from venice_core.controller import stores, versions
@@ -172,7 +172,7 @@ def test_steps_skipped_after_a_stop_are_one_line_and_the_summary_names_the_faile
             env.config,
             env.meta,
             store,
-            "/data",
+            RECORDS_INPUT,
             "key",
             "value",
             {},
@@ -228,7 +228,9 @@ def test_a_push_behind_a_run_in_flight_says_it_queues_then_when_it_starts(env: P
     steps = [ti("start_of_push_job", "success", 0, 1)]
     api = ScriptedAirflow([("queued", []), ("queued", []), ("running", []), ("success", steps)], ["run-1", "run-2"])
     lines: list[str] = []
-    airflow_push.push(env.config, env.meta, store, "/data", "key", "value", {}, view=PlainView(lines.append), api=api)
+    airflow_push.push(
+        env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api
+    )
     assert lines == [
         f"triggered venice_push__{store} run {RUN}",
         "queued behind run run-2; following it when it starts",
@@ -250,7 +252,7 @@ def test_no_queue_refuses_in_one_line_and_triggers_nothing(
     )
     assert api.triggered == [] and result.stdout == ""
     with pytest.raises(RunInFlight):  # the same refusal where the push is called directly
-        airflow_push.push(env.config, env.meta, store, "/data", "key", "value", {}, queue=False, api=api)
+        airflow_push.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, queue=False, api=api)
 
 
 def test_the_live_view_draws_steps_and_progress_in_a_terminal(env: PlatformEnv, store: str) -> None:

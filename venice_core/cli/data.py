@@ -48,13 +48,12 @@ def push(
     """Push a dataset as a new version and roll it out region by region through the lifecycle hooks.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
-    from venice_core.jobs.input_schema import check_push_input
+    from venice_core.jobs.input_files import is_remote
     from venice_core.jobs.local_push import push as run_push
 
     confs = parse_key_values(conf, "--conf")
-    path = input_path if "://" in input_path else str(Path(input_path).resolve())
-    with metadata() as (config, meta):
-        check_push_input(meta, store, path, key_field, value_field)  # before a version, a DAG run or a JVM
+    path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
+    with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow_enabled if mode is None else mode:
             from venice_core.jobs.airflow_push import push as airflow_push
 

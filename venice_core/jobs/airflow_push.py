@@ -16,6 +16,7 @@ from venice_core.controller.versions import RegionProgress
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
+from venice_core.jobs.input_schema import check_push_input
 from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
@@ -67,7 +68,7 @@ def push(
 
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
-    describe_store(meta, store)  # unknown store: one clear error before anything happens
+    check_push_input(meta, store, input_path, key_field, value_field)  # before Airflow is asked anything
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = dag_id(store)

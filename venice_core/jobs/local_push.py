@@ -17,6 +17,7 @@ from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import stores
 from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
+from venice_core.jobs.input_schema import check_push_input
 from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
 from venice_core.meta import MetadataStore
@@ -62,9 +63,8 @@ def push(
     """Run a whole push in this process, step by step (`jobs.rollout_steps`); returns the new version number
     once every region serves it."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
-    settings = stores.store_settings(meta, store)  # unknown store: StoreNotFound before anything is created
-    if "://" not in input_path and not Path(input_path).exists():
-        raise PushFailed(f"input path {input_path} does not exist")
+    check_push_input(meta, store, input_path, key_field, value_field)  # before anything is created
+    settings = stores.store_settings(meta, store)
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
     push_job_id = f"{store}-{uuid.uuid4().hex[:12]}"
     rollout = Rollout(config, meta, store, push_job_id, settings.hook_configs, progress)
