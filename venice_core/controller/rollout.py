@@ -261,19 +261,15 @@ class Rollout:
             self.stop("ABORT", F.PRE_STORE_VERSION_CREATION)
         return admitted
 
-    def open_da_vinci_gates(self, regions: list[str]) -> list[str]:
+    def open_da_vinci_gates(self, regions: list[str]) -> None:
         """VIP-4's first design recommendation: at version creation, `pre_start_of_store_version_ingestion_for_da_vinci`
         is asked once for every region; where it proceeds, the region's Da Vinci clients may ingest at once (all
         regions together, not behind earlier regions' swaps). A WAIT leaves the region's gate to its own step, which
-        asks again; ABORT or ROLLBACK stops the push. Returns the regions whose gate is still closed."""
-        closed = []
+        asks again; ABORT or ROLLBACK stops the push."""
         for region in regions:
             if da_vinci.gate_open(self.meta, self.store, self.version, region):
                 continue
             outcome = self.ask_once(DA_VINCI_GATE, region)
             self.check(outcome, DA_VINCI_GATE, region)
-            if outcome == "WAIT":
-                closed.append(region)
-            else:
+            if outcome != "WAIT":
                 da_vinci.open_gate(self.meta, self.store, self.version, region)
-        return closed
