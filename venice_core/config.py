@@ -97,6 +97,10 @@ class RegionConfig:
     def version_topic(self, store: str, version: int) -> str:
         return f"{self.topic_prefix}{store}_v{version}"
 
+    def real_time_topic(self, store: str) -> str:
+        """A hybrid store's nearline writes made in this region (Venice's `<store>_rt`)."""
+        return f"{self.topic_prefix}{store}_rt"
+
 
 @dataclass(frozen=True)
 class EmbeddedKafkaConfig:

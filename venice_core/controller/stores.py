@@ -20,6 +20,7 @@ from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
+from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
     PartitionStatus,
@@ -280,6 +281,7 @@ class StoreSettings:
     rollout_order: list[str]
     auto_register_schemas: bool
     hook_configs: dict[str, str]
+    hybrid: HybridSettings | None = None
 
 
 def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
@@ -293,6 +295,7 @@ def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
             list(store.rollout_order),
             store.auto_register_schemas,
             dict(store.hook_configs or {}),
+            store.hybrid,
         )
 
 

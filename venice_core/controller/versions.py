@@ -116,7 +116,7 @@ def create_version(
             partition_count=store.partition_count,
             compression=store.compression,
             push_job_id=push_job_id,
-            details=VersionLifecycle(regions=tuple(target_regions)).to_json(),
+            details=VersionLifecycle(regions=tuple(target_regions), hybrid=store.hybrid).to_json(),
         )
         session.add(version)
         for region in target_regions:

@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+
 
 def now() -> float:
     return time.time()
@@ -31,8 +33,20 @@ class Store(Base):
     versions_to_preserve: Mapped[int] = mapped_column(Integer, default=2)
     hook_configs: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     largest_used_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Hybrid (nearline writes through real-time topics) when the rewind is set; see `venice_core.hybrid`.
+    hybrid_rewind_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    hybrid_offset_lag_threshold: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+    @property
+    def hybrid(self) -> HybridSettings | None:
+        if self.hybrid_rewind_seconds is None:
+            return None
+        threshold = self.hybrid_offset_lag_threshold
+        return HybridSettings(
+            self.hybrid_rewind_seconds, DEFAULT_OFFSET_LAG_THRESHOLD if threshold is None else threshold
+        )
 
 
 class ValueSchema(Base):
@@ -48,7 +62,8 @@ class ValueSchema(Base):
 class VersionLifecycle:
     """What a version's `details` (a JSON column) records of its push, typed: the regions it was created for,
     why it stopped, whether its push is over (and whether it ended short of its rollout), people's swap
-    decisions, END_OF_PUSH's record counts, and the regions whose Da Vinci clients may ingest it."""
+    decisions, END_OF_PUSH's record counts, the regions whose Da Vinci clients may ingest it, and the hybrid
+    settings it was created with (None: batch-only)."""
 
     regions: tuple[str, ...] = ()
     reason: str = ""
@@ -57,6 +72,7 @@ class VersionLifecycle:
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     record_counts: Mapping[str, int] | None = None
     da_vinci_regions: tuple[str, ...] = ()
+    hybrid: HybridSettings | None = None
 
     @classmethod
     def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
@@ -69,11 +85,13 @@ class VersionLifecycle:
             dict(d.get("approvals") or {}),
             d.get("record_counts"),
             tuple(d.get("da_vinci_regions") or ()),
+            HybridSettings.of(d.get("hybrid")),
         )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["regions"], data["da_vinci_regions"] = list(self.regions), list(self.da_vinci_regions)
+        data["hybrid"] = None if self.hybrid is None else self.hybrid.to_json()
         return {k: v for k, v in data.items() if v not in (None, "", False, (), [], {})}
 
 

@@ -34,9 +34,11 @@ class SegmentState:
     sequence: int = -1
     checksum: int = 0
 
-    def next(self) -> ProducerMetadata:
+    def next(self, timestamp_ms: int | None = None) -> ProducerMetadata:
+        """The next message's metadata, stamped with the record's write timestamp, or now (control messages)."""
         self.sequence += 1
-        return ProducerMetadata(self.guid, self.segment, self.sequence, now_ms())
+        stamp = now_ms() if timestamp_ms is None else timestamp_ms
+        return ProducerMetadata(self.guid, self.segment, self.sequence, stamp)
 
     def start_segment(self) -> ProducerMetadata:
         self.segment += 1

@@ -5,6 +5,9 @@ Kafka key:   one type byte (0 for PUT and DELETE, so log compaction treats them 
 Kafka value: a fixed header, then the payload of the message type:
 
   header   >B B 16s i i q  protocol version, message type, producer GUID, segment, sequence number, timestamp ms
+                           (for PUT and DELETE the record's write timestamp: BATCH_WRITE_TIMESTAMP for a batch
+                           push, the writer's logical time or the time of the write for a nearline write; kept as
+                           is when a record is written on, so a repush can read it)
   PUT      >i              value-schema id (CHUNK_SCHEMA_ID / MANIFEST_SCHEMA_ID for chunked values), then the value
   DELETE   >i              value-schema id
   CONTROL  >B              control message type, then its body as JSON (rare and small, so readability wins)
@@ -31,6 +34,8 @@ KEY_TYPE_DATA = b"\x00"
 KEY_TYPE_CONTROL = b"\x02"
 CHUNK_SCHEMA_ID = -10
 MANIFEST_SCHEMA_ID = -20
+# The write timestamp of batch-pushed records (Venice's too): any nearline write is newer than batch data.
+BATCH_WRITE_TIMESTAMP = 0
 
 
 class MessageType(IntEnum):

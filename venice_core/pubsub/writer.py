@@ -6,7 +6,6 @@ a checksum. Delivery errors are collected and raised at flush: nothing is silent
 
 from __future__ import annotations
 
-import time
 import zlib
 from typing import Any
 
@@ -16,6 +15,7 @@ from venice_core.errors import ComponentError
 from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState
 from venice_core.protocol.envelope import (
+    BATCH_WRITE_TIMESTAMP,
     CHUNK_SCHEMA_ID,
     HEADER,
     KEY_TYPE_DATA,
@@ -87,7 +87,15 @@ class VersionTopicWriter:
         self._segments[partition].add(checksum_bytes(key, value))
         self._send(partition, key, value)
 
-    def put(self, key: bytes, value: bytes, schema_id: int, partition: int | None = None) -> None:
+    def put(
+        self,
+        key: bytes,
+        value: bytes,
+        schema_id: int,
+        partition: int | None = None,
+        timestamp_ms: int = BATCH_WRITE_TIMESTAMP,
+    ) -> None:
+        """One record, stamped with its write timestamp (a batch push's marker unless given)."""
         if partition is None:
             partition = partition_for(key, self.partition_count)
         state = self._segments[partition]
@@ -97,19 +105,21 @@ class VersionTopicWriter:
             state.sequence += 1
             kafka_key, body = KEY_TYPE_DATA + key, SCHEMA_ID.pack(schema_id) + value
             header = HEADER.pack(
-                PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, int(time.time() * 1000)
+                PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, timestamp_ms
             )
             state.checksum = zlib.crc32(body, zlib.crc32(kafka_key, state.checksum))
             self._send(partition, kafka_key, header + body)
             return
         for part_key, part in chunking.split(key, value, schema_id, self.max_chunk_bytes):
             part_schema = MANIFEST_SCHEMA_ID if part_key == key else CHUNK_SCHEMA_ID
-            self._data(partition, encode_put(state.next(), part_key, part_schema, part))
+            self._data(partition, encode_put(state.next(timestamp_ms), part_key, part_schema, part))
 
-    def delete(self, key: bytes, schema_id: int, partition: int | None = None) -> None:
+    def delete(
+        self, key: bytes, schema_id: int, partition: int | None = None, timestamp_ms: int = BATCH_WRITE_TIMESTAMP
+    ) -> None:
         if partition is None:
             partition = partition_for(key, self.partition_count)
-        self._data(partition, encode_delete(self._segments[partition].next(), key, schema_id))
+        self._data(partition, encode_delete(self._segments[partition].next(timestamp_ms), key, schema_id))
 
     def control(self, partition: int, control_type: ControlMessageType, body: dict[str, Any]) -> None:
         """A control message inside the partition's open segment."""
