@@ -118,3 +118,13 @@ def test_delete_store_deletes_every_topic_of_it(meta: MetadataStore, config, sto
     assert store not in stores.list_stores(meta)
     assert not {t for t in topics.names() if store in t}
     assert len({t for t in topics.names() if other in t}) == 3 * len(config.regions)  # v1, v2, rt
+
+
+def test_a_broker_that_cannot_delete_the_topics_leaves_the_store(meta: MetadataStore, config, store: str) -> None:
+    class Unreachable(InMemoryTopics):
+        def delete_topics(self, bootstrap: str, topics: list[str]) -> None:
+            raise ComponentError(f"cannot delete topic {topics[0]}: timed out")
+
+    with pytest.raises(ComponentError, match="cannot delete topic"):
+        stores.delete_store(meta, config, store, topics=Unreachable())
+    assert store in stores.list_stores(meta)  # to delete again once the broker answers
