@@ -96,7 +96,7 @@ class RealTimeIngestion:
         self.storage = storage
         self.report = report
         self.consumer_group = consumer_group
-        self.applied = 0  # nearline writes that won and were applied
+        self.applied = 0  # nearline writes that won and were applied (checkpointed)
         self.superseded = 0  # nearline writes that lost to a later one
         self.duplicates = 0
         self.lag = -1  # records behind the real-time topics' ends; -1 until first measured
@@ -152,6 +152,7 @@ class RealTimeIngestion:
     def run(self, stop: threading.Event, checkpoint: dict[str, Any], commit_base: dict[str, Any]) -> None:
         """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached); `commit_base`
         the batch fields every checkpoint of this phase carries unchanged."""
+        self.applied = int(checkpoint.get("rt_applied") or 0)
         bootstrap = {source.bootstrap for source in self.hybrid.sources}
         if len(bootstrap) != 1:
             raise ProtocolError("real-time topics on more than one Kafka cluster are not supported yet")
