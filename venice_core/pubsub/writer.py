@@ -51,10 +51,13 @@ class VersionTopicWriter:
         self._producer = Producer(
             client_config(
                 bootstrap,
-                **PRODUCER_CONFIG,
-                # A delivery callback for failed messages only: one per message would cost the hot path.
-                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
-                **(producer_config or {}),
+                **{
+                    **PRODUCER_CONFIG,
+                    # A delivery callback for failed messages only: one per message would cost the hot path.
+                    "delivery.report.only.error": True,
+                    "on_delivery": self._on_delivery,
+                    **(producer_config or {}),  # the caller's settings over the defaults
+                },
             )
         )
 

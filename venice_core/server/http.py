@@ -3,7 +3,7 @@
 takes microseconds, less than a hand-off to a worker thread would.
 
 GET  /health                       liveness and what the region hosts
-GET  /metrics                      Prometheus text: ingestion records, rate and lag; read latency
+GET  /metrics                      Prometheus text: ingestion records, rate and lag; nearline writes; read latency
 GET  /schema/<store>               key and value schemas (what the thin client needs to decode)
 GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the serialised key; schema id in a header
 POST /storage/<store>              batch get: binary (`protocol.batch_get`, Content-Type BATCH_CONTENT_TYPE), what
@@ -312,7 +312,7 @@ class ReadServer:
         summary.observe(seconds)
 
     def metrics_text(self) -> str:
-        records, rates, lags, duplicates = [], [], [], []
+        records, rates, lags, duplicates, nearline, superseded = [], [], [], [], [], []
         now = time.monotonic()
         for (store, number), hosted in list(self.region.hosted.items()):
             for partition, task in enumerate(hosted.tasks):
@@ -336,6 +336,8 @@ class ReadServer:
                 real_time = task.real_time
                 if real_time is not None:  # a hybrid version past END_OF_PUSH: behind the real-time topics
                     lags.append((labels, max(0, real_time.lag)))
+                    nearline.append((labels, real_time.applied))
+                    superseded.append((labels, real_time.superseded))
                 else:
                     lags.append((labels, 0 if task.completed else stats.lag))
         lines = render("venice_ingestion_records_total", "counter", "Records ingested.", records)
@@ -344,6 +346,15 @@ class ReadServer:
         )
         lines += render("venice_ingestion_records_per_second", "gauge", "Ingestion rate since the last scrape.", rates)
         lines += render("venice_ingestion_lag_messages", "gauge", "Messages behind the partition's end.", lags)
+        lines += render(
+            "venice_nearline_writes_applied_total", "counter", "Nearline writes applied (they won).", nearline
+        )
+        lines += render(
+            "venice_nearline_writes_superseded_total",
+            "counter",
+            "Nearline writes that lost to a later write of the key.",
+            superseded,
+        )
         lines += render_summary("venice_read_latency_seconds", "Read latency at the server.", self.latency)
         return "\n".join(lines) + "\n"
 
