@@ -39,6 +39,9 @@ class FakeMessage:
     def offset(self) -> int:
         return self._offset
 
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 0  # (create time, ms)
+
 
 class FakeConsumer:
     def __init__(self, messages: list[FakeMessage]) -> None:

@@ -18,30 +18,45 @@ from dataclasses import dataclass
 
 from venice_core.protocol.envelope import BATCH_WRITE_TIMESTAMP
 
-_STAMP = struct.Struct(">qB")  # write timestamp (ms), flags; then the writing region's name in UTF-8
+# Encoded stamp: a flags byte, the write timestamp as an unsigned big-endian number (offset from the signed range),
+# then the writing region's name in UTF-8. Past the flags byte, byte order is (timestamp, region) order, so the
+# ingestion hot path compares encoded stamps without decoding them.
+_FLAGS_AND_TIME = struct.Struct(">BQ")
+_TIME = struct.Struct(">Q")
+_OFFSET = 1 << 63
 _TOMBSTONE = 1
+
+
+def encode_stamp(timestamp: int, region: bytes, tombstone: bool = False) -> bytes:
+    return _FLAGS_AND_TIME.pack(_TOMBSTONE if tombstone else 0, timestamp + _OFFSET) + region
+
+
+def stamp_wins(incoming: bytes, existing: bytes | None) -> bool:
+    """Whether a write seen now replaces the key's latest write so far (None: batch data only, which any nearline
+    write beats)."""
+    return existing is None or incoming[1:] >= existing[1:]
 
 
 @dataclass(frozen=True, slots=True)
 class WriteStamp:
+    """A stamp decoded, for people and tests."""
+
     timestamp: int
     region: str = ""
     tombstone: bool = False
 
     def encode(self) -> bytes:
-        return _STAMP.pack(self.timestamp, _TOMBSTONE if self.tombstone else 0) + self.region.encode()
+        return encode_stamp(self.timestamp, self.region.encode(), self.tombstone)
 
     @classmethod
     def decode(cls, data: bytes) -> WriteStamp:
-        timestamp, flags = _STAMP.unpack_from(data)
-        return cls(timestamp, data[_STAMP.size :].decode(), bool(flags & _TOMBSTONE))
+        flags, shifted = _FLAGS_AND_TIME.unpack_from(data)
+        return cls(shifted - _OFFSET, data[_FLAGS_AND_TIME.size :].decode(), bool(flags & _TOMBSTONE))
 
 
 BATCH_STAMP = WriteStamp(BATCH_WRITE_TIMESTAMP)
 
 
 def wins(incoming: WriteStamp, existing: WriteStamp) -> bool:
-    """Whether a write seen now replaces the key's latest write so far."""
-    if incoming.timestamp != existing.timestamp:
-        return incoming.timestamp > existing.timestamp
-    return incoming.region >= existing.region
+    """`stamp_wins` on decoded stamps."""
+    return stamp_wins(incoming.encode(), existing.encode())

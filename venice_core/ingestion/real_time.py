@@ -1,5 +1,5 @@
 """The real-time phase of a hybrid version's partition, after END_OF_PUSH: consume every region's real-time topic,
-resolve each write against the key's latest one (`conflict.wins`), apply the winners to storage and write them on
+resolve each write against the key's latest one (`conflict.stamp_wins`), apply the winners to storage and write them on
 to the region's own version topic with their write timestamps, so the version topic holds everything the version
 holds (a repush reads it back).
 
@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from venice_core.hybrid import HybridSettings
-from venice_core.ingestion.conflict import BATCH_STAMP, WriteStamp, wins
+from venice_core.ingestion.conflict import encode_stamp
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
 from venice_core.protocol.envelope import (
@@ -50,7 +50,9 @@ from venice_core.storage.rocksdb import PartitionStorage
 log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5000
-CONSUME_TIMEOUT_SECONDS = 0.05
+# `consume` returns when it has a full batch or at this timeout: it bounds what a nearline write waits in a quiet
+# stream (a write is readable after the loop's next commit).
+CONSUME_TIMEOUT_SECONDS = 0.01
 LAG_CHECK_SECONDS = 0.5
 REPORT_EVERY_SECONDS = 10.0
 KEEP_ENDED_PRODUCERS = 1000
@@ -188,28 +190,31 @@ class RealTimeIngestion:
         storage, partition = self.storage, self.partition
         batch = storage.new_batch()
         pending_chunks: dict[bytes, bytes] = {}
-        stamps: dict[bytes, WriteStamp] = {}  # written in the uncommitted batch
+        stamps: dict[bytes, bytes] = {}  # encoded stamps written in the uncommitted batch
         uncommitted = 0
         last_lag = last_report = 0.0
         compress = self.hybrid.compress
+        uncompressed = compress is bytes  # NO_OP: the value as it came (a copy per write otherwise)
+        get_stamp, put_stamp = storage.get_write_stamp, storage.put_write_stamp
+        region_names = {topic: region.encode() for topic, region in self._region_of.items()}
+        filter_keys = self._filter
+        positions = self._positions
 
-        def apply(key: bytes, stamp: WriteStamp, schema_id: int, value: bytes | None) -> None:
-            nonlocal uncommitted
+        def apply(key: bytes, stamp: bytes, timestamp: int, schema_id: int, value: bytes | None) -> None:
             known = stamps.get(key)
             if known is None:
-                raw = storage.get_write_stamp(key)
-                known = BATCH_STAMP if raw is None else WriteStamp.decode(raw)
-            if not wins(stamp, known):
+                known = get_stamp(key)
+            if known is not None and stamp[1:] < known[1:]:  # `conflict.stamp_wins`, inlined
                 self.superseded += 1
                 return
             if value is None:
                 batch.delete(key)
-                writer.delete(key, schema_id, partition=partition, timestamp_ms=stamp.timestamp)
+                writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp)
             else:
-                stored = compress(value)
+                stored = value if uncompressed else compress(value)
                 batch.put(key, SCHEMA_ID.pack(schema_id) + stored)
-                writer.put(key, stored, schema_id, partition=partition, timestamp_ms=stamp.timestamp)
-            storage.put_write_stamp(batch, key, stamp.encode())
+                writer.put(key, stored, schema_id, partition=partition, timestamp_ms=timestamp)
+            put_stamp(batch, key, stamp)
             stamps[key] = stamp
             self.applied += 1
 
@@ -235,10 +240,10 @@ class RealTimeIngestion:
                         log.warning("consumer error on real-time topics (retrying): %s", raw.error().str())
                     continue
                 topic = raw.topic()
-                self._positions[(topic, raw.partition())] = raw.offset() + 1
+                positions[(topic, raw.partition())] = raw.offset() + 1
                 uncommitted += 1
                 kafka_key, kafka_value = raw.key(), raw.value()
-                region = self._region_of[topic]
+                region = region_names[topic]
                 if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
                     version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
                     if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
@@ -247,11 +252,12 @@ class RealTimeIngestion:
                             self.duplicates += 1
                             continue
                         key = kafka_key[1:]
-                        if self._mine(key):
+                        if not filter_keys or self._mine(key):
                             if mtype == MessageType.PUT:
-                                apply(key, WriteStamp(timestamp, region), schema_id, kafka_value[DATA_PREFIX.size :])
+                                stamp = encode_stamp(timestamp, region)
+                                apply(key, stamp, timestamp, schema_id, kafka_value[DATA_PREFIX.size :])
                             else:
-                                apply(key, WriteStamp(timestamp, region, tombstone=True), schema_id, None)
+                                apply(key, encode_stamp(timestamp, region, True), timestamp, schema_id, None)
                         continue
                 message = decode(kafka_key, kafka_value)
                 data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
@@ -273,8 +279,9 @@ class RealTimeIngestion:
                         parts.append(part)
                         storage.drop_chunk(batch, chunk_key)
                     if self._mine(message.key):
-                        stamp = WriteStamp(message.producer.timestamp_ms, region)
-                        apply(message.key, stamp, manifest.schema_id, b"".join(parts))
+                        timestamp = message.producer.timestamp_ms
+                        stamp = encode_stamp(timestamp, region)
+                        apply(message.key, stamp, timestamp, manifest.schema_id, b"".join(parts))
             if uncommitted:
                 commit()
             now = time.monotonic()
