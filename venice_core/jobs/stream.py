@@ -1,0 +1,197 @@
+"""The nearline streaming job: `spark-submit venice_core/jobs/stream.py --name P --run-id R --store S ...`, started
+and stopped by `venice stream` (`jobs.stream_control`), which renders its command line (`spark_spec.stream_job_spec`).
+
+A Spark Structured Streaming query reads the source topic's JSON events (`kafka_source`, a Python data source) and
+writes each micro-batch to the store's real-time topic in one region (`foreachBatch`): first every event of the
+batch is mapped and checked on the executors, and only a batch with no bad event is written, a task per source
+partition, each with a producer GUID derived from (query id, batch id, partition) (`stream_tasks`). A bad batch
+fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
+
+The job reports to the metadata store as the pipeline's current run: running (with Spark's query id), each batch's
+source offsets, or failed and why. Spark's checkpoint (offsets log, commits, the query id) is the one given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from venice_core.config import ClusterConfig, load_config
+from venice_core.controller import stores as store_ops
+from venice_core.controller import streams
+from venice_core.errors import VeniceError
+from venice_core.jobs.stream_tasks import (
+    BatchSpec,
+    EventMapping,
+    StreamInputError,
+    summary_rows,
+    write_rows,
+)
+from venice_core.meta import MetadataStore
+
+MARKER = "StreamInputError: "
+
+
+def store_mapping(meta: MetadataStore, store: str, args: argparse.Namespace) -> EventMapping:
+    """The event mapping for the store as it is now (its key schema and every value schema); StreamInputError if
+    the store cannot take nearline writes or no event could map to a write."""
+    if store_ops.store_settings(meta, store).hybrid is None:
+        raise StreamInputError(f"store '{store}' is batch-only: it takes no nearline writes")
+    info = store_ops.describe_store(meta, store)
+    return EventMapping(
+        key_field=args.key_field,
+        key_schema=info["key_schema"],
+        value_schemas=tuple((s["id"], s["schema"]) for s in info["value_schemas"]),
+        value_fields=tuple(f for f in (args.value_fields or "").split(",") if f),
+        event_time_field=args.event_time_field or None,
+    ).check()
+
+
+def check_source(bootstrap: str, topic: str) -> None:
+    """StreamInputError if the source topic does not exist (before Spark starts: the cause in one line)."""
+    from venice_core.jobs.kafka_source import _consumer, topic_partitions
+
+    consumer = _consumer(bootstrap)
+    try:
+        topic_partitions(consumer, topic, bootstrap)
+    finally:
+        consumer.close()
+
+
+def query_id(checkpoint: Path) -> str:
+    """Spark's id of the query, which its checkpoint keeps across restarts (`metadata`, written before any batch)."""
+    return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+
+
+class BatchWriter:
+    """The `foreachBatch` function: check the whole batch, then write it, then record the offsets it reached."""
+
+    def __init__(self, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
+        self.meta, self.args, self.mapping = meta, args, mapping
+        self._query_id: str | None = None
+        self.failure: str | None = None  # why the last batch was refused, for the pipeline's status
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        if self._query_id is None:
+            self._query_id = query_id(Path(self.args.checkpoint))
+        mapping = self.mapping
+        spec = BatchSpec(self.args.store, self.args.region, self._query_id, batch_id, mapping)
+        batch.persist()  # read the source once for both passes
+        try:
+            summaries = batch.rdd.mapPartitions(lambda rows: summary_rows(rows, mapping)).collect()
+            errors = [error for _partitions, _records, error in summaries if error]
+            if errors:
+                self.failure = f"batch {batch_id} not written: {sorted(errors)[0]}"
+                raise StreamInputError(self.failure)
+            batch.foreachPartition(lambda rows: write_rows(rows, spec))
+        finally:
+            batch.unpersist()
+        offsets: dict[str, int] = {}
+        for partitions, _records, _error in summaries:
+            offsets.update(json.loads(partitions))
+        records = sum(records for _partitions, records, _error in summaries)
+        streams.record_batch(self.meta, self.args.name, self.args.run_id, batch_id, offsets)
+        print(f"batch {batch_id}: {records} records written, offsets {json.dumps(offsets, sort_keys=True)}", flush=True)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the bad input if that is what failed (a StreamInputError, raised on the driver or inside Spark),
+    else the error's first line."""
+    if isinstance(exc, StreamInputError | VeniceError):
+        return str(exc)
+    text = str(exc)
+    if MARKER in text:
+        return text.split(MARKER, 1)[1].splitlines()[0]
+    text = text.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
+    from venice_core.jobs.kafka_source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+    reader = (
+        spark.readStream.format(KafkaDataSource.name())
+        .option("topic", args.source_topic)
+        .option("bootstrap", args.source_bootstrap)
+        .option("startingOffsets", args.starting_offsets)
+        .option("maxRecordsPerBatch", str(args.max_records_per_batch))
+    )
+    writer = BatchWriter(meta, args, mapping)
+    query = (
+        reader.load()
+        .writeStream.queryName(f"venice-stream-{args.name}")
+        .foreachBatch(writer)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime=f"{round(args.trigger_seconds * 1000)} milliseconds")
+        .start()
+    )
+    streams.record_running(meta, args.name, args.run_id, str(query.id))
+    print(f"query {query.id} running (run {args.run_id})", flush=True)
+    try:
+        query.awaitTermination()
+    except Exception as exc:
+        if writer.failure is not None:
+            raise StreamInputError(writer.failure) from exc
+        raise
+
+
+def run(args: argparse.Namespace, config: ClusterConfig | None = None) -> None:
+    config = config or load_config()
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        try:
+            mapping = store_mapping(meta, args.store, args)
+            config.region(args.region)
+            check_source(args.source_bootstrap, args.source_topic)
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.appName(f"venice-stream-{args.name}").getOrCreate()
+            spark.sparkContext.setLogLevel("WARN")
+            try:
+                run_query(spark, meta, args, mapping)
+            finally:
+                spark.stop()
+        except Exception as exc:
+            reason = failure_reason(exc)
+            streams.record_failure(meta, args.name, args.run_id, reason)
+            raise StreamInputError(reason) from exc
+    finally:
+        meta.dispose()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="venice-stream-job", description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True, help="the pipeline")
+    parser.add_argument("--run-id", required=True, help="this start of the pipeline")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--region", required=True, help="whose real-time topic to write")
+    parser.add_argument("--source-topic", required=True)
+    parser.add_argument("--source-bootstrap", required=True)
+    parser.add_argument("--key-field", required=True)
+    parser.add_argument("--value-fields", default="", help="comma-separated; default: every field but key and time")
+    parser.add_argument("--event-time-field", default="")
+    parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--max-records-per-batch", type=int, default=0)
+    parser.add_argument("--trigger-seconds", type=float, default=1.0)
+    parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        run(args)
+    except Exception as exc:  # noqa: BLE001 - one line for the log; the cause is recorded with the pipeline
+        print(f"error: {failure_reason(exc)}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
