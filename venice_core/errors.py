@@ -63,3 +63,22 @@ class ComponentError(VeniceError):
 
 class MissingDependency(ComponentError):
     """A program the platform needs is not installed; the message names what to install."""
+
+
+class NotHybridStore(VeniceError):
+    """A nearline write to a store that takes none: only hybrid stores have real-time topics."""
+
+    http_status = 409
+
+    def __init__(self, store: str) -> None:
+        super().__init__(
+            f"store '{store}' is batch-only: make it hybrid with venice store update --hybrid-rewind-seconds N"
+        )
+        self.store = store
+
+
+class InvalidRecord(VeniceError):
+    """A key that does not fit the store's key schema, a value that fits none of its value schemas, or a bad write
+    timestamp: refused before anything is produced."""
+
+    http_status = 400

@@ -1,4 +1,4 @@
-"""`venice push`, `venice get`, `venice server`."""
+"""`venice push`, `venice get`, `venice write`, `venice delete`, `venice server`."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ import logging
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
 from venice_core.client import ReadClient
 from venice_core.config import load_config
+from venice_core.errors import InvalidRecord
 
 if TYPE_CHECKING:
     from venice_core.jobs.airflow_push import FollowView
+    from venice_core.writer import OnlineWriter
 
 
 def push(
@@ -84,10 +86,7 @@ def get(
     """Read one key from a region; exits 1 if the key is not found."""
     config = load_config()
     region_name = region or config.source_region
-    try:
-        parsed_key = json.loads(key)
-    except json.JSONDecodeError:
-        parsed_key = key
+    parsed_key = parse_key(key)
     client = ReadClient(
         "127.0.0.1" if config.server_host == "0.0.0.0" else config.server_host,
         config.server_port(config.region(region_name).name),
@@ -97,6 +96,82 @@ def get(
         typer.echo(f"key {key} not found in '{store}' ({region_name})", err=True)
         raise typer.Exit(1)
     typer.echo(json.dumps(value, indent=2 if as_json else None, default=str))
+
+
+def parse_key(key: str) -> Any:
+    """A key on the command line: JSON for the key schema, or a bare string."""
+    try:
+        return json.loads(key)
+    except json.JSONDecodeError:
+        return key
+
+
+def _timestamp(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from venice_core.writer import write_timestamp
+
+    try:
+        number = int(text)
+    except ValueError:
+        raise InvalidRecord(f"--timestamp takes a whole number of milliseconds since the epoch, got {text!r}") from None
+    return write_timestamp(number)  # checked before anything is started
+
+
+def write(
+    store: str = typer.Argument(..., help="A hybrid store."),
+    key: str = typer.Argument(..., help="The key as JSON for the key schema (a bare string for a string key)."),
+    value: str = typer.Argument(..., metavar="VALUE_JSON", help="The value as JSON for a value schema of the store."),
+    region: str = typer.Option(None, "--region", help="Region to write in (default: the source region)."),
+    timestamp: str = typer.Option(
+        None, "--timestamp", metavar="MS", help="The write's logical time in ms since the epoch (default: now)."
+    ),
+) -> None:
+    """Write one value nearline, through the region's real-time topic; the newest value schema it fits is used.
+
+    Nothing is written if the store is batch-only, or the key or value does not fit its schemas."""
+    stamp = _timestamp(timestamp)
+    try:
+        parsed_value = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidRecord(f"VALUE_JSON is not valid JSON: {exc}") from None
+    parsed_key = parse_key(key)
+    with _writer(store, region, parsed_key, parsed_value) as writer:
+        written = writer.put(parsed_key, parsed_value, stamp)
+    target = writer.target
+    typer.echo(f"wrote key {key} to '{store}' in {target.region} ({target.topic}, timestamp {written})")
+
+
+def delete(
+    store: str = typer.Argument(..., help="A hybrid store."),
+    key: str = typer.Argument(..., help="The key as JSON for the key schema (a bare string for a string key)."),
+    region: str = typer.Option(None, "--region", help="Region to write in (default: the source region)."),
+    timestamp: str = typer.Option(
+        None, "--timestamp", metavar="MS", help="The delete's logical time in ms since the epoch (default: now)."
+    ),
+) -> None:
+    """Delete one key nearline, through the region's real-time topic (a write older than the delete cannot bring
+    the key back)."""
+    stamp = _timestamp(timestamp)
+    parsed_key = parse_key(key)
+    with _writer(store, region, parsed_key) as writer:
+        written = writer.delete(parsed_key, stamp)
+    target = writer.target
+    typer.echo(f"wrote a delete of key {key} to '{store}' in {target.region} ({target.topic}, timestamp {written})")
+
+
+def _writer(store: str, region: str | None, key: Any, *value: Any) -> OnlineWriter:
+    """A writer to the store's real-time topic in the region, once the key (and value) are checked: a record that
+    does not fit is refused without reaching Kafka."""
+    from venice_core.writer import OnlineWriter, RecordEncoder, resolve_target
+
+    with metadata() as (config, meta):
+        target = resolve_target(store, region, config=config, meta=meta)
+    encoder = RecordEncoder(target)
+    encoder.key(key)
+    for v in value:
+        encoder.value(v)
+    return OnlineWriter.for_target(target)
 
 
 def server(region: str = typer.Option(..., "--region", help="The region this server serves.")) -> None:

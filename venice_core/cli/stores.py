@@ -10,6 +10,8 @@ import typer
 from venice_core.cli.context import metadata, parse_key_values
 from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
+from venice_core.errors import ConfigError
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)
@@ -80,6 +82,7 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"auto-register:        {info['auto_register_schemas']}")
     typer.echo(f"versions to preserve: {info['versions_to_preserve']}")
     typer.echo(f"hook configs:         {json.dumps(info['hook_configs'])}")
+    typer.echo(f"hybrid:               {_hybrid_text(info['hybrid'])}")
     typer.echo(f"key schema:           {json.dumps(info['key_schema'])}")
     for schema in info["value_schemas"]:
         typer.echo(f"value schema {schema['id']}:       {json.dumps(schema['schema'])}")
@@ -87,7 +90,14 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
         typer.echo(f"region {region}: current v{versions['current']}, backup v{versions['backup']}")
     for version in info["versions"]:
         regions = ", ".join(f"{r}={s['status']}" for r, s in sorted(version["regions"].items()))
-        typer.echo(f"version {version['number']}: {version['status']}  {regions}")
+        hybrid = f"  (hybrid: {_hybrid_text(version['hybrid'])})" if version["hybrid"] else ""
+        typer.echo(f"version {version['number']}: {version['status']}  {regions}{hybrid}")
+
+
+def _hybrid_text(hybrid: dict | None) -> str:
+    if not hybrid:
+        return "no (batch-only)"
+    return f"rewind {hybrid['rewind_seconds']} s, offset lag threshold {hybrid['offset_lag_threshold']}"
 
 
 @store_app.command("update")
@@ -100,8 +110,30 @@ def update(
     versions_to_preserve: int = typer.Option(None, "--versions-to-preserve"),
     hook_config: list[str] = typer.Option([], "--hook-config", help="Store-level hook config key=value."),
     remove_hook_config: list[str] = typer.Option([], "--remove-hook-config", help="Remove a hook config key."),
+    rewind: str = typer.Option(
+        None,
+        "--hybrid-rewind-seconds",
+        metavar="SECONDS",
+        help="Make the store hybrid (nearline writes through real-time topics), or change its rewind: a new version "
+        "replays the nearline writes of this many seconds before its END_OF_PUSH.",
+    ),
+    lag: str = typer.Option(
+        None,
+        "--hybrid-offset-lag-threshold",
+        metavar="RECORDS",
+        help="A hybrid store's region is ready to swap in a version once its real-time lag is at most this "
+        f"(default {DEFAULT_OFFSET_LAG_THRESHOLD}).",
+    ),
+    no_hybrid: bool = typer.Option(
+        False,
+        "--no-hybrid",
+        help="Make the store batch-only again from its next version (its real-time topics are kept until the store "
+        "is deleted).",
+    ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
+    if no_hybrid and (rewind is not None or lag is not None):
+        raise ConfigError("--no-hybrid cannot be given with --hybrid-rewind-seconds or --hybrid-offset-lag-threshold")
     with metadata() as (config, meta):
         stores.update_store(
             meta,
@@ -114,15 +146,18 @@ def update(
             versions_to_preserve=versions_to_preserve,
             hook_configs=parse_key_values(hook_config, "--hook-config"),
             remove_hook_configs=remove_hook_config,
+            hybrid_rewind_seconds=rewind,
+            hybrid_offset_lag_threshold=lag,
+            hybrid=False if no_hybrid else None,
         )
     typer.echo(f"updated store '{store}'")
 
 
 @store_app.command("delete")
 def delete(store: str = StoreArg) -> None:
-    """Delete a store and all its versions."""
-    with metadata() as (_, meta):
-        stores.delete_store(meta, store)
+    """Delete a store, all its versions and its topics in every region."""
+    with metadata() as (config, meta):
+        stores.delete_store(meta, config, store)
     typer.echo(f"deleted store '{store}'")
 
 

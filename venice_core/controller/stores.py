@@ -20,7 +20,7 @@ from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
-from venice_core.hybrid import HybridSettings
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
     PartitionStatus,
@@ -30,6 +30,8 @@ from venice_core.meta.models import (
     Version,
     VersionRegionStatus,
 )
+from venice_core.pubsub import admin
+from venice_core.pubsub.admin import TopicAdmin
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
 STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
@@ -37,6 +39,7 @@ COMPRESSION_STRATEGIES = ("NO_OP", "GZIP", "ZSTD")
 DEFAULT_PARTITIONS = 4
 DEFAULT_VERSIONS_TO_PRESERVE = 2
 MAX_PARTITIONS = 1024
+MAX_HYBRID_SETTING = 2**31 - 1  # an INTEGER column on PostgreSQL as on SQLite
 
 
 def validate_store_name(name: str) -> str:
@@ -127,6 +130,53 @@ def create_store(
         raise StoreAlreadyExists(name) from None
 
 
+def _hybrid_number(setting: str, value: object) -> int:
+    """A hybrid setting as a whole number, 0 or more: an int, or its text (as a command line gives it)."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*\+?\d+\s*", value):
+        number = int(value)
+    if number is None or not 0 <= number <= MAX_HYBRID_SETTING:
+        raise ConfigError(f"{setting} must be a whole number from 0 to {MAX_HYBRID_SETTING}, got {value!r}")
+    return number
+
+
+def _hybrid_updates(
+    store: Store,
+    rewind_seconds: object | None,
+    offset_lag_threshold: object | None,
+    hybrid: bool | None,
+) -> dict[str, int | None]:
+    """The hybrid columns an update sets (none if it leaves hybrid alone); ConfigError for a bad combination."""
+    rewind = None if rewind_seconds is None else _hybrid_number("hybrid rewind seconds", rewind_seconds)
+    threshold = (
+        None if offset_lag_threshold is None else _hybrid_number("hybrid offset lag threshold", offset_lag_threshold)
+    )
+    if hybrid is False:
+        if rewind is not None or threshold is not None:
+            raise ConfigError("turning hybrid off takes no hybrid rewind seconds or offset lag threshold")
+        return {"hybrid_rewind_seconds": None, "hybrid_offset_lag_threshold": None}
+    current = store.hybrid
+    if current is None and rewind is None:
+        if threshold is not None or hybrid:
+            what = "an offset lag threshold alone does not make it hybrid" if threshold is not None else "it"
+            raise ConfigError(
+                f"store '{store.name}' is batch-only: {what} becomes hybrid with a rewind time "
+                "(venice store update --hybrid-rewind-seconds N)"
+            )
+        return {}
+    if rewind is None and threshold is None:
+        return {}
+    if current is not None:
+        rewind = current.rewind_seconds if rewind is None else rewind
+        threshold = current.offset_lag_threshold if threshold is None else threshold
+    return {
+        "hybrid_rewind_seconds": rewind,
+        "hybrid_offset_lag_threshold": DEFAULT_OFFSET_LAG_THRESHOLD if threshold is None else threshold,
+    }
+
+
 def update_store(
     meta: MetadataStore,
     config: ClusterConfig,
@@ -139,8 +189,19 @@ def update_store(
     versions_to_preserve: int | None = None,
     hook_configs: Mapping[str, str] | None = None,
     remove_hook_configs: Sequence[str] = (),
+    hybrid_rewind_seconds: int | str | None = None,
+    hybrid_offset_lag_threshold: int | str | None = None,
+    hybrid: bool | None = None,
+    topics: TopicAdmin = admin,
 ) -> None:
-    """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad."""
+    """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad.
+
+    Hybrid (see `venice_core.hybrid`): a rewind makes the store hybrid (its offset lag threshold defaults to
+    DEFAULT_OFFSET_LAG_THRESHOLD), either setting alone changes a hybrid store's, and `hybrid=False` makes it
+    batch-only again. A store that becomes hybrid gets its real-time topic in every region first, so a broker
+    that cannot create them changes nothing. Turning hybrid off keeps the topics (as Venice does): the versions
+    created while the store was hybrid still ingest them; `delete_store` deletes them. A hybrid store's partition
+    count is fixed, as in Venice: its real-time topics have that many partitions."""
     updates: dict[str, Any] = {}
     if partitions is not None:
         updates["partition_count"] = _validate_partitions(partitions)
@@ -152,18 +213,46 @@ def update_store(
         updates["auto_register_schemas"] = auto_register_schemas
     if versions_to_preserve is not None:
         updates["versions_to_preserve"] = _validate_versions_to_preserve(versions_to_preserve)
-    with meta.session() as session:
+    with meta.session() as session:  # validate everything before any topic is created
         store = get_store(session, name)
         if hook_configs or remove_hook_configs:
             merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
             merged.update(hook_configs or {})
             validate_store_hook_configs(config, name, merged)  # data, checked by the hooks, never code
             updates["hook_configs"] = merged
+        updates.update(_hybrid_updates(store, hybrid_rewind_seconds, hybrid_offset_lag_threshold, hybrid))
+        _check_fixed_partitions(store, updates)
+        partition_count = updates.get("partition_count", store.partition_count)
+        becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
+    if becomes_hybrid:
+        for region in config.regions:
+            topics.create_topic(region.kafka_bootstrap, region.real_time_topic(name), partition_count)
+    with meta.session() as session:
+        store = get_store(session, name)
+        _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile
         for attribute, value in updates.items():
             setattr(store, attribute, value)
 
 
-def delete_store(meta: MetadataStore, name: str) -> None:
+def _check_fixed_partitions(store: Store, updates: Mapping[str, Any]) -> None:
+    if store.hybrid is not None and updates.get("partition_count", store.partition_count) != store.partition_count:
+        raise ConfigError(
+            f"the partition count of hybrid store '{store.name}' cannot change: its real-time topics have "
+            f"{store.partition_count} partitions"
+        )
+
+
+def delete_store(meta: MetadataStore, config: ClusterConfig, name: str, topics: TopicAdmin = admin) -> None:
+    """Delete a store: its topics in every region (each version's that may still exist, and the real-time one,
+    kept by a store made batch-only again), then its metadata. Topics first: a broker that cannot delete them
+    leaves the store as it was, to delete again, where the other order would leave topics that a new store of
+    the same name would take over (topic creation is idempotent)."""
+    with meta.session() as session:
+        store = get_store(session, name)
+        largest = store.largest_used_version
+    for region in config.regions:
+        names = [region.version_topic(name, number) for number in range(1, largest + 1)]
+        topics.delete_topics(region.kafka_bootstrap, [*names, region.real_time_topic(name)])
     with meta.session() as session:
         store = get_store(session, name)
         for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):
@@ -321,6 +410,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
             "auto_register_schemas": store.auto_register_schemas,
             "versions_to_preserve": store.versions_to_preserve,
             "hook_configs": dict(store.hook_configs or {}),
+            "hybrid": None if store.hybrid is None else store.hybrid.to_json(),
             "largest_used_version": store.largest_used_version,
             "regions": {region: current.get(region, {"current": 0, "backup": 0}) for region in store.rollout_order},
             "versions": [
@@ -331,6 +421,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
                     "push_job_id": v.push_job_id,
                     "partition_count": v.partition_count,
                     "compression": v.compression,
+                    "hybrid": None if v.lifecycle.hybrid is None else v.lifecycle.hybrid.to_json(),
                     "regions": {
                         s.region: {"status": s.status, "updated_at": s.updated_at, "details": s.details}
                         for s in region_status

@@ -40,11 +40,11 @@ class SegmentState:
         stamp = now_ms() if timestamp_ms is None else timestamp_ms
         return ProducerMetadata(self.guid, self.segment, self.sequence, stamp)
 
-    def start_segment(self) -> ProducerMetadata:
+    def start_segment(self, timestamp_ms: int | None = None) -> ProducerMetadata:
         self.segment += 1
         self.sequence = -1
         self.checksum = 0
-        return self.next()
+        return self.next(timestamp_ms)
 
     def add(self, checksum_data: bytes) -> None:
         self.checksum = zlib.crc32(checksum_data, self.checksum)

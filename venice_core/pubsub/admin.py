@@ -62,6 +62,17 @@ def _wait_for_leaders(admin: AdminClient, topic: str) -> None:
     raise ComponentError(f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s")
 
 
+def partition_count(bootstrap: str, topic: str) -> int | None:
+    """The topic's partition count, None if it does not exist; an unreachable broker is a ComponentError."""
+    try:
+        metadata = admin_client(bootstrap).list_topics(topic, timeout=TIMEOUT_SECONDS).topics.get(topic)
+    except KafkaException as exc:
+        raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {exc.args[0].str()}") from None
+    if metadata is None or metadata.error is not None:
+        return None
+    return len(metadata.partitions)
+
+
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     if not topics:
         return

@@ -72,13 +72,15 @@ class VersionTopicWriter:
             except KafkaException as exc:
                 raise ComponentError(f"cannot produce to {self.topic}: {exc.args[0].str()}") from None
 
-    def start_segment(self, partition: int) -> None:
-        meta = self._segments[partition].start_segment()
+    def start_segment(self, partition: int, timestamp_ms: int | None = None) -> None:
+        """START_OF_SEGMENT, stamped now unless given (a writer whose every message must be deterministic, such
+        as a replayable nearline writer, gives one)."""
+        meta = self._segments[partition].start_segment(timestamp_ms)
         self._send(partition, *encode_control(meta, ControlMessageType.START_OF_SEGMENT, {"checksum_type": "CRC32"}))
 
-    def end_segment(self, partition: int, final: bool = True) -> None:
+    def end_segment(self, partition: int, final: bool = True, timestamp_ms: int | None = None) -> None:
         state = self._segments[partition]
-        meta = state.next()
+        meta = state.next(timestamp_ms)
         body = {"checksum": state.checksum, "final": final}
         self._send(partition, *encode_control(meta, ControlMessageType.END_OF_SEGMENT, body))
 
