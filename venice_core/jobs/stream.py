@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig, load_config
-from venice_core.controller import stores as store_ops
 from venice_core.controller import streams
 from venice_core.errors import VeniceError
 from venice_core.jobs.stream_tasks import (
@@ -32,20 +31,22 @@ from venice_core.jobs.stream_tasks import (
     write_rows,
 )
 from venice_core.meta import MetadataStore
+from venice_core.pubsub import admin
+from venice_core.writer import resolve_target
 
 MARKER = "StreamInputError: "
 
 
-def store_mapping(meta: MetadataStore, store: str, args: argparse.Namespace) -> EventMapping:
-    """The event mapping for the store as it is now (its key schema and every value schema); StreamInputError if
-    the store cannot take nearline writes or no event could map to a write."""
-    if store_ops.store_settings(meta, store).hybrid is None:
-        raise StreamInputError(f"store '{store}' is batch-only: it takes no nearline writes")
-    info = store_ops.describe_store(meta, store)
+def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) -> EventMapping:
+    """The event mapping for the store as it is now (the region's real-time topic, the key schema and every value
+    schema); a VeniceError if the store cannot take nearline writes there, StreamInputError if no event could map
+    to a write."""
+    target = resolve_target(args.store, args.region, config=config, meta=meta)
+    if admin.partition_count(target.bootstrap, target.topic) is None:
+        raise StreamInputError(f"the real-time topic {target.topic} of '{args.store}' does not exist")
     return EventMapping(
+        target,
         key_field=args.key_field,
-        key_schema=info["key_schema"],
-        value_schemas=tuple((s["id"], s["schema"]) for s in info["value_schemas"]),
         value_fields=tuple(f for f in (args.value_fields or "").split(",") if f),
         event_time_field=args.event_time_field or None,
     ).check()
@@ -79,7 +80,7 @@ class BatchWriter:
         if self._query_id is None:
             self._query_id = query_id(Path(self.args.checkpoint))
         mapping = self.mapping
-        spec = BatchSpec(self.args.store, self.args.region, self._query_id, batch_id, mapping)
+        spec = BatchSpec(self._query_id, batch_id, mapping)
         batch.persist()  # read the source once for both passes
         try:
             summaries = batch.rdd.mapPartitions(lambda rows: summary_rows(rows, mapping)).collect()
@@ -145,8 +146,7 @@ def run(args: argparse.Namespace, config: ClusterConfig | None = None) -> None:
     meta = MetadataStore(config.metadata_db_url)
     try:
         try:
-            mapping = store_mapping(meta, args.store, args)
-            config.region(args.region)
+            mapping = store_mapping(config, meta, args)
             check_source(args.source_bootstrap, args.source_topic)
             from pyspark.sql import SparkSession
 

@@ -16,19 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from venice_core.config import ClusterConfig, process_env
-from venice_core.controller import stores as store_ops
 from venice_core.controller import streams
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
 from venice_core.jobs.stream_tasks import EventMapping, StreamInputError
 from venice_core.meta import MetadataStore
+from venice_core.writer import resolve_target
 
 START_TIMEOUT_SECONDS = 180.0
-
-
-class StoreNotHybrid(VeniceError):
-    http_status = 409
 
 
 class StreamFailed(VeniceError):
@@ -50,22 +46,9 @@ def process(config: ClusterConfig, name: str) -> ManagedProcess:
 def check_request(config: ClusterConfig, meta: MetadataStore, request: StreamJobRequest) -> None:
     """What `start` refuses before it starts anything: an unknown region or store, a batch-only store, a mapping no
     event could satisfy."""
-    config.region(request.region)
-    settings = store_ops.store_settings(meta, request.store)  # StoreNotFound
-    if settings.hybrid is None:
-        raise StoreNotHybrid(
-            f"store '{request.store}' is batch-only: make it hybrid first "
-            f"(venice store update {request.store} --hybrid-rewind-seconds N)"
-        )
-    info = store_ops.describe_store(meta, request.store)
+    target = resolve_target(request.store, request.region, config=config, meta=meta)
     try:
-        EventMapping(
-            request.key_field,
-            info["key_schema"],
-            tuple((s["id"], s["schema"]) for s in info["value_schemas"]),
-            request.value_fields,
-            request.event_time_field,
-        ).check()
+        EventMapping(target, request.key_field, request.value_fields, request.event_time_field).check()
     except StreamInputError as exc:
         raise ConfigError(str(exc)) from None
     if request.trigger_seconds <= 0 or request.max_records_per_batch < 0:

@@ -1,12 +1,13 @@
 """What the streaming job runs on the executors: map each source event (a JSON object) to a store write, check a
 whole micro-batch before any of it is written, and write it through the nearline writer with a producer identity
-derived from the batch. No SQLAlchemy here at import (the nearline writer opens the metadata store itself).
+derived from the batch. The executors check and write with the nearline writer's own code (`venice_core.writer`),
+from a target the driver resolved: they never open the metadata store.
 
 An event maps to `put(key, value, timestamp)`:
 - key: the event's `key_field`, which must fit the store's key schema;
-- value: for a store whose value schemas are records, the event's `value_fields` (default: every field but the key
-  and the event time) as a record; otherwise the one named value field's value. It must fit one of the store's
-  value schemas;
+- value: for a store whose newest value schema is a record, the event's `value_fields` (default: every field but
+  the key and the event time) as a record; otherwise the one named value field's value. It must fit one of the
+  store's value schemas (with no field the schema lacks);
 - timestamp: the event's `event_time_field` (epoch milliseconds, or an ISO-8601 time; UTC when it names no zone),
   else the Kafka record's own timestamp, so a replayed event gets the same write timestamp.
 
@@ -26,10 +27,9 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
-from fastavro import parse_schema
-from fastavro.validation import validate
-
+from venice_core.errors import InvalidRecord
 from venice_core.protocol.div import deterministic_guid
+from venice_core.writer import OnlineWriter, RecordEncoder, WriterTarget, write_timestamp
 
 
 class StreamInputError(Exception):
@@ -39,59 +39,37 @@ class StreamInputError(Exception):
 
 @dataclass(frozen=True)
 class EventMapping:
-    """How events become writes to one store (its schemas as JSON values; `value_schemas` by id)."""
+    """How events become writes to one store's real-time topic in one region (`target`, resolved on the driver:
+    the topic, the store's schemas)."""
 
+    target: WriterTarget
     key_field: str
-    key_schema: Any
-    value_schemas: tuple[tuple[int, Any], ...]
     value_fields: tuple[str, ...] = ()
     event_time_field: str | None = None
 
     @cached_property
-    def _key(self) -> Any:
-        return parse_schema(self.key_schema)
-
-    @cached_property
-    def _values(self) -> list[Any]:
-        # Newest first: an event most likely fits the schema its producer last moved to.
-        return [parse_schema(schema) for _id, schema in sorted(self.value_schemas, key=lambda s: -s[0])]
+    def encoder(self) -> RecordEncoder:
+        """The nearline writer's own checks (key and value schemas), without producing."""
+        return RecordEncoder(self.target)
 
     @property
     def single_value(self) -> bool:
         """The value is one field's value, not a record of fields (the store's newest value schema is no record)."""
-        newest = max(self.value_schemas, key=lambda s: s[0])[1]
+        newest = max(self.target.value_schemas, key=lambda s: s[0])[1]
         return not (isinstance(newest, dict) and newest.get("type") == "record")
 
     def check(self) -> EventMapping:
         """Refuse a mapping no event can satisfy: a single value needs exactly one value field."""
-        if not self.value_schemas:
-            raise StreamInputError("the store has no value schema")
+        if not self.target.value_schemas:
+            raise StreamInputError(f"store '{self.target.store}' has no value schema")
         if self.single_value and len(self.value_fields) != 1:
             raise StreamInputError(
-                "the store's values are not records: name the one event field that is the value (--value-fields F)"
+                f"the values of store '{self.target.store}' are not records: name the one event field that is the "
+                "value (--value-fields F)"
             )
-        if self.key_field in self.value_fields:
-            raise StreamInputError(f"the key field '{self.key_field}' cannot also be a value field")
+        if self.key_field in self.value_fields or self.event_time_field in self.value_fields:
+            raise StreamInputError("the key and event-time fields cannot also be value fields")
         return self
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "key_field": self.key_field,
-            "key_schema": self.key_schema,
-            "value_schemas": [list(s) for s in self.value_schemas],
-            "value_fields": list(self.value_fields),
-            "event_time_field": self.event_time_field,
-        }
-
-    @classmethod
-    def of(cls, data: dict[str, Any]) -> EventMapping:
-        return cls(
-            data["key_field"],
-            data["key_schema"],
-            tuple((int(i), s) for i, s in data["value_schemas"]),
-            tuple(data.get("value_fields") or ()),
-            data.get("event_time_field"),
-        )
 
 
 @dataclass(frozen=True)
@@ -131,8 +109,6 @@ def map_event(raw: bytes | None, kafka_timestamp: int, where: str, mapping: Even
     key = event.get(mapping.key_field)
     if key is None:
         raise StreamInputError(f"event at {where} has no key field '{mapping.key_field}'")
-    if not validate(key, mapping._key, raise_errors=False):
-        raise StreamInputError(f"event at {where}: key {key!r} does not fit the store's key schema")
     if mapping.event_time_field is None:
         timestamp = kafka_timestamp
     else:
@@ -151,14 +127,13 @@ def map_event(raw: bytes | None, kafka_timestamp: int, where: str, mapping: Even
         skip = {mapping.key_field, mapping.event_time_field}
         names = mapping.value_fields or tuple(name for name in event if name not in skip)
         value = {name: event[name] for name in names}
-    if not any(validate(value, schema, raise_errors=False) for schema in mapping._values):
-        raise StreamInputError(f"event at {where}: value {_short(value)} fits none of the store's value schemas")
+    try:  # what the writer checks before it produces, checked here before anything of the batch is
+        mapping.encoder.key(key)
+        mapping.encoder.value(value)
+        write_timestamp(timestamp)
+    except InvalidRecord as exc:
+        raise StreamInputError(f"event at {where}: {exc}") from None
     return Write(key, value, timestamp)
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _where(row: Any) -> str:
@@ -203,10 +178,8 @@ WriterFactory = Callable[[bytes], NearlineWriter]
 
 @dataclass(frozen=True)
 class BatchSpec:
-    """One micro-batch's write: where to, and the identity its writers derive their GUIDs from."""
+    """One micro-batch's write: the mapping (and its target), and the identity its writers derive GUIDs from."""
 
-    store: str
-    region: str
     query_id: str
     batch_id: int
     mapping: EventMapping
@@ -216,12 +189,11 @@ class BatchSpec:
 
 
 def online_writer(spec: BatchSpec) -> WriterFactory:
-    """The production writer factory: the nearline writer to the region's real-time topic, with a given GUID."""
+    """The production writer factory: the nearline writer to the target's real-time topic, with a given GUID
+    (`for_target`: no metadata store on the executors)."""
 
     def make(guid: bytes) -> NearlineWriter:
-        from venice_core.writer import OnlineWriter
-
-        return OnlineWriter(spec.store, spec.region, guid=guid)
+        return OnlineWriter.for_target(spec.mapping.target, guid=guid)
 
     return make
 
