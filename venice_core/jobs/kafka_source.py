@@ -11,6 +11,9 @@ crash reads exactly the same records in the same order.
 Offsets are `{"<partition>": <next offset>}`. Options:
 - `topic`, `bootstrap` (required);
 - `startingOffsets`: `earliest` (default), `latest`, or offsets as JSON (partitions not named start at the earliest);
+- `initialOffsetsPath`: a file that keeps the offsets the query first started from. Spark asks `initialOffset()`
+  again when it replays a first batch that never committed; `latest` would then be another offset (Spark's own
+  Kafka source keeps them in its checkpoint likewise);
 - `endingOffsets`: offsets as JSON past which nothing is read (a bounded stream: `cut()` is the seam a drain
   takes, as the source's end at the moment of the drain);
 - `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit).
@@ -22,8 +25,10 @@ Rows: `topic string, partition int, offset long, timestamp long` (the record's K
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -181,6 +186,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.starting = options.get("startingOffsets", "earliest")
         self.ending = options.get("endingOffsets")
         self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
+        self.initial_path = options.get("initialOffsetsPath")
         self._client: Any = None
 
     def _consumer(self) -> Any:
@@ -198,6 +204,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         return None if self.ending is None else parse_offsets(self.ending, "endingOffsets")
 
     def initialOffset(self) -> dict[str, int]:
+        kept = Path(self.initial_path) if self.initial_path else None
+        if kept is not None and kept.exists():
+            return parse_offsets(kept.read_text(), str(kept))
+        offsets = self._starting_offsets()
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            temporary = kept.with_suffix(".tmp")
+            temporary.write_text(json.dumps(offsets))
+            os.replace(temporary, kept)
+        return offsets
+
+    def _starting_offsets(self) -> dict[str, int]:
         marks = self._watermarks()
         if self.starting == "earliest":
             return {p: low for p, (low, _high) in marks.items()}

@@ -35,6 +35,8 @@ from venice_core.pubsub import admin
 from venice_core.writer import resolve_target
 
 MARKER = "StreamInputError: "
+# Fault injection for the recovery test (see `BatchSpec.hang_after`); spark-submit passes on only `spark.*`.
+HANG_AFTER_CONF = "spark.venice.stream.test.hang.after.records"
 
 
 def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) -> EventMapping:
@@ -80,7 +82,9 @@ class BatchWriter:
         if self._query_id is None:
             self._query_id = query_id(Path(self.args.checkpoint))
         mapping = self.mapping
-        spec = BatchSpec(self._query_id, batch_id, mapping)
+        hang_after = int(batch.sparkSession.conf.get(HANG_AFTER_CONF, "0"))
+        marker = str(Path(self.args.checkpoint).parent / "test-hang-claimed")
+        spec = BatchSpec(self._query_id, batch_id, mapping, hang_after, marker)
         batch.persist()  # read the source once for both passes
         try:
             summaries = batch.rdd.mapPartitions(lambda rows: summary_rows(rows, mapping)).collect()
@@ -121,6 +125,7 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
         .option("bootstrap", args.source_bootstrap)
         .option("startingOffsets", args.starting_offsets)
         .option("maxRecordsPerBatch", str(args.max_records_per_batch))
+        .option("initialOffsetsPath", str(Path(args.checkpoint) / "venice-initial-offsets.json"))
     )
     writer = BatchWriter(meta, args, mapping)
     query = (

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -183,6 +185,19 @@ class BatchSpec:
     query_id: str
     batch_id: int
     mapping: EventMapping
+    # Fault injection for the recovery test: one task (the one that creates `hang_marker`) stops after writing and
+    # flushing this many records, so the test can kill the job in the middle of a batch.
+    hang_after: int = 0
+    hang_marker: str | None = None
+
+    def hangs_now(self, written: int) -> bool:
+        if not self.hang_after or written != self.hang_after or self.hang_marker is None:
+            return False
+        try:
+            os.close(os.open(self.hang_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
     def guid(self, source_partition: int) -> bytes:
         return deterministic_guid("stream", self.query_id, self.batch_id, source_partition)
@@ -216,6 +231,10 @@ def write_rows(rows: Iterable[Any], spec: BatchSpec, make_writer: WriterFactory 
                 writer = writers[row.partition] = make_writer(spec.guid(row.partition))
             writer.put(write.key, write.value, timestamp=write.timestamp)
             written += 1
+            if spec.hangs_now(written):
+                for open_writer in writers.values():
+                    open_writer.flush()
+                time.sleep(3600)
     except BaseException:
         for writer in writers.values():
             with contextlib.suppress(Exception):
