@@ -17,8 +17,8 @@ from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import read_partition
 from venice_core.client import serde
 from venice_core.controller import stores, streams
+from venice_core.errors import StreamInputError
 from venice_core.jobs import stream, stream_control
-from venice_core.jobs.stream_tasks import StreamInputError
 from venice_core.protocol.div import Validator
 from venice_core.protocol.envelope import MessageType, checksum_bytes, decode
 from venice_core.pubsub import admin, client_config

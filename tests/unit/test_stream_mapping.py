@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from venice_core.errors import StreamInputError
 from venice_core.jobs.kafka_source import next_end, parse_offsets, plan, share
 from venice_core.jobs.stream_tasks import (
     BatchSpec,
     EventMapping,
-    StreamInputError,
     check_rows,
     event_time,
     map_event,

@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from venice_core.jobs.stream_tasks import StreamInputError
+from venice_core.errors import StreamInputError
 
 SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
 TIMEOUT_SECONDS = 15.0

@@ -18,9 +18,9 @@ from pathlib import Path
 from venice_core.config import ClusterConfig, process_env
 from venice_core.controller import streams
 from venice_core.embedded.process import ManagedProcess
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
-from venice_core.jobs.stream_tasks import EventMapping, StreamInputError
+from venice_core.jobs.stream_tasks import EventMapping
 from venice_core.meta import MetadataStore
 from venice_core.writer import resolve_target
 

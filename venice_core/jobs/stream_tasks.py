@@ -27,16 +27,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from venice_core.errors import InvalidRecord
+from venice_core.errors import InvalidRecord, StreamInputError
 from venice_core.protocol.div import deterministic_guid
 from venice_core.writer import OnlineWriter, RecordEncoder, WriterTarget, write_timestamp
-
-
-class StreamInputError(Exception):
-    """Input the job cannot write as it is: a source topic that does not exist, an event that maps to no write.
-    Reported as the pipeline's failure; the batch is not written."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +240,43 @@ def write_rows(rows: Iterable[Any], spec: BatchSpec, make_writer: WriterFactory 
     return written
 
 
-def summary_rows(rows: Iterator[Any], mapping: EventMapping) -> Iterator[tuple[str, int, str | None]]:
-    """`check_rows` as a Spark task's output: one row with the summary as JSON (partitions, records, error)."""
-    summary = check_rows(rows, mapping)
-    yield (json.dumps({str(k): v for k, v in summary.partitions.items()}), summary.records, summary.error)
+class SourceRow(NamedTuple):
+    """A source record as the tasks see it (the source's columns)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def rows_of(batches: Iterable[Any]) -> Iterator[SourceRow]:
+    """The rows of Arrow record batches (what `mapInArrow` hands a task)."""
+    for batch in batches:
+        columns = batch.to_pydict()
+        yield from map(SourceRow, *(columns[name] for name in SourceRow._fields))
+
+
+CHECK_SCHEMA = "partitions string, records long, error string"
+WRITE_SCHEMA = "records long"
+
+
+def check_batches(batches: Iterable[Any], mapping: EventMapping) -> Iterator[Any]:
+    """`check_rows` as a `mapInArrow` task: one row, its summary (partitions as JSON)."""
+    import pyarrow as pa
+
+    summary = check_rows(rows_of(batches), mapping)
+    partitions = json.dumps({str(k): v for k, v in summary.partitions.items()})
+    yield pa.RecordBatch.from_pydict(
+        {"partitions": [partitions], "records": [summary.records], "error": [summary.error]},
+        schema=pa.schema([("partitions", pa.string()), ("records", pa.int64()), ("error", pa.string())]),
+    )
+
+
+def write_batches(batches: Iterable[Any], spec: BatchSpec) -> Iterator[Any]:
+    """`write_rows` as a `mapInArrow` task: one row, the records written."""
+    import pyarrow as pa
+
+    written = write_rows(rows_of(batches), spec)
+    yield pa.RecordBatch.from_pydict({"records": [written]}, schema=pa.schema([("records", pa.int64())]))
