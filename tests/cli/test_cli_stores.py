@@ -13,6 +13,7 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import versions
 from venice_core.meta import MetadataStore
+from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
@@ -224,9 +225,13 @@ def test_rollback_returns_regions_to_their_backup(cli_env: PlatformEnv, store: s
     assert next(v["status"] for v in info["versions"] if v["number"] == 2) == "ROLLED_BACK"
 
 
-def test_delete(cli_env: PlatformEnv, store: str) -> None:
+def test_delete(cli_env: PlatformEnv, store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    topics = InMemoryTopics()  # the store's topics are deleted with it: no broker here
+    topics.create_topic("any", "unrelated_rt", 1)
+    monkeypatch.setattr(admin, "delete_topics", topics.delete_topics)
     cli_env.cli("store", "delete", store, check=True)
     assert store not in cli_env.cli("store", "list", check=True).stdout.split()
+    assert topics.names() == {"unrelated_rt"}
 
 
 def test_every_command_has_help(cli_env: PlatformEnv) -> None:
@@ -248,6 +253,8 @@ def test_every_command_has_help(cli_env: PlatformEnv) -> None:
         ["metrics", "--help"],
         ["push", "--help"],
         ["get", "--help"],
+        ["write", "--help"],
+        ["delete", "--help"],
         ["server", "--help"],
         ["rollout", "--help"],
         ["rollout", "status", "--help"],

@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
+from tests.support.topics import InMemoryTopics
 from venice_core.config import load_config
 from venice_core.controller import stores
 from venice_core.errors import IncompatibleSchema, MetadataStoreError, StoreAlreadyExists, StoreNotFound
@@ -78,7 +79,12 @@ def test_store_lifecycle(meta: MetadataStore, config) -> None:
         {"min.delay": "5"},
     )
 
-    stores.delete_store(meta, "users")
+    topics = InMemoryTopics()
+    stores.update_store(meta, config, "users", hybrid_rewind_seconds=600, hybrid_offset_lag_threshold=7, topics=topics)
+    assert stores.describe_store(meta, "users")["hybrid"] == {"rewind_seconds": 600, "offset_lag_threshold": 7}
+
+    stores.delete_store(meta, config, "users", topics=topics)
+    assert topics.names() == set()
     assert stores.list_stores(meta) == []
     with pytest.raises(StoreNotFound):
         stores.describe_store(meta, "users")

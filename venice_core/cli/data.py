@@ -121,7 +121,7 @@ def _timestamp(text: str | None) -> int | None:
 def write(
     store: str = typer.Argument(..., help="A hybrid store."),
     key: str = typer.Argument(..., help="The key as JSON for the key schema (a bare string for a string key)."),
-    value: str = typer.Argument(..., metavar="VALUE_JSON", help="The value as JSON for a value schema of the store."),
+    value_json: str = typer.Argument(..., help="The value as JSON for a value schema of the store."),
     region: str = typer.Option(None, "--region", help="Region to write in (default: the source region)."),
     timestamp: str = typer.Option(
         None, "--timestamp", metavar="MS", help="The write's logical time in ms since the epoch (default: now)."
@@ -132,9 +132,9 @@ def write(
     Nothing is written if the store is batch-only, or the key or value does not fit its schemas."""
     stamp = _timestamp(timestamp)
     try:
-        parsed_value = json.loads(value)
+        parsed_value = json.loads(value_json)
     except json.JSONDecodeError as exc:
-        raise InvalidRecord(f"VALUE_JSON is not valid JSON: {exc}") from None
+        raise InvalidRecord(f"the value is not valid JSON: {exc}") from None
     parsed_key = parse_key(key)
     with _writer(store, region, parsed_key, parsed_value) as writer:
         written = writer.put(parsed_key, parsed_value, stamp)

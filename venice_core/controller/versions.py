@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
+from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import retry_on_conflict
 from venice_core.meta.models import (
@@ -520,8 +521,19 @@ def store_names(meta: MetadataStore) -> set[str]:
         return set(session.scalars(select(Store.name)))
 
 
-def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, int, str]]:
-    """(store, version, partition count, compression) a region should hold: in flight, current or backup."""
+@dataclass(frozen=True)
+class VersionToHost:
+    """A version a region server should hold: in flight, current or backup."""
+
+    store: str
+    number: int
+    partition_count: int
+    compression: str
+    hybrid: HybridSettings | None
+
+
+def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
+    """The versions a region should hold: in flight, current or backup."""
     from venice_core.status import HOSTABLE
 
     with meta.session() as session:
@@ -530,7 +542,12 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[tuple[str, int, i
                 Version.store_name, Version.number, Version.partition_count, Version.compression, Version.details
             ).where(Version.status.in_(list(HOSTABLE)))
         ).all()
-        return [(s, n, p, c) for s, n, p, c, d in rows if region in (VersionLifecycle.of(d).regions or [region])]
+        hosted = []
+        for store, number, partitions, compression, details in rows:
+            lifecycle = VersionLifecycle.of(details)
+            if region in (lifecycle.regions or [region]):
+                hosted.append(VersionToHost(store, number, partitions, compression, lifecycle.hybrid))
+        return hosted
 
 
 def retire_old_versions(

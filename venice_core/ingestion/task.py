@@ -4,6 +4,9 @@ leader, also mirror each consumed record to the region's own version topic (`rep
 Every commit writes the data and the checkpoint (next offset, DIV state, START_OF_PUSH settings, record count) in
 one RocksDB write, so a task killed at any point resumes from its checkpoint with exactly the data it covers.
 A gap or a bad checksum before END_OF_PUSH fails the partition with a clear error.
+
+A hybrid version's partition goes on after END_OF_PUSH with the real-time phase (`real_time.RealTimeIngestion`):
+its checkpoint keeps the batch fields as END_OF_PUSH left them and adds the real-time offsets.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from venice_core.ingestion.conflict import WriteStamp
+from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion
 from venice_core.ingestion.replication import ReplicationError, VersionTopicMirror
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
@@ -70,6 +75,7 @@ class PartitionIngestionTask:
         report: Reporter,
         consumer_group: str,
         mirror: VersionTopicMirror | None = None,
+        hybrid: HybridIngestion | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -78,6 +84,8 @@ class PartitionIngestionTask:
         self.report = report
         self.consumer_group = consumer_group
         self.mirror = mirror
+        self.hybrid = hybrid
+        self.real_time: RealTimeIngestion | None = None
         self.stats = IngestionStats()
         self.error: str | None = None
         self.completed = False
@@ -88,7 +96,7 @@ class PartitionIngestionTask:
         self.stats.offset = checkpoint["next_offset"] - 1
         if checkpoint["eop"]:
             self.completed = True
-            self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
+            self._after_end_of_push(checkpoint, stop)
             return
         if checkpoint["next_offset"]:
             log.info(
@@ -109,8 +117,9 @@ class PartitionIngestionTask:
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, start)])
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
+        end_of_push: dict[str, Any] | None = None
         try:
-            self._loop(consumer, validator, checkpoint, stop)
+            end_of_push = self._loop(consumer, validator, checkpoint, stop)
         except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
             self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
@@ -120,6 +129,24 @@ class PartitionIngestionTask:
             consumer.close()
             if self.mirror is not None:
                 self.mirror.close()
+        if end_of_push is not None:
+            self._after_end_of_push(end_of_push, stop)
+
+    def _after_end_of_push(self, checkpoint: dict[str, Any], stop: threading.Event) -> None:
+        """A batch-only version is complete; a hybrid one goes on with the real-time topics until stopped."""
+        if self.hybrid is None:
+            self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
+            return
+        self.report(ExecutionStatus.END_OF_PUSH_RECEIVED, self.stats.offset, self.stats.records, "")
+        self.real_time = RealTimeIngestion(self.hybrid, self.partition, self.storage, self.report, self.consumer_group)
+        base = {k: checkpoint.get(k) for k in ("next_offset", "div", "sop", "eop", "records", "eop_time_ms")}
+        try:
+            self.real_time.run(stop, checkpoint, base)
+        except (DataIntegrityError, ProtocolError) as exc:
+            self._fail(f"real-time ingestion: {exc}")
+        except Exception as exc:  # noqa: BLE001 - never die silently: the region would stop taking writes unseen
+            log.exception("real-time ingestion of %s[%d] failed", self.topic, self.partition)
+            self._fail(f"real-time ingestion: unexpected {type(exc).__name__}: {exc}")
 
     def _fail(self, reason: str) -> None:
         self.error = f"partition {self.partition} of {self.topic}: {reason}"
@@ -136,7 +163,9 @@ class PartitionIngestionTask:
 
     def _loop(
         self, consumer: Consumer, validator: Validator, checkpoint: dict[str, Any], stop: threading.Event
-    ) -> None:
+    ) -> dict[str, Any] | None:
+        """Consume the version topic up to END_OF_PUSH; return the checkpoint END_OF_PUSH committed (None if
+        stopped before it)."""
         batch = self.storage.new_batch()
         pending_chunks: dict[bytes, bytes] = {}
         uncommitted = 0
@@ -144,7 +173,7 @@ class PartitionIngestionTask:
         sop = checkpoint["sop"]
         accept_data = validator.accept_data
 
-        def commit(eop: bool = False) -> None:
+        def commit(eop: bool = False, eop_time_ms: int = 0) -> dict[str, Any]:
             nonlocal batch, uncommitted, last_commit
             state = {
                 "next_offset": self.stats.offset + 1,
@@ -153,6 +182,8 @@ class PartitionIngestionTask:
                 "eop": eop,
                 "records": self.stats.records,
             }
+            if eop:
+                state["eop_time_ms"] = eop_time_ms  # where a hybrid version's real-time replay rewinds from
             if sop and sop.get("sorted"):
                 self.storage.ingest_sst()  # before the checkpoint that covers it
             self.storage.commit(batch, state)
@@ -160,10 +191,14 @@ class PartitionIngestionTask:
             pending_chunks.clear()
             uncommitted = 0
             last_commit = time.monotonic()
+            return state
 
         sorted_push = bool(sop and sop.get("sorted"))
         apply_from = checkpoint["next_offset"]  # below it: records a restarted leader only mirrors
         mirror = self.mirror.mirror if self.mirror is not None else None
+        # A hybrid version keeps the write stamp of records that carry one (a repush copies nearline writes with
+        # their timestamps), so a replayed older nearline write loses to them. A batch push's records carry none.
+        stamp_writes = self.hybrid is not None
         while not stop.is_set():
             messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2)
             # The hot path, inlined for speed: a plain PUT (or DELETE) is read with one unpack, checked by DIV
@@ -185,7 +220,7 @@ class PartitionIngestionTask:
                 kafka_key, kafka_value = raw.key(), raw.value()
                 self.stats.offset = raw.offset()
                 if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
-                    version, mtype, guid, segment, sequence, _ts, schema_id = DATA_PREFIX.unpack_from(kafka_value)
+                    version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
                     if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
                         body = memoryview(kafka_value)[HEADER.size :]
                         if not accept_data(guid, segment, sequence, kafka_key, body):
@@ -200,6 +235,9 @@ class PartitionIngestionTask:
                                 batch.put(kafka_key[1:], kafka_value[HEADER.size :])
                         else:
                             batch.delete(kafka_key[1:])
+                        if timestamp and stamp_writes:
+                            stamp = WriteStamp(timestamp, tombstone=mtype == MessageType.DELETE)
+                            self.storage.put_write_stamp(batch, kafka_key[1:], stamp.encode())
                         continue
                 message = decode(kafka_key, kafka_value)
                 data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
@@ -229,8 +267,14 @@ class PartitionIngestionTask:
                         self.storage.sst_put(message.key, stored)
                     else:
                         batch.put(message.key, stored)
+                    if message.producer.timestamp_ms and stamp_writes:
+                        stamp = WriteStamp(message.producer.timestamp_ms)
+                        self.storage.put_write_stamp(batch, message.key, stamp.encode())
                 elif message.type is MessageType.DELETE:
                     batch.delete(message.key)
+                    if message.producer.timestamp_ms and stamp_writes:
+                        stamp = WriteStamp(message.producer.timestamp_ms, tombstone=True)
+                        self.storage.put_write_stamp(batch, message.key, stamp.encode())
                 elif message.control_type is ControlMessageType.START_OF_PUSH:
                     sop = message.control
                     sorted_push = bool(sop and sop.get("sorted"))
@@ -242,10 +286,8 @@ class PartitionIngestionTask:
                         )
                     if self.mirror is not None:
                         self.mirror.flush()  # the local topic complete before the partition says so
-                    commit(eop=True)
                     self.completed = True
-                    self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
-                    return
+                    return commit(eop=True, eop_time_ms=raw.timestamp()[1])
             if self.mirror is not None:
                 self.mirror.check()
             now = time.monotonic()
@@ -257,3 +299,4 @@ class PartitionIngestionTask:
                 last_report = now
         if uncommitted:
             commit()
+        return None

@@ -61,6 +61,16 @@ class Validator:
     def state(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self.producers.items()}
 
+    def forget_ended(self, keep: int) -> None:
+        """Drop the producers whose segment has ended, in the order they first appeared, all but the last `keep`.
+        A real-time topic has a
+        producer per writer (per micro-batch and partition, for a streaming job), so its state would otherwise grow
+        without bound; a producer forgotten this long ago no longer replays."""
+        ended = [guid for guid, known in self.producers.items() if known["ended"]]
+        for guid in ended[: max(0, len(ended) - keep)]:
+            del self.producers[guid]
+            del self._by_guid[bytes.fromhex(guid)]
+
     def accept(self, message: Message, checksum_data: bytes | None) -> bool:
         """True if the message is new and valid; False for a duplicate; DataIntegrityError otherwise."""
         p = message.producer

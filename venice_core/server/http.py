@@ -333,7 +333,11 @@ class ReadServer:
                 )
                 self._rates[(store, number, partition)] = (now, stats.records)
                 rates.append((labels, rate))
-                lags.append((labels, 0 if task.completed else stats.lag))
+                real_time = task.real_time
+                if real_time is not None:  # a hybrid version past END_OF_PUSH: behind the real-time topics
+                    lags.append((labels, max(0, real_time.lag)))
+                else:
+                    lags.append((labels, 0 if task.completed else stats.lag))
         lines = render("venice_ingestion_records_total", "counter", "Records ingested.", records)
         lines += render(
             "venice_ingestion_duplicates_total", "counter", "Duplicate messages skipped by DIV.", duplicates

@@ -2,9 +2,10 @@
 
 Every second it asks the metadata store which versions the region hosts and which one of each store is current;
 it starts an ingestion task per partition of each new version (outside the source region, a leader that consumes
-the source region's version topic and mirrors it into the local one), and drops the storage of versions that are
-killed or retired. Reads go to the store's current version; a store with none in the region (none pushed yet, or
-its only version rolled back) answers 404 saying so.
+the source region's version topic and mirrors it into the local one; for a hybrid version, after END_OF_PUSH, the
+consumer of every region's real-time topic), and drops the storage of versions that are killed or retired. Reads
+go to the store's current version; a store with none in the region (none pushed yet, or its only version rolled
+back) answers 404 saying so.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
 from venice_core.errors import NoCurrentVersion, StoreNotFound
+from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
-from venice_core.protocol.compression import CompressionStrategy, decompressor
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
 from venice_core.status import ExecutionStatus
@@ -76,11 +78,30 @@ class RegionServer:
 
         return report
 
-    def _host(self, store: str, number: int, partition_count: int, compression: str) -> None:
+    def _hybrid_ingestion(self, version: controller.VersionToHost) -> HybridIngestion | None:
+        if version.hybrid is None:
+            return None
+        sources = tuple(
+            RealTimeSource(region.name, region.kafka_bootstrap, region.real_time_topic(version.store))
+            for region in self.config.regions
+        )
+        return HybridIngestion(
+            version.hybrid,
+            sources,
+            self.region.kafka_bootstrap,
+            self.region.version_topic(version.store, version.number),
+            version.partition_count,
+            compressor(CompressionStrategy.parse(version.compression)),
+        )
+
+    def _host(self, version: controller.VersionToHost) -> None:
+        store, number, partition_count = version.store, version.number, version.partition_count
         stop = threading.Event()
         local_topic = self.region.version_topic(store, number)
-        hosted = HostedVersion(store, number, [], decompressor(CompressionStrategy.parse(compression)), stop, [], [])
+        decompress = decompressor(CompressionStrategy.parse(version.compression))
+        hosted = HostedVersion(store, number, [], decompress, stop, [], [])
         source = self.config.region(self.config.source_region)
+        hybrid = self._hybrid_ingestion(version)
         for p in range(partition_count):
             storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{p}")
             hosted.partitions.append(storage)
@@ -94,6 +115,7 @@ class RegionServer:
                 report,
                 f"venice-{self.region.name}",
                 mirror=VersionTopicMirror(self.region.kafka_bootstrap, local_topic, p) if leader else None,
+                hybrid=hybrid,
             )
             hosted.tasks.append(task)
             hosted.threads.append(
@@ -118,10 +140,10 @@ class RegionServer:
         log.info("%s %s v%d", "dropped" if destroy else "closed", *key)
 
     def sync_once(self) -> None:
-        wanted = {(s, n): (p, c) for s, n, p, c in controller.versions_to_host(self.meta, self.region.name)}
-        for key, (partitions, compression) in wanted.items():
+        wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, self.region.name)}
+        for key, version in wanted.items():
             if key not in self.hosted:
-                self._host(key[0], key[1], partitions, compression)
+                self._host(version)
         current = controller.current_versions(self.meta, self.region.name)
         known = controller.store_names(self.meta)
         with self._lock:

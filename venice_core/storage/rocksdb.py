@@ -1,8 +1,10 @@
 """One store-version partition in RocksDB (rocksdict, raw bytes).
 
 Data lives in the default column family; the ingestion checkpoint and chunks awaiting their manifest live in the
-`venice_meta` column family, written in the same WriteBatch as the data they cover, so a crash never separates
-the two. Sorted pushes are built with the SST file writer and ingested at END_OF_PUSH.
+`venice_meta` column family, and a hybrid version's replication metadata (each key's latest write stamp, see
+`ingestion.conflict`) in `venice_rmd`, all written in the same WriteBatch as the data they cover, so a crash never
+separates them. Reads of values never touch the replication metadata. Sorted pushes are built with the SST file
+writer and ingested at END_OF_PUSH.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rocksdict import (
 )
 
 META_CF = "venice_meta"
+RMD_CF = "venice_rmd"
 CHECKPOINT_KEY = b"checkpoint"
 CHUNK_PREFIX = b"chunk:"
 BLOCK_CACHE_BYTES = 64 * 1024 * 1024
@@ -59,9 +62,15 @@ class PartitionStorage:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.mkdir(parents=True, exist_ok=True)
-        self._db = Rdict(str(path / "db"), _options(), column_families={META_CF: Options(raw_mode=True)})
+        self._db = Rdict(
+            str(path / "db"),
+            _options(),
+            column_families={META_CF: Options(raw_mode=True), RMD_CF: Options(raw_mode=True)},
+        )
         self._meta = self._db.get_column_family(META_CF)
         self._meta_handle = self._db.get_column_family_handle(META_CF)
+        self._rmd = self._db.get_column_family(RMD_CF)
+        self._rmd_handle = self._db.get_column_family_handle(RMD_CF)
         self._sst: SstFileWriter | None = None
         self._sst_count = 0
         self._sst_files: list[str] = []
@@ -80,6 +89,10 @@ class PartitionStorage:
     def get_chunk(self, chunk_key: bytes) -> bytes | None:
         return self._meta.get(CHUNK_PREFIX + chunk_key)
 
+    def get_write_stamp(self, key: bytes) -> bytes | None:
+        """The key's replication metadata (an encoded `conflict.WriteStamp`), None if only batch data wrote it."""
+        return self._rmd.get(key)
+
     # writes
     def new_batch(self) -> WriteBatch:
         return WriteBatch(raw_mode=True)
@@ -89,6 +102,9 @@ class PartitionStorage:
 
     def drop_chunk(self, batch: WriteBatch, chunk_key: bytes) -> None:
         batch.delete(CHUNK_PREFIX + chunk_key, self._meta_handle)
+
+    def put_write_stamp(self, batch: WriteBatch, key: bytes, stamp: bytes) -> None:
+        batch.put(key, stamp, self._rmd_handle)
 
     def commit(self, batch: WriteBatch, checkpoint: dict[str, Any]) -> None:
         """Write the batch and the checkpoint that covers it, atomically."""
@@ -122,11 +138,9 @@ class PartitionStorage:
         if self._db is None:
             return
         self._sst = None
-        for handle in (self._meta, self._meta_handle):
-            del handle
         self._meta.close()
-        self._meta = None
-        self._meta_handle = None
+        self._rmd.close()
+        self._meta = self._meta_handle = self._rmd = self._rmd_handle = None
         self._db.close()
         self._db = None
 
