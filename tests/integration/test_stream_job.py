@@ -1,7 +1,8 @@
-"""The nearline streaming job through `venice stream` and a real spark-submit, against the session's broker: events
-in, the same writes out in the region's real-time topic (decoded and counted per producer with DIV, as ingestion
-counts them); the driver SIGKILLed in the middle of a batch's write and started again loses nothing and applies
-nothing twice; a batch with a bad event fails the pipeline with its cause and writes none of its events."""
+"""The nearline streaming job through `venice stream` and a real spark-submit, against the session's platform:
+events in, the same writes out in the region's real-time topic (decoded and counted per producer with DIV, as
+ingestion counts them) and read back from every region; the driver SIGKILLed in the middle of a batch's write and
+started again loses nothing and applies nothing twice; a batch with a bad event fails the pipeline with its cause
+and writes none of its events."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import read_partition
-from venice_core.client import serde
+from venice_core.client import ReadClient, serde
 from venice_core.controller import stores, streams
-from venice_core.errors import StreamInputError
+from venice_core.errors import StreamInputError, VeniceError
 from venice_core.jobs import stream, stream_control
 from venice_core.protocol.div import Validator
 from venice_core.protocol.envelope import MessageType, checksum_bytes, decode
@@ -67,6 +69,17 @@ def rt_writes(env: PlatformEnv, store: str) -> tuple[list[tuple[Any, ...]], int]
     return sorted(writes), duplicates
 
 
+def _reads_equal(clients: list[ReadClient], store: str, expected: dict[str, Any]) -> bool:
+    for client in clients:
+        try:
+            got = client.batch_get(store, sorted(expected))
+        except VeniceError:
+            return False
+        if got != expected:
+            return False
+    return True
+
+
 def _wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -81,7 +94,8 @@ def _wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
 def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_batch(platform_env: PlatformEnv) -> None:
     env, config = platform_env, platform_env.config
     store = env.create_user_store("streamed", partitions=PARTITIONS)
-    stores.update_store(env.meta, config, store, hybrid_rewind_seconds=3600)
+    stores.update_store(env.meta, config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
+    env.push(store, RecordsJob({"batch": {"name": "b", "age": 1, "score": 1.0}}))  # a hybrid version to ingest into
     bootstrap = config.region(REGION).kafka_bootstrap
     source = f"events_{uuid.uuid4().hex[:8]}"
     admin.create_topic(bootstrap, source, PARTITIONS)
@@ -109,6 +123,13 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
         writes, duplicates = rt_writes(env, store)
         assert writes == expected  # nothing lost, nothing written twice, write timestamps the events' times
         assert duplicates >= 10  # the replayed batch re-sent what the killed run had written, and it was skipped
+        latest = {e["user"]: e for e in sorted(first + second, key=lambda e: e["ts"])}
+        expected_reads = {"batch": {"name": "b", "age": 1, "score": 1.0}}
+        expected_reads.update({u: {k: e[k] for k in ("name", "age", "score")} for u, e in latest.items()})
+        clients = [ReadClient("127.0.0.1", config.server_port(region)) for region in config.region_names]
+        _wait_for("every region to serve the writes", lambda: _reads_equal(clients, store, expected_reads))
+        for client in clients:
+            client.close()
         record = streams.get_pipeline(env.meta, name)
         assert record.state == streams.RUNNING and sum(record.offsets.values()) == len(first) + len(second)
 
