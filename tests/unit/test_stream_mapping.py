@@ -37,13 +37,14 @@ def event(**fields: Any) -> bytes:
 
 @dataclass
 class Row:
-    """A source row as the job sees it (Spark's Row has these attributes)."""
+    """A source row as the job's tasks see it (`stream_tasks.SourceRow`'s attributes)."""
 
     partition: int
     offset: int
     value: bytes | None
     timestamp: int = 1_000
     topic: str = "events"
+    key: bytes | None = None
 
 
 def test_an_event_maps_to_a_put_with_its_event_time() -> None:
@@ -180,3 +181,17 @@ def test_the_next_batch_ends_at_the_latest_offsets_bounded_by_the_cut_and_budget
 def test_a_batch_plans_one_range_per_partition_with_records() -> None:
     ranges = plan({"1": 4, "0": 0}, {"1": 9, "0": 0, "10": 2, "2": 1})
     assert [(r.partition, r.start, r.end) for r in ranges] == [(1, 4, 9), (2, 0, 1), (10, 0, 2)]
+
+
+def test_the_arrow_tasks_check_and_write_the_rows_they_are_given() -> None:
+    import pyarrow as pa
+
+    from venice_core.jobs.stream_tasks import check_batches, rows_of
+
+    rows = _rows()
+    table = pa.RecordBatch.from_pylist([{**vars(r)} for r in rows])
+    assert [tuple(r) for r in rows_of([table])] == [
+        (r.topic, r.partition, r.offset, r.timestamp, None, r.value) for r in rows
+    ]
+    (summary,) = check_batches([table], MAPPING)
+    assert summary.to_pylist() == [{"partitions": '{"0": 3, "1": 3}', "records": 6, "error": None}]
