@@ -36,7 +36,7 @@ def start(
         None, "--starting-offsets", help="earliest (default), latest, or JSON offsets per partition (first start)."
     ),
     max_records_per_batch: int = typer.Option(
-        None, "--max-records-per-batch", help="At most this many events a micro-batch (0: no limit)."
+        None, "--max-records-per-batch", help="At most this many events a micro-batch (default 100000; 0: no limit)."
     ),
     trigger_seconds: float = typer.Option(None, "--trigger-seconds", help="Micro-batch interval (default 1)."),
     conf: list[str] = typer.Option([], "--conf", help="spark.*=value for the job's spark-submit; repeatable."),

@@ -128,7 +128,7 @@ class StreamJobRequest:
     value_fields: tuple[str, ...] = ()
     event_time_field: str | None = None
     starting_offsets: str = "earliest"
-    max_records_per_batch: int = 0
+    max_records_per_batch: int = 100_000  # a first start on a backlog takes it in batches of this many
     trigger_seconds: float = 1.0
     confs: dict[str, str] = field(default_factory=dict)
 

@@ -192,7 +192,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--value-fields", default="", help="comma-separated; default: every field but key and time")
     parser.add_argument("--event-time-field", default="")
     parser.add_argument("--starting-offsets", default="earliest")
-    parser.add_argument("--max-records-per-batch", type=int, default=0)
+    parser.add_argument("--max-records-per-batch", type=int, default=100_000, help="0: no limit")
     parser.add_argument("--trigger-seconds", type=float, default=1.0)
     parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory")
     return parser.parse_args(argv)
