@@ -80,7 +80,7 @@ def _reads_equal(clients: list[ReadClient], store: str, expected: dict[str, Any]
     return True
 
 
-def _wait_for(what: str, check: Any, timeout: float = 90.0) -> Any:
+def _wait_for(what: str, check: Any, timeout: float = 240.0) -> Any:  # a loaded machine: minutes
     deadline = time.monotonic() + timeout
     while True:
         result = check()
