@@ -82,3 +82,10 @@ class InvalidRecord(VeniceError):
     timestamp: refused before anything is produced."""
 
     http_status = 400
+
+
+class StreamInputError(VeniceError):
+    """Input a streaming pipeline cannot write as it is: a source topic that does not exist, an event that maps to
+    no write. The pipeline fails with it as its cause; the batch it was found in is not written."""
+
+    http_status = 400

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastavro.schema import SchemaParseException
 from fastavro.validation import ValidationError, validate
@@ -37,11 +37,13 @@ from fastavro.validation import ValidationError, validate
 from venice_core.client import serde
 from venice_core.config import ClusterConfig, load_config
 from venice_core.errors import ComponentError, InvalidRecord, NotHybridStore, VeniceError
-from venice_core.meta import MetadataStore
 from venice_core.protocol.envelope import now_ms
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
+
+if TYPE_CHECKING:  # SQLAlchemy only where the metadata store is read (`resolve_target`): not on executors
+    from venice_core.meta import MetadataStore
 
 MAX_TIMESTAMP_MS = 2**63 - 1  # the envelope's timestamp is a signed 64-bit integer
 
@@ -65,6 +67,7 @@ def resolve_target(
     """The store's real-time topic in the region (default: the source region) and its schemas. ConfigError for
     an unknown region, StoreNotFound, NotHybridStore for a batch-only store."""
     from venice_core.controller.stores import get_store, value_schemas
+    from venice_core.meta import MetadataStore
 
     config = config or load_config()
     region_config = config.region(region or config.source_region)

@@ -9,6 +9,7 @@ import typer
 from venice_core.cli import data, platform
 from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
+from venice_core.cli.stream import stream_app
 from venice_core.errors import VeniceError
 
 app = typer.Typer(
@@ -34,6 +35,7 @@ app.command("server")(data.server)
 app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
 app.add_typer(rollout_app, name="rollout")
+app.add_typer(stream_app, name="stream")
 
 
 def main(argv: list[str] | None = None) -> None:

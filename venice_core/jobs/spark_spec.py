@@ -106,3 +106,79 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         conf={**DEFAULT_SPARK_CONFS, **spark_confs(confs)},
         args=[*job_args(config, request), "--result-file", str(result_file)],
     )
+
+
+STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
+# A streaming job runs for good beside the platform: two local cores, and less memory than a push.
+STREAM_MASTER = "local[2]"
+STREAM_DRIVER_MEMORY = "1g"
+
+
+@dataclass(frozen=True)
+class StreamJobRequest:
+    """A nearline streaming pipeline (`venice stream start`): the events of `source_topic` written as `store`'s
+    nearline writes in `region`. `confs`: Spark properties (`spark.*`) for its spark-submit."""
+
+    name: str
+    store: str
+    region: str
+    source_topic: str
+    source_bootstrap: str
+    key_field: str
+    value_fields: tuple[str, ...] = ()
+    event_time_field: str | None = None
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int = 100_000  # a first start on a backlog takes it in batches of this many
+    trigger_seconds: float = 1.0
+    confs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["value_fields"] = list(self.value_fields)
+        return data
+
+    @classmethod
+    def of(cls, data: dict[str, object]) -> StreamJobRequest:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["value_fields"] = tuple(known.get("value_fields") or ())  # type: ignore[arg-type]
+        return cls(**known)  # type: ignore[arg-type]
+
+
+def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:
+    """The streaming job's spark-submit for one run of a pipeline (see `jobs.stream.parse_args`)."""
+    args = [
+        "--name",
+        request.name,
+        "--run-id",
+        run_id,
+        "--store",
+        request.store,
+        "--region",
+        request.region,
+        "--source-topic",
+        request.source_topic,
+        "--source-bootstrap",
+        request.source_bootstrap,
+        "--key-field",
+        request.key_field,
+        "--value-fields",
+        ",".join(request.value_fields),
+        "--event-time-field",
+        request.event_time_field or "",
+        "--starting-offsets",
+        request.starting_offsets,
+        "--max-records-per-batch",
+        str(request.max_records_per_batch),
+        "--trigger-seconds",
+        str(request.trigger_seconds),
+        "--checkpoint",
+        str(checkpoint),
+    ]
+    return SparkJobSpec(
+        name=f"venice-stream-{request.name}",
+        master=request.confs.get("spark.master", STREAM_MASTER),
+        conf={**DEFAULT_SPARK_CONFS, **spark_confs(request.confs)},
+        args=args,
+        application=str(STREAM_JOB_FILE),
+        driver_memory=STREAM_DRIVER_MEMORY,
+    )

@@ -195,3 +195,26 @@ class DaVinciInstance(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(32), default="")
     heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class StreamPipeline(Base):
+    """A nearline streaming pipeline (`venice stream start`): a Spark Structured Streaming job writing a source
+    topic's events to a store's real-time topic in one region. Its name is the namespace of what belongs to it (its
+    data dir, its drain notifications); every start gets a new `run_id`, and the job's own updates name the run they
+    come from, so a run that is no longer current cannot overwrite the state of the one after it."""
+
+    __tablename__ = "stream_pipelines"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    store_name: Mapped[str] = mapped_column(String(128))
+    region: Mapped[str] = mapped_column(String(64))
+    source_topic: Mapped[str] = mapped_column(String(255))
+    args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the job's settings (`jobs.stream`)
+    state: Mapped[str] = mapped_column(String(16))  # starting, running, stopped, failed
+    run_id: Mapped[str] = mapped_column(String(64))
+    query_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # Spark's, kept in the checkpoint
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    offsets: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)  # source partition -> next offset to read
+    last_batch_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    started_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)

@@ -1,0 +1,260 @@
+"""A Kafka topic as a Spark Structured Streaming source (`spark.readStream.format("venice_kafka")`): a PySpark
+Python data source (`DataSourceStreamReader`) over confluent-kafka.
+
+Spark's own connector (spark-sql-kafka-0-10) is a jar that must match the Spark version exactly, and the Maven
+Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `avro_source`). The Python
+source needs nothing beyond the wheel and the client the platform already uses, and its offsets are ours: a
+micro-batch is a range of offsets per partition, planned on the driver (`latestOffset`), recorded in Spark's
+offset log before it runs, and read by one task per partition (`partitions`, `read`), so a batch replayed after a
+crash reads exactly the same records in the same order.
+
+Offsets are `{"<partition>": <next offset>}`. Options:
+- `topic`, `bootstrap` (required);
+- `startingOffsets`: `earliest` (default), `latest`, or offsets as JSON (partitions not named start at the earliest);
+- `initialOffsetsPath`: a file that keeps the offsets the query first started from. Spark asks `initialOffset()`
+  again when it replays a first batch that never committed; `latest` would then be another offset (Spark's own
+  Kafka source keeps them in its checkpoint likewise);
+- `endingOffsets`: offsets as JSON past which nothing is read (a bounded stream: `cut()` is the seam a drain
+  takes, as the source's end at the moment of the drain);
+- `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit).
+
+Rows: `topic string, partition int, offset long, timestamp long` (the record's Kafka timestamp, ms),
+`key binary, value binary`, as Spark's Kafka source has them (but for the timestamp's type).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from venice_core.errors import StreamInputError
+
+SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
+TIMEOUT_SECONDS = 15.0
+# A read that makes no progress for this long fails the batch (a broker gone, records deleted under it).
+READ_STALL_SECONDS = 60.0
+
+
+def parse_offsets(text: str, option: str) -> dict[str, int]:
+    """Offsets given as JSON (`{"0": 12, "1": 0}`), checked."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(
+        str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in data.items()
+    ):
+        raise StreamInputError(f"{option} must be 'earliest', 'latest' or JSON offsets per partition, got {text!r}")
+    return {str(int(k)): int(v) for k, v in data.items()}
+
+
+def share(available: Mapping[str, int], budget: int) -> dict[str, int]:
+    """How many records each partition may add to a batch of at most `budget`: fair shares, a share one partition
+    cannot use going to the others, the remainder to the lowest-numbered partitions (deterministic)."""
+    taken = {p: 0 for p in available}
+    left = budget
+    wanting = sorted((p for p, n in available.items() if n > 0), key=int)
+    while left > 0 and wanting:
+        each, extra = divmod(left, len(wanting))
+        for i, p in enumerate(wanting):
+            taken[p] += min(available[p] - taken[p], each + (1 if i < extra else 0))
+        left = budget - sum(taken.values())
+        wanting = [p for p in wanting if taken[p] < available[p]]
+    return taken
+
+
+def next_end(
+    start: Mapping[str, int], latest: Mapping[str, int], cut: Mapping[str, int] | None, max_records: int | None
+) -> dict[str, int]:
+    """The end of the next micro-batch: each partition's latest offset, bounded by the cut and the record budget.
+    A partition not yet in `start` starts at 0."""
+    end: dict[str, int] = {}
+    available: dict[str, int] = {}
+    for p, high in latest.items():
+        begin = start.get(p, 0)
+        if high < begin:
+            raise StreamInputError(
+                f"source partition {p} ends at offset {high}, before offset {begin} already read (was the topic "
+                "deleted and created again?)"
+            )
+        bound = high if cut is None or p not in cut else max(begin, min(high, cut[p]))
+        available[p] = bound - begin
+    taken = available if max_records is None else share(available, max_records)
+    for p in latest:
+        end[p] = start.get(p, 0) + taken[p]
+    for p, offset in start.items():  # a partition the broker no longer lists keeps its offset
+        end.setdefault(p, offset)
+    return end
+
+
+class OffsetRange(InputPartition):
+    """One task of a micro-batch: a partition's records from `start` up to (not including) `end`."""
+
+    def __init__(self, partition: int, start: int, end: int) -> None:
+        super().__init__((partition, start, end))
+        self.partition, self.start, self.end = partition, start, end
+
+
+def plan(start: Mapping[str, int], end: Mapping[str, int]) -> list[OffsetRange]:
+    """A batch's tasks: one per partition with records, by partition number (so the plan of a batch depends on
+    its offsets alone)."""
+    ranges = [OffsetRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)]
+    return sorted(ranges, key=lambda r: r.partition)
+
+
+def _consumer(bootstrap: str, **settings: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    from venice_core.pubsub import client_config
+
+    base = {"group.id": "venice-stream-source", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    return Consumer(client_config(bootstrap, **{**base, **settings}))
+
+
+def topic_partitions(consumer: Any, topic: str, bootstrap: str) -> list[int]:
+    """The topic's partitions; StreamInputError if the broker does not know the topic."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        metadata = consumer.list_topics(topic, timeout=TIMEOUT_SECONDS).topics.get(topic)
+    except KafkaException as exc:
+        raise StreamInputError(f"cannot reach Kafka at {bootstrap}: {exc.args[0].str()}") from None
+    if metadata is None or (metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise StreamInputError(f"source topic '{topic}' does not exist at {bootstrap}")
+    if metadata.error is not None:
+        raise StreamInputError(f"source topic '{topic}': {metadata.error.str()}")
+    return sorted(metadata.partitions)
+
+
+def watermarks(consumer: Any, topic: str, partitions: Sequence[int]) -> dict[str, tuple[int, int]]:
+    """(low, high) offsets of each partition."""
+    from confluent_kafka import TopicPartition
+
+    return {
+        str(p): tuple(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_SECONDS))
+        for p in partitions
+    }
+
+
+def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[Any, ...]]:
+    """The records of one offset range, in offset order."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = _consumer(bootstrap, **{"enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        position, stalled_since = start, time.monotonic()
+        while position < end:
+            messages = consumer.consume(num_messages=min(10_000, end - position), timeout=0.5)
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise StreamInputError(f"cannot read {topic}/{partition}: {error.str()}")
+                offset = msg.offset()
+                if offset >= end:
+                    position = end
+                    break
+                _kind, timestamp = msg.timestamp()
+                yield (topic, partition, offset, timestamp, msg.key(), msg.value())
+                position = offset + 1
+            if messages:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > READ_STALL_SECONDS:
+                raise StreamInputError(
+                    f"cannot read {topic}/{partition} offsets {position}..{end}: nothing arrived for "
+                    f"{READ_STALL_SECONDS:.0f}s (deleted by retention?)"
+                )
+    finally:
+        consumer.close()
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: Mapping[str, str]) -> None:
+        try:
+            self.topic, self.bootstrap = options["topic"], options["bootstrap"]
+        except KeyError as exc:
+            raise StreamInputError(f"the venice_kafka source needs the option {exc.args[0]!r}") from None
+        self.starting = options.get("startingOffsets", "earliest")
+        self.ending = options.get("endingOffsets")
+        self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
+        self.initial_path = options.get("initialOffsetsPath")
+        self._client: Any = None
+
+    def _consumer(self) -> Any:
+        if self._client is None:
+            self._client = _consumer(self.bootstrap)
+        return self._client
+
+    def _watermarks(self) -> dict[str, tuple[int, int]]:
+        consumer = self._consumer()
+        return watermarks(consumer, self.topic, topic_partitions(consumer, self.topic, self.bootstrap))
+
+    def cut(self) -> dict[str, int] | None:
+        """The offsets past which nothing is read, or None: the `endingOffsets` option. A drain would give the
+        source's end offsets at the moment it was asked for."""
+        return None if self.ending is None else parse_offsets(self.ending, "endingOffsets")
+
+    def initialOffset(self) -> dict[str, int]:
+        kept = Path(self.initial_path) if self.initial_path else None
+        if kept is not None and kept.exists():
+            return parse_offsets(kept.read_text(), str(kept))
+        offsets = self._starting_offsets()
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            temporary = kept.with_suffix(".tmp")
+            temporary.write_text(json.dumps(offsets))
+            os.replace(temporary, kept)
+        return offsets
+
+    def _starting_offsets(self) -> dict[str, int]:
+        marks = self._watermarks()
+        if self.starting == "earliest":
+            return {p: low for p, (low, _high) in marks.items()}
+        if self.starting == "latest":
+            return {p: high for p, (_low, high) in marks.items()}
+        given = parse_offsets(self.starting, "startingOffsets")
+        return {p: given.get(p, low) for p, (low, _high) in marks.items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        latest = {p: high for p, (_low, high) in self._watermarks().items()}
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return next_end(start, latest, self.cut(), budget)
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return {p: high for p, (_low, high) in self._watermarks().items()}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[OffsetRange]:
+        return plan(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.bootstrap, self.topic, partition.partition, partition.start, partition.end)
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class KafkaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "venice_kafka"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> KafkaStreamReader:
+        return KafkaStreamReader(self.options)

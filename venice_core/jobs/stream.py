@@ -1,0 +1,213 @@
+"""The nearline streaming job: `spark-submit venice_core/jobs/stream.py --name P --run-id R --store S ...`, started
+and stopped by `venice stream` (`jobs.stream_control`), which renders its command line (`spark_spec.stream_job_spec`).
+
+A Spark Structured Streaming query reads the source topic's JSON events (`kafka_source`, a Python data source) and
+writes each micro-batch to the store's real-time topic in one region (`foreachBatch`): first every event of the
+batch is mapped and checked on the executors, and only a batch with no bad event is written, a task per source
+partition, each with a producer GUID derived from (query id, batch id, partition) (`stream_tasks`). A bad batch
+fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
+
+The job reports to the metadata store as the pipeline's current run: running (with Spark's query id), each batch's
+source offsets, or failed and why. Spark's checkpoint (offsets log, commits, the query id) is the one given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from venice_core.config import ClusterConfig, load_config
+from venice_core.controller import streams
+from venice_core.errors import StreamInputError, VeniceError
+from venice_core.jobs.stream_tasks import (
+    CHECK_SCHEMA,
+    WRITE_SCHEMA,
+    BatchSpec,
+    EventMapping,
+    check_batches,
+    write_batches,
+)
+from venice_core.meta import MetadataStore
+from venice_core.pubsub import admin
+from venice_core.writer import resolve_target
+
+MARKER = "StreamInputError: "
+# Fault injection for the recovery test (see `BatchSpec.hang_after`); spark-submit passes on only `spark.*`.
+HANG_AFTER_CONF = "spark.venice.stream.test.hang.after.records"
+
+
+def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) -> EventMapping:
+    """The event mapping for the store as it is now (the region's real-time topic, the key schema and every value
+    schema); a VeniceError if the store cannot take nearline writes there, StreamInputError if no event could map
+    to a write."""
+    target = resolve_target(args.store, args.region, config=config, meta=meta)
+    if admin.partition_count(target.bootstrap, target.topic) is None:
+        raise StreamInputError(f"the real-time topic {target.topic} of '{args.store}' does not exist")
+    return EventMapping(
+        target,
+        key_field=args.key_field,
+        value_fields=tuple(f for f in (args.value_fields or "").split(",") if f),
+        event_time_field=args.event_time_field or None,
+    ).check()
+
+
+def check_source(bootstrap: str, topic: str) -> None:
+    """StreamInputError if the source topic does not exist (before Spark starts: the cause in one line)."""
+    from venice_core.jobs.kafka_source import _consumer, topic_partitions
+
+    consumer = _consumer(bootstrap)
+    try:
+        topic_partitions(consumer, topic, bootstrap)
+    finally:
+        consumer.close()
+
+
+def query_id(checkpoint: Path) -> str:
+    """Spark's id of the query, which its checkpoint keeps across restarts (`metadata`, written before any batch)."""
+    return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+
+
+class BatchWriter:
+    """The `foreachBatch` function: check the whole batch, then write it, then record the offsets it reached."""
+
+    def __init__(self, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
+        self.meta, self.args, self.mapping = meta, args, mapping
+        self._query_id: str | None = None
+        self.failure: str | None = None  # why the last batch was refused, for the pipeline's status
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        if self._query_id is None:
+            self._query_id = query_id(Path(self.args.checkpoint))
+        mapping = self.mapping
+        hang_after = int(batch.sparkSession.conf.get(HANG_AFTER_CONF, "0"))
+        marker = str(Path(self.args.checkpoint).parent / "test-hang-claimed")
+        spec = BatchSpec(self._query_id, batch_id, mapping, hang_after, marker)
+        began = time.monotonic()
+        batch.persist()  # read the source once for both passes
+        try:
+            # Both passes are Arrow tasks over the cached batch (its partitions the source's ranges): the Python
+            # workers that read the source run them too, where an RDD pass would start workers of its own.
+            summaries = batch.mapInArrow(lambda it: check_batches(it, mapping), CHECK_SCHEMA).collect()
+            errors = sorted(row.error for row in summaries if row.error)
+            if errors:
+                self.failure = f"batch {batch_id} not written: {errors[0]}"
+                raise StreamInputError(self.failure)
+            checked = time.monotonic()
+            written_rows = batch.mapInArrow(lambda it: write_batches(it, spec), WRITE_SCHEMA).collect()
+        finally:
+            batch.unpersist()
+        written = time.monotonic()
+        offsets: dict[str, int] = {}
+        for row in summaries:
+            offsets.update(json.loads(row.partitions))
+        records = sum(row.records for row in written_rows)
+        streams.record_batch(self.meta, self.args.name, self.args.run_id, batch_id, offsets)
+        print(
+            f"batch {batch_id}: {records} records written (checked in {checked - began:.2f}s, written in "
+            f"{written - checked:.2f}s), offsets {json.dumps(offsets, sort_keys=True)}",
+            flush=True,
+        )
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the bad input if that is what failed (a StreamInputError, raised on the driver or inside Spark),
+    else the error's first line."""
+    if isinstance(exc, StreamInputError | VeniceError):
+        return str(exc)
+    text = str(exc)
+    if MARKER in text:
+        return text.split(MARKER, 1)[1].splitlines()[0]
+    text = text.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
+    from venice_core.jobs.kafka_source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+    reader = (
+        spark.readStream.format(KafkaDataSource.name())
+        .option("topic", args.source_topic)
+        .option("bootstrap", args.source_bootstrap)
+        .option("startingOffsets", args.starting_offsets)
+        .option("maxRecordsPerBatch", str(args.max_records_per_batch))
+        .option("initialOffsetsPath", str(Path(args.checkpoint) / "venice-initial-offsets.json"))
+    )
+    writer = BatchWriter(meta, args, mapping)
+    query = (
+        reader.load()
+        .writeStream.queryName(f"venice-stream-{args.name}")
+        .foreachBatch(writer)
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(processingTime=f"{round(args.trigger_seconds * 1000)} milliseconds")
+        .start()
+    )
+    streams.record_running(meta, args.name, args.run_id, str(query.id))
+    print(f"query {query.id} running (run {args.run_id})", flush=True)
+    try:
+        query.awaitTermination()
+    except Exception as exc:
+        if writer.failure is not None:
+            raise StreamInputError(writer.failure) from exc
+        raise
+
+
+def run(args: argparse.Namespace, config: ClusterConfig | None = None) -> None:
+    config = config or load_config()
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        try:
+            mapping = store_mapping(config, meta, args)
+            check_source(args.source_bootstrap, args.source_topic)
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.builder.appName(f"venice-stream-{args.name}").getOrCreate()
+            spark.sparkContext.setLogLevel("WARN")
+            try:
+                run_query(spark, meta, args, mapping)
+            finally:
+                spark.stop()
+        except Exception as exc:
+            reason = failure_reason(exc)
+            streams.record_failure(meta, args.name, args.run_id, reason)
+            raise StreamInputError(reason) from exc
+    finally:
+        meta.dispose()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="venice-stream-job", description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True, help="the pipeline")
+    parser.add_argument("--run-id", required=True, help="this start of the pipeline")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--region", required=True, help="whose real-time topic to write")
+    parser.add_argument("--source-topic", required=True)
+    parser.add_argument("--source-bootstrap", required=True)
+    parser.add_argument("--key-field", required=True)
+    parser.add_argument("--value-fields", default="", help="comma-separated; default: every field but key and time")
+    parser.add_argument("--event-time-field", default="")
+    parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--max-records-per-batch", type=int, default=100_000, help="0: no limit")
+    parser.add_argument("--trigger-seconds", type=float, default=1.0)
+    parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        run(args)
+    except Exception as exc:  # noqa: BLE001 - one line for the log; the cause is recorded with the pipeline
+        print(f"error: {failure_reason(exc)}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
