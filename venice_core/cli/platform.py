@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from venice_core.config import load_config
+from venice_core.config import ClusterConfig, load_config
 from venice_core.embedded import platform
 
 
@@ -16,8 +16,26 @@ def up() -> None:
 
 
 def down() -> None:
-    """Stop every component of the embedded platform."""
-    platform.down(load_config(), report=typer.echo)
+    """Stop every component of the embedded platform, and the stream pipelines running on it first."""
+    config = load_config()
+    _stop_stream_pipelines(config)
+    platform.down(config, report=typer.echo)
+
+
+def _stop_stream_pipelines(config: ClusterConfig) -> None:
+    """Stop the pipelines' jobs (recorded as stopped; `venice stream start NAME` resumes one where it stopped)."""
+    if not (config.home / "streams").is_dir():
+        return  # no pipeline was ever started here
+    from venice_core.jobs import stream_control
+    from venice_core.meta import MetadataStore
+
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        for status in stream_control.all_statuses(config, meta):
+            if status.pid is not None and stream_control.stop(config, meta, status.record.name):
+                typer.echo(f"stream pipeline {status.record.name} stopped")
+    finally:
+        meta.dispose()
 
 
 def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
