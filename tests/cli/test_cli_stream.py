@@ -134,3 +134,20 @@ def test_the_job_is_one_spark_submit_with_its_checkpoint(tmp_path: Path) -> None
     assert job_args[job_args.index("--value-fields") + 1] == "a,b"
     assert job_args[job_args.index("--checkpoint") + 1] == str(tmp_path / "checkpoint")
     assert job_args[job_args.index("--run-id") + 1] == "run-1"
+
+
+def test_venice_down_stops_the_running_pipelines_first(cli_env: PlatformEnv) -> None:
+    """A pipeline's job stands in as a sleeping process in the pipeline's process group: `venice down` stops it
+    and records it stopped (nothing else of the platform runs here)."""
+    store = _store(cli_env, hybrid=True)
+    record = streams.new_run(cli_env.meta, "running", store, "dc-0", "events", {"key_field": "k"})
+    streams.record_running(cli_env.meta, "running", record.run_id, "q-1")
+    job = stream_control.process(cli_env.config, "running")
+    job.start(["sleep", "300"])
+    try:
+        result = cli_env.cli("down", check=True)
+        assert "stream pipeline running stopped" in result.stdout
+        assert job.pid() is None
+        assert streams.get_pipeline(cli_env.meta, "running").state == streams.STOPPED
+    finally:
+        job.stop(timeout=5)
