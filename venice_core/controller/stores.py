@@ -160,7 +160,7 @@ def _hybrid_updates(
     current = store.hybrid
     if current is None and rewind is None:
         if threshold is not None or hybrid:
-            what = "an offset lag threshold alone does not make it hybrid" if threshold is not None else "it"
+            what = "an offset lag threshold alone does not make it hybrid; it" if threshold is not None else "it"
             raise ConfigError(
                 f"store '{store.name}' is batch-only: {what} becomes hybrid with a rewind time "
                 "(venice store update --hybrid-rewind-seconds N)"
