@@ -1,5 +1,5 @@
-"""Airflow (`airflow standalone`) over the session's platform, one per test module: the modules of this folder run
-on both test workers at once, each with its own Airflow."""
+"""Airflow (its API server, scheduler and dag-processor) over the session's platform, one per test module: the
+modules of this folder run on both test workers at once, each with its own Airflow."""
 
 from __future__ import annotations
 

@@ -166,9 +166,9 @@ def wait_for_data_in_version_topic(
 
 
 def crash_and_restart_airflow(env: PlatformEnv) -> None:
-    """SIGKILL all of Airflow, as a crash would (scheduler, API server, dag-processor, triggerer, running tasks),
-    and start it again."""
-    airflow.process(env.config).kill()
+    """SIGKILL all of Airflow, as a crash would (API server, scheduler, dag-processor, running tasks), and start it
+    again."""
+    airflow.kill(env.config)
     airflow.start(env.config)
 
 

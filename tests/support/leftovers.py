@@ -26,7 +26,8 @@ def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[in
 
 
 def airflow_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
-    return [airflow.process(config)], [config.airflow_port], [f"AIRFLOW_HOME={airflow.home(config)}"]
+    ports = [config.airflow_port, config.airflow_port + 1]  # the API, the scheduler's log server
+    return airflow.processes(config), ports, [f"AIRFLOW_HOME={airflow.home(config)}"]
 
 
 @contextmanager

@@ -1,18 +1,33 @@
-"""The embedded Airflow: `airflow standalone` (scheduler, dag-processor, api-server, triggerer; LocalExecutor on
-SQLite) with the project's dags/ and plugins/, bound to 127.0.0.1, parallelism small enough for two cores."""
+"""The embedded Airflow: its components started directly (`airflow api-server`, `scheduler`, `dag-processor`;
+LocalExecutor on SQLite), each a managed process of its own, with the project's dags/ and plugins/, bound to
+127.0.0.1, parallelism small enough for two cores. No triggerer: nothing the project runs defers (sensors
+reschedule, and Airflow 3.3's human-in-the-loop tasks wait in `awaiting_input` without one).
+
+Not `airflow standalone`, which costs a parent process importing Airflow (and a triggerer) and creates the
+database before it starts anything. The database is created once per Airflow version, as a template in the cache
+(`$VENICE_CACHE_DIR/airflow-db/`), and copied into a new Airflow home; a home's database from another Airflow
+version is migrated in place first."""
 
 from __future__ import annotations
 
+import base64
+import importlib.metadata
 import json
+import os
 import secrets
 import shutil
+import subprocess
 import sys
+import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from venice_core.config import ClusterConfig, process_env
+from venice_core.embedded.maven import cache_dir
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError
 from venice_core.jobs.spark_spec import DEFAULT_MASTER
@@ -20,10 +35,19 @@ from venice_core.jobs.spark_spec import DEFAULT_MASTER
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0
 USER = "admin"
+# The components, in start order: the API server takes longest to start (it builds every route's models).
+COMPONENTS = ("api-server", "scheduler", "dag-processor")
+DB_FILE = "airflow.db"
 
 
-def process(config: ClusterConfig) -> ManagedProcess:
-    return ManagedProcess("airflow", config.run_dir)
+def processes(config: ClusterConfig) -> list[ManagedProcess]:
+    """One managed process per component (`run/airflow-<component>.{pid,log}`)."""
+    return [ManagedProcess(f"airflow-{name}", config.run_dir) for name in COMPONENTS]
+
+
+def pids(config: ClusterConfig) -> list[int]:
+    """The pids of the components running."""
+    return [pid for pid in (proc.pid() for proc in processes(config)) if pid is not None]
 
 
 def home(config: ClusterConfig) -> Path:
@@ -44,12 +68,20 @@ def password(config: ClusterConfig) -> str:
     return json.loads(path.read_text())[USER]
 
 
+def _sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
     url = base_url(config)
     env = process_env(config)
     env.update(
         {
             "AIRFLOW_HOME": str(home(config)),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _sqlite_url(home(config) / DB_FILE),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."
+            "SimpleAuthManager",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder or PROJECT_ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -91,23 +123,114 @@ def is_healthy(config: ClusterConfig) -> bool:
         return False
 
 
+def _airflow_version() -> str:
+    return importlib.metadata.version("apache-airflow")
+
+
+def _migrate(airflow: str, env: dict[str, str], database: Path) -> None:
+    """`airflow db migrate` on one SQLite file (created if absent)."""
+    env = {**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _sqlite_url(database)}
+    result = subprocess.run(
+        [airflow, "db", "migrate"], env=env, cwd=database.parent, capture_output=True, text=True, timeout=600
+    )
+    if result.returncode != 0:
+        output = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+        raise ComponentError(f"`airflow db migrate` failed on {database}:\n{output}")
+
+
+def _template(airflow: str, env: dict[str, str]) -> Path:
+    """An empty database of this Airflow version, migrated once into the cache (atomically: two starts at once
+    each migrate their own and the last rename wins)."""
+    template = cache_dir() / "airflow-db" / f"airflow-{_airflow_version()}.db"
+    if not template.exists():
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=template.parent) as scratch:
+            database = Path(scratch) / DB_FILE
+            _migrate(airflow, {**env, "AIRFLOW_HOME": scratch}, database)
+            os.replace(database, template)
+    return template
+
+
+def _write_config(config: ClusterConfig) -> None:
+    """The home's `airflow.cfg`, once: the secrets every component must share (the Fernet key, the API's secret
+    key, the JWT secret the scheduler signs task tokens with). Everything else is Airflow's default or set by the
+    environment. Airflow writes one itself when there is none, but each component would race to write its own."""
+    path = home(config) / "airflow.cfg"
+    if path.exists():
+        return
+    fernet_key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+    text = (
+        f"[core]\nfernet_key = {fernet_key}\n\n[api]\nsecret_key = {secrets.token_urlsafe(16)}\n\n"
+        f"[api_auth]\njwt_secret = {secrets.token_urlsafe(16)}\n"
+    )
+    partial = path.with_name("airflow.cfg.partial")
+    partial.write_text(text)
+    partial.chmod(0o600)
+    os.replace(partial, path)
+
+
+def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) -> None:
+    """The home's database at this Airflow version: a copy of the template when there is none, migrated when a
+    stamp beside it names another version (or none)."""
+    database = home(config) / DB_FILE
+    stamp = database.with_name(f"{DB_FILE}.version")
+    version = _airflow_version()
+    if database.exists() and stamp.exists() and stamp.read_text() == version:
+        return
+    if database.exists():
+        _migrate(airflow, env, database)
+    else:
+        partial = database.with_name(f"{DB_FILE}.partial")
+        shutil.copyfile(_template(airflow, env), partial)
+        os.replace(partial, database)
+    stamp.write_text(version)
+
+
 def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
-    """Start `airflow standalone` (the project's dags/ unless another folder is given, as benchmarks do)."""
-    proc = process(config)
-    pid = proc.pid()
-    if pid is not None:
-        return f"airflow is already running (pid {pid}) on {base_url(config)}"
+    """Start the components not running (the project's dags/ unless another folder is given, as benchmarks do),
+    and wait until the API server answers with a healthy scheduler. If that fails, every component is stopped."""
+    procs = processes(config)
+    if all(proc.pid() is not None for proc in procs):
+        return f"airflow is already running (pids {_pid_list(config)}) on {base_url(config)}"
     airflow = shutil.which("airflow", path=str(Path(sys.executable).parent))
     if airflow is None:
         raise ComponentError("the `airflow` command is not installed in this environment: run `make install`")
     password(config)
-    proc.start([airflow, "standalone"], env=environment(config, dags_folder), cwd=home(config))
-    proc.wait_until_healthy("airflow", lambda: is_healthy(config), START_TIMEOUT_SECONDS, 1.0)
-    return f"airflow started (pid {proc.pid()}) on {base_url(config)} (user {USER})"
+    _write_config(config)
+    env = environment(config, dags_folder)
+    _prepare_database(config, airflow, env)
+    for name, proc in zip(COMPONENTS, procs, strict=True):
+        if proc.pid() is None:
+            proc.start([airflow, name], env=env, cwd=home(config))
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not is_healthy(config):
+        dead = next((proc for proc in procs if proc.pid() is None), None)
+        if dead is not None or time.monotonic() > deadline:
+            stop(config)
+            if dead is not None:
+                raise ComponentError(
+                    f"airflow's {dead.name} exited during start-up; last lines of {dead.log_file}:\n{dead.log_tail()}"
+                )
+            raise ComponentError(f"airflow did not become healthy within {START_TIMEOUT_SECONDS:.0f}s")
+        time.sleep(0.5)
+    return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
+
+
+def _pid_list(config: ClusterConfig) -> str:
+    return ", ".join(map(str, pids(config)))
 
 
 def stop(config: ClusterConfig) -> bool:
-    return process(config).stop(timeout=60.0)
+    """Stop every component at once (and an `airflow standalone` an earlier version started). False if none ran."""
+    procs = [*processes(config), ManagedProcess("airflow", config.run_dir)]
+    with ThreadPoolExecutor(len(procs)) as pool:
+        return any(list(pool.map(lambda proc: proc.stop(timeout=60.0), procs)))
+
+
+def kill(config: ClusterConfig) -> None:
+    """SIGKILL every component and its task processes, as a crash would: for tests of recovery."""
+    for proc in processes(config):
+        proc.kill()
 
 
 class AirflowUnreachable(ComponentError):

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow, kafka, servers
-from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -26,15 +25,14 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     config.home.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
 
-    def start(proc: ManagedProcess, begin: Callable[[], str], stop: Callable[[], object]) -> None:
-        was_running = proc.pid() is not None
+    def start(was_running: bool, begin: Callable[[], str], stop: Callable[[], object]) -> None:
         report(begin())
         if not was_running:
             started.append(stop)
 
     try:
         if config.kafka.enabled:
-            start(kafka.process(config), lambda: kafka.start(config), lambda: kafka.stop(config))
+            start(kafka.process(config).pid() is not None, lambda: kafka.start(config), lambda: kafka.stop(config))
         meta = MetadataStore(config.metadata_db_url)
         try:
             meta.migrate()
@@ -43,12 +41,12 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
             meta.dispose()
         for region in config.region_names:
             start(
-                servers.process(config, region),
+                servers.process(config, region).pid() is not None,
                 lambda r=region: servers.start(config, r),
                 lambda r=region: servers.stop(config, r),
             )
         if config.airflow_enabled:
-            start(airflow.process(config), lambda: airflow.start(config), lambda: airflow.stop(config))
+            start(bool(airflow.pids(config)), lambda: airflow.start(config), lambda: airflow.stop(config))
     except BaseException:
         for stop in reversed(started):
             stop()
@@ -82,13 +80,12 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
         detail = "not running" if pid is None else f"pid {pid}, port {config.server_port(region)}"
         components.append(ComponentStatus(f"server-{region}", healthy, detail))
     if config.airflow_enabled:
-        pid = airflow.process(config).pid()
-        healthy = pid is not None and airflow.is_healthy(config)
-        components.append(
-            ComponentStatus(
-                "airflow", healthy, "not running" if pid is None else f"pid {pid}, {airflow.base_url(config)}"
-            )
-        )
+        pids = airflow.pids(config)
+        healthy = len(pids) == len(airflow.COMPONENTS) and airflow.is_healthy(config)
+        detail = f"pids {', '.join(map(str, pids))}, {airflow.base_url(config)}" if pids else "not running"
+        if pids and len(pids) < len(airflow.COMPONENTS):
+            detail += f" ({len(pids)} of {len(airflow.COMPONENTS)} components running)"
+        components.append(ComponentStatus("airflow", healthy, detail))
     meta = MetadataStore(config.metadata_db_url)
     try:
         revision = meta.current_revision()
