@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
@@ -170,9 +171,11 @@ def resolve(
     repush: RepushConfig,
     now_ms: int | None = None,
     reachable_timeout: float = 10.0,
+    topics: Any = admin,
 ) -> RepushSource:
     """The repush's source, checked before anything is created (RepushRefused, ConfigError, StoreNotFound or an
-    unreachable broker's ComponentError)."""
+    unreachable broker's ComponentError). `topics`: `pubsub.admin` (`check_reachable`, `partition_count`), or a
+    test's in-memory one."""
     settings = stores.store_settings(meta, store)
     info = stores.describe_store(meta, store)
     if repush.ttl_enable and settings.hybrid is None:
@@ -196,8 +199,8 @@ def resolve(
     region_config = config.region(region)
     topic = region_config.version_topic(store, number)
     bootstrap = repush.broker_url or region_config.kafka_bootstrap
-    admin.check_reachable(bootstrap, timeout=reachable_timeout)
-    partitions = admin.partition_count(bootstrap, topic)
+    topics.check_reachable(bootstrap, timeout=reachable_timeout)
+    partitions = topics.partition_count(bootstrap, topic)
     if partitions is None:
         raise RepushRefused(f"region {region} has no version {number} of '{store}' (no topic {topic} at {bootstrap})")
     version = versions.get_version(meta, store, number)
