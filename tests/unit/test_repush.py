@@ -226,3 +226,27 @@ def test_decoding_and_per_key_compaction() -> None:
     gz = compressor(CompressionStrategy.GZIP)(b"payload" * 10)
     recompressed = Compactor(_spec(source_compression="GZIP", target_compression="ZSTD")).resolve([_row(1, PUT, gz)])
     assert decompressor(CompressionStrategy.ZSTD)(recompressed[0]) == b"payload" * 10
+
+
+def test_a_replay_from_a_rewind_joins_producers_mid_segment() -> None:
+    """A new version's real-time replay (a repush's short rewind) starts inside a live writer's segment."""
+    from venice_core.protocol.div import DataIntegrityError, Validator
+    from venice_core.protocol.envelope import decode
+
+    state = SegmentState(b"w" * 16)
+    messages = [encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+    for i in range(5):
+        messages.append(encode_put(state.next(i + 1), b"k%d" % i, 1, b"v"))
+        state.add(b"ignored")
+    messages.append(encode_control(state.next(), ControlMessageType.END_OF_SEGMENT, {"checksum": state.checksum}))
+    tail = [decode(*m) for m in messages[3:]]
+    with pytest.raises(DataIntegrityError, match="not the start of a segment"):
+        Validator().accept(tail[0], b"")
+    joined = Validator(join_mid_segment=True)
+    assert [joined.accept(m, b"" if not m.is_control else None) for m in tail] == [True] * len(tail)
+    assert joined.producers[(b"w" * 16).hex()]["ended"]
+    assert not joined.accept(tail[1], b"")  # duplicates still skipped
+    gap = Validator(join_mid_segment=True)
+    assert gap.accept(tail[0], b"")
+    with pytest.raises(DataIntegrityError, match="jumped"):  # a gap after joining is still missing data
+        gap.accept(tail[2], b"")
