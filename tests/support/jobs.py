@@ -11,9 +11,9 @@ from typing import Any
 from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
-from venice_core.jobs import push
+from venice_core.jobs import push, repush, repush_config
 from venice_core.jobs.local_push import PushFailed
-from venice_core.jobs.spark_spec import PushJobRequest, job_args, spark_confs
+from venice_core.jobs.spark_spec import PushJobRequest, job_args, repush_job_args, spark_confs
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
@@ -40,12 +40,16 @@ class InProcessSparkJob:
                 self.spark.conf.unset(key)
 
     def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
-        args = push.parse_args([*job_args(config, request), "--result-file", "-"])
+        if repush_config.is_repush(request.confs):  # the repush job (`jobs.repush.run_on`), as spark_spec picks it
+            job, name, argv = repush, "repush", repush_job_args(config, request)
+        else:
+            job, name, argv = push, "push", job_args(config, request)
+        args = job.parse_args([*argv, "--result-file", "-"])
         with self._session_confs(request.confs):
             try:
-                return push.run_on(self.spark, config, args)
+                return job.run_on(self.spark, config, args)
             except Exception as exc:  # noqa: BLE001 - as run_spark_job reports it
-                raise PushFailed(f"push job failed: {push.failure_reason(exc)}") from None
+                raise PushFailed(f"{name} job failed: {push.failure_reason(exc)}") from None
 
 
 class RecordsJob:

@@ -13,6 +13,7 @@ from venice_core.pubsub import client_config
 class InMemoryTopics:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, str], int] = {}  # (bootstrap, topic) -> partition count
+        self.unreachable: set[str] = set()  # bootstraps whose broker does not answer
 
     def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
         existing = self.partitions.setdefault((bootstrap, topic), partitions)
@@ -22,6 +23,14 @@ class InMemoryTopics:
     def delete_topics(self, bootstrap: str, topics: list[str]) -> None:
         for topic in topics:
             self.partitions.pop((bootstrap, topic), None)
+
+    def check_reachable(self, bootstrap: str, timeout: float = 10.0) -> None:
+        if bootstrap in self.unreachable:
+            raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: test")
+
+    def partition_count(self, bootstrap: str, topic: str) -> int | None:
+        self.check_reachable(bootstrap)
+        return self.partitions.get((bootstrap, topic))
 
     def names(self) -> set[str]:
         return {topic for _bootstrap, topic in self.partitions}

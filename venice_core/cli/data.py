@@ -1,4 +1,4 @@
-"""`venice push`, `venice get`, `venice write`, `venice delete`, `venice server`."""
+"""`venice push`, `venice repush`, `venice get`, `venice write`, `venice delete`, `venice server`."""
 
 from __future__ import annotations
 
@@ -63,6 +63,41 @@ def push(
                 number = airflow_push(config, meta, store, path, key_field, value_field, confs, queue=queue, view=view)
         else:
             number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
+    typer.echo(f"version {number} of '{store}' is serving in every region")
+
+
+def repush(
+    store: str = typer.Argument(..., help="Store name."),
+    conf: list[str] = typer.Option(
+        [],
+        "--conf",
+        help="Repush config key=value: kafka.input.topic, kafka.input.fabric, kafka.input.broker.url, "
+        "kafka.input.max.records.per.mapper, kafka.input.combiner.enabled, repush.ttl.enable, repush.ttl.seconds, "
+        "repush.ttl.start.timestamp, rewind.time.in.seconds.override, spark.*.",
+    ),
+    mode: bool = typer.Option(
+        None,
+        "--airflow/--local",
+        help="Roll out as the store's Airflow DAG run (the default when airflow.enabled), or directly in this process.",
+        show_default=False,
+    ),
+    queue: bool = typer.Option(True, "--queue/--no-queue", help="Through Airflow: queue behind a run in flight."),
+) -> None:
+    """Rebuild a store from its own version topic as a new version (compacted, sorted, re-partitioned and
+    re-compressed to the store's settings, TTL applied if asked) and roll it out like a push.
+
+    Exits 0 when every region serves the new version, 3 when a hook stopped the rollout."""
+    from venice_core.jobs.local_push import repush as run_repush
+
+    confs = parse_key_values(conf, "--conf")
+    with metadata() as (config, meta):
+        if config.airflow_enabled if mode is None else mode:
+            from venice_core.jobs.airflow_push import repush as airflow_repush
+
+            with _follow_view() as view:
+                number = airflow_repush(config, meta, store, confs, queue=queue, view=view)
+        else:
+            number = run_repush(config, meta, store, confs, progress=typer.echo)
     typer.echo(f"version {number} of '{store}' is serving in every region")
 
 

@@ -92,9 +92,11 @@ def create_version(
     push_job_id: str,
     regions: list[str] | None = None,
     topics: TopicAdmin = admin,
+    rewind_seconds: int | None = None,
 ) -> Version:
     """Reserve the next version number (refused while another push of the store is in flight), record it as
-    STARTED, and create its topic in every region."""
+    STARTED, and create its topic in every region. `rewind_seconds`: the version's real-time rewind instead of the
+    store's, if the store is hybrid (a repush of a hybrid version rewinds a day)."""
     target_regions = regions or list(config.region_names)
     with meta.session() as session:
         store = get_store(session, store_name)
@@ -117,7 +119,7 @@ def create_version(
             partition_count=store.partition_count,
             compression=store.compression,
             push_job_id=push_job_id,
-            details=VersionLifecycle(regions=tuple(target_regions), hybrid=store.hybrid).to_json(),
+            details=VersionLifecycle(regions=tuple(target_regions), hybrid=_hybrid_of(store, rewind_seconds)).to_json(),
         )
         session.add(version)
         for region in target_regions:
@@ -141,6 +143,13 @@ def create_version(
         set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")
         raise
     return version
+
+
+def _hybrid_of(store: Store, rewind_seconds: int | None) -> HybridSettings | None:
+    hybrid = store.hybrid
+    if hybrid is None or rewind_seconds is None:
+        return hybrid
+    return HybridSettings(rewind_seconds, hybrid.offset_lag_threshold)
 
 
 def get_version(meta: MetadataStore, store_name: str, number: int) -> Version:

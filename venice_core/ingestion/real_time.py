@@ -170,7 +170,7 @@ class RealTimeIngestion:
                 self.hybrid.local_bootstrap, self.hybrid.local_topic, self.hybrid.partition_count, uuid.uuid4().bytes
             )
             writer.start_segment(self.partition)
-            self._loop(consumer, writer, Validator(checkpoint.get("rt_div")), commit_base, stop)
+            self._loop(consumer, writer, Validator(checkpoint.get("rt_div"), join_mid_segment=True), commit_base, stop)
         finally:
             consumer.close()
             if writer is not None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions
@@ -69,6 +69,47 @@ def push(
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
     check_push_input(meta, store, input_path, key_field, value_field)  # before Airflow is asked anything
+    params = {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs}
+    return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
+
+
+def repush(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    store: str,
+    confs: dict[str, str],
+    progress: Callable[[str], None] = print,
+    timeout: float = 3600,
+    queue: bool = True,
+    view: FollowView | None = None,
+    api: AirflowApi | None = None,
+) -> int:
+    """`venice repush` through the store's DAG: the repush checked and its source resolved here (before Airflow is
+    asked anything), then a run of the store's DAG whose confs pin that source, followed like a push. A run in
+    flight is queued behind (or refused with `queue` False), as for a push."""
+    from venice_core.jobs.local_push import prepare_repush
+    from venice_core.jobs.repush_config import REPUSH_INPUT
+
+    _, source, pinned = prepare_repush(config, meta, store, confs, check_in_flight=False)
+    (view or PlainView(progress)).line(
+        f"repushing '{store}' from version {source.version} in {source.region} ({source.topic})"
+    )
+    params = {"input": REPUSH_INPUT, "key_field": "key", "value_field": "value", "conf": pinned}
+    return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
+
+
+def trigger_and_follow(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    store: str,
+    params: dict[str, Any],
+    progress: Callable[[str], None] = print,
+    timeout: float = 3600,
+    queue: bool = True,
+    view: FollowView | None = None,
+    api: AirflowApi | None = None,
+) -> int:
+    """Trigger a run of the store's DAG with `params` and follow it to its end."""
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = dag_id(store)
@@ -82,7 +123,7 @@ def push(
         raise RunInFlight(
             f"a rollout of '{store}' is in flight (run {in_flight[-1]}); not queueing behind it (--no-queue)"
         )
-    run_id = api.trigger(dag, {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs})
+    run_id = api.trigger(dag, params)
     view.line(f"triggered {dag} run {run_id}")
     if in_flight:
         view.line(f"queued behind run {in_flight[-1]}; following it when it starts")

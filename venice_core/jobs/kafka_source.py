@@ -1,5 +1,5 @@
-"""A Kafka topic as a Spark Structured Streaming source (`spark.readStream.format("venice_kafka")`): a PySpark
-Python data source (`DataSourceStreamReader`) over confluent-kafka.
+"""A Kafka topic as a Spark source, streaming (`spark.readStream.format("venice_kafka")`) or batch
+(`spark.read.format("venice_kafka")`, the repush's input): a PySpark Python data source over confluent-kafka.
 
 Spark's own connector (spark-sql-kafka-0-10) is a jar that must match the Spark version exactly, and the Maven
 Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `avro_source`). The Python
@@ -18,6 +18,10 @@ Offsets are `{"<partition>": <next offset>}`. Options:
   takes, as the source's end at the moment of the drain);
 - `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit).
 
+A batch read (`KafkaBatchReader`) reads each partition from `startingOffsets` (default earliest) to `endingOffsets`
+(default the end at planning time), cut into tasks of at most `maxRecordsPerPartition` records each (`split`: a
+repush's `kafka.input.max.records.per.mapper`), read in parallel.
+
 Rows: `topic string, partition int, offset long, timestamp long` (the record's Kafka timestamp, ms),
 `key binary, value binary`, as Spark's Kafka source has them (but for the timestamp's type).
 """
@@ -31,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from venice_core.errors import StreamInputError
@@ -107,6 +111,16 @@ def plan(start: Mapping[str, int], end: Mapping[str, int]) -> list[OffsetRange]:
     its offsets alone)."""
     ranges = [OffsetRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)]
     return sorted(ranges, key=lambda r: r.partition)
+
+
+def split(start: Mapping[str, int], end: Mapping[str, int], max_records: int) -> list[OffsetRange]:
+    """A batch read's tasks: each partition's range cut into ceil(records / max_records) ranges of at most
+    `max_records` records, by partition then offset (0: one task per partition)."""
+    ranges = []
+    for r in plan(start, end):
+        step = max_records if max_records > 0 else r.end - r.start
+        ranges.extend(OffsetRange(r.partition, s, min(s + step, r.end)) for s in range(r.start, r.end, step))
+    return ranges
 
 
 def _consumer(bootstrap: str, **settings: Any) -> Any:
@@ -248,6 +262,41 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._client = None
 
 
+class KafkaBatchReader(DataSourceReader):
+    """A bounded read: the offsets are fixed when Spark plans the read (`partitions`), so every task, and a retried
+    one, reads exactly its range."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        try:
+            self.topic, self.bootstrap = options["topic"], options["bootstrap"]
+        except KeyError as exc:
+            raise StreamInputError(f"the venice_kafka source needs the option {exc.args[0]!r}") from None
+        self.starting = options.get("startingOffsets", "earliest")
+        self.ending = options.get("endingOffsets", "latest")
+        self.max_records = int(options.get("maxRecordsPerPartition", "0") or 0)
+
+    def partitions(self) -> list[OffsetRange]:
+        consumer = _consumer(self.bootstrap)
+        try:
+            marks = watermarks(consumer, self.topic, topic_partitions(consumer, self.topic, self.bootstrap))
+        finally:
+            consumer.close()
+
+        def offsets(given: str, option: str, pick: int) -> dict[str, int]:
+            if given in ("earliest", "latest"):
+                return {p: bounds[0 if given == "earliest" else 1] for p, bounds in marks.items()}
+            named = parse_offsets(given, option)
+            return {p: named.get(p, bounds[pick]) for p, bounds in marks.items()}
+
+        return split(
+            offsets(self.starting, "startingOffsets", 0), offsets(self.ending, "endingOffsets", 1), self.max_records
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.bootstrap, self.topic, partition.partition, partition.start, partition.end)
+
+
 class KafkaDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -258,3 +307,6 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> KafkaStreamReader:
         return KafkaStreamReader(self.options)
+
+    def reader(self, schema: Any) -> KafkaBatchReader:
+        return KafkaBatchReader(self.options)

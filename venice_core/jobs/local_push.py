@@ -1,5 +1,6 @@
-"""A push driven from this process (`venice push --local`): the steps of `jobs.rollout_steps`, run in order,
-with the push job run by `spark-submit`. Any failure kills the new version; the previous one keeps serving.
+"""A push driven from this process (`venice push --local`, `venice repush --local`): the steps of
+`jobs.rollout_steps`, run in order, with the push (or repush) job run by `spark-submit`. Any failure kills the new
+version; the previous one keeps serving.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from venice_core.config import ClusterConfig, process_env
-from venice_core.controller import stores
+from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
+from venice_core.jobs import repush_config
 from venice_core.jobs.input_schema import check_push_input
 from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
@@ -45,7 +47,8 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> dict[str, A
         if proc.returncode != 0 or not result_file.exists():
             errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
             reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
-            raise PushFailed(f"push job failed: {reason}")
+            job = "repush" if repush_config.is_repush(request.confs) else "push"
+            raise PushFailed(f"{job} job failed: {reason}")
         return json.loads(result_file.read_text())
 
 
@@ -67,6 +70,48 @@ def push(
     settings = stores.store_settings(meta, store)
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
     push_job_id = f"{store}-{uuid.uuid4().hex[:12]}"
+    rollout = Rollout(config, meta, store, push_job_id, settings.hook_configs, progress)
+
+    def run(request: PushRequest, created: CreatedVersion) -> dict[str, Any]:
+        return run_job(config, job_request(request, created))
+
+    try:
+        return run_in_process(rollout, request, run)
+    finally:
+        rollout.close()
+
+
+def prepare_repush(
+    config: ClusterConfig, meta: MetadataStore, store: str, confs: dict[str, str], check_in_flight: bool = True
+) -> tuple[repush_config.RepushConfig, repush_config.RepushSource, dict[str, str]]:
+    """Everything a repush checks before anything is created (each refusal one error): its confs, its source
+    (region, topic, broker), TTL on a hybrid store only, no push of the store in flight. The confs returned pin
+    the resolved source (`repush_config.resolved_confs`)."""
+    repush = repush_config.parse({**confs, repush_config.SOURCE_KAFKA: "true"})
+    source = repush_config.resolve(meta, config, store, repush)
+    in_flight = versions.version_in_flight(meta, store) if check_in_flight else None
+    if in_flight is not None:
+        raise versions.PushInProgress(f"a push of '{store}' is already in progress (version {in_flight})")
+    return repush, source, repush_config.resolved_confs(confs, source)
+
+
+def repush(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    store: str,
+    confs: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+    run_job: PushJobRunner = run_spark_job,
+) -> int:
+    """A repush in this process: the push's steps with the store's own version topic as input (`source.kafka`);
+    returns the new version number once every region serves it."""
+    repush, source, pinned = prepare_repush(config, meta, store, dict(confs or {}))
+    admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
+    push_job_id = repush_config.repush_job_id(store, repush)
+    settings = stores.store_settings(meta, store)
+    ttl = f", TTL from {source.ttl_start_ms} ms" if source.ttl_start_ms is not None else ""
+    progress(f"repushing '{store}' from version {source.version} in {source.region} ({source.topic}{ttl})")
+    request = PushRequest(store, repush_config.REPUSH_INPUT, confs=pinned)
     rollout = Rollout(config, meta, store, push_job_id, settings.hook_configs, progress)
 
     def run(request: PushRequest, created: CreatedVersion) -> dict[str, Any]:

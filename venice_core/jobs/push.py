@@ -21,7 +21,7 @@ from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
 from venice_core.jobs.input_files import input_format, is_remote
 from venice_core.jobs.input_schema import input_value, match_value_schema
-from venice_core.jobs.push_tasks import PushJobError, serialize_batches, write_batches
+from venice_core.jobs.push_tasks import PushJobError, record_counts, serialize_batches, write_batches, write_sorted
 from venice_core.meta import MetadataStore
 
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
@@ -99,16 +99,15 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         serialized = df.select(args.key_field, *value_columns).mapInArrow(
             lambda batches: serialize_batches(batches, spec), "partition int, key binary, value binary"
         )
-        ordered = serialized.repartition(partitions, "partition").sortWithinPartitions("partition", "key", "value")
-        written = ordered.mapInArrow(lambda batches: write_batches(batches, spec), "partition int, records long")
-        counts = {row.partition: row.records for row in written.collect()}
+        written = write_sorted(serialized, partitions, ["key", "value"], lambda batches: write_batches(batches, spec))
+        counts = record_counts(written, partitions)
         total = sum(counts.values())
         if total == 0 and not args.allow_empty:
             raise PushJobError(
                 f"input {args.input} holds no records (pass --conf allow.empty.input=true to push an empty version)"
             )
         return {
-            "record_counts": {str(p): counts.get(p, 0) for p in range(partitions)},
+            "record_counts": counts,
             "schema_id": schema_id,
             "records": total,
         }

@@ -49,7 +49,11 @@ def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
 
 
 class PartitionWriter:
-    """Writes the Kafka partitions one Spark task holds (each whole, sorted by key bytes then value bytes)."""
+    """Writes the Kafka partitions one Spark task holds (each whole, sorted by key bytes then value bytes).
+
+    The push job writes PUTs of one value schema, compressed here with the version's compression (`write`); the
+    repush job writes records it has already compacted and compressed, each with its own schema id and write
+    timestamp, deletes included (`write_record`). The counts END_OF_PUSH carries are of PUTs, as ingestion counts."""
 
     def __init__(self, spec: dict[str, Any], first_attempt: bool) -> None:
         self.spec = spec
@@ -71,6 +75,7 @@ class PartitionWriter:
         self.counts[partition] = 0
 
     def write(self, partition: int, key: bytes, value: bytes) -> None:
+        """A pushed record: the value serialised, not yet compressed; a duplicate key is refused unless allowed."""
         if partition != self.partition:
             self._switch(partition)
         if self.previous is not None and self.previous[0] == key:
@@ -82,8 +87,21 @@ class PartitionWriter:
             )
         self.writer.put(key, self.compress(value), self.spec["schema_id"], partition=partition)
         self.previous = (key, value)
+        self._written(partition)
+
+    def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp_ms: int) -> None:
+        """A record as stored (value compressed already), with its write timestamp; `value` None is a DELETE."""
+        if partition != self.partition:
+            self._switch(partition)
+        if value is None:
+            self.writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+            return
+        self.writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+        self._written(partition)
+
+    def _written(self, partition: int) -> None:
         self.counts[partition] += 1
-        injected = self.first_attempt and partition == self.spec["fail_partition"]
+        injected = self.first_attempt and partition == self.spec.get("fail_partition", -1)
         if injected and self.counts[partition] == self.spec["fail_after"]:
             self.writer.flush()  # part of the partition is in Kafka when the task dies
             raise RuntimeError(f"injected failure in partition {partition} after {self.counts[partition]} records")
@@ -94,20 +112,53 @@ class PartitionWriter:
             self.writer.flush()
             self.writer = None
 
+    def counts_batch(self) -> Any:
+        """The per-partition counts, as the one Arrow batch a writing task yields."""
+        import pyarrow as pa
 
-def write_batches(batches: Any, spec: dict[str, Any]) -> Any:
-    """mapInArrow on the executors: write sorted rows through the protocol writer; yield per-partition counts."""
-    import pyarrow as pa
+        return pa.RecordBatch.from_arrays(
+            [pa.array(list(self.counts), pa.int32()), pa.array(list(self.counts.values()), pa.int64())],
+            names=["partition", "records"],
+        )
+
+
+def task_writer(spec: dict[str, Any]) -> PartitionWriter:
+    """The writer of this Spark task (a retry is not its first attempt: fault injection spares it)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    writer = PartitionWriter(spec, first_attempt=context is None or context.attemptNumber() == 0)
+    return PartitionWriter(spec, first_attempt=context is None or context.attemptNumber() == 0)
+
+
+def write_batches(batches: Any, spec: dict[str, Any]) -> Any:
+    """mapInArrow on the executors: write sorted rows through the protocol writer; yield per-partition counts."""
+    writer = task_writer(spec)
     for batch in batches:
         columns = [batch.column(i).to_pylist() for i in range(3)]
         for partition, key, value in zip(*columns, strict=True):
             writer.write(partition, key, value)
     writer.finish()
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(list(writer.counts), pa.int32()), pa.array(list(writer.counts.values()), pa.int64())],
-        names=["partition", "records"],
-    )
+    yield writer.counts_batch()
+
+
+WRITTEN_SCHEMA = "partition int, records long"
+
+
+def write_sorted(
+    rows: Any, partitions: int, sort_columns: list[str], task: Any, schema: str = WRITTEN_SCHEMA
+) -> list[Any]:
+    """The writing end both jobs share: shuffle rows (a `partition` column: the Kafka partition) so every Kafka
+    partition lands whole in one task, sort within it by `sort_columns` in the JVM (Spark compares binary as
+    unsigned bytes, as RocksDB does), run `task` (a mapInArrow function writing through `PartitionWriter` and
+    yielding rows of `schema`, the first two `partition` and `records`) on each; the rows the tasks yielded."""
+    ordered = rows.repartition(partitions, "partition").sortWithinPartitions("partition", *sort_columns)
+    return ordered.mapInArrow(task, schema).collect()
+
+
+def record_counts(written: list[Any], partitions: int) -> dict[str, int]:
+    """The records written to each Kafka partition (END_OF_PUSH's counts), from `write_sorted`'s rows."""
+    counts = {str(p): 0 for p in range(partitions)}
+    for row in written:
+        if row.partition >= 0:
+            counts[str(row.partition)] += row.records
+    return counts

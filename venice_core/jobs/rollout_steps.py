@@ -24,6 +24,7 @@ from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decisio
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
+from venice_core.jobs import repush_config
 from venice_core.jobs.input_files import read_input_schema
 from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
@@ -129,6 +130,8 @@ def _schema_registration(s: StepInputs) -> int | None:
     input cannot be read here (a URL): the job matches it, and registers through the same hooks. Input that fits no
     schema is refused now, as the job would refuse it."""
     r, request = s.rollout, s.request
+    if repush_config.is_repush(request.confs):
+        return None  # a repush writes the records of its source as they are, each with its schema id
     struct = read_input_schema(request.input_path)
     if struct is None:
         return None
@@ -158,7 +161,9 @@ def _create_version(s: StepInputs) -> CreatedVersion:
     else:
         number = versions.next_version_number(r.meta, r.store)
         regions = r.regions_for_new_version(number, settings.rollout_order)
-        version = versions.create_version(r.meta, r.config, r.store, r.push_job_id, regions)
+        version = versions.create_version(
+            r.meta, r.config, r.store, r.push_job_id, regions, rewind_seconds=_repush_rewind(r, s.request)
+        )
         r.version = version.number
         r.progress(
             f"created version {version.number} of '{r.store}' ({version.partition_count} partitions, regions "
@@ -169,6 +174,15 @@ def _create_version(s: StepInputs) -> CreatedVersion:
     r.open_da_vinci_gates(regions)
     send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id)
+
+
+def _repush_rewind(r: Rollout, request: PushRequest) -> int | None:
+    """A repush's new version: the rewind it replays the real-time topics with, if not the store's (a day for a
+    hybrid source, as Venice does, since the repush itself takes time; or `rewind.time.in.seconds.override`)."""
+    if not repush_config.is_repush(request.confs):
+        return None
+    source = versions.get_version(r.meta, r.store, repush_config.source_version(r.config, request.confs))
+    return repush_config.new_version_rewind(repush_config.parse(request.confs), source.lifecycle.hybrid is not None)
 
 
 def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:
@@ -344,10 +358,17 @@ def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
     r = inputs.rollout
     started = time.monotonic()
     result = run_job(inputs.request, inputs.version)
-    r.progress(
-        f"spark job wrote {result['records']} records with value schema {result['schema_id']} "
-        f"in {time.monotonic() - started:.1f}s"
-    )
+    took = time.monotonic() - started
+    if "repush" in result:
+        left = result["repush"]
+        r.progress(
+            f"repush job read {left['source']} and wrote {result['records']} records and {left['tombstones']} "
+            f"tombstones in {took:.1f}s (left out: {left['superseded']} superseded, {left['deleted']} deleted, "
+            f"{left['expired']} expired by TTL)"
+        )
+    else:
+        schema = result["schema_id"]
+        r.progress(f"spark job wrote {result['records']} records with value schema {schema} in {took:.1f}s")
     return result
 
 

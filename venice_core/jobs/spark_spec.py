@@ -97,9 +97,56 @@ def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
     ]
 
 
-def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: Path) -> SparkJobSpec:
-    """The push job's spark-submit for a request: the name says which store (so an operator can find the JVM)."""
+REPUSH_JOB_FILE = Path(__file__).with_name("repush.py")
+
+
+def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
+    """The repush job's arguments (see `jobs.repush.parse_args`), but for its result file, from a repush's resolved
+    confs (`repush_config.resolved_confs`)."""
+    from venice_core.jobs import repush_config as rc
+
     confs = request.confs
+    repush = rc.parse(confs)
+    source = config.region(config.source_region)
+    args = [
+        "--store",
+        request.store,
+        "--version",
+        str(request.number),
+        "--topic",
+        source.version_topic(request.store, request.number),
+        "--bootstrap",
+        source.kafka_bootstrap,
+        "--source-topic",
+        confs[rc.KAFKA_INPUT_TOPIC],
+        "--source-version",
+        str(rc.source_version(config, confs)),
+        "--source-bootstrap",
+        confs[rc.KAFKA_INPUT_BROKER_URL],
+        "--max-records-per-mapper",
+        str(repush.max_records_per_mapper),
+        "--push-job-id",
+        request.push_job_id,
+    ]
+    if repush.combiner:
+        args.append("--combiner")
+    if repush.ttl_start_timestamp is not None:
+        args += ["--ttl-start-ms", str(repush.ttl_start_timestamp)]
+    return args
+
+
+def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: Path) -> SparkJobSpec:
+    """The push job's spark-submit for a request: the name says which store (so an operator can find the JVM). A
+    repush (`source.kafka=true`) runs the repush job instead, with the same Spark settings."""
+    confs = request.confs
+    if str(confs.get("source.kafka", "false")).strip().lower() == "true":
+        return SparkJobSpec(
+            name=f"venice-repush-{request.store}",
+            master=confs.get("spark.master", DEFAULT_MASTER),
+            conf={**DEFAULT_SPARK_CONFS, **spark_confs(confs)},
+            args=[*repush_job_args(config, request), "--result-file", str(result_file)],
+            application=str(REPUSH_JOB_FILE),
+        )
     return SparkJobSpec(
         name=f"venice-push-{request.store}",
         master=confs.get("spark.master", DEFAULT_MASTER),

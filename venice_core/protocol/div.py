@@ -53,7 +53,11 @@ class SegmentState:
 class Validator:
     """The receiving side, for one partition: state per producer GUID (hex)."""
 
-    def __init__(self, state: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, state: dict[str, dict[str, Any]] | None = None, join_mid_segment: bool = False) -> None:
+        # `join_mid_segment`: a reader that starts part-way through a topic (a real-time replay from a rewind time)
+        # meets producers in the middle of a segment: it takes each one from its first message on, and cannot check
+        # that segment's checksum. Without it, such a first message is missing data.
+        self.join_mid_segment = join_mid_segment
         self.producers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (state or {}).items()}
         # The same state dicts keyed by the GUID's bytes: the hot path skips hexing the GUID of every message.
         self._by_guid: dict[bytes, dict[str, Any]] = {bytes.fromhex(k): v for k, v in self.producers.items()}
@@ -70,6 +74,11 @@ class Validator:
         for guid in ended[: max(0, len(ended) - keep)]:
             del self.producers[guid]
             del self._by_guid[bytes.fromhex(guid)]
+
+    @staticmethod
+    def _end(known: dict[str, Any]) -> bool:
+        known["ended"] = True
+        return True
 
     def accept(self, message: Message, checksum_data: bytes | None) -> bool:
         """True if the message is new and valid; False for a duplicate; DataIntegrityError otherwise."""
@@ -102,6 +111,11 @@ class Validator:
         known = self.producers.get(guid)
         starts_segment = control_type is ControlMessageType.START_OF_SEGMENT and sequence == 0
         if known is None:
+            if not starts_segment and self.join_mid_segment:
+                known = self.producers[guid] = {"segment": segment, "sequence": sequence, "checksum": 0, "ended": False}
+                known["partial"] = True  # joined part-way: this segment's checksum cannot be checked
+                self._by_guid[guid_bytes] = known
+                return control_type is not ControlMessageType.END_OF_SEGMENT or self._end(known)
             if not starts_segment:
                 raise DataIntegrityError(
                     f"missing data: first message from producer {guid[:8]} is segment {segment} sequence "
@@ -118,7 +132,7 @@ class Validator:
                     f"missing data: producer {guid[:8]} jumped to segment {segment} sequence {sequence} "
                     f"from segment {known['segment']} sequence {known['sequence']}"
                 )
-            known.update(segment=segment, sequence=0, checksum=0, ended=False)
+            known.update(segment=segment, sequence=0, checksum=0, ended=False, partial=False)
             return True
         if sequence != known["sequence"] + 1:
             raise DataIntegrityError(
@@ -130,6 +144,8 @@ class Validator:
         known["sequence"] = sequence
         if control_type is ControlMessageType.END_OF_SEGMENT:
             expected = control.get("checksum")
+            if known.get("partial"):
+                return self._end(known)
             if expected != known["checksum"]:
                 raise DataIntegrityError(
                     f"corrupt data: producer {guid[:8]} segment {segment} checksum {known['checksum']} does not "

@@ -1,0 +1,255 @@
+"""Repush against a real broker, three region servers and the repush job's own code on the session's SparkSession:
+compaction against an oracle (duplicates a retried writer left, large chunked values, several offset ranges,
+the combiner), partition count 4 to 8 and compression NO_OP to ZSTD and back with reads intact; a hybrid store
+repaired from dc-1 after a region lost its storage, tombstones kept, TTL; and the CLI's refusals."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.jobs import RecordsJob
+from tests.support.platform import PlatformEnv
+from venice_core.client import ReadClient, serde
+from venice_core.config import ClusterConfig
+from venice_core.controller import stores, versions
+from venice_core.controller.stores import describe_store
+from venice_core.embedded import servers
+from venice_core.errors import VeniceError
+from venice_core.jobs import local_push
+from venice_core.jobs.spark_spec import PushJobRequest
+from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub import admin
+from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.writer import OnlineWriter
+
+LARGE = 2 * 1024 * 1024  # past the 900 KB chunk size: three chunks and a manifest
+
+
+def _value(i: int, name: str = "") -> dict[str, Any]:
+    return {"name": name or f"n{i}", "age": i % 90, "score": float(i)}
+
+
+def _eventually(check: Callable[[], Any], what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last is True:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout:.0f}s (last: {last})")
+
+
+def _reads(env: PlatformEnv, store: str, expected: dict[str, Any]) -> Callable[[], Any]:
+    clients = {r: ReadClient("127.0.0.1", env.config.server_port(r)) for r in env.config.region_names}
+    keys = sorted(expected)
+
+    def check() -> Any:
+        for region, client in clients.items():
+            try:
+                got = {k: v for k, v in client.batch_get(store, keys).items() if v is not None}
+            except VeniceError as exc:
+                return f"{region}: {exc}"
+            want = {k: v for k, v in expected.items() if v is not None}
+            if got != want:
+                diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+                return f"{region}: {len(diff)} keys differ, e.g. {diff[:3]}"
+        return True
+
+    return check
+
+
+class RetriedRecordsJob(RecordsJob):
+    """RecordsJob whose every partition is written twice under the same GUID, as a retried Spark task does: a
+    first attempt writes half the partition and dies (no END_OF_SEGMENT), the retry writes it all. The version
+    topic holds the first half twice; ingestion skips the copies as DIV duplicates, a repush must too."""
+
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        info = describe_store(self.meta(config), request.store)
+        version = next(v for v in info["versions"] if v["number"] == request.number)
+        partitions, schema = version["partition_count"], info["value_schemas"][-1]
+        key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(schema["schema"])
+        rows: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
+        for key, value in self.records.items():
+            key_bytes = serde.serialize(key_schema, key)
+            rows[partition_for(key_bytes, partitions)].append((key_bytes, serde.serialize(value_schema, value)))
+        source = config.region(config.source_region)
+        topic = source.version_topic(request.store, request.number)
+        for partition, partition_rows in rows.items():
+            guid = deterministic_guid(request.push_job_id, request.number, partition)
+            first = VersionTopicWriter(source.kafka_bootstrap, topic, partitions, guid)
+            first.start_segment(partition)
+            for key_bytes, value_bytes in sorted(partition_rows)[: len(partition_rows) // 2 + 1]:
+                first.put(key_bytes, value_bytes, schema["id"], partition=partition)
+            first.flush()
+        return super().__call__(config, request)
+
+    @staticmethod
+    def meta(config: ClusterConfig) -> Any:
+        from venice_core.meta import MetadataStore
+
+        return MetadataStore(config.metadata_db_url)
+
+
+def _version(env: PlatformEnv, store: str, number: int) -> dict[str, Any]:
+    return next(v for v in describe_store(env.meta, store)["versions"] if v["number"] == number)
+
+
+def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv, spark_job: Any) -> None:
+    env = platform_env
+    store = env.create_user_store("repush", 4)
+    records = {f"k{i:03d}": _value(i) for i in range(240)}
+    for i in range(3):  # large values: chunked, their chunks written twice too
+        records[f"big{i}"] = _value(i, chr(ord("a") + i) * LARGE)
+    assert env.push(store, RetriedRecordsJob(records)) == 1
+    _eventually(_reads(env, store, records), "version 1 served")
+
+    # 4 -> 8 partitions and NO_OP -> ZSTD, read in ranges of at most 25 records, the combiner on.
+    stores.update_store(env.meta, env.config, store, partitions=8, compression="ZSTD")
+    lines: list[str] = []
+    confs = {"kafka.input.max.records.per.mapper": "25", "kafka.input.combiner.enabled": "true"}
+    assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 2
+    v2 = _version(env, store, 2)
+    assert (v2["partition_count"], v2["compression"]) == (8, "ZSTD")
+    assert v2["push_job_id"].startswith(f"venice_re_push_{store}-")
+    assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 2)) == 8
+    assert env.serving(store) == dict.fromkeys(env.config.region_names, 2)
+    _eventually(_reads(env, store, records), "version 2 (8 partitions, ZSTD) holding every record")
+    assert any(f"wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
+
+    # ZSTD -> NO_OP, from dc-2's copy, without the combiner: the same records.
+    stores.update_store(env.meta, env.config, store, compression="NO_OP")
+    lines.clear()
+    confs = {"kafka.input.max.records.per.mapper": "40", "kafka.input.fabric": "dc-2"}
+    assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
+    assert (_version(env, store, 3)["compression"], _version(env, store, 3)["partition_count"]) == ("NO_OP", 8)
+    assert any("from version 2 in dc-2" in line for line in lines), lines
+    _eventually(_reads(env, store, records), "version 3 (NO_OP) holding every record")
+
+
+def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
+    platform_env: PlatformEnv, spark_job: Any
+) -> None:
+    env = platform_env
+    config = env.config
+    store = env.create_user_store("rphy", 2)
+    stores.update_store(env.meta, config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
+    oracle: dict[str, Any] = {f"b{i}": _value(i) for i in range(30)}
+    oracle["bigbatch"] = _value(0, "B" * LARGE)
+    env.push(store, RecordsJob(dict(oracle)))
+
+    now = int(time.time() * 1000)
+    old, cutoff = now - 2 * 86_400_000, now - 86_400_000
+    writers = {r: OnlineWriter(store, r, config=config, meta=env.meta) for r in ("dc-0", "dc-1")}
+    try:
+        for i in range(10):  # written two days ago (logical time): TTL victims
+            writers["dc-0"].put(f"o{i}", _value(i, "old"), timestamp=old + i)
+            oracle[f"o{i}"] = _value(i, "old")
+        for i in range(20):  # recent, from both regions, overwriting batch keys too
+            writers[("dc-0", "dc-1")[i % 2]].put(f"n{i}", _value(i, "new"), timestamp=now + i)
+            oracle[f"n{i}"] = _value(i, "new")
+        for i in range(5):
+            writers["dc-1"].put(f"b{i}", _value(i, "nearline"), timestamp=now + 100 + i)
+            oracle[f"b{i}"] = _value(i, "nearline")
+            writers["dc-0"].delete(f"b{5 + i}", timestamp=now + 200 + i)  # deleted batch keys: tombstones
+            oracle[f"b{5 + i}"] = None
+        writers["dc-1"].delete("n0", timestamp=now + 300)
+        oracle["n0"] = None
+        writers["dc-0"].put("x", _value(1, "first"), timestamp=now + 400)
+        writers["dc-0"].delete("x", timestamp=now + 401)
+        writers["dc-0"].put("x", _value(3, "third"), timestamp=now + 402)
+        oracle["x"] = _value(3, "third")
+        writers["dc-1"].put("bignear", _value(5, "N" * LARGE), timestamp=now + 500)
+        oracle["bignear"] = _value(5, "N" * LARGE)
+        for writer in writers.values():
+            writer.flush()
+        _eventually(_reads(env, store, oracle), "version 1 with the nearline writes")
+
+        # Repair: dc-2 loses its storage while its server is down; every region is rebuilt from dc-1's copy.
+        servers.process(config, "dc-2").kill()
+        shutil.rmtree(config.home / "regions" / "dc-2" / f"{store}_v1")
+        servers.start(config, "dc-2")
+        lines: list[str] = []
+        repair = {"kafka.input.fabric": "dc-1", "kafka.input.max.records.per.mapper": "20"}
+        assert local_push.repush(config, env.meta, store, repair, progress=lines.append, run_job=spark_job) == 2
+        assert any("from version 1 in dc-1" in line for line in lines), lines
+        assert any("wrote" in line and " 6 tombstones" in line for line in lines), lines  # b5..b9 and n0
+        v2 = versions.get_version(env.meta, store, 2)
+        assert v2.lifecycle.hybrid.rewind_seconds == 86_400  # a hybrid source's repush rewinds a day
+        _eventually(_reads(env, store, oracle), "every region serving version 2, repaired from dc-1")
+
+        # TTL: records written before the start are gone, newer and batch-marked ones stay; a nearline write made
+        # during the repush (after the job read its source) is there after it. A short rewind: the replay cannot
+        # bring the expired writes back from the real-time topics.
+        def job_then_write(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+            result = spark_job(job_config, request)
+            writers["dc-1"].put("during", _value(7, "during"), timestamp=int(time.time() * 1000))
+            writers["dc-1"].flush()
+            return result
+
+        ttl = {
+            "repush.ttl.enable": "true",
+            "repush.ttl.start.timestamp": str(cutoff),
+            "rewind.time.in.seconds.override": "3",
+        }
+        lines.clear()
+        assert local_push.repush(config, env.meta, store, ttl, progress=lines.append, run_job=job_then_write) == 3
+        assert versions.get_version(env.meta, store, 3).push_job_id.startswith(f"venice_ttl_re_push_{store}-")
+        assert versions.get_version(env.meta, store, 3).lifecycle.hybrid.rewind_seconds == 3
+        assert any("10 expired by TTL" in line for line in lines), lines
+        for i in range(10):
+            oracle[f"o{i}"] = None
+        oracle["during"] = _value(7, "during")
+        _eventually(_reads(env, store, oracle), "version 3 without the expired records")
+
+        # The tombstones the repush kept hold against an older nearline write; a newer one is applied.
+        writers["dc-0"].put("b5", _value(5, "older than its delete"), timestamp=now + 150)
+        writers["dc-0"].put("b6", _value(6, "newer than its delete"), timestamp=now + 10_000)
+        writers["dc-0"].flush()
+        oracle["b6"] = _value(6, "newer than its delete")
+        _eventually(_reads(env, store, oracle), "b5 still deleted, b6 written again")
+    finally:
+        for writer in writers.values():
+            writer.close()
+
+
+def test_repush_refusals_create_nothing(platform_env: PlatformEnv) -> None:
+    env = platform_env
+    config = env.config
+    empty = env.create_user_store("rpempty", 1)
+    batch = env.create_user_store("rpbatch", 1)
+    env.push(batch, RecordsJob({"a": _value(1)}))
+    other = env.create_user_store("rpother", 1)
+    env.push(other, RecordsJob({"a": _value(1)}))
+    dc2_topic = config.region("dc-2").version_topic(batch, 1)
+
+    def refused(store: str, *confs: str) -> str:
+        before = describe_store(env.meta, store)
+        result = env.cli("repush", store, "--local", *[arg for c in confs for arg in ("--conf", c)])
+        assert result.returncode != 0, result.stdout
+        errors = result.stderr.strip().splitlines()
+        assert len(errors) == 1 and errors[0].startswith("error: "), result.stderr
+        after = describe_store(env.meta, store)
+        assert after["largest_used_version"] == before["largest_used_version"]  # nothing created
+        assert after["regions"] == before["regions"]  # the old version serving
+        return errors[0]
+
+    assert "no version yet" in refused(empty)
+    assert "only supported for hybrid stores" in refused(batch, "repush.ttl.enable=true")
+    assert "both repush.ttl.seconds and repush.ttl.start.timestamp" in refused(
+        batch, "repush.ttl.enable=true", "repush.ttl.seconds=5", "repush.ttl.start.timestamp=5"
+    )
+    assert f"topic of store '{other}'" in refused(batch, f"kafka.input.topic={other}_v1")
+    assert "no longer exists" in refused(batch, f"kafka.input.topic={batch}_v7")
+    assert "unreachable" in refused(batch, "kafka.input.broker.url=127.0.0.1:1")
+    admin.delete_topics(config.region("dc-2").kafka_bootstrap, [dc2_topic])
+    assert "region dc-2 has no version 1" in refused(batch, "kafka.input.fabric=dc-2")
+    in_flight = versions.create_version(env.meta, config, batch, "a-push-in-flight")
+    try:
+        assert "already in progress" in refused(batch)
+    finally:
+        versions.kill_push(env.meta, batch, in_flight.number, "test")

@@ -1,0 +1,252 @@
+"""The repush without a broker or Spark: its configs, source selection (an in-memory topic admin), offset-range
+splits, the envelope decoding, the combiner and the per-key compaction (chunks, TTL, tombstones, compression)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.support.topics import InMemoryTopics
+from venice_core.controller import stores, versions
+from venice_core.errors import ComponentError, ConfigError
+from venice_core.jobs import repush_config as rc
+from venice_core.jobs.kafka_source import split
+from venice_core.jobs.repush_tasks import (
+    CHUNK,
+    DELETE,
+    MANIFEST,
+    PUT,
+    Compactor,
+    RepushJobError,
+    combine,
+    decode_message,
+)
+from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import RegionCurrentVersion
+from venice_core.protocol import chunking
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.div import SegmentState
+from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
+
+KEY = '"string"'
+VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
+
+
+def test_configs_parse_with_venice_names_defaults_and_refusals() -> None:
+    parsed = rc.parse({"source.kafka": "true"})
+    assert parsed == rc.RepushConfig()
+    assert parsed.max_records_per_mapper == 5_000_000 and not parsed.combiner and not parsed.ttl_enable
+    full = rc.parse(
+        {
+            "source.kafka": "TRUE",
+            "kafka.input.topic": "s_v7",
+            "kafka.input.fabric": "dc-1",
+            "kafka.input.broker.url": "h:1",
+            "kafka.input.max.records.per.mapper": "1000",
+            "kafka.input.combiner.enabled": "true",
+            "repush.ttl.enable": "true",
+            "repush.ttl.seconds": "60",
+            "rewind.time.in.seconds.override": "0",
+        }
+    )
+    assert (full.topic, full.fabric, full.broker_url, full.max_records_per_mapper) == ("s_v7", "dc-1", "h:1", 1000)
+    assert full.combiner and full.ttl_enable and full.ttl_seconds == 60 and full.rewind_override == 0
+    refusals = {
+        "both": {"repush.ttl.enable": "true", "repush.ttl.seconds": "1", "repush.ttl.start.timestamp": "5"},
+        "needs enable": {"repush.ttl.seconds": "1"},
+        "bool": {"kafka.input.combiner.enabled": "yes"},
+        "int": {"kafka.input.max.records.per.mapper": "many"},
+        "min": {"kafka.input.max.records.per.mapper": "0"},
+        "topic": {"kafka.input.topic": "not-a-version-topic"},
+    }
+    for what, confs in refusals.items():
+        with pytest.raises(ConfigError):
+            rc.parse({"source.kafka": "true", **confs})
+            pytest.fail(what)
+    with pytest.raises(ConfigError, match="both repush.ttl.seconds and repush.ttl.start.timestamp"):
+        rc.parse({"source.kafka": "true", **refusals["both"]})
+    assert rc.is_repush({"source.kafka": "true"}) and not rc.is_repush({})
+    ttl = rc.RepushConfig(ttl_enable=True)
+    assert rc.repush_job_id("s", rc.RepushConfig(), "x") == "venice_re_push_s-x"
+    assert rc.repush_job_id("s", ttl).startswith("venice_ttl_re_push_s-")
+    assert rc.new_version_rewind(rc.RepushConfig(), source_hybrid=True) == 86400
+    assert rc.new_version_rewind(rc.RepushConfig(), source_hybrid=False) is None
+    assert rc.new_version_rewind(rc.RepushConfig(rewind_override=30), source_hybrid=True) == 30
+
+
+def test_region_pick_as_venice_controller() -> None:
+    order = ["dc-0", "dc-1", "dc-2"]
+    assert rc.pick_region({"dc-0": 3, "dc-1": 4, "dc-2": 4}, order, None) == ("dc-1", 4)
+    assert rc.pick_region({"dc-0": 3, "dc-1": 4}, order, "dc-0") == ("dc-0", 3)
+    with pytest.raises(rc.RepushRefused, match="region dc-2 serves no version"):
+        rc.pick_region({"dc-0": 3}, order, "dc-2")
+    with pytest.raises(rc.RepushRefused, match="no version yet"):
+        rc.pick_region({"dc-0": 0}, order, None)
+
+
+def _serve(meta: MetadataStore, store: str, current: dict[str, int]) -> None:
+    with meta.session() as session:
+        for region, number in current.items():
+            session.merge(
+                RegionCurrentVersion(store_name=store, region=region, current_version=number, backup_version=0)
+            )
+
+
+def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None:
+    topics = InMemoryTopics()
+    store, other = f"rp_{uuid.uuid4().hex[:6]}", f"ot_{uuid.uuid4().hex[:6]}"
+    for name in (store, other):
+        stores.create_store(meta, config, name, KEY, VALUE, partitions=2, compression="GZIP")
+    resolve = lambda confs, name=store: rc.resolve(  # noqa: E731
+        meta, config, name, rc.parse({"source.kafka": "true", **confs}), now_ms=10_000_000, topics=topics
+    )
+    with pytest.raises(rc.RepushRefused, match="no version yet"):
+        resolve({})
+    for number in (1, 2):
+        versions.create_version(meta, config, store, f"job-{number}", topics=topics)
+        versions.set_version_status(meta, store, number, versions.VersionStatus.ONLINE)
+        versions.finish_push(meta, store, number)
+    _serve(meta, store, {"dc-0": 1, "dc-1": 2, "dc-2": 1})
+    source = resolve({})  # the region whose current version is largest
+    assert (source.region, source.version, source.partitions, source.compression) == ("dc-1", 2, 2, "GZIP")
+    assert source.topic == config.region("dc-1").version_topic(store, 2) and source.ttl_start_ms is None
+    assert (resolve({"kafka.input.fabric": "dc-2"}).region, resolve({"kafka.input.fabric": "dc-2"}).version) == (
+        "dc-2",
+        1,
+    )
+    # An explicit topic, named with or without its region's prefix.
+    assert resolve({"kafka.input.topic": f"{store}_v1"}).region == "dc-0"
+    prefixed = config.region("dc-2").version_topic(store, 1)
+    assert resolve({"kafka.input.topic": prefixed, "kafka.input.fabric": "dc-2"}).topic == prefixed
+    pinned = rc.resolved_confs(
+        {"source.kafka": "true", "kafka.input.fabric": "dc-2"}, resolve({"kafka.input.fabric": "dc-2"})
+    )
+    assert pinned["kafka.input.topic"] == prefixed and rc.source_version(config, pinned) == 1
+    refusals = [
+        ({"kafka.input.topic": f"{other}_v1"}, f"topic of store '{other}'"),
+        ({"kafka.input.topic": f"{store}_v9"}, "no longer exists"),
+        ({"kafka.input.fabric": "dc-9"}, "unknown region"),
+        ({"repush.ttl.enable": "true"}, "only supported for hybrid stores"),
+    ]
+    for confs, message in refusals:
+        with pytest.raises((rc.RepushRefused, ConfigError), match=message):
+            resolve(confs)
+    topics.delete_topics(config.region("dc-1").kafka_bootstrap, [config.region("dc-1").version_topic(store, 2)])
+    with pytest.raises(rc.RepushRefused, match="region dc-1 has no version 2"):
+        resolve({})
+    topics.unreachable.add("nowhere:1")
+    with pytest.raises(ComponentError, match="unreachable"):
+        resolve({"kafka.input.broker.url": "nowhere:1"})
+    # TTL on a hybrid store: the store's rewind by default, else the seconds or the start given.
+    stores.update_store(meta, config, store, hybrid_rewind_seconds=600, topics=topics)
+    assert resolve({"repush.ttl.enable": "true", "kafka.input.fabric": "dc-0"}).ttl_start_ms == 10_000_000 - 600_000
+    ttl = resolve({"repush.ttl.enable": "true", "repush.ttl.seconds": "5", "kafka.input.fabric": "dc-0"})
+    assert ttl.ttl_start_ms == 10_000_000 - 5_000
+    spec = push_job_spec(
+        config,
+        PushJobRequest(
+            store,
+            3,
+            rc.REPUSH_INPUT,
+            "key",
+            "value",
+            "venice_re_push_x",
+            rc.resolved_confs({"kafka.input.max.records.per.mapper": "7", "repush.ttl.enable": "true"}, ttl),
+        ),
+        config.home / "r.json",
+    )
+    assert spec.application.endswith("repush.py") and spec.name == f"venice-repush-{store}"
+    args = spec.args
+    assert args[args.index("--source-version") + 1] == "1" and args[args.index("--max-records-per-mapper") + 1] == "7"
+    assert args[args.index("--ttl-start-ms") + 1] == str(10_000_000 - 5_000)
+
+
+def test_offset_range_splits() -> None:
+    ranges = split({"0": 0, "1": 5, "2": 3}, {"0": 10, "1": 5, "2": 4}, 4)
+    assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 0, 4), (0, 4, 8), (0, 8, 10), (2, 3, 4)]
+    assert [(r.partition, r.start, r.end) for r in split({"0": 2}, {"0": 9}, 0)] == [(0, 2, 9)]
+
+
+def _row(offset: int, kind: int, value: bytes = b"", ts: int = 0, chunk: bytes = b"", key: bytes = b"k") -> tuple:
+    return (0, key, offset, kind, 1 if kind in (PUT, DELETE) else -1, ts, value, chunk)
+
+
+def _spec(**overrides: object) -> dict:
+    return {"keep_tombstones": False, "source_compression": "NO_OP", "target_compression": "NO_OP", **overrides}
+
+
+def test_decoding_and_per_key_compaction() -> None:
+    state = SegmentState(b"g" * 16)
+    state.start_segment(0)
+    kafka_key, kafka_value = encode_put(state.next(123), b"key", 5, b"value")
+    assert decode_message(kafka_key, kafka_value) == (b"key", PUT, 5, 123, b"value", b"")
+    assert decode_message(*encode_delete(state.next(7), b"key", 5)) == (b"key", DELETE, 5, 7, b"", b"")
+    chunk_key = chunking.chunk_key(b"key", 3)
+    assert decode_message(*encode_put(state.next(0), chunk_key, -10, b"c"))[:2] == (b"key", CHUNK)
+    assert decode_message(*encode_control(state.next(), ControlMessageType.END_OF_PUSH, {})) is None
+
+    # Latest by offset wins; a final delete is dropped, or kept as a tombstone for a hybrid version.
+    compactor = Compactor(_spec())
+    assert compactor.resolve([_row(1, PUT, b"a"), _row(2, PUT, b"b", ts=5)]) == (b"b", 1, 5)
+    assert compactor.resolve([_row(1, PUT, b"a"), _row(2, DELETE, ts=9)]) is None
+    assert Compactor(_spec(keep_tombstones=True)).resolve([_row(2, DELETE, ts=9)]) == (None, 1, 9)
+    assert compactor.stats["superseded"] == 2 and compactor.stats["deleted"] == 1
+
+    # Chunks: the latest copy of each named chunk written before the winning manifest.
+    manifest = chunking.Manifest(4, [chunking.chunk_key(b"k", 0), chunking.chunk_key(b"k", 1)], 6).encode()
+    c0, c1 = chunking.chunk_key(b"k", 0), chunking.chunk_key(b"k", 1)
+    rows = [
+        _row(1, CHUNK, b"old", chunk=c0),
+        _row(2, CHUNK, b"abc", chunk=c0),
+        _row(3, CHUNK, b"def", chunk=c1),
+        _row(4, MANIFEST, manifest, ts=3),
+        _row(5, CHUNK, b"zzz", chunk=c0),  # a later value whose manifest never came
+    ]
+    assert compactor.resolve(rows) == (b"abcdef", 4, 3)
+    assert compactor.resolve(rows[-1:]) is None  # chunks alone: no record was ever written
+    with pytest.raises(RepushJobError, match="chunk 1 of 2 .* missing"):
+        compactor.resolve([rows[1], rows[3]])
+    short = chunking.Manifest(4, [c0, c1], 7).encode()
+    with pytest.raises(RepushJobError, match="hold 6 bytes, its manifest says 7"):
+        compactor.resolve([*rows[:3], _row(4, MANIFEST, short)])
+    # The combiner keeps what the reduce side may need: the winner with its chunks, and chunks after it.
+    assert [r[2] for r in combine([_row(0, PUT, b"x"), *rows])] == [2, 3, 4, 5]
+    assert [r[2] for r in combine([rows[0], rows[1], _row(4, PUT, b"p"), rows[4]])] == [4, 5]
+
+    # TTL: written before the start is dropped, batch-marked (0) and newer kept.
+    ttl = Compactor(_spec(ttl_start_ms=100))
+    assert ttl.resolve([_row(1, PUT, b"old", ts=99)]) is None
+    assert ttl.resolve([_row(1, PUT, b"new", ts=100)]) == (b"new", 1, 100)
+    assert ttl.resolve([_row(1, PUT, b"batch", ts=0)]) == (b"batch", 1, 0)
+    assert ttl.stats["expired"] == 1
+
+    # Re-compression when the compression changed.
+    gz = compressor(CompressionStrategy.GZIP)(b"payload" * 10)
+    recompressed = Compactor(_spec(source_compression="GZIP", target_compression="ZSTD")).resolve([_row(1, PUT, gz)])
+    assert decompressor(CompressionStrategy.ZSTD)(recompressed[0]) == b"payload" * 10
+
+
+def test_a_replay_from_a_rewind_joins_producers_mid_segment() -> None:
+    """A new version's real-time replay (a repush's short rewind) starts inside a live writer's segment."""
+    from venice_core.protocol.div import DataIntegrityError, Validator
+    from venice_core.protocol.envelope import decode
+
+    state = SegmentState(b"w" * 16)
+    messages = [encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+    for i in range(5):
+        messages.append(encode_put(state.next(i + 1), b"k%d" % i, 1, b"v"))
+        state.add(b"ignored")
+    messages.append(encode_control(state.next(), ControlMessageType.END_OF_SEGMENT, {"checksum": state.checksum}))
+    tail = [decode(*m) for m in messages[3:]]
+    with pytest.raises(DataIntegrityError, match="not the start of a segment"):
+        Validator().accept(tail[0], b"")
+    joined = Validator(join_mid_segment=True)
+    assert [joined.accept(m, b"" if not m.is_control else None) for m in tail] == [True] * len(tail)
+    assert joined.producers[(b"w" * 16).hex()]["ended"]
+    assert not joined.accept(tail[1], b"")  # duplicates still skipped
+    gap = Validator(join_mid_segment=True)
+    assert gap.accept(tail[0], b"")
+    with pytest.raises(DataIntegrityError, match="jumped"):  # a gap after joining is still missing data
+        gap.accept(tail[2], b"")

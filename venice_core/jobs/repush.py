@@ -1,0 +1,134 @@
+"""The Spark repush job: `spark-submit venice_core/jobs/repush.py --store S --version N --source-topic T ...`.
+
+Rebuilds a store from one of its version topics: each source partition is cut into offset ranges of at most
+`--max-records-per-mapper` records, read in parallel through the `venice_kafka` source; the messages are decoded
+(and combined per range with `--combiner`); then, through the push job's writing end (`push_tasks.write_sorted`:
+shuffled by the new version's partition, sorted by key bytes and offset, one writer per Kafka partition with a GUID
+derived from the push job id), each key is compacted to its latest record, TTL and deletes applied, values
+re-compressed if the compression changed, and written with their write timestamps (`repush_tasks`). The caller
+sends START_OF_PUSH before and END_OF_PUSH after, as for a push.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from venice_core.config import ClusterConfig, load_config
+from venice_core.controller import stores as store_ops
+from venice_core.jobs import push as push_job
+from venice_core.jobs.push_tasks import PushJobError, record_counts, write_sorted
+from venice_core.jobs.repush_tasks import DECODED_SCHEMA, WRITTEN_SCHEMA, compact_and_write, decode_batches
+from venice_core.meta import MetadataStore
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"venice-repush-{args.store}-v{args.version}").getOrCreate()
+    try:
+        return run_on(spark, load_config(), args)
+    finally:
+        spark.stop()
+
+
+def _version(info: dict[str, Any], number: int) -> dict[str, Any]:
+    version = next((v for v in info["versions"] if v["number"] == number), None)
+    if version is None:
+        raise PushJobError(f"store '{info['name']}' has no version {number}")
+    return version
+
+
+def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
+    """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
+    compaction left out."""
+    from venice_core.jobs.kafka_source import KafkaDataSource
+
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        info = store_ops.describe_store(meta, args.store)
+    finally:
+        meta.dispose()
+    target = _version(info, args.version)
+    source = _version(info, args.source_version)
+    partitions = target["partition_count"]
+    spec = {
+        "push_job_id": args.push_job_id,
+        "version": args.version,
+        "bootstrap": args.bootstrap,
+        "topic": args.topic,
+        "partitions": partitions,
+        "compression": "NO_OP",  # the writer's own: values arrive compressed for the new version already
+        "source_compression": source["compression"],
+        "target_compression": target["compression"],
+        "ttl_start_ms": args.ttl_start_ms,
+        # An active-active (hybrid) version keeps its tombstones: a replayed older nearline write must lose to them.
+        "keep_tombstones": target["hybrid"] is not None,
+        "combiner": args.combiner,
+        "fail_partition": int(spark.conf.get(push_job.FAIL_PARTITION_CONF, "-1")),
+        "fail_after": int(spark.conf.get(push_job.FAIL_AFTER_CONF, "0")),
+    }
+    spark.dataSource.register(KafkaDataSource)
+    source_rows = (
+        spark.read.format(KafkaDataSource.name())
+        .option("topic", args.source_topic)
+        .option("bootstrap", args.source_bootstrap)
+        .option("maxRecordsPerPartition", str(args.max_records_per_mapper))
+        .load()
+    )
+    decoded = source_rows.select("offset", "key", "value").mapInArrow(
+        lambda batches: decode_batches(batches, spec), DECODED_SCHEMA
+    )
+    written = write_sorted(
+        decoded, partitions, ["key", "offset"], lambda batches: compact_and_write(batches, spec), WRITTEN_SCHEMA
+    )
+    counts = record_counts(written, partitions)
+    left_out = {name: sum(getattr(row, name) for row in written) for name in WRITTEN_SCHEMA_STATS}
+    return {
+        "record_counts": counts,
+        "schema_id": None,
+        "records": sum(counts.values()),
+        "repush": {"source": args.source_topic, **left_out},
+    }
+
+
+WRITTEN_SCHEMA_STATS = ("tombstones", "expired", "deleted", "superseded")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="venice-repush-job", description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--version", type=int, required=True, help="the new version")
+    parser.add_argument("--topic", required=True, help="the new version's topic in the source region")
+    parser.add_argument("--bootstrap", required=True, help="the source region's Kafka bootstrap servers")
+    parser.add_argument("--source-topic", required=True, help="the version topic repushed")
+    parser.add_argument("--source-version", type=int, required=True, help="the version it holds")
+    parser.add_argument("--source-bootstrap", required=True, help="the Kafka bootstrap servers it is read from")
+    parser.add_argument("--max-records-per-mapper", type=int, default=5_000_000)
+    parser.add_argument("--combiner", action="store_true")
+    parser.add_argument("--ttl-start-ms", type=int, default=None, help="drop records written before this")
+    parser.add_argument("--push-job-id", required=True)
+    parser.add_argument("--result-file", required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        result = run(args)
+    except Exception as exc:  # noqa: BLE001 - one line for the caller; Spark wraps executor errors in pages
+        refused = push_job._refusal(exc)
+        print(f"error: {push_job.failure_reason(exc)}", file=sys.stderr)
+        if refused:
+            push_job._write_result(Path(args.result_file), {"refused": refused})
+        return 1
+    push_job._write_result(Path(args.result_file), result)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""What the repush job runs on Spark's executors: decode a version topic's messages (map side, with the optional
+combiner), then compact each key's records and write the survivors (reduce side, through the push job's
+`PartitionWriter`). Imports no SQLAlchemy, like `push_tasks`.
+
+Map side (`decode_batches`), per offset range: control messages are skipped; every PUT, DELETE, chunk and manifest
+becomes a row keyed by the user key (a chunk's key is the user key plus a suffix, stripped here) and tagged with
+the new version's partition for it, its source offset, its kind, schema id and write timestamp.
+
+Reduce side (`compact_and_write`), rows sorted by (partition, key, offset): per key, the record at the highest
+offset wins (a retried writer's duplicates are the same bytes at higher offsets); a winning manifest is assembled
+from the latest copy of each chunk it names written before it (a missing chunk, or sizes that disagree with the
+manifest, fail the job); then TTL (a record written before the cut-off is dropped; batch-marked records, write
+timestamp 0, are kept); a final DELETE is dropped, but kept as a tombstone, with its timestamp, when the new
+version is hybrid (active-active: a replayed older nearline write must not resurrect the key); values are
+re-compressed when the compression differs; each record is written with its own write timestamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from venice_core.jobs.push_tasks import PushJobError, task_writer
+from venice_core.protocol import chunking
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.envelope import (
+    CHUNK_SCHEMA_ID,
+    DATA_PREFIX,
+    HEADER,
+    KEY_TYPE_DATA,
+    MANIFEST_SCHEMA_ID,
+    PROTOCOL_VERSION,
+    MessageType,
+)
+from venice_core.protocol.partitioner import partition_for
+
+PUT, DELETE, MANIFEST, CHUNK = 0, 1, 2, 3
+DECODED_SCHEMA = (
+    "partition int, key binary, offset long, kind int, schema_id int, timestamp long, value binary, chunk binary"
+)
+WRITTEN_SCHEMA = "partition int, records long, tombstones long, expired long, deleted long, superseded long"
+CHUNK_SUFFIX_BYTES = chunking.CHUNK_SUFFIX.size
+
+
+class RepushJobError(PushJobError):
+    """The source topic cannot be repushed as it is (a chunk missing, a manifest's size wrong, a bad message)."""
+
+
+def decode_message(kafka_key: bytes, kafka_value: bytes) -> tuple[bytes, int, int, int, bytes, bytes] | None:
+    """(user key, kind, schema id, write timestamp, value, chunk key) of a data message; None for a control
+    message."""
+    if kafka_key[:1] != KEY_TYPE_DATA:
+        return None
+    if len(kafka_value) < DATA_PREFIX.size:
+        raise RepushJobError(f"a message of {len(kafka_value)} bytes is too short to hold an envelope")
+    version, mtype, _guid, _segment, _sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
+    if version != PROTOCOL_VERSION or mtype > MessageType.DELETE:
+        raise RepushJobError(f"unknown message (protocol version {version}, type {mtype})")
+    key = kafka_key[1:]
+    if mtype == MessageType.DELETE:
+        return key, DELETE, schema_id, timestamp, b"", b""
+    value = kafka_value[DATA_PREFIX.size :]
+    if schema_id == CHUNK_SCHEMA_ID:
+        return key[:-CHUNK_SUFFIX_BYTES], CHUNK, schema_id, timestamp, value, key
+    return key, MANIFEST if schema_id == MANIFEST_SCHEMA_ID else PUT, schema_id, timestamp, value, b""
+
+
+assert DATA_PREFIX.size == HEADER.size + 4
+
+
+def combine(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The combiner: one offset range's rows of one key (in offset order) pruned to what the reduce side can still
+    need: the last PUT, DELETE or manifest (with the chunks it names: each one's latest copy before it), and the
+    latest copy of each chunk written after it (a manifest in a later range may name them)."""
+    last = max((i for i, row in enumerate(rows) if row[3] != CHUNK), default=-1)
+    kept: list[tuple[Any, ...]] = []
+    if last >= 0:
+        final = rows[last]
+        if final[3] == MANIFEST:
+            named = set(chunking.Manifest.decode(final[6]).chunk_keys)
+            latest = {row[7]: row for row in rows[:last] if row[3] == CHUNK and row[7] in named}
+            kept.extend(latest.values())
+        kept.append(final)
+    after = {row[7]: row for row in rows[last + 1 :]}  # only chunks follow the last other record
+    kept.extend(after.values())
+    return sorted(kept, key=lambda row: row[2])
+
+
+def decode_batches(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
+    """mapInArrow over one offset range (rows of the venice_kafka source): decoded data rows, each tagged with the
+    new version's partition for its key; combined per key first when the combiner is on."""
+    import pyarrow as pa
+
+    partitions, combiner = spec["partitions"], spec["combiner"]
+    names = ["partition", "key", "offset", "kind", "schema_id", "timestamp", "value", "chunk"]
+    types = [pa.int32(), pa.binary(), pa.int64(), pa.int32(), pa.int32(), pa.int64(), pa.binary(), pa.binary()]
+    by_key: dict[bytes, list[tuple[Any, ...]]] = {}
+
+    def to_batch(rows: list[tuple[Any, ...]]) -> Any:
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+        return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
+
+    for batch in batches:
+        offsets = batch.column("offset").to_pylist()
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        out: list[tuple[Any, ...]] = []
+        for offset, kafka_key, kafka_value in zip(offsets, keys, values, strict=True):
+            decoded = decode_message(kafka_key, kafka_value)
+            if decoded is None:
+                continue  # control messages: the new version has its own
+            key, kind, schema_id, timestamp, value, chunk_key = decoded
+            row = (partition_for(key, partitions), key, offset, kind, schema_id, timestamp, value, chunk_key)
+            if combiner:
+                by_key.setdefault(key, []).append(row)
+            else:
+                out.append(row)
+        if out:
+            yield to_batch(out)
+    if combiner:
+        combined = [row for rows in by_key.values() for row in combine(rows)]
+        for start in range(0, len(combined), 10_000):
+            yield to_batch(combined[start : start + 10_000])
+
+
+class Compactor:
+    """The reduce side of one key at a time: fed its rows in offset order, it says what the new version holds."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.ttl_start = spec.get("ttl_start_ms")
+        self.keep_tombstones = spec["keep_tombstones"]
+        source, target = spec["source_compression"], spec["target_compression"]
+        self.recompress = None
+        if source != target:
+            decompress = decompressor(CompressionStrategy[source])
+            compress = compressor(CompressionStrategy[target])
+            self.recompress = lambda value: compress(decompress(value))
+        self.stats = {"tombstones": 0, "expired": 0, "deleted": 0, "superseded": 0}
+
+    def resolve(self, rows: list[tuple[Any, ...]]) -> tuple[bytes | None, int, int] | None:
+        """(value or None for a tombstone, schema id, write timestamp) the key is written with, or None."""
+        chunks: dict[bytes, bytes] = {}
+        final: tuple[Any, ...] | None = None
+        parts: list[bytes | None] = []
+        manifest: chunking.Manifest | None = None
+        for row in rows:
+            kind = row[3]
+            if kind == CHUNK:
+                chunks[row[7]] = row[6]
+                continue
+            if final is not None:
+                self.stats["superseded"] += 1
+            final = row
+            if kind == MANIFEST:
+                manifest = chunking.Manifest.decode(row[6])
+                parts = [chunks.get(k) for k in manifest.chunk_keys]
+        if final is None:
+            return None  # chunks of a value whose manifest was never written (a writer that died mid-value)
+        key, kind, schema_id, timestamp = final[1], final[3], final[4], final[5]
+        if self.ttl_start is not None and 0 < timestamp < self.ttl_start:
+            self.stats["expired"] += 1
+            return None
+        if kind == DELETE:
+            if not self.keep_tombstones:
+                self.stats["deleted"] += 1
+                return None
+            self.stats["tombstones"] += 1
+            return None, schema_id, timestamp
+        value = final[6]
+        if kind == MANIFEST:
+            assert manifest is not None
+            missing = [i for i, part in enumerate(parts) if part is None]
+            if missing:
+                raise RepushJobError(
+                    f"chunk {missing[0]} of {len(parts)} of the value of key {key[:32].hex()} (offset {final[2]}) is "
+                    "missing from the source topic"
+                )
+            value = b"".join(parts)  # type: ignore[arg-type]
+            if len(value) != manifest.total_size:
+                raise RepushJobError(
+                    f"the chunks of the value of key {key[:32].hex()} (offset {final[2]}) hold {len(value)} bytes, "
+                    f"its manifest says {manifest.total_size}"
+                )
+            schema_id = manifest.schema_id
+        if self.recompress is not None:
+            value = self.recompress(value)
+        return value, schema_id, timestamp
+
+
+def grouped(batches: Iterable[Any]) -> Iterator[list[tuple[Any, ...]]]:
+    """Rows sorted by (partition, key, offset), grouped by key (a key's rows may span Arrow batches)."""
+    group: list[tuple[Any, ...]] = []
+    for batch in batches:
+        columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+        for row in zip(*columns, strict=True):
+            if group and (row[1] != group[0][1] or row[0] != group[0][0]):
+                yield group
+                group = []
+            group.append(row)
+    if group:
+        yield group
+
+
+def compact_and_write(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
+    """mapInArrow on the sorted rows of whole Kafka partitions: compact each key, write the survivors through the
+    push job's writer; yield per-partition counts (PUTs, as END_OF_PUSH carries them) and what was left out."""
+    import pyarrow as pa
+
+    compactor = Compactor(spec)
+    writer = task_writer(spec)
+    for rows in grouped(batches):
+        resolved = compactor.resolve(rows)
+        if resolved is not None:
+            value, schema_id, timestamp = resolved
+            writer.write_record(rows[0][0], rows[0][1], value, schema_id, timestamp)
+    writer.finish()
+    partitions = list(writer.counts) or [-1]  # -1: a task that wrote nothing still reports what it left out
+    stats = compactor.stats
+    counts = [writer.counts.get(p, 0) for p in partitions]
+    arrays = [pa.array(partitions, pa.int32()), pa.array(counts, pa.int64())]
+    # The stats are the task's: on its first partition's row only.
+    arrays += [pa.array([stats[name] if i == 0 else 0 for i in range(len(partitions))], pa.int64()) for name in stats]
+    yield pa.RecordBatch.from_arrays(arrays, names=["partition", "records", *stats])
