@@ -30,13 +30,14 @@ system-deps:
 demo: install
 	scripts/demo.sh
 
-# Two workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
-# restarts) start first, one on each worker; each worker starts its own platform and SparkSession once.
+# Three workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
+# restarts) start first, one on each of two workers, while the third takes the rest; the suite used about half of
+# two cores with two workers. Each worker starts its own platform and SparkSession once.
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP) $(BYTECODE)
 	$(BIN)/pytest -m "not kafka and not spark and not airflow and not postgres"
