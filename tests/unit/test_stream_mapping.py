@@ -4,7 +4,7 @@ GUIDs, what a retried task sends), and the source's offset planning."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -136,7 +136,14 @@ def test_each_source_partition_of_a_batch_writes_under_a_guid_of_the_batch() -> 
     log: list[tuple[Any, ...]] = []
     assert write_rows(_rows(), spec, lambda guid: FakeWriter(guid, log)) == 6
     guids = {entry[1] for entry in log}
-    assert guids == {deterministic_guid("stream", "query-1", 4, 0), deterministic_guid("stream", "query-1", 4, 1)}
+    shape = MAPPING.fingerprint
+    assert guids == {
+        deterministic_guid("stream", "query-1", 4, 0, shape),
+        deterministic_guid("stream", "query-1", 4, 1, shape),
+    }
+    # What shapes the bytes is part of the identity: a replay under another mapping is another producer.
+    remapped = BatchSpec("query-1", 4, replace(MAPPING, value_fields=("name", "age", "score")))
+    assert remapped.guid(0) != spec.guid(0)
     assert [e[0] for e in log][-2:] == ["close", "close"]
     assert [e[3] for e in log if e[0] == "put" and e[1] == spec.guid(1)] == [0, 1, 2]  # offset order
     again: list[tuple[Any, ...]] = []

@@ -41,7 +41,6 @@ from venice_core.protocol.envelope import (
     checksum_bytes,
     decode,
 )
-from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
@@ -56,6 +55,7 @@ CONSUME_TIMEOUT_SECONDS = 0.01
 LAG_CHECK_SECONDS = 0.5
 REPORT_EVERY_SECONDS = 10.0
 KEEP_ENDED_PRODUCERS = 1000
+FLUSH_TIMEOUT_SECONDS = 15.0
 # Nearline writes are read as they come: a fetch that waits for 256 KB (the batch consumers' setting) would add its
 # wait to every write's latency.
 REAL_TIME_CONSUMER_CONFIG: dict[str, Any] = {**CONSUMER_CONFIG, "fetch.min.bytes": 1, "fetch.wait.max.ms": 20}
@@ -101,11 +101,11 @@ class RealTimeIngestion:
         self.applied = 0  # nearline writes that won and were applied (checkpointed)
         self.superseded = 0  # nearline writes that lost to a later one
         self.duplicates = 0
+        self.integrity_errors = 0  # DIV gaps, bad checksums, incomplete large values: logged, counted, survived
         self.lag = -1  # records behind the real-time topics' ends; -1 until first measured
         self.ready = False
         self._positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset
         self._region_of = {source.topic: source.region for source in hybrid.sources}
-        self._filter = False  # keys of other partitions arrive too (see `_assignment`)
 
     # where to start
     def _assignment(self, consumer: Consumer, checkpoint: dict[str, Any]) -> list[TopicPartition]:
@@ -117,28 +117,64 @@ class RealTimeIngestion:
             if metadata is None or metadata.error is not None or not metadata.partitions:
                 raise ProtocolError(f"real-time topic {source.topic} of region {source.region} does not exist")
             count = len(metadata.partitions)
-            # The real-time topic has the store's partition count of when it became hybrid: with the version's
-            # count, partition p maps to p; otherwise every partition is read and keys are filtered (`_mine`).
-            if count != self.hybrid.partition_count:
-                self._filter = True
-            partitions = [self.partition] if count == self.hybrid.partition_count else list(range(count))
-            for p in partitions:
-                offset = (saved.get(source.topic) or {}).get(str(p))
-                wanted.append(TopicPartition(source.topic, p, -1 if offset is None else int(offset)))
+            if count != self.hybrid.partition_count:  # a hybrid store's partition count is fixed (`stores`)
+                raise ProtocolError(
+                    f"real-time topic {source.topic} has {count} partitions, the version {self.hybrid.partition_count}"
+                )
+            offset = (saved.get(source.topic) or {}).get(str(self.partition))
+            wanted.append(TopicPartition(source.topic, self.partition, -1 if offset is None else int(offset)))
         unresolved = [tp for tp in wanted if tp.offset < 0]
         if unresolved:
+            # The ends first: a write made between the two questions is then after the start, not skipped.
+            ends = [consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in unresolved]
             asked = [TopicPartition(tp.topic, tp.partition, max(0, rewind_to)) for tp in unresolved]
-            for tp, found in zip(unresolved, consumer.offsets_for_times(asked, timeout=10), strict=True):
-                if found.offset >= 0:
-                    tp.offset = found.offset
-                else:  # nothing written since the rewind time: start at the end
-                    tp.offset = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+            found_all = consumer.offsets_for_times(asked, timeout=10)
+            for tp, found, end in zip(unresolved, found_all, ends, strict=True):
+                tp.offset = found.offset if 0 <= found.offset <= end else end  # -1: nothing since the rewind time
         for tp in wanted:
             self._positions[(tp.topic, tp.partition)] = tp.offset
         return wanted
 
-    def _mine(self, key: bytes) -> bool:
-        return not self._filter or partition_for(key, self.hybrid.partition_count) == self.partition
+    def _integrity_error(self, validator: Validator, guid: bytes, exc: DataIntegrityError, raw: Any) -> bool:
+        """After END_OF_PUSH a producer's gap or bad checksum is counted and logged, as Venice does, and the
+        producer is followed from this message on: one writer's loss must not stop a region's nearline writes."""
+        self.integrity_errors += 1
+        log.error(
+            "real-time DIV error at %s[%d]@%d (taken from here on): %s", raw.topic(), raw.partition(), raw.offset(), exc
+        )
+        validator.forget(guid)
+        message = decode(raw.key(), raw.value())
+        data = None if message.is_control else checksum_bytes(raw.key(), raw.value())
+        return validator.accept(message, data)
+
+    def _assemble(
+        self, message: Any, storage: PartitionStorage, batch: Any, pending_chunks: dict[bytes, bytes]
+    ) -> bytes | None:
+        """A large nearline value from its producer's chunks; None (counted, logged) if they are not all there."""
+        manifest = chunking.Manifest.decode(message.value)
+        parts = []
+        for chunk_key in manifest.chunk_keys:
+            staged = message.producer.guid + chunk_key
+            part = pending_chunks.get(staged) or storage.get_chunk(staged)
+            if part is None:
+                self.integrity_errors += 1
+                log.error(
+                    "large nearline value of key %s dropped: chunk %s missing", message.key.hex(), chunk_key.hex()
+                )
+                return None
+            parts.append(part)
+            storage.drop_chunk(batch, staged)
+        value = b"".join(parts)
+        if len(value) != manifest.total_size:
+            self.integrity_errors += 1
+            log.error(
+                "large nearline value of key %s dropped: %d bytes, its manifest says %d",
+                message.key.hex(),
+                len(value),
+                manifest.total_size,
+            )
+            return None
+        return value
 
     def _measure_lag(self, consumer: Consumer) -> None:
         lag = 0
@@ -155,6 +191,7 @@ class RealTimeIngestion:
         """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached); `commit_base`
         the batch fields every checkpoint of this phase carries unchanged."""
         self.applied = int(checkpoint.get("rt_applied") or 0)
+        self.ready = bool(checkpoint.get("rt_ready"))  # once caught up, a restart does not take it back
         bootstrap = {source.bootstrap for source in self.hybrid.sources}
         if len(bootstrap) != 1:
             raise ProtocolError("real-time topics on more than one Kafka cluster are not supported yet")
@@ -197,7 +234,6 @@ class RealTimeIngestion:
         uncompressed = compress is bytes  # NO_OP: the value as it came (a copy per write otherwise)
         get_stamp, put_stamp = storage.get_write_stamp, storage.put_write_stamp
         region_names = {topic: region.encode() for topic, region in self._region_of.items()}
-        filter_keys = self._filter
         positions = self._positions
 
         def apply(key: bytes, stamp: bytes, timestamp: int, schema_id: int, value: bytes | None) -> None:
@@ -220,12 +256,17 @@ class RealTimeIngestion:
 
         def commit() -> None:
             nonlocal batch, uncommitted
-            writer.flush()  # the version topic holds every applied write before the checkpoint passes it
+            # The version topic holds every applied write before the checkpoint passes it. Bounded well below the
+            # region server's wait for a stopping task; a stop meanwhile commits nothing (replayed on restart).
+            writer.flush(FLUSH_TIMEOUT_SECONDS)
+            if stop.is_set():
+                return
             validator.forget_ended(KEEP_ENDED_PRODUCERS)
             rt: dict[str, dict[str, int]] = {}
             for (topic, p), position in self._positions.items():
                 rt.setdefault(topic, {})[str(p)] = position
-            storage.commit(batch, {**commit_base, "rt": rt, "rt_div": validator.state(), "rt_applied": self.applied})
+            state = {**commit_base, "rt": rt, "rt_div": validator.state(), "rt_applied": self.applied}
+            storage.commit(batch, {**state, "rt_ready": self.ready})
             batch = storage.new_batch()
             pending_chunks.clear()
             stamps.clear()
@@ -248,40 +289,46 @@ class RealTimeIngestion:
                     version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
                     if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
                         body = memoryview(kafka_value)[HEADER.size :]
-                        if not validator.accept_data(guid, segment, sequence, kafka_key, body):
+                        try:
+                            new = validator.accept_data(guid, segment, sequence, kafka_key, body)
+                        except DataIntegrityError as exc:
+                            new = self._integrity_error(validator, guid, exc, raw)
+                        if not new:
                             self.duplicates += 1
                             continue
                         key = kafka_key[1:]
-                        if not filter_keys or self._mine(key):
-                            if mtype == MessageType.PUT:
-                                stamp = encode_stamp(timestamp, region)
-                                apply(key, stamp, timestamp, schema_id, kafka_value[DATA_PREFIX.size :])
-                            else:
-                                apply(key, encode_stamp(timestamp, region, True), timestamp, schema_id, None)
+                        if mtype == MessageType.PUT:
+                            stamp = encode_stamp(timestamp, region)
+                            apply(key, stamp, timestamp, schema_id, kafka_value[DATA_PREFIX.size :])
+                        else:
+                            apply(key, encode_stamp(timestamp, region, True), timestamp, schema_id, None)
                         continue
                 message = decode(kafka_key, kafka_value)
                 data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
-                if not validator.accept(message, data):
+                try:
+                    new = validator.accept(message, data)
+                except DataIntegrityError as exc:
+                    new = self._integrity_error(validator, message.producer.guid, exc, raw)
+                if not new:
                     self.duplicates += 1
                     continue
-                if message.type is not MessageType.PUT:
+                timestamp = message.producer.timestamp_ms
+                if message.type is MessageType.DELETE:
+                    apply(message.key, encode_stamp(timestamp, region, True), timestamp, message.schema_id, None)
+                elif message.type is not MessageType.PUT:
                     continue  # segment control messages: DIV only
-                if message.schema_id == CHUNK_SCHEMA_ID:
-                    pending_chunks[message.key] = message.value
-                    storage.stage_chunk(batch, message.key, message.value)
+                elif message.schema_id == CHUNK_SCHEMA_ID:
+                    # Staged per producer: two writers' chunks of one key's large values never mix.
+                    staged = message.producer.guid + message.key
+                    pending_chunks[staged] = message.value
+                    storage.stage_chunk(batch, staged, message.value)
                 elif message.schema_id == MANIFEST_SCHEMA_ID:
-                    manifest = chunking.Manifest.decode(message.value)
-                    parts = []
-                    for chunk_key in manifest.chunk_keys:
-                        part = pending_chunks.get(chunk_key) or storage.get_chunk(chunk_key)
-                        if part is None:
-                            raise DataIntegrityError(f"chunk {chunk_key.hex()} of a large nearline value is missing")
-                        parts.append(part)
-                        storage.drop_chunk(batch, chunk_key)
-                    if self._mine(message.key):
-                        timestamp = message.producer.timestamp_ms
+                    value = self._assemble(message, storage, batch, pending_chunks)
+                    if value is not None:
                         stamp = encode_stamp(timestamp, region)
-                        apply(message.key, stamp, timestamp, manifest.schema_id, b"".join(parts))
+                        apply(message.key, stamp, timestamp, chunking.Manifest.decode(message.value).schema_id, value)
+                else:
+                    apply(message.key, encode_stamp(timestamp, region), timestamp, message.schema_id, message.value)
             if uncommitted:
                 commit()
             now = time.monotonic()

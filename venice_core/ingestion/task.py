@@ -50,6 +50,8 @@ CONSUME_BATCH = 5000
 COMMIT_EVERY_MESSAGES = 20_000
 COMMIT_EVERY_SECONDS = 1.0
 REPORT_EVERY_SECONDS = 2.0
+# A real-time phase failing this long (a broker away, a topic gone) is reported ERROR; it keeps retrying.
+REAL_TIME_FAILURE_REPORT_SECONDS = 60.0
 
 
 @dataclass
@@ -137,21 +139,32 @@ class PartitionIngestionTask:
         if self.hybrid is None:
             self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
             return
-        self.report(ExecutionStatus.END_OF_PUSH_RECEIVED, self.stats.offset, self.stats.records, "")
+        caught_up = bool(checkpoint.get("rt_ready"))  # a restart does not take a serving version's status back
+        status = ExecutionStatus.COMPLETED if caught_up else ExecutionStatus.END_OF_PUSH_RECEIVED
+        self.report(status, self.stats.offset, self.stats.records, "")
         self.real_time = RealTimeIngestion(self.hybrid, self.partition, self.storage, self.report, self.consumer_group)
         base = {k: checkpoint.get(k) for k in ("next_offset", "div", "sop", "eop", "records", "eop_time_ms")}
-        try:
-            self.real_time.run(stop, checkpoint, base)
-        except (DataIntegrityError, ProtocolError) as exc:
-            self._fail(f"real-time ingestion: {exc}")
-        except Exception as exc:  # noqa: BLE001 - never die silently: the region would stop taking writes unseen
-            log.exception("real-time ingestion of %s[%d] failed", self.topic, self.partition)
-            self._fail(f"real-time ingestion: unexpected {type(exc).__name__}: {exc}")
-
-    def _fail(self, reason: str) -> None:
-        self.error = f"partition {self.partition} of {self.topic}: {reason}"
-        log.error("ingestion failed: %s", self.error)
-        self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
+        failing_since: float | None = None
+        delay = 1.0
+        while not stop.is_set():
+            try:
+                self.real_time.run(stop, checkpoint, base)
+                return
+            except Exception as exc:  # noqa: BLE001 - a broker or topic that is back later: retried from the checkpoint
+                log.warning(
+                    "real-time ingestion of %s[%d] failed, retrying in %.0fs: %s",
+                    self.topic,
+                    self.partition,
+                    delay,
+                    exc,
+                )
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since >= REAL_TIME_FAILURE_REPORT_SECONDS:
+                    self._fail(f"real-time ingestion: {type(exc).__name__}: {exc} (still retrying)")
+            if stop.wait(delay):
+                return
+            delay = min(delay * 2, 30.0)
+            checkpoint = self.storage.checkpoint() or checkpoint
 
     def _refresh_end_offset(self, consumer: Consumer) -> None:
         """For the lag metric only: a slow answer under load keeps the previous value."""

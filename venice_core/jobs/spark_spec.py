@@ -21,6 +21,9 @@ DRIVER_MEMORY = "2g"
 DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
+    # The driver's RPC and block manager listen on loopback, as every server of the platform does.
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "8",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }

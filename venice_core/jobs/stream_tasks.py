@@ -20,6 +20,7 @@ skips those it has as DIV duplicates.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -43,6 +44,12 @@ class EventMapping:
     key_field: str
     value_fields: tuple[str, ...] = ()
     event_time_field: str | None = None
+
+    @cached_property
+    def fingerprint(self) -> str:
+        target = self.target
+        shape = (self.key_field, self.value_fields, self.event_time_field, target.topic, target.value_schemas)
+        return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     @cached_property
     def encoder(self) -> RecordEncoder:
@@ -195,7 +202,9 @@ class BatchSpec:
         return True
 
     def guid(self, source_partition: int) -> bytes:
-        return deterministic_guid("stream", self.query_id, self.batch_id, source_partition)
+        """Derived from the batch and from what shapes its bytes (the mapping, the topic, the value schemas): a
+        replay under a changed mapping or a newly registered schema is a new producer, not a corrupt segment."""
+        return deterministic_guid("stream", self.query_id, self.batch_id, source_partition, self.mapping.fingerprint)
 
 
 def online_writer(spec: BatchSpec) -> WriterFactory:

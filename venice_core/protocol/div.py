@@ -65,6 +65,11 @@ class Validator:
     def state(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self.producers.items()}
 
+    def forget(self, guid: bytes) -> None:
+        """Drop one producer's state: its next message is taken as its first (`join_mid_segment`)."""
+        self.producers.pop(guid.hex(), None)
+        self._by_guid.pop(guid, None)
+
     def forget_ended(self, keep: int) -> None:
         """Drop the producers whose segment has ended, in the order they first appeared, all but the last `keep`.
         A real-time topic has a
