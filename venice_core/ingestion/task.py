@@ -147,6 +147,7 @@ class PartitionIngestionTask:
         failing_since: float | None = None
         delay = 1.0
         while not stop.is_set():
+            started = time.monotonic()
             try:
                 self.real_time.run(stop, checkpoint, base)
                 return
@@ -158,6 +159,8 @@ class PartitionIngestionTask:
                     delay,
                     exc,
                 )
+                if time.monotonic() - started >= REAL_TIME_FAILURE_REPORT_SECONDS:  # it ran a while: a new failure
+                    failing_since, delay = None, 1.0
                 failing_since = failing_since or time.monotonic()
                 if time.monotonic() - failing_since >= REAL_TIME_FAILURE_REPORT_SECONDS:
                     self._fail(f"real-time ingestion: {type(exc).__name__}: {exc} (still retrying)")
@@ -165,6 +168,11 @@ class PartitionIngestionTask:
                 return
             delay = min(delay * 2, 30.0)
             checkpoint = self.storage.checkpoint() or checkpoint
+
+    def _fail(self, reason: str) -> None:
+        self.error = f"partition {self.partition} of {self.topic}: {reason}"
+        log.error("ingestion failed: %s", self.error)
+        self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
 
     def _refresh_end_offset(self, consumer: Consumer) -> None:
         """For the lag metric only: a slow answer under load keeps the previous value."""
