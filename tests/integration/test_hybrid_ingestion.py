@@ -4,23 +4,18 @@ writes made since (END_OF_PUSH minus the rewind), and a region server killed mid
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rocksdict import AccessType, Options, Rdict
-
+from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import eventually, reads_equal
 from tests.support.topics import read_partition
-from venice_core.client import ReadClient, serde
+from venice_core.client import serde
 from venice_core.controller import stores
 from venice_core.embedded import servers
-from venice_core.errors import VeniceError
 from venice_core.protocol.envelope import MessageType, decode
-from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
@@ -36,36 +31,6 @@ def _hybrid_store(env: PlatformEnv, prefix: str, rewind_seconds: int = 3600) -> 
         env.meta, env.config, store, hybrid_rewind_seconds=rewind_seconds, hybrid_offset_lag_threshold=0
     )
     return store
-
-
-def _eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last is True:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not within {timeout:.0f}s (last: {last})")
-
-
-def _reads_equal(env: PlatformEnv, store: str, expected: dict[str, Any], regions: tuple[str, ...]) -> Callable[[], Any]:
-    clients = {r: ReadClient("127.0.0.1", env.config.server_port(r)) for r in regions}
-    keys = sorted(expected)
-
-    def check() -> Any:
-        for region, client in clients.items():
-            try:
-                got = {k: v for k, v in client.batch_get(store, keys).items() if v is not None}
-            except VeniceError as exc:  # a server just restarted serves the store a moment later
-                return f"{region}: {exc}"
-            want = {k: v for k, v in expected.items() if v is not None}
-            if got != want:
-                diff = {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)}
-                return f"{region}: {len(diff)} keys differ, e.g. {sorted(diff.items())[:2]}"
-        return True
-
-    return check
 
 
 def test_nearline_writes_reach_every_region_and_conflicts_converge(platform_env: PlatformEnv) -> None:
@@ -101,30 +66,10 @@ def test_nearline_writes_reach_every_region_and_conflicts_converge(platform_env:
         expected["k6"] = None
         for writer in writers.values():
             writer.flush()
-        _eventually(_reads_equal(env, store, expected, regions), "every region converging to the same values")
+        eventually(reads_equal(env, store, expected, regions), "every region converging to the same values")
     finally:
         for writer in writers.values():
             writer.close()
-
-
-def _checkpoint(partition_dir: Path) -> dict[str, Any] | None:
-    """A partition's checkpoint, read while the server holds the database (a read-only open takes no lock)."""
-    if not (partition_dir / "db" / "CURRENT").exists():
-        return None
-    try:
-        db = Rdict(
-            str(partition_dir / "db"),
-            Options(raw_mode=True),
-            column_families={META_CF: Options(raw_mode=True)},
-            access_type=AccessType.read_only(),
-        )
-    except Exception:  # noqa: BLE001 - files being replaced right now: read at the next poll
-        return None
-    try:
-        raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
-        return None if raw is None else json.loads(raw)
-    finally:
-        db.close()
 
 
 def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exactly(
@@ -159,7 +104,7 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         write(100)
         assert version == 2
         assert env.serving(store) == dict.fromkeys(regions, 2)
-        _eventually(_reads_equal(env, store, oracle, regions), "version 2 holding batch data and every nearline write")
+        eventually(reads_equal(env, store, oracle, regions), "version 2 holding batch data and every nearline write")
 
         # dc-1 killed during real-time ingestion, several times: it resumes from its checkpoint with exactly the
         # writes (none lost; none applied twice: every write here wins, so the applied count is the write count).
@@ -168,18 +113,18 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         for _round in range(3):
             applied = _applied(dc1)
             write(150)
-            _eventually(lambda applied=applied: _applied(dc1) > applied, "dc-1 checkpointing some of the writes")
+            eventually(lambda applied=applied: _applied(dc1) > applied, "dc-1 checkpointing some of the writes")
             servers.process(config, "dc-1").kill()
             write(150)
             servers.start(config, "dc-1")
         write(50)
-        _eventually(_reads_equal(env, store, oracle, regions), "dc-1 resuming with exactly the writes", 120)
+        eventually(reads_equal(env, store, oracle, regions), "dc-1 resuming with exactly the writes", 120)
 
         def applied_once() -> bool | int:
             applied = _applied(dc1) - applied_before
             return applied == 3 * 300 + 50 or applied
 
-        _eventually(applied_once, "dc-1's count of applied writes matching the writes made")
+        eventually(applied_once, "dc-1's count of applied writes matching the writes made")
         # Every region's version topic holds what the version holds, nearline writes with their timestamps (a
         # repush reads it back).
         for region in regions:
@@ -209,4 +154,4 @@ def _version_topic_contents(env: PlatformEnv, store: str, region: str, number: i
 
 
 def _applied(version_dir: Path) -> int:
-    return sum((_checkpoint(version_dir / f"p{p}") or {}).get("rt_applied", 0) for p in range(PARTITIONS))
+    return sum((read_checkpoint(version_dir / f"p{p}") or {}).get("rt_applied", 0) for p in range(PARTITIONS))

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from venice_core.client import ReadClient, serde
+from tests.support.reads import eventually, reads_equal
+from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.stores import describe_store
 from venice_core.embedded import servers
-from venice_core.errors import VeniceError
 from venice_core.jobs import local_push
 from venice_core.jobs.spark_spec import PushJobRequest
 from venice_core.protocol.div import deterministic_guid
@@ -31,36 +30,6 @@ LARGE = 2 * 1024 * 1024  # past the 900 KB chunk size: three chunks and a manife
 
 def _value(i: int, name: str = "") -> dict[str, Any]:
     return {"name": name or f"n{i}", "age": i % 90, "score": float(i)}
-
-
-def _eventually(check: Callable[[], Any], what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last is True:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout:.0f}s (last: {last})")
-
-
-def _reads(env: PlatformEnv, store: str, expected: dict[str, Any]) -> Callable[[], Any]:
-    clients = {r: ReadClient("127.0.0.1", env.config.server_port(r)) for r in env.config.region_names}
-    keys = sorted(expected)
-
-    def check() -> Any:
-        for region, client in clients.items():
-            try:
-                got = {k: v for k, v in client.batch_get(store, keys).items() if v is not None}
-            except VeniceError as exc:
-                return f"{region}: {exc}"
-            want = {k: v for k, v in expected.items() if v is not None}
-            if got != want:
-                diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-                return f"{region}: {len(diff)} keys differ, e.g. {diff[:3]}"
-        return True
-
-    return check
 
 
 class RetriedRecordsJob(RecordsJob):
@@ -106,7 +75,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     for i in range(3):  # large values: chunked, their chunks written twice too
         records[f"big{i}"] = _value(i, chr(ord("a") + i) * LARGE)
     assert env.push(store, RetriedRecordsJob(records)) == 1
-    _eventually(_reads(env, store, records), "version 1 served")
+    eventually(reads_equal(env, store, records), "version 1 served")
 
     # 4 -> 8 partitions and NO_OP -> ZSTD, read in ranges of at most 25 records, the combiner on.
     stores.update_store(env.meta, env.config, store, partitions=8, compression="ZSTD")
@@ -118,7 +87,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert v2["push_job_id"].startswith(f"venice_re_push_{store}-")
     assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 2)) == 8
     assert env.serving(store) == dict.fromkeys(env.config.region_names, 2)
-    _eventually(_reads(env, store, records), "version 2 (8 partitions, ZSTD) holding every record")
+    eventually(reads_equal(env, store, records), "version 2 (8 partitions, ZSTD) holding every record")
     assert any(f"wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
 
     # ZSTD -> NO_OP, from dc-2's copy, without the combiner: the same records.
@@ -128,7 +97,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
     assert (_version(env, store, 3)["compression"], _version(env, store, 3)["partition_count"]) == ("NO_OP", 8)
     assert any("from version 2 in dc-2" in line for line in lines), lines
-    _eventually(_reads(env, store, records), "version 3 (NO_OP) holding every record")
+    eventually(reads_equal(env, store, records), "version 3 (NO_OP) holding every record")
 
 
 def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
@@ -167,7 +136,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         oracle["bignear"] = _value(5, "N" * LARGE)
         for writer in writers.values():
             writer.flush()
-        _eventually(_reads(env, store, oracle), "version 1 with the nearline writes")
+        eventually(reads_equal(env, store, oracle), "version 1 with the nearline writes")
 
         # Repair: dc-2 loses its storage while its server is down; every region is rebuilt from dc-1's copy.
         servers.process(config, "dc-2").kill()
@@ -180,7 +149,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         assert any("wrote" in line and " 6 tombstones" in line for line in lines), lines  # b5..b9 and n0
         v2 = versions.get_version(env.meta, store, 2)
         assert v2.lifecycle.hybrid.rewind_seconds == 86_400  # a hybrid source's repush rewinds a day
-        _eventually(_reads(env, store, oracle), "every region serving version 2, repaired from dc-1")
+        eventually(reads_equal(env, store, oracle), "every region serving version 2, repaired from dc-1")
 
         # TTL: records written before the start are gone, newer and batch-marked ones stay; a nearline write made
         # during the repush (after the job read its source) is there after it. A short rewind: the replay cannot
@@ -204,14 +173,14 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         for i in range(10):
             oracle[f"o{i}"] = None
         oracle["during"] = _value(7, "during")
-        _eventually(_reads(env, store, oracle), "version 3 without the expired records")
+        eventually(reads_equal(env, store, oracle), "version 3 without the expired records")
 
         # The tombstones the repush kept hold against an older nearline write; a newer one is applied.
         writers["dc-0"].put("b5", _value(5, "older than its delete"), timestamp=now + 150)
         writers["dc-0"].put("b6", _value(6, "newer than its delete"), timestamp=now + 10_000)
         writers["dc-0"].flush()
         oracle["b6"] = _value(6, "newer than its delete")
-        _eventually(_reads(env, store, oracle), "b5 still deleted, b6 written again")
+        eventually(reads_equal(env, store, oracle), "b5 still deleted, b6 written again")
     finally:
         for writer in writers.values():
             writer.close()

@@ -6,15 +6,10 @@ down, and it is started again."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from pathlib import Path
-from typing import Any
 
-from rocksdict import AccessType, Options, Rdict
-
-from tests.support.ingestion import wait_for_ingestion
+from tests.support.ingestion import read_checkpoint, wait_for_ingestion
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient, serde
@@ -26,31 +21,9 @@ from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
-from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 
 PARTITIONS = 2
 RECORDS = 20_000
-
-
-def _checkpoint(partition_dir: Path) -> dict[str, Any] | None:
-    """A partition's checkpoint, read from its RocksDB while the server holds it (read-only opens take no lock)."""
-    if not (partition_dir / "db" / "CURRENT").exists():
-        return None
-    options = Options(raw_mode=True)
-    try:
-        db = Rdict(
-            str(partition_dir / "db"),
-            options,
-            column_families={META_CF: Options(raw_mode=True)},
-            access_type=AccessType.read_only(),
-        )
-    except Exception:  # noqa: BLE001 - a file the server is replacing at this moment: read again at the next poll
-        return None
-    try:
-        raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
-        return None if raw is None else json.loads(raw)
-    finally:
-        db.close()
 
 
 def _wait_for(condition, what: str, timeout: float = 300) -> None:
@@ -89,7 +62,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
         writer.flush()
 
     dc1 = config.home / "regions" / "dc-1" / f"{store}_v1"
-    checkpoints = lambda: [_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
+    checkpoints = lambda: [read_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
     _wait_for(
         lambda: all(c and c["records"] == halves[p] for p, c in enumerate(checkpoints())),
         "dc-1 checkpointing the first half of every partition",

@@ -1,14 +1,21 @@
-"""Wait for regions to ingest a version, for tests that write versions without a rollout."""
+"""Wait for regions to ingest a version, for tests that write versions without a rollout; read a partition's
+checkpoint while its server holds the database."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocksdict import AccessType, Options, Rdict
 
 from venice_core.controller import versions
 from venice_core.jobs.local_push import PushFailed
 from venice_core.meta import MetadataStore
 from venice_core.status import ExecutionStatus
+from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 
 
 def wait_for_ingestion(
@@ -35,3 +42,23 @@ def wait_for_ingestion(
             return
         time.sleep(0.5)
     raise PushFailed(f"ingestion did not complete within {timeout:.0f}s")
+
+
+def read_checkpoint(partition_dir: Path) -> dict[str, Any] | None:
+    """A partition's checkpoint, read from its RocksDB while the server holds it (read-only opens take no lock)."""
+    if not (partition_dir / "db" / "CURRENT").exists():
+        return None
+    try:
+        db = Rdict(
+            str(partition_dir / "db"),
+            Options(raw_mode=True),
+            column_families={META_CF: Options(raw_mode=True)},
+            access_type=AccessType.read_only(),
+        )
+    except Exception:  # noqa: BLE001 - a file the server is replacing at this moment: read again at the next poll
+        return None
+    try:
+        raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
+        return None if raw is None else json.loads(raw)
+    finally:
+        db.close()
