@@ -67,10 +67,21 @@ def push(
     once every region serves it."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
     check_push_input(meta, store, input_path, key_field, value_field)  # before anything is created
-    settings = stores.store_settings(meta, store)
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
-    push_job_id = f"{store}-{uuid.uuid4().hex[:12]}"
-    rollout = Rollout(config, meta, store, push_job_id, settings.hook_configs, progress)
+    return _roll_out(config, meta, request, f"{store}-{uuid.uuid4().hex[:12]}", progress, run_job)
+
+
+def _roll_out(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    request: PushRequest,
+    push_job_id: str,
+    progress: Callable[[str], None],
+    run_job: PushJobRunner,
+) -> int:
+    """The push's steps for a checked request, in this process, the job run by `run_job`."""
+    settings = stores.store_settings(meta, request.store)
+    rollout = Rollout(config, meta, request.store, push_job_id, settings.hook_configs, progress)
 
     def run(request: PushRequest, created: CreatedVersion) -> dict[str, Any]:
         return run_job(config, job_request(request, created))
@@ -107,20 +118,10 @@ def repush(
     returns the new version number once every region serves it."""
     repush, source, pinned = prepare_repush(config, meta, store, dict(confs or {}))
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
-    push_job_id = repush_config.repush_job_id(store, repush)
-    settings = stores.store_settings(meta, store)
     ttl = f", TTL from {source.ttl_start_ms} ms" if source.ttl_start_ms is not None else ""
     progress(f"repushing '{store}' from version {source.version} in {source.region} ({source.topic}{ttl})")
     request = PushRequest(store, repush_config.REPUSH_INPUT, confs=pinned)
-    rollout = Rollout(config, meta, store, push_job_id, settings.hook_configs, progress)
-
-    def run(request: PushRequest, created: CreatedVersion) -> dict[str, Any]:
-        return run_job(config, job_request(request, created))
-
-    try:
-        return run_in_process(rollout, request, run)
-    finally:
-        rollout.close()
+    return _roll_out(config, meta, request, repush_config.repush_job_id(store, repush), progress, run_job)
 
 
 def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest:

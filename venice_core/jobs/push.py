@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,18 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The job as `spark-submit` runs it: a SparkSession of its own, the cluster config from the environment."""
+    return run_in_session("venice-push", run_on, args)
+
+
+def run_in_session(
+    app: str, job: Callable[[Any, ClusterConfig, argparse.Namespace], dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """A job on a SparkSession of its own (spark-submit's), stopped after it."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(f"venice-push-{args.store}-v{args.version}").getOrCreate()
+    spark = SparkSession.builder.appName(f"{app}-{args.store}-v{args.version}").getOrCreate()
     try:
-        return run_on(spark, load_config(), args)
+        return job(spark, load_config(), args)
     finally:
         spark.stop()
 

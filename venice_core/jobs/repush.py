@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from venice_core.config import ClusterConfig, load_config
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
 from venice_core.jobs import push as push_job
 from venice_core.jobs.push_tasks import PushJobError, record_counts, write_sorted
@@ -26,13 +26,7 @@ from venice_core.meta import MetadataStore
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"venice-repush-{args.store}-v{args.version}").getOrCreate()
-    try:
-        return run_on(spark, load_config(), args)
-    finally:
-        spark.stop()
+    return push_job.run_in_session("venice-repush", run_on, args)
 
 
 def _version(info: dict[str, Any], number: int) -> dict[str, Any]:

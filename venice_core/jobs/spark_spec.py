@@ -76,8 +76,8 @@ def job_flags(confs: dict[str, str]) -> list[str]:
     return [flag for key, flag in wanted.items() if str(confs.get(key, "false")).lower() == "true"]
 
 
-def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
-    """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
+def _version_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
+    """The version both jobs write: store, number, and its topic in the source region."""
     source = config.region(config.source_region)
     return [
         "--store",
@@ -88,6 +88,13 @@ def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
         source.version_topic(request.store, request.number),
         "--bootstrap",
         source.kafka_bootstrap,
+    ]
+
+
+def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
+    """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
+    return [
+        *_version_args(config, request),
         "--input",
         request.input_path,
         "--key-field",
@@ -110,16 +117,8 @@ def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]
 
     confs = request.confs
     repush = rc.parse(confs)
-    source = config.region(config.source_region)
     args = [
-        "--store",
-        request.store,
-        "--version",
-        str(request.number),
-        "--topic",
-        source.version_topic(request.store, request.number),
-        "--bootstrap",
-        source.kafka_bootstrap,
+        *_version_args(config, request),
         "--source-topic",
         confs[rc.KAFKA_INPUT_TOPIC],
         "--source-version",
