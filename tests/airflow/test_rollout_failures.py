@@ -18,6 +18,7 @@ from tests.support.airflow_runs import (
     HOOKS,
     cluster_settings,
     crash_and_restart_airflow,
+    failed_attempts,
     kill_spark_push,
     step_state,
     wait_for_data_in_version_topic,
@@ -133,7 +134,7 @@ def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_
     finally:
         if push.poll() is None:
             push.kill()
-    assert push.returncode == 0, out + err
+    assert push.returncode == 0, (out + err, failed_attempts(airflow_env, store))
     assert "still following the run" in out  # the follower rode out the restarts
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(data))

@@ -18,6 +18,7 @@ from tests.support.topics import read_partition
 from venice_core.embedded import airflow
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.records import metrics_text
+from venice_core.jobs.airflow_push import dag_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.pubsub import admin
@@ -146,9 +147,26 @@ def kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tupl
 def wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 600
     while step_state(env, store, task_id) != state:
-        assert push.poll() is None, push.communicate()
+        assert push.poll() is None, (push.communicate(), failed_attempts(env, store))
         assert time.monotonic() < deadline, f"{task_id} never became {state}"
         time.sleep(1)
+
+
+def failed_attempts(env: PlatformEnv, store: str, lines: int = 25) -> str:
+    """The end of each failed task attempt's log in the store's runs: what a failure on CI needs to be understood."""
+    logs = airflow.home(env.config) / "logs" / f"dag_id={dag_id(store)}"
+    found = []
+    for log in sorted(logs.glob("run_id=*/task_id=*/attempt=*.log")):
+        events = []
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            events.append(f"{record.get('timestamp', '')} {record.get('level', '')} {record.get('event', '')}")
+        if any(" error " in e or " critical " in e for e in events):
+            found.append(f"{log.parent.name}/{log.name}:\n" + "\n".join(events[-lines:]))
+    return "\n".join(found) or "no failed attempt in the task logs"
 
 
 def wait_for_data_in_version_topic(
