@@ -110,7 +110,7 @@ class RealTimeIngestion:
     # where to start
     def _assignment(self, consumer: Consumer, checkpoint: dict[str, Any]) -> list[TopicPartition]:
         saved: dict[str, dict[str, int]] = checkpoint.get("rt") or {}
-        rewind_to = int(checkpoint.get("eop_time_ms") or 0) - self.hybrid.settings.rewind_seconds * 1000
+        rewind_to = self.hybrid.settings.replay_from_ms(int(checkpoint.get("eop_time_ms") or 0))
         wanted: list[TopicPartition] = []
         for source in self.hybrid.sources:
             metadata = consumer.list_topics(source.topic, timeout=10).topics.get(source.topic)

@@ -73,6 +73,7 @@ class VersionLifecycle:
     record_counts: Mapping[str, int] | None = None
     da_vinci_regions: tuple[str, ...] = ()
     hybrid: HybridSettings | None = None
+    job_confs: Mapping[str, str] = field(default_factory=dict)  # pinned at creation (a repush's source, end offsets)
 
     @classmethod
     def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
@@ -86,6 +87,7 @@ class VersionLifecycle:
             d.get("record_counts"),
             tuple(d.get("da_vinci_regions") or ()),
             HybridSettings.of(d.get("hybrid")),
+            dict(d.get("job_confs") or {}),
         )
 
     def to_json(self) -> dict[str, Any]:
