@@ -27,6 +27,7 @@ from venice_core.controller import stores, versions
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.repush_schedule import RepushDecision, decide
 
 SOURCE_KAFKA = "source.kafka"
 KAFKA_INPUT_TOPIC = "kafka.input.topic"
@@ -298,3 +299,20 @@ def repush_job_id(store: str, repush: RepushConfig, suffix: str | None = None) -
     """Venice's repush ids: `venice_re_push_...`, or `venice_ttl_re_push_...` with TTL."""
     prefix = TTL_REPUSH_PREFIX if repush.ttl_enable else REPUSH_PREFIX
     return f"{prefix}{store}-{suffix or uuid.uuid4().hex[:12]}"[:128]
+
+
+def scheduled_repush(
+    meta: MetadataStore, store: str, now: float | None = None
+) -> tuple[RepushDecision, dict[str, str]]:
+    """A scheduled maintenance run's decision (`repush_schedule.decide`: repush only when the store's current
+    version, the newest one a region serves, is older than the threshold), and the repush's confs (a TTL repush
+    for a hybrid store)."""
+    settings = stores.store_settings(meta, store)
+    if settings.repush is None:
+        return RepushDecision(False, f"store '{store}' has no scheduled repush"), {}
+    info = stores.describe_store(meta, store)
+    current = max((int(v["current"] or 0) for v in info["regions"].values()), default=0)
+    created = next((v["created_at"] for v in info["versions"] if v["number"] == current), None)
+    in_flight = versions.version_in_flight(meta, store)
+    decision = decide(current, created, settings.repush.ttl_seconds, in_flight, now)
+    return decision, settings.repush.repush_confs(settings.hybrid is not None)
