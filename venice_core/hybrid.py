@@ -5,8 +5,9 @@ take the nearline writes of every region's real-time topic.
   nearline writes made while it was pushed are in it.
 - `offset_lag_threshold`: a region's version is ready to swap once its real-time lag (records behind the end of
   every region's real-time topic, summed over them, per partition) is at most this.
-- `replay_after_ms` (a version's own, never a store's): the replay starts after this time whatever the rewind. A
-  TTL repush sets it to its TTL cut-off, so its version does not replay the nearline writes the TTL evicted.
+- `replay_after_ms` (a version's own, never a store's): a TTL repush's cut-off. Its version's replay starts after
+  it whatever the rewind (a day), and takes no nearline write stamped at or before it (a write's stamp is its
+  logical time, which may be older than when it was produced): the TTL evicted those.
 
 A version records the settings it was created with (`VersionLifecycle.hybrid`): a store made hybrid, or batch-only
 again, changes its next version, never one already created.
