@@ -53,6 +53,9 @@ CONSUME_BATCH = 5000
 # `consume` returns when it has a full batch or at this timeout: it bounds what a nearline write waits in a quiet
 # stream (a write is readable after the loop's next commit).
 CONSUME_TIMEOUT_SECONDS = 0.01
+# A quiet stream waits for its next write in one blocking call that returns as soon as a message comes (instead of
+# waking every 10 ms): the same latency, no CPU while idle. Also how often a quiet loop sees a stop.
+IDLE_WAIT_SECONDS = 0.5
 LAG_CHECK_SECONDS = 0.5
 REPORT_EVERY_SECONDS = 10.0
 KEEP_ENDED_PRODUCERS = 1000
@@ -281,8 +284,14 @@ class RealTimeIngestion:
             stamps.clear()
             uncommitted = 0
 
+        idle = False
         while not stop.is_set():
-            for raw in consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_TIMEOUT_SECONDS):
+            if idle:
+                messages = consumer.consume(num_messages=1, timeout=IDLE_WAIT_SECONDS)
+            else:
+                messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_TIMEOUT_SECONDS)
+            idle = not messages
+            for raw in messages:
                 if raw.error():
                     if raw.error().fatal():
                         raise ProtocolError(f"fatal consumer error: {raw.error().str()}")

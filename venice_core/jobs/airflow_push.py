@@ -129,6 +129,8 @@ def trigger_and_follow(
     api = api or AirflowApi(config)
     dag = dag_id(store)
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
+    if not api.has_dag(dag) and not api.request_parse(DAG_PREFIX):
+        view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
     while not api.has_dag(dag):
         if time.monotonic() > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} (is the store new? the dag-processor picks it up)")
