@@ -112,7 +112,12 @@ def main() -> None:
         n = len(records)
         started = time.perf_counter()
         local_push.push(
-            config, meta, "bench", "records://seeded-by-the-protocol-writer", run_job=ProtocolWriterSeed(records)
+            config,
+            meta,
+            "bench",
+            "records://seeded-by-the-protocol-writer",
+            progress=lambda _line: None,
+            run_job=ProtocolWriterSeed(records),
         )
         print(f"  seeded version 1 ({n} records) and rolled it out in {time.perf_counter() - started:.1f}s")
         del records

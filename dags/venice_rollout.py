@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 
 from airflow.sdk import get_parsing_context
-from venice_plugin.repush_dag import REPUSH_DAG_PREFIX, build_repush_dag
 from venice_plugin.rollout import build_rollout_dag
 
 from venice_core.config import load_config
 from venice_core.controller.stores import StoreSettings, list_stores, store_settings
 from venice_core.errors import VeniceError
-from venice_core.jobs.airflow_push import DAG_PREFIX, store_of
+from venice_core.jobs.airflow_push import DAG_PREFIX, REPUSH_DAG_PREFIX, store_of
 from venice_core.meta import MetadataStore
 
 
@@ -52,5 +51,7 @@ for _settings in _wanted:
         _dag = build_rollout_dag(_settings.name, _settings.rollout_order, _config)
         globals()[_dag.dag_id] = _dag
     if _repushes and _settings.repush is not None:
+        from venice_plugin.repush_dag import build_repush_dag  # only where a store has a schedule: a costly import
+
         _dag = build_repush_dag(_settings.name, _settings.repush)
         globals()[_dag.dag_id] = _dag

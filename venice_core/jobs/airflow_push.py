@@ -34,6 +34,7 @@ class RunInFlight(VeniceError):
 
 
 DAG_PREFIX = "venice_push__"
+REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
 # The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
 SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
 
