@@ -4,7 +4,7 @@ process loads the plugin folder, and only the API server calls these."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ class RunInfo:
     run_id: str
     state: str
     started: str  # ISO time, or "" before it starts
+    conf: dict[str, Any] = field(default_factory=dict)  # the run's params (a repush's job id is prefixed)
 
 
 def _iso(when: datetime | None) -> str:
@@ -46,7 +47,9 @@ def _runs(dag_id: str, run_id: str | None, limit: int) -> list[RunInfo]:
         query = query.where(DagRun.run_id == run_id)
     with create_session() as session:
         runs = session.scalars(query.order_by(DagRun.run_after.desc(), DagRun.id.desc()).limit(limit))
-        return [RunInfo(run.run_id, str(run.state or "none"), _iso(run.start_date)) for run in runs]
+        return [
+            RunInfo(run.run_id, str(run.state or "none"), _iso(run.start_date), dict(run.conf or {})) for run in runs
+        ]
 
 
 def run_tasks(dag_id: str, run_id: str) -> list[TaskRun]:

@@ -35,12 +35,20 @@ from airflow.sdk.exceptions import AirflowFailException
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
-from venice_core.errors import IncompatibleSchema, SchemaError
+from venice_core.errors import ConfigError, IncompatibleSchema, SchemaError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.jobs import push as push_job
-from venice_core.jobs.airflow_push import dag_id, push_job_id, store_of
+from venice_core.jobs.airflow_push import (
+    SOURCE_FILES_PARAM,
+    SOURCE_KAFKA_PARAM,
+    dag_id,
+    push_job_id,
+    run_confs,
+    store_of,
+)
 from venice_core.jobs.local_push import job_request
 from venice_core.jobs.push_tasks import PushJobError
+from venice_core.jobs.repush_config import RepushRefused
 from venice_core.jobs.rollout_steps import (
     STEPS,
     CreatedVersion,
@@ -56,8 +64,9 @@ from venice_core.jobs.spark_spec import push_job_spec
 from venice_core.meta.context import metadata
 
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
-# Errors a retry would meet again: a hook's decision, input that fits no schema, a region's failed ingestion.
-FINAL = (RolloutStopped, SchemaError, IncompatibleSchema, PushJobError, IngestionFailed)
+# Errors a retry would meet again: a hook's decision, input that fits no schema, a region's failed ingestion, a
+# repush refused (its confs, its source).
+FINAL = (RolloutStopped, SchemaError, IncompatibleSchema, PushJobError, IngestionFailed, RepushRefused, ConfigError)
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
@@ -69,9 +78,9 @@ def group_id(region: str) -> str:
 
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
+    """The run's request: `venice push --conf`s, and `source=kafka` (a repush) as `source.kafka=true`."""
     params = context["params"]
-    confs = {str(k): str(v) for k, v in (params.get("conf") or {}).items()}  # `venice push --conf`
-    return PushRequest(store, params["input"], params["key_field"], params["value_field"], confs)
+    return PushRequest(store, params.get("input") or "", params["key_field"], params["value_field"], run_confs(params))
 
 
 def _created(context: dict[str, Any]) -> CreatedVersion | None:
@@ -92,7 +101,7 @@ def _inputs(
             config,
             meta,
             store,
-            push_job_id(store, context["run_id"]),
+            push_job_id(store, context["run_id"], context["params"]),
             stores.store_settings(meta, store).hook_configs,
             progress=print,
             version=created.number if created else None,
@@ -127,7 +136,7 @@ def _end_push(context: dict[str, Any], reason: str) -> None:
     dag_run = context["dag_run"]
     store = store_of(dag_run.dag_id)
     with metadata() as (_, meta):
-        row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id))
+        row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id, dag_run.conf))
         if row is not None and not versions.push_finished(row):
             versions.stop_push(meta, store, row.number, reason)
 
@@ -319,10 +328,17 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
             "retry_delay": timedelta(seconds=config.step_retry_delay_seconds),
         },
         params={
-            "input": Param(type="string", description="Avro, Parquet or JSON files"),
+            "source": Param(
+                SOURCE_FILES_PARAM,
+                type="string",
+                enum=[SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM],
+                description="files: push the input; kafka: repush the store from its own version topic "
+                "(kafka.input.fabric, kafka.input.topic, repush.ttl.enable, ... in conf)",
+            ),
+            "input": Param("", type="string", description="Avro, Parquet or JSON files (a push)"),
             "key_field": Param("key", type="string"),
             "value_field": Param("value", type="string"),
-            "conf": Param({}, type="object", description="push configs (allow.duplicate.key, ...)"),
+            "conf": Param({}, type="object", description="push or repush configs (allow.duplicate.key, ...)"),
         },
     ) as dag:
         groups = {

@@ -64,7 +64,14 @@ def create_app() -> Any:
         tasks = airflow_runs.run_tasks(dag_id, run.run_id) if run else []
         try:
             with metadata() as (_, meta):
-                page = rollout_view(meta, dag_id.removeprefix(DAG_PREFIX), run and run.run_id, run and run.state, tasks)
+                page = rollout_view(
+                    meta,
+                    dag_id.removeprefix(DAG_PREFIX),
+                    run and run.run_id,
+                    run and run.state,
+                    tasks,
+                    run.conf if run else None,
+                )
         except VeniceError as exc:  # an unknown store, a metadata store not migrated
             raise HTTPException(exc.http_status, str(exc)) from None
         return page, runs

@@ -4,12 +4,16 @@ holidays, in a time zone. DAG files import it from here (the plugin registers th
     from venice_plugin.timetables import BusinessHoursTimetable
     schedule=BusinessHoursTimetable(days="mon-fri", hours="9-17", timezone="Europe/Paris",
                                     holidays=["2026-12-25"], interval_minutes=60)
+
+With `cron` (a five-field expression, read in the timetable's zone) the runs are the cron's times that fall inside
+working hours, instead of every interval from opening (a scheduled repush's `--repush-schedule`).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
@@ -25,6 +29,7 @@ class BusinessHoursTimetable(Timetable):
         timezone: str = "UTC",
         holidays: list[str] | tuple[str, ...] = (),
         interval_minutes: int = 60,
+        cron: str | None = None,
     ) -> None:
         if interval_minutes <= 0:
             raise ValueError(f"interval_minutes must be positive, got {interval_minutes}")
@@ -35,9 +40,17 @@ class BusinessHoursTimetable(Timetable):
             "holidays": list(holidays),
             "interval_minutes": interval_minutes,
         }
+        if cron is not None:
+            from croniter import croniter
+
+            if not croniter.is_valid(cron):
+                raise ValueError(f"invalid cron expression {cron!r}")
+            self._settings["cron"] = cron
+        self.cron = cron
         self.calendar = BusinessCalendar.parse(days, hours, timezone, holidays)
         self.interval = timedelta(minutes=interval_minutes)
-        self.description = f"every {interval_minutes} min, {hours} h on {days} ({timezone})" + (
+        every = f"at {cron}" if cron else f"every {interval_minutes} min"
+        self.description = f"{every}, {hours} h on {days} ({timezone})" + (
             f", {len(self._settings['holidays'])} holidays" if holidays else ""
         )
 
@@ -68,7 +81,21 @@ class BusinessHoursTimetable(Timetable):
             now = pendulum.now("UTC")
             if now > start:
                 start, inclusive = now, True
-        slot = self.calendar.next_slot(start, self.interval, inclusive)
+        slot = (
+            self._next_cron(start, inclusive) if self.cron else self.calendar.next_slot(start, self.interval, inclusive)
+        )
         if slot is None or (restriction.latest is not None and slot > restriction.latest):
             return None
         return DagRunInfo.exact(pendulum.instance(slot))
+
+    def _next_cron(self, start: datetime, inclusive: bool, horizon_days: int = 400) -> datetime | None:
+        """The first of the cron's times at or after (`inclusive`) or after `start` that is inside working hours."""
+        from croniter import croniter
+
+        local = datetime.fromtimestamp(start.timestamp(), ZoneInfo(self._settings["timezone"]))
+        times = croniter(self.cron, local - timedelta(seconds=1) if inclusive else local)
+        limit = local + timedelta(days=horizon_days)
+        while (at := times.get_next(datetime)) <= limit:
+            if self.calendar.next_open(at) == at:  # inside a working window
+                return at.astimezone(UTC)
+        return None

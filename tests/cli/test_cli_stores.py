@@ -129,6 +129,34 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
         (["store", "update", "{store}", "--rollout-order", "dc-0,dc-9"], "unknown regions ['dc-9']"),
         (["store", "update", "{store}", "--hook-config", "novalue"], "--hook-config expects key=value"),
         (["store", "update", "{store}", "--compression", "LZ4"], "unknown compression 'LZ4'"),
+        (
+            ["store", "update", "{store}", "--repush-schedule", "61 * * * *", "--repush-ttl", "60"],
+            "invalid repush schedule '61 * * * *'",
+        ),
+        (
+            ["store", "update", "{store}", "--repush-schedule", "weekly", "--repush-ttl", "60"],
+            "invalid repush schedule 'weekly'",
+        ),
+        (["store", "update", "{store}", "--repush-schedule", "daily"], "set both --repush-schedule and --repush-ttl"),
+        (
+            ["store", "update", "{store}", "--repush-schedule", "daily", "--repush-ttl", "0"],
+            "repush TTL must be a whole number of seconds from 1",
+        ),
+        (
+            [
+                "store",
+                "update",
+                "{store}",
+                "--repush-schedule",
+                "daily",
+                "--repush-ttl",
+                "60",
+                "--repush-hours",
+                "18-9",
+            ],
+            "invalid repush calendar",
+        ),
+        (["store", "update", "{store}", "--no-repush-schedule", "--repush-ttl", "60"], "takes no other repush setting"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(
@@ -139,6 +167,40 @@ def test_bad_input_is_refused_and_changes_nothing(
     result = cli_env.cli(*[a.format(**values) for a in args])
     _assert_one_line_error(result, message)
     assert _show(cli_env, store) == before
+
+
+def test_a_scheduled_repush_is_set_changed_shown_and_turned_off(cli_env: PlatformEnv, store: str) -> None:
+    cli_env.cli(
+        "store",
+        "update",
+        store,
+        "--repush-schedule",
+        "0  10 * * mon-fri",
+        "--repush-ttl",
+        "86400",
+        "--repush-timezone",
+        "Europe/Paris",
+        "--repush-holidays",
+        "2026-12-25",
+        check=True,
+    )
+    assert _show(cli_env, store)["repush_schedule"] == {
+        "cron": "0 10 * * mon-fri",
+        "ttl_seconds": 86400,
+        "days": "mon-fri",
+        "hours": "9-17",
+        "timezone": "Europe/Paris",
+        "holidays": ["2026-12-25"],
+    }
+    cli_env.cli("store", "update", store, "--repush-ttl", "3600", "--repush-schedule", "daily", check=True)
+    info = _show(cli_env, store)["repush_schedule"]
+    assert (info["cron"], info["ttl_seconds"], info["timezone"]) == ("daily", 3600, "Europe/Paris")
+    text = cli_env.cli("store", "show", store, check=True).stdout
+    assert "scheduled repush:     daily when the current version is older than 3600 s" in text
+    cli_env.cli("store", "update", store, "--no-repush-schedule", check=True)
+    assert _show(cli_env, store)["repush_schedule"] is None
+    help_text = cli_env.cli("store", "update", "--help", check=True).stdout
+    assert "--repush-schedule" in help_text and "--no-repush-schedule" in help_text
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ repaired from dc-1 after a region lost its storage, tombstones kept, TTL; and th
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from typing import Any
@@ -152,23 +153,26 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         eventually(reads_equal(env, store, oracle), "every region serving version 2, repaired from dc-1")
 
         # TTL: records written before the start are gone, newer and batch-marked ones stay; a nearline write made
-        # during the repush (after the job read its source) is there after it. A short rewind: the replay cannot
-        # bring the expired writes back from the real-time topics.
+        # during the repush (after the job read its source) is there after it. The rewind is a day (a hybrid
+        # source's): the replay reads the expired writes again from the real-time topics (stamped two days ago, but
+        # produced minutes ago) and must not apply them.
         def job_then_write(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
             result = spark_job(job_config, request)
             writers["dc-1"].put("during", _value(7, "during"), timestamp=int(time.time() * 1000))
             writers["dc-1"].flush()
             return result
 
-        ttl = {
-            "repush.ttl.enable": "true",
-            "repush.ttl.start.timestamp": str(cutoff),
-            "rewind.time.in.seconds.override": "3",
-        }
+        ttl = {"repush.ttl.enable": "true", "repush.ttl.start.timestamp": str(cutoff)}
         lines.clear()
         assert local_push.repush(config, env.meta, store, ttl, progress=lines.append, run_job=job_then_write) == 3
-        assert versions.get_version(env.meta, store, 3).push_job_id.startswith(f"venice_ttl_re_push_{store}-")
-        assert versions.get_version(env.meta, store, 3).lifecycle.hybrid.rewind_seconds == 3
+        v3 = versions.get_version(env.meta, store, 3)
+        assert v3.push_job_id.startswith(f"venice_ttl_re_push_{store}-")
+        assert (v3.lifecycle.hybrid.rewind_seconds, v3.lifecycle.hybrid.replay_after_ms) == (86_400, cutoff)
+        # The source's end offsets were pinned when version 3 was created (a retried job reads no further).
+        job_confs = v3.lifecycle.job_confs
+        pinned = json.loads(job_confs["kafka.input.end.offsets"])
+        ends = admin.end_offsets(job_confs["kafka.input.broker.url"], job_confs["kafka.input.topic"], 2)
+        assert sorted(pinned) == ["0", "1"] and all(0 < pinned[str(p)] <= ends[p] for p in range(2)), (pinned, ends)
         assert any("10 expired by TTL" in line for line in lines), lines
         for i in range(10):
             oracle[f"o{i}"] = None

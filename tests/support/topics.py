@@ -14,6 +14,7 @@ class InMemoryTopics:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, str], int] = {}  # (bootstrap, topic) -> partition count
         self.unreachable: set[str] = set()  # bootstraps whose broker does not answer
+        self.ends: dict[tuple[str, str], list[int]] = {}  # (bootstrap, topic) -> end offsets (default: all 0)
 
     def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
         existing = self.partitions.setdefault((bootstrap, topic), partitions)
@@ -31,6 +32,10 @@ class InMemoryTopics:
     def partition_count(self, bootstrap: str, topic: str) -> int | None:
         self.check_reachable(bootstrap)
         return self.partitions.get((bootstrap, topic))
+
+    def end_offsets(self, bootstrap: str, topic: str, partitions: int) -> list[int]:
+        self.check_reachable(bootstrap)
+        return self.ends.get((bootstrap, topic), [0] * partitions)
 
     def names(self) -> set[str]:
         return {topic for _bootstrap, topic in self.partitions}

@@ -3,6 +3,7 @@ splits, the envelope decoding, the combiner and the per-key compaction (chunks, 
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -250,3 +251,57 @@ def test_a_replay_from_a_rewind_joins_producers_mid_segment() -> None:
     assert gap.accept(tail[0], b"")
     with pytest.raises(DataIntegrityError, match="jumped"):  # a gap after joining is still missing data
         gap.accept(tail[2], b"")
+
+
+def test_end_offsets_are_pinned_at_version_creation_and_kept_for_a_retried_job(meta: MetadataStore, config) -> None:
+    """Review finding: a retried job read up to "latest" again. The end offset of each source partition is resolved
+    with the source, kept on the version the repush creates, and a retried job's spec reads no further."""
+    from venice_core.jobs.local_push import job_request
+    from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest
+
+    topics = InMemoryTopics()
+    store = f"rp_{uuid.uuid4().hex[:6]}"
+    stores.create_store(meta, config, store, KEY, VALUE, partitions=2)
+    versions.create_version(meta, config, store, "job-1", topics=topics)
+    versions.set_version_status(meta, store, 1, versions.VersionStatus.ONLINE)
+    versions.finish_push(meta, store, 1)
+    _serve(meta, store, {"dc-0": 1, "dc-1": 1, "dc-2": 1})
+    source_topic = config.region("dc-0").version_topic(store, 1)
+    topics.ends[(config.region("dc-0").kafka_bootstrap, source_topic)] = [120, 87]
+    repush = rc.parse({"source.kafka": "true"})
+    pinned = rc.resolved_confs({"source.kafka": "true"}, rc.resolve(meta, config, store, repush, topics=topics))
+    assert json.loads(pinned[rc.KAFKA_INPUT_END_OFFSETS]) == {"0": 120, "1": 87}
+    assert rc.parse(pinned).end_offsets == {"0": 120, "1": 87}
+    topics.ends[(config.region("dc-0").kafka_bootstrap, source_topic)] = [150, 90]  # a live source grows
+    created = versions.create_version(meta, config, store, "venice_re_push_x", job_confs=pinned, topics=topics)
+    kept = versions.get_version(meta, store, created.number).lifecycle.job_confs  # what a re-run step resumes
+    assert kept == pinned
+    resumed = CreatedVersion.from_json(CreatedVersion(2, 2, ["dc-0"], "venice_re_push_x", dict(kept)).to_json())
+    request = job_request(PushRequest(store, rc.REPUSH_INPUT, confs={"source.kafka": "true"}), resumed)
+    args = push_job_spec(config, request, config.home / "r.json").args
+    assert json.loads(args[args.index("--source-end-offsets") + 1]) == {"0": 120, "1": 87}
+    with pytest.raises(ConfigError, match="kafka.input.end.offsets"):
+        rc.parse({"source.kafka": "true", rc.KAFKA_INPUT_END_OFFSETS: '{"0": -1}'})
+
+
+def test_a_ttl_repush_version_replays_nothing_at_or_before_its_cut_off(meta: MetadataStore, config) -> None:
+    """Review finding: a TTL repush of a hybrid store with the day's rewind replayed nearline writes the TTL had
+    evicted. Its version records the cut-off: the replay starts after it, and no write stamped at or before it is
+    applied (`real_time`'s filter; the stamp is a logical time, which may be older than the write's production)."""
+    from venice_core.hybrid import HybridSettings
+
+    ttl = rc.parse({"source.kafka": "true", "repush.ttl.enable": "true", "repush.ttl.start.timestamp": "5000000"})
+    assert rc.replay_after_ms(ttl) == 5_000_000 and rc.replay_after_ms(rc.parse({"source.kafka": "true"})) is None
+    day = HybridSettings(86_400, 0, replay_after_ms=5_000_000)
+    assert day.replay_from_ms(6_000_000) == 5_000_001  # the day's rewind, capped after the cut-off
+    assert day.replay_from_ms(100_000_000) == 100_000_000 - 86_400_000  # the rewind alone is later: kept
+    assert HybridSettings(86_400).replay_from_ms(90_000_000) == 90_000_000 - 86_400_000
+    assert HybridSettings.of(day.to_json()) == day and "replay_after_ms" not in HybridSettings(5).to_json()
+    topics = InMemoryTopics()
+    store = f"rp_{uuid.uuid4().hex[:6]}"
+    stores.create_store(meta, config, store, KEY, VALUE, partitions=1)
+    stores.update_store(meta, config, store, hybrid_rewind_seconds=600, topics=topics)
+    created = versions.create_version(
+        meta, config, store, "venice_ttl_re_push_x", topics=topics, rewind_seconds=86_400, replay_after_ms=5_000_000
+    )
+    assert versions.get_version(meta, store, created.number).lifecycle.hybrid == HybridSettings(86_400, 1000, 5_000_000)

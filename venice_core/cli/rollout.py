@@ -30,7 +30,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         run = api.latest_run(dag_id(store))
         if run is None:
             raise NoRollout(f"store '{store}' has no rollout run yet (start one with `venice push {store} ...`)")
-        job_id = push_job_id(store, run["dag_run_id"])
+        job_id = push_job_id(store, run["dag_run_id"], run.get("conf"))
         tasks = sorted(api.task_instances(dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~")
         version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]

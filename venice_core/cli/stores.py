@@ -83,6 +83,7 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"versions to preserve: {info['versions_to_preserve']}")
     typer.echo(f"hook configs:         {json.dumps(info['hook_configs'])}")
     typer.echo(f"hybrid:               {_hybrid_text(info['hybrid'])}")
+    typer.echo(f"scheduled repush:     {_repush_text(info['repush_schedule'])}")
     typer.echo(f"key schema:           {json.dumps(info['key_schema'])}")
     for schema in info["value_schemas"]:
         typer.echo(f"value schema {schema['id']}:       {json.dumps(schema['schema'])}")
@@ -92,6 +93,16 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
         regions = ", ".join(f"{r}={s['status']}" for r, s in sorted(version["regions"].items()))
         hybrid = f"  (hybrid: {_hybrid_text(version['hybrid'])})" if version["hybrid"] else ""
         typer.echo(f"version {version['number']}: {version['status']}  {regions}{hybrid}")
+
+
+def _repush_text(schedule: dict | None) -> str:
+    if not schedule:
+        return "no"
+    holidays = f", {len(schedule['holidays'])} holidays" if schedule["holidays"] else ""
+    return (
+        f"{schedule['cron']} when the current version is older than {schedule['ttl_seconds']} s "
+        f"({schedule['days']} {schedule['hours']} h {schedule['timezone']}{holidays})"
+    )
 
 
 def _hybrid_text(hybrid: dict | None) -> str:
@@ -130,10 +141,33 @@ def update(
         help="Make the store batch-only again from its next version (its real-time topics are kept until the store "
         "is deleted).",
     ),
+    repush_schedule: str = typer.Option(
+        None,
+        "--repush-schedule",
+        metavar="CRON|daily",
+        help="Scheduled repush (log compaction) by the venice_repush__<store> DAG: a five-field cron expression in "
+        "the calendar's zone, or 'daily' (each working day at opening); only inside working hours. Needs "
+        "--repush-ttl.",
+    ),
+    repush_ttl: str = typer.Option(
+        None,
+        "--repush-ttl",
+        metavar="SECONDS",
+        help="A scheduled run repushes only when the store's current version is older than this; a hybrid store's "
+        "repush also evicts records written more than this long ago (TTL repush).",
+    ),
+    repush_days: str = typer.Option(None, "--repush-days", help="Working days of the repush (default mon-fri)."),
+    repush_hours: str = typer.Option(None, "--repush-hours", help="Working hours of the repush (default 9-17)."),
+    repush_timezone: str = typer.Option(None, "--repush-timezone", help="IANA zone of the repush (default UTC)."),
+    repush_holidays: str = typer.Option(None, "--repush-holidays", help="ISO dates without repush, comma-separated."),
+    no_repush_schedule: bool = typer.Option(
+        False, "--no-repush-schedule", help="Turn the scheduled repush off (its DAG disappears)."
+    ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
     if no_hybrid and (rewind is not None or lag is not None):
         raise ConfigError("--no-hybrid cannot be given with --hybrid-rewind-seconds or --hybrid-offset-lag-threshold")
+    calendar = {"days": repush_days, "hours": repush_hours, "timezone": repush_timezone, "holidays": repush_holidays}
     with metadata() as (config, meta):
         stores.update_store(
             meta,
@@ -149,6 +183,10 @@ def update(
             hybrid_rewind_seconds=rewind,
             hybrid_offset_lag_threshold=lag,
             hybrid=False if no_hybrid else None,
+            repush_schedule=repush_schedule,
+            repush_ttl_seconds=repush_ttl,
+            repush_calendar=calendar,
+            repush=False if no_repush_schedule else None,
         )
     typer.echo(f"updated store '{store}'")
 

@@ -32,6 +32,14 @@ from venice_core.meta.models import (
 )
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
+from venice_core.repush_schedule import (
+    DEFAULT_DAYS,
+    DEFAULT_HOURS,
+    DEFAULT_TIMEZONE,
+    RepushSchedule,
+    check_cron,
+    check_ttl,
+)
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
 STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
@@ -177,6 +185,38 @@ def _hybrid_updates(
     }
 
 
+def _repush_updates(
+    store: Store,
+    schedule: str | None,
+    ttl_seconds: object | None,
+    calendar: Mapping[str, object] | None,
+    enabled: bool | None,
+) -> dict[str, Any]:
+    """The repush-schedule column an update sets (none if it leaves it alone); ConfigError for a bad value."""
+    calendar = {k: v for k, v in (calendar or {}).items() if v is not None}
+    if enabled is False:
+        if schedule is not None or ttl_seconds is not None or calendar:
+            raise ConfigError("turning the scheduled repush off takes no other repush setting")
+        return {"repush_schedule": None}
+    if schedule is None and ttl_seconds is None and not calendar:
+        return {}
+    current = store.repush
+    if current is None and (schedule is None or ttl_seconds is None):
+        raise ConfigError(f"store '{store.name}' has no scheduled repush: set both --repush-schedule and --repush-ttl")
+    holidays = calendar.get("holidays")
+    if isinstance(holidays, str):
+        holidays = [h.strip() for h in holidays.split(",") if h.strip()]
+    merged = RepushSchedule(
+        check_cron(schedule) if schedule is not None else current.cron,  # type: ignore[union-attr]
+        check_ttl(ttl_seconds) if ttl_seconds is not None else current.ttl_seconds,  # type: ignore[union-attr]
+        str(calendar.get("days", current.days if current else DEFAULT_DAYS)),
+        str(calendar.get("hours", current.hours if current else DEFAULT_HOURS)),
+        str(calendar.get("timezone", current.timezone if current else DEFAULT_TIMEZONE)),
+        tuple(holidays if holidays is not None else (current.holidays if current else ())),  # type: ignore[arg-type]
+    )
+    return {"repush_schedule": merged.to_json()}
+
+
 def update_store(
     meta: MetadataStore,
     config: ClusterConfig,
@@ -192,6 +232,10 @@ def update_store(
     hybrid_rewind_seconds: int | str | None = None,
     hybrid_offset_lag_threshold: int | str | None = None,
     hybrid: bool | None = None,
+    repush_schedule: str | None = None,
+    repush_ttl_seconds: int | str | None = None,
+    repush_calendar: Mapping[str, object] | None = None,
+    repush: bool | None = None,
     topics: TopicAdmin = admin,
 ) -> None:
     """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad.
@@ -201,7 +245,11 @@ def update_store(
     batch-only again. A store that becomes hybrid gets its real-time topic in every region first, so a broker
     that cannot create them changes nothing. Turning hybrid off keeps the topics (as Venice does): the versions
     created while the store was hybrid still ingest them; `delete_store` deletes them. A hybrid store's partition
-    count is fixed, as in Venice: its real-time topics have that many partitions."""
+    count is fixed, as in Venice: its real-time topics have that many partitions.
+
+    Scheduled repush (see `venice_core.repush_schedule`): `repush_schedule` (cron or `daily`) and
+    `repush_ttl_seconds` set it (both the first time), `repush_calendar` its working hours (`days`, `hours`,
+    `timezone`, `holidays`), `repush=False` turns it off."""
     updates: dict[str, Any] = {}
     if partitions is not None:
         updates["partition_count"] = _validate_partitions(partitions)
@@ -221,6 +269,7 @@ def update_store(
             validate_store_hook_configs(config, name, merged)  # data, checked by the hooks, never code
             updates["hook_configs"] = merged
         updates.update(_hybrid_updates(store, hybrid_rewind_seconds, hybrid_offset_lag_threshold, hybrid))
+        updates.update(_repush_updates(store, repush_schedule, repush_ttl_seconds, repush_calendar, repush))
         _check_fixed_partitions(store, updates)
         partition_count = updates.get("partition_count", store.partition_count)
         becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
@@ -371,6 +420,7 @@ class StoreSettings:
     auto_register_schemas: bool
     hook_configs: dict[str, str]
     hybrid: HybridSettings | None = None
+    repush: RepushSchedule | None = None
 
 
 def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
@@ -385,6 +435,7 @@ def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
             store.auto_register_schemas,
             dict(store.hook_configs or {}),
             store.hybrid,
+            store.repush,
         )
 
 
@@ -411,6 +462,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
             "versions_to_preserve": store.versions_to_preserve,
             "hook_configs": dict(store.hook_configs or {}),
             "hybrid": None if store.hybrid is None else store.hybrid.to_json(),
+            "repush_schedule": None if store.repush is None else store.repush.to_json(),
             "largest_used_version": store.largest_used_version,
             "regions": {region: current.get(region, {"current": 0, "backup": 0}) for region in store.rollout_order},
             "versions": [
@@ -419,6 +471,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
                     "status": v.status,
                     "reason": v.lifecycle.reason,
                     "push_job_id": v.push_job_id,
+                    "created_at": v.created_at,
                     "partition_count": v.partition_count,
                     "compression": v.compression,
                     "hybrid": None if v.lifecycle.hybrid is None else v.lifecycle.hybrid.to_json(),

@@ -93,10 +93,14 @@ def create_version(
     regions: list[str] | None = None,
     topics: TopicAdmin = admin,
     rewind_seconds: int | None = None,
+    replay_after_ms: int | None = None,
+    job_confs: dict[str, str] | None = None,
 ) -> Version:
     """Reserve the next version number (refused while another push of the store is in flight), record it as
     STARTED, and create its topic in every region. `rewind_seconds`: the version's real-time rewind instead of the
-    store's, if the store is hybrid (a repush of a hybrid version rewinds a day)."""
+    store's, if the store is hybrid (a repush of a hybrid version rewinds a day); `replay_after_ms`: its replay
+    starts after this time whatever the rewind (a TTL repush's cut-off); `job_confs`: the confs its job runs with,
+    kept so a re-run step runs the job alike (a repush's source and end offsets)."""
     target_regions = regions or list(config.region_names)
     with meta.session() as session:
         store = get_store(session, store_name)
@@ -119,7 +123,11 @@ def create_version(
             partition_count=store.partition_count,
             compression=store.compression,
             push_job_id=push_job_id,
-            details=VersionLifecycle(regions=tuple(target_regions), hybrid=_hybrid_of(store, rewind_seconds)).to_json(),
+            details=VersionLifecycle(
+                regions=tuple(target_regions),
+                hybrid=_hybrid_of(store, rewind_seconds, replay_after_ms),
+                job_confs=dict(job_confs or {}),
+            ).to_json(),
         )
         session.add(version)
         for region in target_regions:
@@ -145,11 +153,12 @@ def create_version(
     return version
 
 
-def _hybrid_of(store: Store, rewind_seconds: int | None) -> HybridSettings | None:
+def _hybrid_of(store: Store, rewind_seconds: int | None, replay_after_ms: int | None) -> HybridSettings | None:
     hybrid = store.hybrid
-    if hybrid is None or rewind_seconds is None:
-        return hybrid
-    return HybridSettings(rewind_seconds, hybrid.offset_lag_threshold)
+    if hybrid is None:
+        return None
+    rewind = hybrid.rewind_seconds if rewind_seconds is None else rewind_seconds
+    return HybridSettings(rewind, hybrid.offset_lag_threshold, replay_after_ms)
 
 
 def get_version(meta: MetadataStore, store_name: str, number: int) -> Version:

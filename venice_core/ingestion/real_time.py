@@ -4,7 +4,8 @@ to the region's own version topic with their write timestamps, so the version to
 holds (a repush reads it back).
 
 Where it starts: the checkpoint's real-time offsets; the first time, the offsets of (END_OF_PUSH time minus the
-rewind time), so the nearline writes made while the version was pushed are replayed into it. Every commit writes
+rewind time, and after a TTL repush's cut-off), so the nearline writes made while the version was pushed are
+replayed into it; a TTL repush's version takes no write stamped at or before its cut-off. Every commit writes
 the data, the replication metadata and the real-time offsets in one RocksDB write, after the records written on
 are acknowledged: a task killed at any point resumes with exactly the writes its storage holds.
 
@@ -104,6 +105,7 @@ class RealTimeIngestion:
         self.applied = 0  # nearline writes that won and were applied (checkpointed)
         self.superseded = 0  # nearline writes that lost to a later one
         self.duplicates = 0
+        self.expired = 0  # nearline writes at or before a TTL repush's cut-off (`HybridSettings.replay_after_ms`)
         self.integrity_errors = 0  # DIV gaps, bad checksums, incomplete large values: logged, counted, survived
         self.lag = -1  # records behind the real-time topics' ends; -1 until first measured
         self.ready = False
@@ -113,7 +115,7 @@ class RealTimeIngestion:
     # where to start
     def _assignment(self, consumer: Consumer, checkpoint: dict[str, Any]) -> list[TopicPartition]:
         saved: dict[str, dict[str, int]] = checkpoint.get("rt") or {}
-        rewind_to = int(checkpoint.get("eop_time_ms") or 0) - self.hybrid.settings.rewind_seconds * 1000
+        rewind_to = self.hybrid.settings.replay_from_ms(int(checkpoint.get("eop_time_ms") or 0))
         wanted: list[TopicPartition] = []
         for source in self.hybrid.sources:
             metadata = consumer.list_topics(source.topic, timeout=10).topics.get(source.topic)
@@ -238,8 +240,15 @@ class RealTimeIngestion:
         get_stamp, put_stamp = storage.get_write_stamp, storage.put_write_stamp
         region_names = {topic: region.encode() for topic, region in self._region_of.items()}
         positions = self._positions
+        # A TTL repush's version takes no write stamped at or before its cut-off: the repush evicted those, and
+        # the rewind (a day) would otherwise replay them, whenever they were produced.
+        after = self.hybrid.settings.replay_after_ms
+        expired_until = -1 if after is None else after
 
         def apply(key: bytes, stamp: bytes, timestamp: int, schema_id: int, value: bytes | None) -> None:
+            if timestamp <= expired_until:
+                self.expired += 1
+                return
             known = stamps.get(key)
             if known is None:
                 known = get_stamp(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -16,6 +16,7 @@ from venice_core.controller.versions import RegionProgress
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
+from venice_core.jobs import repush_config
 from venice_core.jobs.input_schema import check_push_input
 from venice_core.meta import MetadataStore
 
@@ -33,6 +34,9 @@ class RunInFlight(VeniceError):
 
 
 DAG_PREFIX = "venice_push__"
+REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
+# The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
+SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
 
 
 def dag_id(store: str) -> str:
@@ -45,9 +49,21 @@ def store_of(dag: str) -> str:
     return dag.removeprefix(DAG_PREFIX)
 
 
-def push_job_id(store: str, run_id: str) -> str:
-    """The push job id of a DAG run (hook invocations and the version record it)."""
-    return f"{store}-{re.sub(r'[^A-Za-z0-9_-]', '-', run_id)}"[:128]
+def run_confs(run_conf: Mapping[str, Any] | None) -> dict[str, str]:
+    """The push confs of a DAG run's conf (its params): its `conf`, with `source.kafka=true` when its `source` is
+    `kafka` (the trigger form's repush)."""
+    run_conf = run_conf or {}
+    confs = {str(k): str(v) for k, v in (run_conf.get("conf") or {}).items()}
+    if run_conf.get("source") == SOURCE_KAFKA_PARAM:
+        confs[repush_config.SOURCE_KAFKA] = "true"
+    return confs
+
+
+def push_job_id(store: str, run_id: str, run_conf: Mapping[str, Any] | None = None) -> str:
+    """The push job id of a DAG run (hook invocations and the version record it): a repush run's starts with
+    Venice's `venice_re_push_` or `venice_ttl_re_push_`."""
+    prefix = repush_config.job_id_prefix(run_confs(run_conf))
+    return f"{prefix}{store}-{re.sub(r'[^A-Za-z0-9_-]', '-', run_id)}"[:128]
 
 
 def push(
@@ -69,7 +85,8 @@ def push(
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
     check_push_input(meta, store, input_path, key_field, value_field)  # before Airflow is asked anything
-    params = {"input": input_path, "key_field": key_field, "value_field": value_field, "conf": confs}
+    params = {"source": SOURCE_FILES_PARAM, "input": input_path, "key_field": key_field, "value_field": value_field}
+    params["conf"] = confs
     return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
 
 
@@ -84,17 +101,16 @@ def repush(
     view: FollowView | None = None,
     api: AirflowApi | None = None,
 ) -> int:
-    """`venice repush` through the store's DAG: the repush checked and its source resolved here (before Airflow is
-    asked anything), then a run of the store's DAG whose confs pin that source, followed like a push. A run in
-    flight is queued behind (or refused with `queue` False), as for a push."""
+    """`venice repush` through the store's DAG: the repush checked here (its confs, its source: every refusal
+    before Airflow is asked anything), then a run of the store's DAG with `source=kafka`, followed like a push. The
+    run resolves its source again when it creates the version (a run queued behind another push repushes the
+    version current then). A run in flight is queued behind (or refused with `queue` False), as for a push."""
     from venice_core.jobs.local_push import prepare_repush
-    from venice_core.jobs.repush_config import REPUSH_INPUT
 
-    _, source, pinned = prepare_repush(config, meta, store, confs, check_in_flight=False)
-    (view or PlainView(progress)).line(
-        f"repushing '{store}' from version {source.version} in {source.region} ({source.topic})"
-    )
-    params = {"input": REPUSH_INPUT, "key_field": "key", "value_field": "value", "conf": pinned}
+    view = view or PlainView(progress)
+    _, source, _ = prepare_repush(config, meta, store, confs, check_in_flight=False)
+    view.line(f"repushing '{store}' (now from version {source.version} in {source.region}, {source.topic})")
+    params = {"source": SOURCE_KAFKA_PARAM, "input": repush_config.REPUSH_INPUT, "conf": dict(confs)}
     return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
 
 
@@ -126,10 +142,11 @@ def trigger_and_follow(
             f"a rollout of '{store}' is in flight (run {in_flight[-1]}); not queueing behind it (--no-queue)"
         )
     run_id = api.trigger(dag, params)
+    job_id = push_job_id(store, run_id, params)
     view.line(f"triggered {dag} run {run_id}")
     if in_flight:
         view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
-    follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight))
+    follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
     deadline = time.monotonic() + timeout
     unreachable_since: float | None = None
     while time.monotonic() < deadline:
@@ -148,8 +165,8 @@ def trigger_and_follow(
             info = describe_store(meta, store)
             return max(v["current"] for v in info["regions"].values())
         if state == "failed":
-            _wait_until_push_ended(meta, store, push_job_id(store, run_id))
-            raise RolloutFailed(failure_summary(meta, store, run_id, follower.failed_tasks()))
+            _wait_until_push_ended(meta, store, job_id)
+            raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
         time.sleep(1)
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
@@ -228,9 +245,17 @@ class RunFollower:
     skipped and upstream-failed steps counted, not listed; each region's ingestion progress."""
 
     def __init__(
-        self, api: AirflowApi, meta: MetadataStore, store: str, run_id: str, view: FollowView, queued: bool = False
+        self,
+        api: AirflowApi,
+        meta: MetadataStore,
+        store: str,
+        run_id: str,
+        view: FollowView,
+        queued: bool = False,
+        job_id: str | None = None,
     ) -> None:
         self.api, self.meta, self.store, self.run_id, self.view = api, meta, store, run_id, view
+        self.job_id = job_id or push_job_id(store, run_id)  # the run's push job (a repush run's is prefixed)
         self.queued = queued  # behind another run: say when it starts
         self.seen: dict[str, str] = {}
         self.waiting: set[str] = set()  # sensors already shown waiting: their later pokes are not news
@@ -296,7 +321,7 @@ class RunFollower:
 
     def _hook_events(self) -> list[Event]:
         events = []
-        for record in invocations(self.meta, push_job_id(self.store, self.run_id), self.last_invocation):
+        for record in invocations(self.meta, self.job_id, self.last_invocation):
             self.last_invocation = record.id
             if is_notable(record):
                 detail = record.error or record.reason
@@ -308,7 +333,7 @@ class RunFollower:
         if self.ingested:
             return
         if self.version is None:
-            created = versions.version_of_push(self.meta, self.store, push_job_id(self.store, self.run_id))
+            created = versions.version_of_push(self.meta, self.store, self.job_id)
             if created is None:
                 return
             self.version = created.number
@@ -323,9 +348,9 @@ class RunFollower:
         return [t for t, s in self.seen.items() if s == "failed"]
 
 
-def failure_summary(meta: MetadataStore, store: str, run_id: str, failed_tasks: list[str]) -> str:
-    """Where the run failed, and what became of its version (or, if it made none, what the hooks said)."""
-    job_id = push_job_id(store, run_id)
+def failure_summary(meta: MetadataStore, store: str, job_id: str, failed_tasks: list[str]) -> str:
+    """Where the run (of push job `job_id`) failed, and what became of its version (or, if it made none, what the
+    hooks said)."""
     where = f"rollout run failed at {', '.join(failed_tasks) or 'a task'}"
     version = next((v for v in describe_store(meta, store)["versions"] if v["push_job_id"] == job_id), None)
     if version is not None:

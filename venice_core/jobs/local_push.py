@@ -125,7 +125,8 @@ def repush(
 
 
 def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest:
-    """What the push job is asked, for a push request and the version created for it."""
+    """What the push job is asked, for a push request and the version created for it (with the confs version
+    creation pinned, a repush's)."""
     return PushJobRequest(
         request.store,
         created.number,
@@ -133,5 +134,5 @@ def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest
         request.key_field,
         request.value_field,
         created.push_job_id,
-        request.confs,
+        created.job_confs or request.confs,
     )

@@ -66,13 +66,15 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         "fail_after": int(spark.conf.get(push_job.FAIL_AFTER_CONF, "0")),
     }
     spark.dataSource.register(KafkaDataSource)
-    source_rows = (
+    reader = (
         spark.read.format(KafkaDataSource.name())
         .option("topic", args.source_topic)
         .option("bootstrap", args.source_bootstrap)
         .option("maxRecordsPerPartition", str(args.max_records_per_mapper))
-        .load()
     )
+    if args.source_end_offsets:  # pinned at version creation: a retried job reads exactly the same records
+        reader = reader.option("endingOffsets", args.source_end_offsets)
+    source_rows = reader.load()
     decoded = source_rows.select("offset", "key", "value").mapInArrow(
         lambda batches: decode_batches(batches, spec), DECODED_SCHEMA
     )
@@ -104,6 +106,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-records-per-mapper", type=int, default=5_000_000)
     parser.add_argument("--combiner", action="store_true")
     parser.add_argument("--ttl-start-ms", type=int, default=None, help="drop records written before this")
+    parser.add_argument(
+        "--source-end-offsets",
+        default=None,
+        help='JSON {"<partition>": <end offset>}: read no further (default: the end now)',
+    )
     parser.add_argument("--push-job-id", required=True)
     parser.add_argument("--result-file", required=True)
     return parser.parse_args(argv)

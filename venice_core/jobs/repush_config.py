@@ -7,11 +7,14 @@ confs with Venice's names (`kafka.input.topic`, `kafka.input.fabric`, `kafka.inp
 `resolve` picks the source as Venice's controller does (the named region's current version; with no region, the
 region whose current version is largest; an explicit topic must belong to the store and exist) and checks
 everything a repush needs before anything is created. `resolved_confs` pins what was resolved (topic, region,
-broker, the TTL's start) into the confs the rollout carries, so every step and a retried job read the same source.
+broker, the TTL's start, and each source partition's end offset, `kafka.input.end.offsets`) into the confs the
+version is created with, so every step and a retried job read the same records, even from a live hybrid source
+whose version topic grows.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -24,6 +27,7 @@ from venice_core.controller import stores, versions
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.repush_schedule import RepushDecision, decide
 
 SOURCE_KAFKA = "source.kafka"
 KAFKA_INPUT_TOPIC = "kafka.input.topic"
@@ -35,6 +39,8 @@ REPUSH_TTL_ENABLE = "repush.ttl.enable"
 REPUSH_TTL_SECONDS = "repush.ttl.seconds"
 REPUSH_TTL_START_TIMESTAMP = "repush.ttl.start.timestamp"
 REWIND_TIME_IN_SECONDS_OVERRIDE = "rewind.time.in.seconds.override"
+# Ours, not Venice's: each source partition's end offset, pinned when the version is created (JSON {"0": n, ...}).
+KAFKA_INPUT_END_OFFSETS = "kafka.input.end.offsets"
 
 DEFAULT_MAX_RECORDS_PER_MAPPER = 5_000_000
 # Venice's DEFAULT_RE_PUSH_REWIND_IN_SECONDS_OVERRIDE: a repush itself can take hours, so the new version of a
@@ -63,6 +69,7 @@ class RepushConfig:
     ttl_seconds: int | None = None
     ttl_start_timestamp: int | None = None
     rewind_override: int | None = None
+    end_offsets: Mapping[str, int] | None = None  # pinned at version creation (`kafka.input.end.offsets`)
 
 
 def _bool(confs: Mapping[str, str], key: str) -> bool:
@@ -87,6 +94,29 @@ def _int(confs: Mapping[str, str], key: str, minimum: int) -> int | None:
 def is_repush(confs: Mapping[str, str]) -> bool:
     """Does `source.kafka=true` make this push a repush? (A malformed value is refused by `parse`.)"""
     return str(confs.get(SOURCE_KAFKA, "false")).strip().lower() == "true"
+
+
+def job_id_prefix(confs: Mapping[str, str]) -> str:
+    """The push job id's prefix for a push's confs: Venice's for a repush (with or without TTL), else none."""
+    if not is_repush(confs):
+        return ""
+    return TTL_REPUSH_PREFIX if str(confs.get(REPUSH_TTL_ENABLE, "")).strip().lower() == "true" else REPUSH_PREFIX
+
+
+def end_offsets(confs: Mapping[str, str]) -> dict[str, int] | None:
+    """The pinned end offset of each source partition (None: not pinned)."""
+    text = confs.get(KAFKA_INPUT_END_OFFSETS)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not all(
+        str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in data.items()
+    ):
+        raise ConfigError(f"{KAFKA_INPUT_END_OFFSETS} must be JSON offsets per partition, got {text!r}")
+    return {str(int(k)): v for k, v in data.items()}
 
 
 def parse(confs: Mapping[str, str]) -> RepushConfig:
@@ -116,6 +146,7 @@ def parse(confs: Mapping[str, str]) -> RepushConfig:
         ttl_seconds=ttl_seconds,
         ttl_start_timestamp=ttl_start,
         rewind_override=_int(confs, REWIND_TIME_IN_SECONDS_OVERRIDE, 0),
+        end_offsets=end_offsets(confs),
     )
 
 
@@ -162,6 +193,7 @@ class RepushSource:
     compression: str
     hybrid: bool  # the source version is hybrid: its new version rewinds a day unless overridden
     ttl_start_ms: int | None  # records written before it are dropped (None: no TTL)
+    end_offsets: tuple[int, ...] = ()  # each partition's end offset when resolved
 
 
 def resolve(
@@ -174,8 +206,8 @@ def resolve(
     topics: Any = admin,
 ) -> RepushSource:
     """The repush's source, checked before anything is created (RepushRefused, ConfigError, StoreNotFound or an
-    unreachable broker's ComponentError). `topics`: `pubsub.admin` (`check_reachable`, `partition_count`), or a
-    test's in-memory one."""
+    unreachable broker's ComponentError). `topics`: `pubsub.admin` (`check_reachable`, `partition_count`,
+    `end_offsets`), or a test's in-memory one."""
     settings = stores.store_settings(meta, store)
     info = stores.describe_store(meta, store)
     if repush.ttl_enable and settings.hybrid is None:
@@ -222,12 +254,13 @@ def resolve(
         version.compression,
         version.lifecycle.hybrid is not None,
         ttl_start,
+        tuple(topics.end_offsets(bootstrap, topic, partitions)),
     )
 
 
 def resolved_confs(confs: Mapping[str, str], source: RepushSource) -> dict[str, str]:
-    """The confs with the resolved source pinned: every step, and a retried job, reads the same topic with the
-    same TTL cut-off."""
+    """The confs with the resolved source pinned: every step, and a retried job, reads the same records (topic,
+    each partition's end offset) with the same TTL cut-off."""
     pinned = {k: v for k, v in confs.items() if k != REPUSH_TTL_SECONDS}
     pinned.update(
         {
@@ -235,6 +268,7 @@ def resolved_confs(confs: Mapping[str, str], source: RepushSource) -> dict[str, 
             KAFKA_INPUT_TOPIC: source.topic,
             KAFKA_INPUT_FABRIC: source.region,
             KAFKA_INPUT_BROKER_URL: source.bootstrap,
+            KAFKA_INPUT_END_OFFSETS: json.dumps({str(p): end for p, end in enumerate(source.end_offsets)}),
         }
     )
     if source.ttl_start_ms is not None:
@@ -245,6 +279,12 @@ def resolved_confs(confs: Mapping[str, str], source: RepushSource) -> dict[str, 
 def source_version(config: ClusterConfig, confs: Mapping[str, str]) -> int:
     """The version a repush's (resolved) confs read."""
     return topic_version(_unprefixed(config, confs[KAFKA_INPUT_TOPIC], confs.get(KAFKA_INPUT_FABRIC)))[1]
+
+
+def replay_after_ms(repush: RepushConfig) -> int | None:
+    """A TTL repush's new version replays no nearline write at or before the TTL cut-off (the rewind, a day by
+    default, would otherwise bring back what the TTL evicted): its replay starts after the cut-off."""
+    return repush.ttl_start_timestamp if repush.ttl_enable else None
 
 
 def new_version_rewind(repush: RepushConfig, source_hybrid: bool) -> int | None:
@@ -259,3 +299,20 @@ def repush_job_id(store: str, repush: RepushConfig, suffix: str | None = None) -
     """Venice's repush ids: `venice_re_push_...`, or `venice_ttl_re_push_...` with TTL."""
     prefix = TTL_REPUSH_PREFIX if repush.ttl_enable else REPUSH_PREFIX
     return f"{prefix}{store}-{suffix or uuid.uuid4().hex[:12]}"[:128]
+
+
+def scheduled_repush(
+    meta: MetadataStore, store: str, now: float | None = None
+) -> tuple[RepushDecision, dict[str, str]]:
+    """A scheduled maintenance run's decision (`repush_schedule.decide`: repush only when the store's current
+    version, the newest one a region serves, is older than the threshold), and the repush's confs (a TTL repush
+    for a hybrid store)."""
+    settings = stores.store_settings(meta, store)
+    if settings.repush is None:
+        return RepushDecision(False, f"store '{store}' has no scheduled repush"), {}
+    info = stores.describe_store(meta, store)
+    current = max((int(v["current"] or 0) for v in info["regions"].values()), default=0)
+    created = next((v["created_at"] for v in info["versions"] if v["number"] == current), None)
+    in_flight = versions.version_in_flight(meta, store)
+    decision = decide(current, created, settings.repush.ttl_seconds, in_flight, now)
+    return decision, settings.repush.repush_confs(settings.hybrid is not None)

@@ -21,7 +21,7 @@ from typing import Any
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
-from venice_core.errors import VeniceError
+from venice_core.errors import ConfigError, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.jobs import repush_config
@@ -65,12 +65,15 @@ class PushRequest:
 
 @dataclass(frozen=True)
 class CreatedVersion:
-    """What version creation made: the version, its partitions and the regions it goes to (XCom in the DAG)."""
+    """What version creation made: the version, its partitions and the regions it goes to (XCom in the DAG), and
+    the confs its job runs with when creation pinned them (a repush's source and end offsets; empty: the
+    request's)."""
 
     number: int
     partitions: int
     regions: list[str]
     push_job_id: str
+    job_confs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,11 +81,18 @@ class CreatedVersion:
             "partitions": self.partitions,
             "regions": list(self.regions),
             "push_job_id": self.push_job_id,
+            "job_confs": dict(self.job_confs),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CreatedVersion:
-        return cls(int(data["version"]), int(data["partitions"]), list(data["regions"]), str(data["push_job_id"]))
+        return cls(
+            int(data["version"]),
+            int(data["partitions"]),
+            list(data["regions"]),
+            str(data["push_job_id"]),
+            dict(data.get("job_confs") or {}),
+        )
 
 
 @dataclass
@@ -132,6 +142,8 @@ def _schema_registration(s: StepInputs) -> int | None:
     r, request = s.rollout, s.request
     if repush_config.is_repush(request.confs):
         return None  # a repush writes the records of its source as they are, each with its schema id
+    if not request.input_path:
+        raise ConfigError("a push needs its input files (or source=kafka, a repush)")
     struct = read_input_schema(request.input_path)
     if struct is None:
         return None
@@ -151,18 +163,29 @@ def _schema_registration(s: StepInputs) -> int | None:
 def _create_version(s: StepInputs) -> CreatedVersion:
     """Ask `pre_store_version_creation` for every region (the regions it admits get the version) and the Da Vinci
     ingestion gate for every admitted region, create the version, send START_OF_PUSH. A re-run resumes the
-    version its push already created."""
+    version its push already created. A repush's source is resolved here, just before its version is created, and
+    pinned into the version (`repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end
+    offset), so a retried job reads exactly the same records."""
     r = s.rollout
     settings = stores.store_settings(r.meta, r.store)
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)
     if version is not None:
         regions = versions.version_regions(version)
         r.version = version.number
+        job_confs = dict(version.lifecycle.job_confs)
     else:
         number = versions.next_version_number(r.meta, r.store)
         regions = r.regions_for_new_version(number, settings.rollout_order)
+        job_confs, rewind, replay_after = _repush_source(r, s.request)
         version = versions.create_version(
-            r.meta, r.config, r.store, r.push_job_id, regions, rewind_seconds=_repush_rewind(r, s.request)
+            r.meta,
+            r.config,
+            r.store,
+            r.push_job_id,
+            regions,
+            rewind_seconds=rewind,
+            replay_after_ms=replay_after,
+            job_confs=job_confs,
         )
         r.version = version.number
         r.progress(
@@ -173,16 +196,25 @@ def _create_version(s: StepInputs) -> CreatedVersion:
             r.inform(F.POST_STORE_VERSION_CREATION, region)
     r.open_da_vinci_gates(regions)
     send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
-    return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id)
+    return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id, job_confs)
 
 
-def _repush_rewind(r: Rollout, request: PushRequest) -> int | None:
-    """A repush's new version: the rewind it replays the real-time topics with, if not the store's (a day for a
-    hybrid source, as Venice does, since the repush itself takes time; or `rewind.time.in.seconds.override`)."""
+def _repush_source(r: Rollout, request: PushRequest) -> tuple[dict[str, str], int | None, int | None]:
+    """A repush's pinned confs (its source resolved now: a run queued behind another push reads the version
+    current when it starts), and its new version's rewind and replay floor: the rewind a day for a hybrid source,
+    as Venice does, since the repush itself takes time (or `rewind.time.in.seconds.override`); with TTL, no
+    nearline write at or before the cut-off is replayed. ({}, None, None) for a push."""
     if not repush_config.is_repush(request.confs):
-        return None
-    source = versions.get_version(r.meta, r.store, repush_config.source_version(r.config, request.confs))
-    return repush_config.new_version_rewind(repush_config.parse(request.confs), source.lifecycle.hybrid is not None)
+        return {}, None, None
+    repush = repush_config.parse(request.confs)
+    source = repush_config.resolve(r.meta, r.config, r.store, repush)
+    pinned = repush_config.resolved_confs(request.confs, source)
+    r.progress(
+        f"repush source: version {source.version} in {source.region} ({source.topic}, end offsets "
+        f"{list(source.end_offsets)}" + (f", TTL cut-off {source.ttl_start_ms} ms)" if source.ttl_start_ms else ")")
+    )
+    resolved = repush_config.parse(pinned)
+    return pinned, repush_config.new_version_rewind(resolved, source.hybrid), repush_config.replay_after_ms(resolved)
 
 
 def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 
@@ -126,15 +127,16 @@ def rollout_view(
     run_id: str | None = None,
     run_state: str | None = None,
     tasks: Sequence[TaskRun] = (),
+    run_conf: Mapping[str, Any] | None = None,
 ) -> RolloutView:
-    """The page of `store` for one run (`run_id` None: the store alone, before any run)."""
+    """The page of `store` for one run (`run_id` None: the store alone, before any run; `run_conf`: its params)."""
     with meta.session() as session:
         order = list(get_store(session, store).rollout_order)
         serving = {
             row.region: (row.current_version, row.backup_version)
             for row in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store))
         }
-        job_id = push_job_id(store, run_id) if run_id else None
+        job_id = push_job_id(store, run_id, run_conf) if run_id else None
         version = (
             session.scalars(select(Version).where(Version.store_name == store, Version.push_job_id == job_id)).first()
             if job_id

@@ -4,6 +4,7 @@ fields. A push's configs (`venice push --conf`) become Spark properties and job 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -134,6 +135,8 @@ def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]
         args.append("--combiner")
     if repush.ttl_start_timestamp is not None:
         args += ["--ttl-start-ms", str(repush.ttl_start_timestamp)]
+    if repush.end_offsets is not None:
+        args += ["--source-end-offsets", json.dumps(repush.end_offsets, sort_keys=True)]
     return args
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+from venice_core.repush_schedule import RepushSchedule
 
 
 def now() -> float:
@@ -36,8 +37,14 @@ class Store(Base):
     # Hybrid (nearline writes through real-time topics) when the rewind is set; see `venice_core.hybrid`.
     hybrid_rewind_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     hybrid_offset_lag_threshold: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # A scheduled repush (`venice_core.repush_schedule`); NULL: none.
+    repush_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+    @property
+    def repush(self) -> RepushSchedule | None:
+        return RepushSchedule.of(self.repush_schedule)
 
     @property
     def hybrid(self) -> HybridSettings | None:
@@ -73,6 +80,7 @@ class VersionLifecycle:
     record_counts: Mapping[str, int] | None = None
     da_vinci_regions: tuple[str, ...] = ()
     hybrid: HybridSettings | None = None
+    job_confs: Mapping[str, str] = field(default_factory=dict)  # pinned at creation (a repush's source, end offsets)
 
     @classmethod
     def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
@@ -86,6 +94,7 @@ class VersionLifecycle:
             d.get("record_counts"),
             tuple(d.get("da_vinci_regions") or ()),
             HybridSettings.of(d.get("hybrid")),
+            dict(d.get("job_confs") or {}),
         )
 
     def to_json(self) -> dict[str, Any]:

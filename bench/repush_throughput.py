@@ -1,0 +1,170 @@
+"""Repush throughput end to end (a store's version topic -> the Spark repush job -> every region serving the new
+version) against confluent-kafka alone consuming the same source topic and producing the same bytes to a new
+topic, in the same run; and the Spark job alone.
+
+    .venv/bin/python -m bench.repush_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2]
+
+The store's first version is seeded with the protocol writer (no Spark: the records of `generate`, serialised as
+`bench.push_throughput` does, written sorted per partition), then rolled out like any push. The issue's target: a
+ratio of at least 0.5x with three regions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from bench.harness import SCHEMAS, report, sandbox_platform
+from bench.push_throughput import PARTITIONS, conf_pair, serialised_records
+from scripts.generate_dataset import generate
+from venice_core.client import serde
+from venice_core.config import ClusterConfig
+from venice_core.controller import stores
+from venice_core.jobs import local_push
+from venice_core.jobs.spark_spec import PushJobRequest
+from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+from venice_core.pubsub.writer import VersionTopicWriter
+
+SCHEMA_ID = 1
+
+
+class ProtocolWriterSeed:
+    """A push job (`local_push.PushJobRunner`) that writes serialised records straight to the version topic with
+    the protocol writer, each partition sorted by key bytes as the Spark job writes it."""
+
+    def __init__(self, records: list[tuple[bytes, bytes]]) -> None:
+        self.records = records
+
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        for key, value in self.records:
+            by_partition[partition_for(key, PARTITIONS)].append((key, value))
+        source = config.region(config.source_region)
+        topic = source.version_topic(request.store, request.number)
+        for partition, rows in by_partition.items():
+            guid = deterministic_guid(request.push_job_id, request.number, partition)
+            writer = VersionTopicWriter(source.kafka_bootstrap, topic, PARTITIONS, guid)
+            writer.start_segment(partition)
+            for key, value in sorted(rows):
+                writer.put(key, value, SCHEMA_ID, partition=partition)
+            writer.end_segment(partition)
+            writer.flush()
+        counts = {str(p): len(rows) for p, rows in by_partition.items()}
+        return {"record_counts": counts, "schema_id": SCHEMA_ID, "records": len(self.records)}
+
+
+def raw_kafka(bootstrap: str, source_topic: str) -> tuple[float, int, float]:
+    """Seconds for confluent-kafka to consume the source topic to its end and produce the same bytes (key and value
+    as they are, same partition) to a new topic, flushed; the records and MB copied."""
+    topic = f"raw-repush-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, topic, PARTITIONS)
+    ends = admin.end_offsets(bootstrap, source_topic, PARTITIONS)
+    started = time.perf_counter()
+    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench-repush"}))
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
+    consumer.assign([TopicPartition(source_topic, p, 0) for p in range(PARTITIONS)])
+    copied, payload = 0, 0
+    remaining = {p for p in range(PARTITIONS) if ends[p] > 0}
+    while remaining:
+        for message in consumer.consume(5000, 1.0):
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(message.error().str())
+                continue
+            key, value, partition = message.key(), message.value(), message.partition()
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            copied += 1
+            payload += len(key) + len(value)
+            if message.offset() + 1 >= ends[partition]:
+                remaining.discard(partition)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    consumer.close()
+    return time.perf_counter() - started, copied, payload / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--regions", default="dc-0,dc-1,dc-2", help="comma-separated region names (first: source)")
+    parser.add_argument("--conf", action="append", default=[], type=conf_pair, help="a repush conf KEY=VALUE")
+    args = parser.parse_args()
+    with sandbox_platform({"regions": args.regions}) as (config, meta, home):
+        data = generate(home / "data", args.records, files=4)
+        key_text = (SCHEMAS / "user_key.avsc").read_text()
+        value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
+        stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
+        info = stores.describe_store(meta, "bench")
+        records = serialised_records(
+            data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
+        )
+        n = len(records)
+        started = time.perf_counter()
+        local_push.push(
+            config,
+            meta,
+            "bench",
+            "records://seeded-by-the-protocol-writer",
+            progress=lambda _line: None,
+            run_job=ProtocolWriterSeed(records),
+        )
+        print(f"  seeded version 1 ({n} records) and rolled it out in {time.perf_counter() - started:.1f}s")
+        del records
+
+        job_seconds: list[float] = []
+
+        def timed_job(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+            began = time.perf_counter()
+            try:
+                return local_push.run_spark_job(job_config, request)
+            finally:
+                job_seconds.append(time.perf_counter() - began)
+
+        marks: list[tuple[float, str]] = []
+        started = time.perf_counter()
+        number = local_push.repush(
+            config,
+            meta,
+            "bench",
+            dict(args.conf),
+            progress=lambda line: marks.append((time.perf_counter(), line)),
+            run_job=timed_job,
+        )
+        repush_seconds = time.perf_counter() - started
+        assert number == 2, number
+
+        source = config.region(config.source_region)
+        baseline_seconds, copied, payload_mb = raw_kafka(source.kafka_bootstrap, source.version_topic("bench", 1))
+        spark_seconds = job_seconds[0]
+        report(
+            f"repush throughput, {n} records ({copied} messages, {payload_mb:.1f} MB in the source topic), "
+            f"{len(config.regions)} regions",
+            [
+                ("seconds", f"{repush_seconds:.1f}", f"{baseline_seconds:.1f}"),
+                ("records/s", f"{n / repush_seconds:,.0f}", f"{copied / baseline_seconds:,.0f}"),
+                ("MB/s", f"{payload_mb / repush_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
+            ],
+        )
+        print(f"  the Spark repush job alone: {spark_seconds:.1f}s, {n / spark_seconds:,.0f} records/s")
+        print("  where the repush's time went:")
+        previous = started
+        for at, line in marks:
+            print(f"    +{at - previous:6.1f}s  {line}")
+            previous = at
+        print(f"  ratio (repush throughput / raw Kafka consume+produce): {baseline_seconds / repush_seconds:.2f}x")
+        print(f"  ratio, the Spark job alone: {baseline_seconds / spark_seconds:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
