@@ -32,6 +32,7 @@ KAFKA_EMBEDDED_HOST = "kafka.embedded.host"
 KAFKA_EMBEDDED_PORT = "kafka.embedded.port"
 KAFKA_EMBEDDED_CONTROLLER_PORT = "kafka.embedded.controller.port"
 KAFKA_EMBEDDED_HEAP = "kafka.embedded.heap"
+KAFKA_EMBEDDED_JVM_OPTIONS = "kafka.embedded.jvm.options"
 SERVER_HOST = "server.host"
 SERVER_PORT_BASE = "server.port.base"
 # What one client may ask of a region server's read API: bounded so a bad client cannot exhaust memory or threads.
@@ -64,6 +65,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         KAFKA_EMBEDDED_PORT: "9092",
         KAFKA_EMBEDDED_CONTROLLER_PORT: "9093",
         KAFKA_EMBEDDED_HEAP: "512m",
+        KAFKA_EMBEDDED_JVM_OPTIONS: "-XX:+UseG1GC",
         SERVER_HOST: "127.0.0.1",
         SERVER_PORT_BASE: "7070",
         SERVER_MAX_REQUEST_BYTES: str(1024 * 1024),
@@ -109,6 +111,7 @@ class EmbeddedKafkaConfig:
     port: int
     controller_port: int
     heap: str
+    jvm_options: tuple[str, ...] = ("-XX:+UseG1GC",)
 
     @property
     def bootstrap(self) -> str:
@@ -266,6 +269,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         port=_int(settings, KAFKA_EMBEDDED_PORT, 1),
         controller_port=_int(settings, KAFKA_EMBEDDED_CONTROLLER_PORT, 1),
         heap=settings[KAFKA_EMBEDDED_HEAP].value,
+        jvm_options=tuple(settings[KAFKA_EMBEDDED_JVM_OPTIONS].value.split()),
     )
     for key, setting in file_settings.items():
         match = _REGION_KEY.match(key)

@@ -119,7 +119,7 @@ def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
         java,
         f"-Xmx{config.kafka.heap}",
         "-Xms64m",
-        "-XX:+UseG1GC",
+        *config.kafka.jvm_options,
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",
