@@ -1,5 +1,6 @@
 """Airflow (its API server, scheduler and dag-processor) over the session's platform, one per test module: the
-modules of this folder (two: keep it so, each costs an Airflow start) run on two test workers at once, each with its own Airflow."""
+two modules of this folder run on two test workers at once, each with its own Airflow (a third module would cost
+the suite a third Airflow start)."""
 
 from __future__ import annotations
 
