@@ -78,27 +78,29 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert env.push(store, RetriedRecordsJob(records)) == 1
     eventually(reads_equal(env, store, records), "version 1 served")
 
-    # 4 -> 8 partitions and NO_OP -> ZSTD, read in ranges of at most 25 records, the combiner on.
-    stores.update_store(env.meta, env.config, store, partitions=8, compression="ZSTD")
+    # NO_OP -> ZSTD, the partition count kept: the map-only plan (each task compacts a whole source partition).
+    stores.update_store(env.meta, env.config, store, compression="ZSTD")
     lines: list[str] = []
-    confs = {"kafka.input.max.records.per.mapper": "25", "kafka.input.combiner.enabled": "true"}
-    assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 2
+    assert local_push.repush(env.config, env.meta, store, {}, progress=lines.append, run_job=spark_job) == 2
     v2 = _version(env, store, 2)
-    assert (v2["partition_count"], v2["compression"]) == (8, "ZSTD")
+    assert (v2["partition_count"], v2["compression"]) == (4, "ZSTD")
     assert v2["push_job_id"].startswith(f"venice_re_push_{store}-")
-    assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 2)) == 8
     assert env.serving(store) == dict.fromkeys(env.config.region_names, 2)
-    eventually(reads_equal(env, store, records), "version 2 (8 partitions, ZSTD) holding every record")
-    assert any(f"wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
+    eventually(reads_equal(env, store, records), "version 2 (ZSTD) holding every record")
+    assert any(f"(map-only) and wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
 
-    # ZSTD -> NO_OP, from dc-2's copy, without the combiner: the same records.
-    stores.update_store(env.meta, env.config, store, compression="NO_OP")
+    # 4 -> 8 partitions and ZSTD -> NO_OP, from dc-2's copy, read in ranges of at most 25 records, the combiner on:
+    # the shuffled plan.
+    stores.update_store(env.meta, env.config, store, partitions=8, compression="NO_OP")
     lines.clear()
-    confs = {"kafka.input.max.records.per.mapper": "40", "kafka.input.fabric": "dc-2"}
+    confs = {"kafka.input.max.records.per.mapper": "25", "kafka.input.combiner.enabled": "true"}
+    confs["kafka.input.fabric"] = "dc-2"
     assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
     assert (_version(env, store, 3)["compression"], _version(env, store, 3)["partition_count"]) == ("NO_OP", 8)
+    assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 3)) == 8
     assert any("from version 2 in dc-2" in line for line in lines), lines
-    eventually(reads_equal(env, store, records), "version 3 (NO_OP) holding every record")
+    assert any(f"(shuffled) and wrote {len(records)} records" in line for line in lines), lines
+    eventually(reads_equal(env, store, records), "version 3 (8 partitions, NO_OP) holding every record")
 
 
 def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(

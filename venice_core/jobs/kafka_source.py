@@ -298,6 +298,24 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._client = None
 
 
+def batch_ranges(bootstrap: str, topic: str, starting: str, ending: str, max_records: int) -> list[OffsetRange]:
+    """A bounded read's tasks, fixed now: `starting` / `ending` are "earliest", "latest" or JSON offsets by
+    partition (a partition not named reads from its low / to its high watermark); see `split`."""
+    consumer = _consumer(bootstrap)
+    try:
+        marks = watermarks(consumer, topic, topic_partitions(consumer, topic, bootstrap))
+    finally:
+        consumer.close()
+
+    def offsets(given: str, option: str, pick: int) -> dict[str, int]:
+        if given in ("earliest", "latest"):
+            return {p: bounds[0 if given == "earliest" else 1] for p, bounds in marks.items()}
+        named = parse_offsets(given, option)
+        return {p: named.get(p, bounds[pick]) for p, bounds in marks.items()}
+
+    return split(offsets(starting, "startingOffsets", 0), offsets(ending, "endingOffsets", 1), max_records)
+
+
 class KafkaBatchReader(DataSourceReader):
     """A bounded read: the offsets are fixed when Spark plans the read (`partitions`), so every task, and a retried
     one, reads exactly its range."""
@@ -312,21 +330,7 @@ class KafkaBatchReader(DataSourceReader):
         self.max_records = int(options.get("maxRecordsPerPartition", "0") or 0)
 
     def partitions(self) -> list[OffsetRange]:
-        consumer = _consumer(self.bootstrap)
-        try:
-            marks = watermarks(consumer, self.topic, topic_partitions(consumer, self.topic, self.bootstrap))
-        finally:
-            consumer.close()
-
-        def offsets(given: str, option: str, pick: int) -> dict[str, int]:
-            if given in ("earliest", "latest"):
-                return {p: bounds[0 if given == "earliest" else 1] for p, bounds in marks.items()}
-            named = parse_offsets(given, option)
-            return {p: named.get(p, bounds[pick]) for p, bounds in marks.items()}
-
-        return split(
-            offsets(self.starting, "startingOffsets", 0), offsets(self.ending, "endingOffsets", 1), self.max_records
-        )
+        return batch_ranges(self.bootstrap, self.topic, self.starting, self.ending, self.max_records)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, OffsetRange)

@@ -1,12 +1,17 @@
 """The Spark repush job: `spark-submit venice_core/jobs/repush.py --store S --version N --source-topic T ...`.
 
-Rebuilds a store from one of its version topics: each source partition is cut into offset ranges of at most
-`--max-records-per-mapper` records, read in parallel through the `venice_kafka` source; the messages are decoded
-(and combined per range with `--combiner`); then, through the push job's writing end (`push_tasks.write_sorted`:
-shuffled by the new version's partition, sorted by key bytes and offset, one writer per Kafka partition with a GUID
-derived from the push job id), each key is compacted to its latest record, TTL and deletes applied, values
-re-compressed if the compression changed, and written with their write timestamps (`repush_tasks`). The caller
-sends START_OF_PUSH before and END_OF_PUSH after, as for a push.
+Rebuilds a store from one of its version topics, each key compacted to its latest record, TTL and deletes applied,
+values re-compressed if the compression changed, and written with their write timestamps (`repush_tasks`), in one
+of two plans:
+- map-only, when the new version has the source's partition count (each key stays in its partition) and no source
+  partition holds more than `--max-records-per-mapper` records: one task per source partition reads it whole,
+  compacts it in memory and writes the keys in byte order (no shuffle; the records never enter the JVM);
+- shuffled, otherwise: each source partition is cut into offset ranges of at most `--max-records-per-mapper`
+  records, read in parallel through the `venice_kafka` source and decoded (and combined per range with
+  `--combiner`), then shuffled to the new version's partitions and sorted there through the push job's writing
+  end (`push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
+Either way the source's offsets are fixed on the driver first, so a retried task reads exactly the same records.
+The caller sends START_OF_PUSH before and END_OF_PUSH after, as for a push.
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
 from venice_core.jobs import push as push_job
 from venice_core.jobs.push_tasks import PushJobError, record_counts, write_sorted
-from venice_core.jobs.repush_tasks import DECODED_SCHEMA, WRITTEN_SCHEMA, compact_and_write, decode_batches
+from venice_core.jobs.repush_tasks import (
+    DECODED_SCHEMA,
+    WRITTEN_SCHEMA,
+    compact_and_write,
+    decode_batches,
+    repush_partitions,
+)
 from venice_core.meta import MetadataStore
 
 
@@ -39,7 +50,7 @@ def _version(info: dict[str, Any], number: int) -> dict[str, Any]:
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
-    from venice_core.jobs.kafka_source import KafkaDataSource
+    from venice_core.jobs.kafka_source import batch_ranges
 
     meta = MetadataStore(config.metadata_db_url)
     try:
@@ -65,6 +76,36 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         "fail_partition": int(spark.conf.get(push_job.FAIL_PARTITION_CONF, "-1")),
         "fail_after": int(spark.conf.get(push_job.FAIL_AFTER_CONF, "0")),
     }
+    ranges = batch_ranges(
+        args.source_bootstrap, args.source_topic, "earliest", args.source_end_offsets or "latest", 0
+    )  # fixed here, on the driver: a retried task reads exactly the same records
+    if source["partition_count"] == partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
+        # One task per source partition with records: spark.range's ids index the ranges.
+        spec.update(
+            ranges=[(r.partition, r.start, r.end) for r in ranges],
+            source_topic=args.source_topic,
+            source_bootstrap=args.source_bootstrap,
+        )
+        tasks = spark.range(0, len(ranges), 1, max(1, len(ranges)))
+        written = tasks.mapInArrow(lambda batches: repush_partitions(batches, spec), WRITTEN_SCHEMA).collect()
+        plan = "map-only"
+    else:
+        written, plan = _shuffled(spark, args, spec, partitions), "shuffled"
+    counts = record_counts(written, partitions)
+    left_out = {name: sum(getattr(row, name) for row in written) for name in WRITTEN_SCHEMA_STATS}
+    return {
+        "record_counts": counts,
+        "schema_id": None,
+        "records": sum(counts.values()),
+        "repush": {"source": args.source_topic, "plan": plan, **left_out},
+    }
+
+
+def _shuffled(spark: Any, args: argparse.Namespace, spec: dict[str, Any], partitions: int) -> list[Any]:
+    """The general repush: offset ranges read in parallel through the venice_kafka source, decoded (and combined)
+    per range, shuffled to the new version's partitions and sorted there (`write_sorted`), compacted and written."""
+    from venice_core.jobs.kafka_source import KafkaDataSource
+
     spark.dataSource.register(KafkaDataSource)
     reader = (
         spark.read.format(KafkaDataSource.name())
@@ -78,17 +119,9 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
     decoded = source_rows.select("offset", "key", "value").mapInArrow(
         lambda batches: decode_batches(batches, spec), DECODED_SCHEMA
     )
-    written = write_sorted(
+    return write_sorted(
         decoded, partitions, ["key", "offset"], lambda batches: compact_and_write(batches, spec), WRITTEN_SCHEMA
     )
-    counts = record_counts(written, partitions)
-    left_out = {name: sum(getattr(row, name) for row in written) for name in WRITTEN_SCHEMA_STATS}
-    return {
-        "record_counts": counts,
-        "schema_id": None,
-        "records": sum(counts.values()),
-        "repush": {"source": args.source_topic, **left_out},
-    }
 
 
 WRITTEN_SCHEMA_STATS = ("tombstones", "expired", "deleted", "superseded")

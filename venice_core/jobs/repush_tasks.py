@@ -204,20 +204,64 @@ def grouped(batches: Iterable[Any]) -> Iterator[list[tuple[Any, ...]]]:
 def compact_and_write(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
     """mapInArrow on the sorted rows of whole Kafka partitions: compact each key, write the survivors through the
     push job's writer; yield per-partition counts (PUTs, as END_OF_PUSH carries them) and what was left out."""
-    import pyarrow as pa
-
     compactor = Compactor(spec)
     writer = task_writer(spec)
     for rows in grouped(batches):
-        resolved = compactor.resolve(rows)
-        if resolved is not None:
-            value, schema_id, timestamp = resolved
-            writer.write_record(rows[0][0], rows[0][1], value, schema_id, timestamp)
+        _write_key(compactor, writer, rows)
     writer.finish()
+    yield _written(writer, compactor)
+
+
+def repush_partitions(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
+    """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec["ranges"]`), for a source
+    with the new version's partition count (the same partitioner sends each key to the same partition) and no
+    partition over `max.records.per.mapper`: each task reads its whole partition in offset order from
+    its range (fixed on the driver, so a retried task reads the same records), groups it by key in memory,
+    and writes the keys in byte order. No shuffle, and the records never pass through the JVM."""
+    from venice_core.jobs.kafka_source import read_range
+
+    compactor = Compactor(spec)
+    writer = task_writer(spec)
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            source_partition, start, end = spec["ranges"][index]
+            by_key: dict[bytes, list[tuple[Any, ...]]] = {}
+            for _topic, _p, offset, _time, kafka_key, kafka_value in read_range(
+                spec["source_bootstrap"], spec["source_topic"], source_partition, start, end
+            ):
+                decoded = decode_message(kafka_key, kafka_value)
+                if decoded is None:
+                    continue  # control messages: the new version has its own
+                key, kind, schema_id, timestamp, value, chunk_key = decoded
+                row = (source_partition, key, offset, kind, schema_id, timestamp, value, chunk_key)
+                by_key.setdefault(key, []).append(row)
+            for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
+                if (
+                    partition_for(key, spec["partitions"]) != source_partition
+                ):  # one writer per partition, or DIV breaks
+                    raise RepushJobError(
+                        f"key {key[:32].hex()} of {spec['source_topic']}/{source_partition} belongs to partition "
+                        f"{partition_for(key, spec['partitions'])}: the source was not written by this partitioner"
+                    )
+                _write_key(compactor, writer, by_key.pop(key))
+    writer.finish()
+    yield _written(writer, compactor)
+
+
+def _write_key(compactor: Compactor, writer: Any, rows: list[tuple[Any, ...]]) -> None:
+    resolved = compactor.resolve(rows)
+    if resolved is not None:
+        value, schema_id, timestamp = resolved
+        writer.write_record(rows[0][0], rows[0][1], value, schema_id, timestamp)
+
+
+def _written(writer: Any, compactor: Compactor) -> Any:
+    """One task's WRITTEN_SCHEMA rows: per partition it wrote, its PUTs; the task's stats on the first row only."""
+    import pyarrow as pa
+
     partitions = list(writer.counts) or [-1]  # -1: a task that wrote nothing still reports what it left out
     stats = compactor.stats
     counts = [writer.counts.get(p, 0) for p in partitions]
     arrays = [pa.array(partitions, pa.int32()), pa.array(counts, pa.int64())]
-    # The stats are the task's: on its first partition's row only.
     arrays += [pa.array([stats[name] if i == 0 else 0 for i in range(len(partitions))], pa.int64()) for name in stats]
-    yield pa.RecordBatch.from_arrays(arrays, names=["partition", "records", *stats])
+    return pa.RecordBatch.from_arrays(arrays, names=["partition", "records", *stats])

@@ -394,7 +394,8 @@ def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
     if "repush" in result:
         left = result["repush"]
         r.progress(
-            f"repush job read {left['source']} and wrote {result['records']} records and {left['tombstones']} "
+            f"repush job read {left['source']} ({left['plan']}) and wrote {result['records']} records and "
+            f"{left['tombstones']} "
             f"tombstones in {took:.1f}s (left out: {left['superseded']} superseded, {left['deleted']} deleted, "
             f"{left['expired']} expired by TTL)"
         )
