@@ -37,6 +37,8 @@ def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     assert "was not running" in env.venice("down", check=True).stdout
 
     # A component that cannot start (dc-1's port is taken): `venice up` fails in one line and stops what it started.
+    # Fresh ports: the first platform's were free for a while, and another test worker may have taken one since.
+    env = make_platform_env(tmp_path / "home2")
     with leaves_nothing(*platform_parts(env.config)), socket.socket() as taken:  # (closed before the check)
         taken.bind(("127.0.0.1", env.config.server_port("dc-1")))
         taken.listen()
