@@ -12,6 +12,7 @@ import argparse
 import resource
 import time
 import uuid
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -19,9 +20,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from bench.harness import SCHEMAS, cpu_seconds, report, rss_mb, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.client import serde
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import kafka, servers
 from venice_core.jobs.local_push import push
+from venice_core.meta import MetadataStore
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 
@@ -70,6 +73,21 @@ def conf_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+def bench_store(
+    config: ClusterConfig, meta: MetadataStore, home: Path, count: int
+) -> tuple[Path, list[tuple[bytes, bytes]]]:
+    """Create the store `bench` (the user schemas, PARTITIONS partitions) and generate `count` records for it: the
+    input files, and the records as the push job serialises them."""
+    data = generate(home / "data", count, files=4)
+    key_text = (SCHEMAS / "user_key.avsc").read_text()
+    value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
+    stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
+    info = stores.describe_store(meta, "bench")
+    return data, serialised_records(
+        data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -79,14 +97,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     with sandbox_platform({"regions": args.regions}) as (config, meta, home):
-        data = generate(home / "data", args.records, files=4)
-        key_text = (SCHEMAS / "user_key.avsc").read_text()
-        value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
-        stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
-        info = stores.describe_store(meta, "bench")
-        records = serialised_records(
-            data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
-        )
+        data, records = bench_store(config, meta, home, args.records)
         payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
 
         processes = {"kafka broker": kafka.process(config).pid()}

@@ -18,12 +18,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench.harness import SCHEMAS, report, sandbox_platform
-from bench.push_throughput import PARTITIONS, conf_pair, serialised_records
-from scripts.generate_dataset import generate
-from venice_core.client import serde
+from bench.harness import report, sandbox_platform
+from bench.push_throughput import PARTITIONS, bench_store, conf_pair
 from venice_core.config import ClusterConfig
-from venice_core.controller import stores
 from venice_core.jobs import local_push
 from venice_core.jobs.spark_spec import PushJobRequest
 from venice_core.protocol.div import deterministic_guid
@@ -101,14 +98,7 @@ def main() -> None:
     parser.add_argument("--conf", action="append", default=[], type=conf_pair, help="a repush conf KEY=VALUE")
     args = parser.parse_args()
     with sandbox_platform({"regions": args.regions}) as (config, meta, home):
-        data = generate(home / "data", args.records, files=4)
-        key_text = (SCHEMAS / "user_key.avsc").read_text()
-        value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
-        stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
-        info = stores.describe_store(meta, "bench")
-        records = serialised_records(
-            data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
-        )
+        _data, records = bench_store(config, meta, home, args.records)
         n = len(records)
         started = time.perf_counter()
         local_push.push(

@@ -39,6 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from venice_core.errors import StreamInputError
+from venice_core.pubsub.offsets import parse_partition_offsets
 
 SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
 TIMEOUT_SECONDS = 15.0
@@ -49,14 +50,11 @@ READ_STALL_SECONDS = 60.0
 def parse_offsets(text: str, option: str) -> dict[str, int]:
     """Offsets given as JSON (`{"0": 12, "1": 0}`), checked."""
     try:
-        data = json.loads(text)
+        return parse_partition_offsets(text)
     except ValueError:
-        data = None
-    if not isinstance(data, dict) or not all(
-        str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in data.items()
-    ):
-        raise StreamInputError(f"{option} must be 'earliest', 'latest' or JSON offsets per partition, got {text!r}")
-    return {str(int(k)): int(v) for k, v in data.items()}
+        raise StreamInputError(
+            f"{option} must be 'earliest', 'latest' or JSON offsets per partition, got {text!r}"
+        ) from None
 
 
 def share(available: Mapping[str, int], budget: int) -> dict[str, int]:

@@ -27,6 +27,7 @@ from venice_core.controller import stores, versions
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.pubsub.offsets import parse_partition_offsets
 from venice_core.repush_schedule import RepushDecision, decide
 
 SOURCE_KAFKA = "source.kafka"
@@ -109,14 +110,9 @@ def end_offsets(confs: Mapping[str, str]) -> dict[str, int] | None:
     if not text:
         return None
     try:
-        data = json.loads(text)
+        return parse_partition_offsets(text)
     except ValueError:
-        data = None
-    if not isinstance(data, dict) or not all(
-        str(k).isdigit() and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in data.items()
-    ):
-        raise ConfigError(f"{KAFKA_INPUT_END_OFFSETS} must be JSON offsets per partition, got {text!r}")
-    return {str(int(k)): v for k, v in data.items()}
+        raise ConfigError(f"{KAFKA_INPUT_END_OFFSETS} must be JSON offsets per partition, got {text!r}") from None
 
 
 def parse(confs: Mapping[str, str]) -> RepushConfig:
