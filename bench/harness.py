@@ -50,3 +50,12 @@ def report(title: str, rows: list[tuple[str, str, str]]) -> None:
     width = max(len(r[0]) for r in rows)
     for name, project, baseline in rows:
         print(f"  {name:<{width}}  project {project:>16}   baseline {baseline:>16}")
+
+
+def print_timeline(what: str, started: float, marks: list[tuple[float, str]]) -> None:
+    """The progress lines of a run, each with the seconds since the one before: where its time went."""
+    print(f"  where the {what}'s time went:")
+    previous = started
+    for at, line in marks:
+        print(f"    +{at - previous:6.1f}s  {line}")
+        previous = at

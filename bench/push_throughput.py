@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench.harness import SCHEMAS, cpu_seconds, report, rss_mb, sandbox_platform
+from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.client import serde
 from venice_core.config import ClusterConfig
@@ -136,11 +136,7 @@ def main() -> None:
         print(f"  where the push's CPU went ({sum(cpu.values()):.0f} core-seconds in {push_seconds:.0f}s on 2 cores):")
         for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
             print(f"    {seconds:6.1f}s  {name}")
-        print("  where the push's time went:")
-        previous = started
-        for at, line in marks:
-            print(f"    +{at - previous:6.1f}s  {line}")
-            previous = at
+        print_timeline("push", started, marks)
         for region in config.region_names:
             pid = servers.process(config, region).pid()
             print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")

@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench.harness import report, sandbox_platform
+from bench.harness import print_timeline, report, sandbox_platform
 from bench.push_throughput import PARTITIONS, bench_store, conf_pair
 from venice_core.config import ClusterConfig
 from venice_core.jobs import local_push
@@ -147,11 +147,7 @@ def main() -> None:
             ],
         )
         print(f"  the Spark repush job alone: {spark_seconds:.1f}s, {n / spark_seconds:,.0f} records/s")
-        print("  where the repush's time went:")
-        previous = started
-        for at, line in marks:
-            print(f"    +{at - previous:6.1f}s  {line}")
-            previous = at
+        print_timeline("repush", started, marks)
         print(f"  ratio (repush throughput / raw Kafka consume+produce): {baseline_seconds / repush_seconds:.2f}x")
         print(f"  ratio, the Spark job alone: {baseline_seconds / spark_seconds:.2f}x")
 

@@ -110,12 +110,6 @@ class RepushSchedule:
             args["cron"] = self.cron
         return args
 
-    def repush_confs(self, hybrid: bool) -> dict[str, str]:
-        """The repush's confs: a TTL repush with the same seconds for a hybrid store, else a plain one."""
-        if not hybrid:
-            return {}
-        return {"repush.ttl.enable": "true", "repush.ttl.seconds": str(self.ttl_seconds)}
-
 
 @dataclass(frozen=True)
 class RepushDecision:

@@ -85,8 +85,13 @@ def push(
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
     check_push_input(meta, store, input_path, key_field, value_field)  # before Airflow is asked anything
-    params = {"source": SOURCE_FILES_PARAM, "input": input_path, "key_field": key_field, "value_field": value_field}
-    params["conf"] = confs
+    params = {
+        "source": SOURCE_FILES_PARAM,
+        "input": input_path,
+        "key_field": key_field,
+        "value_field": value_field,
+        "conf": confs,
+    }
     return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
 
 

@@ -92,16 +92,23 @@ def _int(confs: Mapping[str, str], key: str, minimum: int) -> int | None:
     return value
 
 
+def _set(confs: Mapping[str, str], key: str) -> bool:
+    """Is the flag `true`? Lenient (a malformed value is False here; `parse` refuses it)."""
+    return str(confs.get(key, "false")).strip().lower() == "true"
+
+
 def is_repush(confs: Mapping[str, str]) -> bool:
     """Does `source.kafka=true` make this push a repush? (A malformed value is refused by `parse`.)"""
-    return str(confs.get(SOURCE_KAFKA, "false")).strip().lower() == "true"
+    return _set(confs, SOURCE_KAFKA)
+
+
+def _job_id_prefix(ttl: bool) -> str:
+    return TTL_REPUSH_PREFIX if ttl else REPUSH_PREFIX
 
 
 def job_id_prefix(confs: Mapping[str, str]) -> str:
     """The push job id's prefix for a push's confs: Venice's for a repush (with or without TTL), else none."""
-    if not is_repush(confs):
-        return ""
-    return TTL_REPUSH_PREFIX if str(confs.get(REPUSH_TTL_ENABLE, "")).strip().lower() == "true" else REPUSH_PREFIX
+    return _job_id_prefix(_set(confs, REPUSH_TTL_ENABLE)) if is_repush(confs) else ""
 
 
 def end_offsets(confs: Mapping[str, str]) -> dict[str, int] | None:
@@ -293,16 +300,15 @@ def new_version_rewind(repush: RepushConfig, source_hybrid: bool) -> int | None:
 
 def repush_job_id(store: str, repush: RepushConfig, suffix: str | None = None) -> str:
     """Venice's repush ids: `venice_re_push_...`, or `venice_ttl_re_push_...` with TTL."""
-    prefix = TTL_REPUSH_PREFIX if repush.ttl_enable else REPUSH_PREFIX
-    return f"{prefix}{store}-{suffix or uuid.uuid4().hex[:12]}"[:128]
+    return f"{_job_id_prefix(repush.ttl_enable)}{store}-{suffix or uuid.uuid4().hex[:12]}"[:128]
 
 
 def scheduled_repush(
     meta: MetadataStore, store: str, now: float | None = None
 ) -> tuple[RepushDecision, dict[str, str]]:
     """A scheduled maintenance run's decision (`repush_schedule.decide`: repush only when the store's current
-    version, the newest one a region serves, is older than the threshold), and the repush's confs (a TTL repush
-    for a hybrid store)."""
+    version, the newest one a region serves, is older than the threshold), and the repush's confs: a TTL repush
+    with the threshold's seconds for a hybrid store, a plain one for a batch-only store (which refuses TTL)."""
     settings = stores.store_settings(meta, store)
     if settings.repush is None:
         return RepushDecision(False, f"store '{store}' has no scheduled repush"), {}
@@ -311,4 +317,5 @@ def scheduled_repush(
     created = next((v["created_at"] for v in info["versions"] if v["number"] == current), None)
     in_flight = versions.version_in_flight(meta, store)
     decision = decide(current, created, settings.repush.ttl_seconds, in_flight, now)
-    return decision, settings.repush.repush_confs(settings.hybrid is not None)
+    ttl = {REPUSH_TTL_ENABLE: "true", REPUSH_TTL_SECONDS: str(settings.repush.ttl_seconds)}
+    return decision, ttl if settings.hybrid is not None else {}

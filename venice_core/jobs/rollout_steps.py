@@ -395,9 +395,8 @@ def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
         left = result["repush"]
         r.progress(
             f"repush job read {left['source']} ({left['plan']}) and wrote {result['records']} records and "
-            f"{left['tombstones']} "
-            f"tombstones in {took:.1f}s (left out: {left['superseded']} superseded, {left['deleted']} deleted, "
-            f"{left['expired']} expired by TTL)"
+            f"{left['tombstones']} tombstones in {took:.1f}s (left out: {left['superseded']} superseded, "
+            f"{left['deleted']} deleted, {left['expired']} expired by TTL)"
         )
     else:
         schema = result["schema_id"]
