@@ -3,7 +3,6 @@ checkpoint while its server holds the database."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from venice_core.controller import versions
 from venice_core.jobs.local_push import PushFailed
 from venice_core.meta import MetadataStore
 from venice_core.status import ExecutionStatus
+from venice_core.storage.checkpoint import decode_state
 from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 
 
@@ -59,6 +59,6 @@ def read_checkpoint(partition_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else decode_state(raw)
     finally:
         db.close()

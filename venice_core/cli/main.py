@@ -7,6 +7,7 @@ import sys
 import typer
 
 from venice_core.cli import data, platform
+from venice_core.cli.davinci import davinci_app
 from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
 from venice_core.cli.stream import stream_app
@@ -37,6 +38,7 @@ app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(stream_app, name="stream")
+app.add_typer(davinci_app, name="davinci")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,7 +7,7 @@ import json
 import typer
 
 from venice_core.cli.context import metadata
-from venice_core.controller import stores, versions
+from venice_core.controller import da_vinci, stores, versions
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
@@ -34,6 +34,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         tasks = sorted(api.task_instances(dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~")
         version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
+        instances = da_vinci.instances(meta, store)
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
@@ -52,6 +53,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
             }
             for r in answers
         ],
+        "da_vinci_instances": instances,
     }
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -67,6 +69,9 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     for record in answers:
         detail = record.error or record.reason
         typer.echo(f"  {describe(record)}" + (f": {detail}" if detail else ""))
+    for row in instances:
+        state = "live" if row["live"] else "gone"
+        typer.echo(f"Da Vinci {row['instance']} in {row['region']}: v{row['version']} {row['status'] or '-'} ({state})")
 
 
 @rollout_app.command("approve")

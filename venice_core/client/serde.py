@@ -21,3 +21,41 @@ def serialize(schema: Any, datum: Any) -> bytes:
 
 def deserialize(schema: Any, data: bytes) -> Any:
     return fastavro.schemaless_reader(io.BytesIO(data), schema, None)
+
+
+def _long(n: int) -> bytes:
+    """Avro's zig-zag varint."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _avro_bytes(data: bytes) -> bytes:
+    return _long(len(data)) + data
+
+
+_SYNC = b"venice-datums-\x00\x00"
+
+
+def deserialize_many(schema_json: str, data: list[bytes]) -> list[Any]:
+    """Many schemaless datums of one schema at once: framed as one block of an Avro object container, so fastavro
+    reads them in one compiled loop (a reader call per datum costs several times more)."""
+    if not data:
+        return []
+    header = (
+        b"Obj\x01"
+        + _long(2)
+        + _avro_bytes(b"avro.schema")
+        + _avro_bytes(schema_json.encode())
+        + _avro_bytes(b"avro.codec")
+        + _avro_bytes(b"null")
+        + _long(0)
+        + _SYNC
+    )
+    body = b"".join(data)
+    container = header + _long(len(data)) + _long(len(body)) + body + _SYNC
+    return list(fastavro.reader(io.BytesIO(container)))

@@ -74,3 +74,26 @@ def gate_open(meta: MetadataStore, store: str, version: int, region: str) -> boo
     with meta.session() as session:
         row = session.get(Version, (store, version))
         return row is not None and region in row.lifecycle.da_vinci_regions
+
+
+def instances(meta: MetadataStore, store: str | None = None, now: float | None = None) -> list[dict[str, object]]:
+    """Every registered instance (of one store, or all), with its version, status and whether it is live."""
+    now = time.time() if now is None else now
+    with meta.session() as session:
+        query = select(DaVinciInstance).order_by(
+            DaVinciInstance.store_name, DaVinciInstance.region, DaVinciInstance.instance_id
+        )
+        if store is not None:
+            query = query.where(DaVinciInstance.store_name == store)
+        return [
+            {
+                "store": r.store_name,
+                "region": r.region,
+                "instance": r.instance_id,
+                "version": r.version,
+                "status": r.status or "",
+                "heartbeat_age_seconds": round(now - r.heartbeat_at, 1),
+                "live": now - r.heartbeat_at < LIVE_SECONDS,
+            }
+            for r in session.scalars(query)
+        ]

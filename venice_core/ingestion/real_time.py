@@ -45,7 +45,7 @@ from venice_core.protocol.envelope import (
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
-from venice_core.storage.rocksdb import PartitionStorage
+from venice_core.storage.api import PartitionStore
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class HybridIngestion:
     settings: HybridSettings
     sources: tuple[RealTimeSource, ...]
     local_bootstrap: str  # the region's version topic, where the winners are written on
-    local_topic: str
+    local_topic: str | None  # None: nothing written on (a Da Vinci client only reads the region's topics)
     partition_count: int  # the version's
     compress: Callable[[bytes], bytes]  # the version's compression, applied to nearline values (sent uncompressed)
 
@@ -93,7 +93,7 @@ class RealTimeIngestion:
         self,
         hybrid: HybridIngestion,
         partition: int,
-        storage: PartitionStorage,
+        storage: PartitionStore,
         report: Reporter,
         consumer_group: str,
     ) -> None:
@@ -153,7 +153,7 @@ class RealTimeIngestion:
         return validator.accept(message, data)
 
     def _assemble(
-        self, message: Any, storage: PartitionStorage, batch: Any, pending_chunks: dict[bytes, bytes]
+        self, message: Any, storage: PartitionStore, batch: Any, pending_chunks: dict[bytes, bytes]
     ) -> bytes | None:
         """A large nearline value from its producer's chunks; None (counted, logged) if they are not all there."""
         manifest = chunking.Manifest.decode(message.value)
@@ -208,10 +208,14 @@ class RealTimeIngestion:
             consumer.assign(self._assignment(consumer, checkpoint))
             # A writer of its own per run (a fresh producer GUID): after a crash, what it wrote past the checkpoint is
             # written again under the next run's GUID, the same records with the same timestamps.
-            writer = VersionTopicWriter(
-                self.hybrid.local_bootstrap, self.hybrid.local_topic, self.hybrid.partition_count, uuid.uuid4().bytes
-            )
-            writer.start_segment(self.partition)
+            if self.hybrid.local_topic is not None:
+                writer = VersionTopicWriter(
+                    self.hybrid.local_bootstrap,
+                    self.hybrid.local_topic,
+                    self.hybrid.partition_count,
+                    uuid.uuid4().bytes,
+                )
+                writer.start_segment(self.partition)
             self._loop(consumer, writer, Validator(checkpoint.get("rt_div"), join_mid_segment=True), commit_base, stop)
         finally:
             consumer.close()
@@ -224,7 +228,7 @@ class RealTimeIngestion:
     def _loop(
         self,
         consumer: Consumer,
-        writer: VersionTopicWriter,
+        writer: VersionTopicWriter | None,
         validator: Validator,
         commit_base: dict[str, Any],
         stop: threading.Event,
@@ -257,11 +261,13 @@ class RealTimeIngestion:
                 return
             if value is None:
                 batch.delete(key)
-                writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp)
+                if writer is not None:
+                    writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp)
             else:
                 stored = value if uncompressed else compress(value)
                 batch.put(key, SCHEMA_ID.pack(schema_id) + stored)
-                writer.put(key, stored, schema_id, partition=partition, timestamp_ms=timestamp)
+                if writer is not None:
+                    writer.put(key, stored, schema_id, partition=partition, timestamp_ms=timestamp)
             put_stamp(batch, key, stamp)
             stamps[key] = stamp
             self.applied += 1
@@ -270,7 +276,8 @@ class RealTimeIngestion:
             nonlocal batch, uncommitted
             # The version topic holds every applied write before the checkpoint passes it. Bounded well below the
             # region server's wait for a stopping task; a stop meanwhile commits nothing (replayed on restart).
-            writer.flush(FLUSH_TIMEOUT_SECONDS)
+            if writer is not None:
+                writer.flush(FLUSH_TIMEOUT_SECONDS)
             if stop.is_set():
                 return
             validator.forget_ended(KEEP_ENDED_PRODUCERS)

@@ -1,9 +1,11 @@
-"""Ingest one partition of a version topic into a PartitionStorage; outside the source region, as the partition's
-leader, also mirror each consumed record to the region's own version topic (`replication.VersionTopicMirror`).
+"""Ingest one partition of a version topic into a `storage.api.PartitionStore` (a region server's RocksDB, a Da
+Vinci client's RocksDB or DuckDB); outside the source region, as the partition's leader, also mirror each consumed
+record to the region's own version topic (`replication.VersionTopicMirror`).
 
 Every commit writes the data and the checkpoint (next offset, DIV state, START_OF_PUSH settings, record count) in
-one RocksDB write, so a task killed at any point resumes from its checkpoint with exactly the data it covers.
-A gap or a bad checksum before END_OF_PUSH fails the partition with a clear error.
+one atomic write of the store (a RocksDB WriteBatch, a DuckDB transaction), so a task killed at any point resumes
+from its checkpoint with exactly the data it covers. A gap or a bad checksum before END_OF_PUSH fails the partition
+with a clear error.
 
 A hybrid version's partition goes on after END_OF_PUSH with the real-time phase (`real_time.RealTimeIngestion`):
 its checkpoint keeps the batch fields as END_OF_PUSH left them and adds the real-time offsets.
@@ -41,7 +43,7 @@ from venice_core.protocol.envelope import (
 )
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.status import ExecutionStatus
-from venice_core.storage.rocksdb import PartitionStorage
+from venice_core.storage.api import PartitionStore
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ class PartitionIngestionTask:
         bootstrap: str,
         topic: str,
         partition: int,
-        storage: PartitionStorage,
+        storage: PartitionStore,
         report: Reporter,
         consumer_group: str,
         mirror: VersionTopicMirror | None = None,
@@ -205,7 +207,7 @@ class PartitionIngestionTask:
             }
             if eop:
                 state["eop_time_ms"] = eop_time_ms  # where a hybrid version's real-time replay rewinds from
-            if sop and sop.get("sorted"):
+            if sorted_push:
                 self.storage.ingest_sst()  # before the checkpoint that covers it
             self.storage.commit(batch, state)
             batch = self.storage.new_batch()
@@ -214,7 +216,8 @@ class PartitionIngestionTask:
             last_commit = time.monotonic()
             return state
 
-        sorted_push = bool(sop and sop.get("sorted"))
+        sorted_ingest = self.storage.sorted_ingest
+        sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
         apply_from = checkpoint["next_offset"]  # below it: records a restarted leader only mirrors
         mirror = self.mirror.mirror if self.mirror is not None else None
         # A hybrid version keeps the write stamp of records that carry one (a repush copies nearline writes with
@@ -298,7 +301,7 @@ class PartitionIngestionTask:
                         self.storage.put_write_stamp(batch, message.key, stamp.encode())
                 elif message.control_type is ControlMessageType.START_OF_PUSH:
                     sop = message.control
-                    sorted_push = bool(sop and sop.get("sorted"))
+                    sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
                 elif message.control_type is ControlMessageType.END_OF_PUSH:
                     expected = (message.control.get("record_counts") or {}).get(str(self.partition))
                     if expected is not None and expected != self.stats.records:

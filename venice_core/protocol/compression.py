@@ -24,17 +24,20 @@ class CompressionStrategy(IntEnum):
             ) from None
 
 
-def compressor(strategy: CompressionStrategy) -> Callable[[bytes], bytes]:
+def compressor(strategy: CompressionStrategy, dictionary: bytes | None = None) -> Callable[[bytes], bytes]:
+    """`dictionary`: a ZSTD version's compression dictionary (START_OF_PUSH's `compression_dictionary`), if any."""
     if strategy is CompressionStrategy.GZIP:
         return lambda data: gzip.compress(data, compresslevel=6, mtime=0)
     if strategy is CompressionStrategy.ZSTD:
-        return zstandard.ZstdCompressor(level=3).compress
+        shared = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
+        return zstandard.ZstdCompressor(level=3, dict_data=shared).compress
     return bytes
 
 
-def decompressor(strategy: CompressionStrategy) -> Callable[[bytes], bytes]:
+def decompressor(strategy: CompressionStrategy, dictionary: bytes | None = None) -> Callable[[bytes], bytes]:
     if strategy is CompressionStrategy.GZIP:
         return gzip.decompress
     if strategy is CompressionStrategy.ZSTD:
-        return zstandard.ZstdDecompressor().decompress
+        shared = zstandard.ZstdCompressionDict(dictionary) if dictionary else None
+        return zstandard.ZstdDecompressor(dict_data=shared).decompress
     return bytes

@@ -47,3 +47,30 @@ def send_end_of_push(
     """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
     bodies = [{"record_counts": {str(p): record_counts[str(p)]}} for p in range(partitions)]
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.END_OF_PUSH, bodies)
+
+
+def read_start_of_push(bootstrap: str, topic: str, partition: int = 0, timeout: float = 10.0) -> dict[str, Any] | None:
+    """The START_OF_PUSH of a version topic's partition (its first messages), None if not there within `timeout`."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from venice_core.protocol.envelope import decode
+    from venice_core.pubsub import CONSUMER_CONFIG, client_config
+
+    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "venice-sop-reader"}))
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline and seen < 1000:
+            for raw in consumer.consume(100, timeout=0.5):
+                if raw.error():
+                    continue
+                seen += 1
+                message = decode(raw.key(), raw.value())
+                if message.control_type is ControlMessageType.START_OF_PUSH:
+                    return dict(message.control or {})
+        return None
+    finally:
+        consumer.close()

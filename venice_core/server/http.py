@@ -5,6 +5,8 @@ takes microseconds, less than a hand-off to a worker thread would.
 GET  /health                       liveness and what the region hosts
 GET  /metrics                      Prometheus text: ingestion records, rate and lag; nearline writes; read latency
 GET  /schema/<store>               key and value schemas (what the thin client needs to decode)
+GET  /dictionary/<store>/<version> a version's compression dictionary (raw bytes; 404 `no-dictionary` if it has
+                                   none), what a Da Vinci client decompresses with
 GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the serialised key; schema id in a header
 POST /storage/<store>              batch get: binary (`protocol.batch_get`, Content-Type BATCH_CONTENT_TYPE), what
                                    the thin client sends; or JSON, for people with curl: body {"keys": [<key>...]},
@@ -248,6 +250,12 @@ class ReadServer:
                 return _response(200, self.metrics_text().encode(), "text/plain; version=0.0.4")
             if len(parts) == 3 and parts[1] == "schema":
                 return _response(200, json.dumps(region.schema_document(unquote(parts[2]))).encode())
+            if len(parts) == 4 and parts[1] == "dictionary":
+                store, number = unquote(parts[2]), int(parts[3])
+                dictionary = region.dictionary(store, number)
+                if dictionary is None:
+                    return _error(404, "no-dictionary", f"version {number} of store '{store}' has no dictionary")
+                return _response(200, dictionary, "application/octet-stream")
             if len(parts) == 4 and parts[1] == "storage":
                 store = unquote(parts[2])
                 started = time.perf_counter()

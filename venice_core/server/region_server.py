@@ -17,12 +17,13 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
-from venice_core.errors import NoCurrentVersion, StoreNotFound
+from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
@@ -30,6 +31,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub.control import read_start_of_push
 from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
 
@@ -39,12 +41,16 @@ SYNC_INTERVAL_SECONDS = 1.0
 VersionKey = tuple[str, int]
 
 
+class VersionNotHosted(VeniceError):
+    http_status = 404
+
+
 @dataclass
 class HostedVersion:
     store: str
     number: int
     partitions: list[PartitionStorage]
-    decompress: object
+    decompress: Callable[[bytes], bytes] | None  # None: a ZSTD version's, resolved with its dictionary at first read
     stop: threading.Event
     tasks: list[PartitionIngestionTask]
     threads: list[threading.Thread]
@@ -59,6 +65,7 @@ class RegionServer:
         self.current: dict[str, int] = {}
         self.stores: set[str] = set()  # every store, served here or not
         self.schemas: dict[str, dict] = {}
+        self._dictionaries: dict[VersionKey, bytes | None] = {}
         self.stopping = threading.Event()
         self._lock = threading.Lock()
 
@@ -98,7 +105,8 @@ class RegionServer:
         store, number, partition_count = version.store, version.number, version.partition_count
         stop = threading.Event()
         local_topic = self.region.version_topic(store, number)
-        decompress = decompressor(CompressionStrategy.parse(version.compression))
+        strategy = CompressionStrategy.parse(version.compression)
+        decompress = None if strategy is CompressionStrategy.ZSTD else decompressor(strategy)
         hosted = HostedVersion(store, number, [], decompress, stop, [], [])
         source = self.config.region(self.config.source_region)
         hybrid = self._hybrid_ingestion(version)
@@ -208,7 +216,7 @@ class RegionServer:
                     found = partitions[partition].multi_get([keys[i] for i in indexes])
                     for index, raw in zip(indexes, found, strict=True):
                         records[index] = raw
-        decompress = hosted.decompress
+        decompress = hosted.decompress or self._zstd_decompressor(hosted)
         if decompress is not bytes:  # a compressed version (NO_OP's decompressor is `bytes`)
             size = SCHEMA_ID.size
             records = [None if r is None else r[:size] + decompress(r[size:]) for r in records]
@@ -220,10 +228,31 @@ class RegionServer:
             None if r is None else (SCHEMA_ID.unpack_from(r)[0], r[size:]) for r in self.batch_get_records(store, keys)
         ]
 
-    @staticmethod
-    def _decode(hosted: HostedVersion, raw: bytes) -> tuple[int, bytes]:
+    def _decode(self, hosted: HostedVersion, raw: bytes) -> tuple[int, bytes]:
         (schema_id,) = SCHEMA_ID.unpack_from(raw)
-        return schema_id, hosted.decompress(raw[SCHEMA_ID.size :])
+        decompress = hosted.decompress or self._zstd_decompressor(hosted)
+        return schema_id, decompress(raw[SCHEMA_ID.size :])
+
+    def _zstd_decompressor(self, hosted: HostedVersion) -> Callable[[bytes], bytes]:
+        """A ZSTD version decompresses with its dictionary, if START_OF_PUSH carried one (read once)."""
+        hosted.decompress = decompressor(CompressionStrategy.ZSTD, self.dictionary(hosted.store, hosted.number))
+        return hosted.decompress
+
+    def dictionary(self, store: str, number: int) -> bytes | None:
+        """The version's compression dictionary, as its START_OF_PUSH carried it (None: it has none). What Da Vinci
+        clients fetch (`GET /dictionary/<store>/<version>`): checkpoints do not copy it."""
+        key = (store, number)
+        if key not in self.hosted:
+            if store not in self.stores:
+                raise StoreNotFound(store)
+            raise VersionNotHosted(f"store '{store}' has no version {number} in {self.region.name}")
+        if key not in self._dictionaries:
+            sop = read_start_of_push(self.region.kafka_bootstrap, self.region.version_topic(store, number))
+            encoded = (sop or {}).get("compression_dictionary")
+            if sop is None:
+                return None  # not pushed yet: asked again later
+            self._dictionaries[key] = base64.b64decode(encoded) if encoded else None
+        return self._dictionaries[key]
 
     def schema_document(self, store: str) -> dict:
         from venice_core.controller.stores import describe_store

@@ -9,7 +9,7 @@ writer and ingested at END_OF_PUSH.
 
 from __future__ import annotations
 
-import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,10 @@ from rocksdict import (
     SstFileWriter,
     WriteBatch,
 )
+
+from venice_core.storage.checkpoint import CorruptCheckpoint, decode_state, encode_state
+
+log = logging.getLogger(__name__)
 
 META_CF = "venice_meta"
 RMD_CF = "venice_rmd"
@@ -59,6 +63,10 @@ def _options() -> Options:
 
 
 class PartitionStorage:
+    """A `storage.api.PartitionStore` over one RocksDB."""
+
+    sorted_ingest = True
+
     def __init__(self, path: Path) -> None:
         self.path = path
         path.mkdir(parents=True, exist_ok=True)
@@ -84,7 +92,13 @@ class PartitionStorage:
 
     def checkpoint(self) -> dict[str, Any] | None:
         raw = self._meta.get(CHECKPOINT_KEY)
-        return None if raw is None else json.loads(raw)
+        if raw is None:
+            return None
+        try:
+            return decode_state(raw)
+        except CorruptCheckpoint as exc:
+            log.warning("checkpoint of %s is corrupt (%s): the partition re-ingests from the start", self.path, exc)
+            return None
 
     def get_chunk(self, chunk_key: bytes) -> bytes | None:
         return self._meta.get(CHUNK_PREFIX + chunk_key)
@@ -108,7 +122,7 @@ class PartitionStorage:
 
     def commit(self, batch: WriteBatch, checkpoint: dict[str, Any]) -> None:
         """Write the batch and the checkpoint that covers it, atomically."""
-        batch.put(CHECKPOINT_KEY, json.dumps(checkpoint).encode(), self._meta_handle)
+        batch.put(CHECKPOINT_KEY, encode_state(checkpoint), self._meta_handle)
         self._db.write(batch)
 
     # sorted ingestion

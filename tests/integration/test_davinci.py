@@ -1,0 +1,116 @@
+"""The Da Vinci client against a real broker and region servers, its copy in DuckDB: a push, nearline writes and
+deletes reach the table; a new version is ingested while the rollout holds the region's Da Vinci swap for it, the
+view follows the swap and the retired table is dropped; a restart resumes from the checkpoints in the DuckDB file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.support.jobs import RecordsJob
+from tests.support.platform import PlatformEnv
+from tests.support.reads import eventually
+from venice_core.controller import da_vinci, stores
+from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
+from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
+from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
+from venice_core.writer import OnlineWriter
+
+PARTITIONS = 2
+
+
+def _value(i: int, name: str = "") -> dict[str, Any]:
+    return {"name": name or f"n{i}", "age": i % 90, "score": float(i)}
+
+
+def _table(client: DaVinciClient, relation: str) -> dict[str, dict[str, Any]]:
+    rows = client.sql(f'SELECT key, name, age, score FROM "{relation}"')
+    return {key: {"name": name, "age": age, "score": score} for key, name, age, score in rows}
+
+
+def _equals(client: DaVinciClient, expected: dict[str, Any]) -> Any:
+    want = {k: v for k, v in expected.items() if v is not None}
+
+    def check() -> Any:
+        got = _table(client, client.store)
+        if got == want:
+            return True
+        diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        return f"{len(diff)} keys differ, e.g. {[(k, got.get(k), want.get(k)) for k in diff[:2]]}"
+
+    return check
+
+
+def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    env = platform_env
+    store = env.create_user_store("dvc", PARTITIONS)
+    stores.update_store(env.meta, env.config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
+    oracle: dict[str, Any] = {f"b{i}": _value(i) for i in range(200)}
+    assert env.push(store, RecordsJob(dict(oracle))) == 1
+    file = tmp_path / "client.duckdb"
+
+    client = DaVinciClient(store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config)
+    client.start(timeout=60)
+    try:
+        assert client.serving == 1
+        assert _table(client, store) == oracle
+        assert client.get("b7") == _value(7)
+        assert client.get("absent") is None
+
+        # Nearline writes from two regions and deletes reach the client's table.
+        writers = {r: OnlineWriter(store, r, config=env.config, meta=env.meta) for r in ("dc-0", "dc-2")}
+        try:
+            writers["dc-0"].put("b1", _value(1, "nearline"))
+            writers["dc-2"].put("new", _value(500, "from-dc-2"))
+            writers["dc-0"].delete("b2")
+            writers["dc-2"].put("k", _value(3, "older"), timestamp=1_000)
+            writers["dc-0"].put("k", _value(3, "newer"), timestamp=2_000)
+            for w in writers.values():
+                w.flush()
+        finally:
+            for w in writers.values():
+                w.close()
+        oracle.update({"b1": _value(1, "nearline"), "new": _value(500, "from-dc-2"), "b2": None})
+        oracle["k"] = _value(3, "newer")
+        eventually(_equals(client, oracle), "nearline writes and deletes in the DuckDB table", timeout=30)
+
+        # A new version: the rollout opens dc-1's Da Vinci gate, waits for this client to ingest it before dc-1's
+        # Da Vinci swap, and the client's view follows dc-1's swap; the retired table is dropped.
+        batch2 = {f"b{i}": _value(i + 1000) for i in range(150)}
+        for key in [k for k in oracle if k.startswith("b")]:
+            del oracle[key]
+        # The nearline writes replayed into v2 (all within the rewind) win over its batch data.
+        oracle.update({**batch2, "b1": _value(1, "nearline"), "b2": None})
+        assert env.push(store, RecordsJob(batch2)) == 2
+        eventually(lambda: client.serving == 2 or client.status(), "the client swapping to v2", timeout=30)
+        eventually(_equals(client, oracle), "v2's batch data and the replayed nearline writes", timeout=30)
+        tables = {r[0] for r in client.sql("SELECT table_name FROM duckdb_tables()")}
+        assert f"{store}_v2" in tables and f"{store}_v1" not in tables
+        instance = next(i for i in da_vinci.instances(env.meta, store) if i["instance"] == client.instance_id)
+        assert (instance["version"], instance["status"], instance["live"]) == (2, "COMPLETED", True)
+    finally:
+        client.close()
+
+    # The checkpoints are in the DuckDB file; a restart resumes every partition from them, serving at once.
+    with duckdb.connect(str(file)) as con:
+        topic = env.config.region("dc-1").version_topic(store, 2)
+        saved = {
+            p: decode_state(DuckDBCheckpointStore(con).get(PubSubTopicPartition(topic, p)))["next_offset"]
+            for p in range(PARTITIONS)
+        }
+    assert all(offset > 0 for offset in saved.values())
+    restarted = DaVinciClient(store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config)
+    restarted.start(timeout=10)
+    try:
+        assert restarted.serving == 2
+        assert restarted.status()["versions"][2]["resumed_from"] == saved
+        assert _table(restarted, store) == {k: v for k, v in oracle.items() if v is not None}
+    finally:
+        restarted.close()
+
+
+def test_a_second_client_on_a_held_duckdb_file_is_refused(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    pytest.skip("written below")

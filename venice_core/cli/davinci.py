@@ -1,0 +1,100 @@
+"""`venice davinci run` (a Da Vinci client as a long-lived process) and `venice davinci status`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+
+import typer
+
+from venice_core.cli.context import metadata
+
+davinci_app = typer.Typer(
+    help="Da Vinci clients: a store's full local copy in DuckDB or RocksDB.", no_args_is_help=True
+)
+
+
+def _partitions(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        from venice_core.errors import ConfigError
+
+        raise ConfigError(f"--partitions expects partition numbers separated by commas, got {text!r}") from None
+
+
+@davinci_app.command("run")
+def run(
+    store: str = typer.Argument(..., help="Store name."),
+    region: str = typer.Option(..., "--region", help="The region whose version topics the client ingests."),
+    duckdb_file: Path = typer.Option(
+        None, "--duckdb", help='The DuckDB file (a table per version, the view "<store>", the checkpoints).'
+    ),
+    base_dir: Path = typer.Option(
+        None, "--base-dir", help="Where local state lives (default: the DuckDB file's folder; required without it)."
+    ),
+    partitions: str = typer.Option(None, "--partitions", help="Subscribe to these partitions only (e.g. 0,2)."),
+    progress_seconds: float = typer.Option(5.0, "--progress-seconds", help="How often to print progress."),
+) -> None:
+    """Run a Da Vinci client until Ctrl-C (or SIGTERM): ingest the region's current version, follow the rollout's
+    Da Vinci gate to new versions, swap the view when the region swaps. Restarts resume from the checkpoints."""
+    from venice_core.config import load_config
+    from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
+    from venice_core.errors import ConfigError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if duckdb_file is None and base_dir is None:
+        raise ConfigError("give --duckdb FILE, or --base-dir DIR for a RocksDB copy")
+    base = base_dir or duckdb_file.resolve().parent
+    transformer = DuckDBRecordTransformer(duckdb_file) if duckdb_file is not None else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    client = DaVinciClient(store, region, base, transformer, config=load_config(), partitions=_partitions(partitions))
+    client.start(wait=False)
+    try:
+        last = None
+        while not stop.wait(progress_seconds):
+            status = client.status()
+            line = f"{store}@{region}: serving v{status['serving']}" + "".join(
+                f"; v{n} {'ready' if v['ready'] else 'ingesting'} {v['records']:,} records"
+                + (f" ERROR {v['error']}" if v["error"] else "")
+                for n, v in status["versions"].items()
+            )
+            if line != last:
+                typer.echo(line)
+                last = line
+    finally:
+        client.close()
+        typer.echo(f"{store}@{region}: stopped (checkpoints committed)")
+
+
+@davinci_app.command("status")
+def status(
+    store: str = typer.Argument(None, help="Store name (default: every store)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The registered Da Vinci instances: region, version ingested, status, and whether each is live."""
+    from venice_core.controller import da_vinci, stores
+
+    with metadata() as (_config, meta):
+        if store is not None:
+            stores.describe_store(meta, store)  # an unknown store: one clear error
+        rows = da_vinci.instances(meta, store)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no Da Vinci instance registered" + (f" for '{store}'" if store else ""))
+        return
+    for row in rows:
+        state = "live" if row["live"] else "gone"
+        typer.echo(
+            f"{row['store']:<24} {row['region']:<8} {row['instance']:<40} v{row['version']:<4} "
+            f"{row['status'] or '-':<12} {state} (heartbeat {row['heartbeat_age_seconds']}s ago)"
+        )

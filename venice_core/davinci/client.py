@@ -1,0 +1,487 @@
+"""The Da Vinci client: a full local copy of a store in the application's process, ingested from its region's
+version topic (and, for a hybrid store, every region's real-time topic) by the same engine region servers run
+(`ingestion.task.PartitionIngestionTask`), into RocksDB (no transformer) or DuckDB (`DuckDBRecordTransformer`).
+
+Every `sync_interval` seconds it asks the metadata store what its region serves, and:
+- ingests the region's current version, and a newer version once the rollout opens the region's Da Vinci gate;
+- heartbeats into the rollout's registry (`controller.da_vinci`) with the newest version it holds and whether it
+  is ingested (the rollout holds the region's Da Vinci swap until every live instance has it);
+- swaps to the region's current version once it is ingested (DuckDB: re-points the store's view, drops the retired
+  table), and drops a version the rollout abandoned (killed, rolled back).
+A restarted client resumes every partition from its checkpoint: nothing is re-read from the start of the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib import error as urlerror
+from urllib import request as urlrequest
+
+from venice_core.client import serde
+from venice_core.config import ClusterConfig
+from venice_core.controller import da_vinci
+from venice_core.controller import versions as controller
+from venice_core.controller.stores import describe_store
+from venice_core.davinci.columns import key_columns, key_is_record, value_is_record
+from venice_core.davinci.duckdb_store import (
+    DuckDBPartitionStore,
+    DuckDBRecordTransformer,
+    DuckDBVersionTable,
+    RecordTransformer,
+    quote,
+)
+from venice_core.errors import ConfigError, VeniceError
+from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
+from venice_core.ingestion.task import PartitionIngestionTask
+from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.protocol.partitioner import partition_for
+from venice_core.status import ExecutionStatus
+from venice_core.storage.api import PartitionStore
+from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.rocksdb import PartitionStorage
+
+log = logging.getLogger(__name__)
+
+SYNC_INTERVAL_SECONDS = 1.0
+CURRENT_FILE = "current.json"  # RocksDB mode: the version each store's reads go to, across restarts
+
+
+class RegionServerUnreachable(VeniceError):
+    exit_code = 2
+
+
+@dataclass
+class LocalVersion:
+    """One version held locally: a storage and an ingestion task per subscribed partition."""
+
+    number: int
+    topic: str
+    hybrid: bool
+    partition_count: int
+    decompress: Callable[[bytes], bytes]
+    stores: dict[int, PartitionStore] = field(default_factory=dict)
+    tasks: dict[int, PartitionIngestionTask] = field(default_factory=dict)
+    threads: list[threading.Thread] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    table: DuckDBVersionTable | None = None
+    resumed_from: dict[int, int] = field(default_factory=dict)  # partition -> offset its checkpoint resumed at
+
+    def partition_ready(self, task: PartitionIngestionTask) -> bool:
+        if not self.hybrid:
+            return task.completed
+        return task.real_time is not None and task.real_time.ready
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.tasks) and all(self.partition_ready(t) for t in self.tasks.values())
+
+    @property
+    def error(self) -> str | None:
+        return next((t.error for t in self.tasks.values() if t.error), None)
+
+    @property
+    def records(self) -> int:
+        return sum(t.stats.records for t in self.tasks.values())
+
+
+class DaVinciClient:
+    def __init__(
+        self,
+        store: str,
+        region: str,
+        base_dir: str | Path,
+        transformer: RecordTransformer | None = None,
+        *,
+        config: ClusterConfig | None = None,
+        partitions: Iterable[int] | None = None,
+        instance_id: str | None = None,
+        sync_interval: float = SYNC_INTERVAL_SECONDS,
+    ) -> None:
+        from venice_core.config import load_config
+
+        self.store = store
+        self.config = config or load_config()
+        self.region = self.config.region(region)  # an unknown region: ConfigError naming the configured ones
+        self.base_dir = Path(base_dir)
+        self.transformer = transformer
+        self.duckdb = transformer if isinstance(transformer, DuckDBRecordTransformer) else None
+        self.subscribed = None if partitions is None else sorted(set(partitions))
+        self.instance_id = instance_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.sync_interval = sync_interval
+        self.meta: MetadataStore | None = None
+        self.local: dict[int, LocalVersion] = {}
+        self.serving = 0  # the version reads go to (0: none yet)
+        self.key_schema: Any = None
+        self.value_schemas: dict[int, Any] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.RLock()
+        self._dictionaries: dict[int, bytes | None] = {}
+        self._local_reads = threading.local()
+
+    # start and stop
+    def start(self, wait: bool = True, timeout: float = 300.0) -> DaVinciClient:
+        """Check everything, open the local storage, subscribe; with `wait`, return once the region's current
+        version is ingested and served (at once after a restart that resumes a served version)."""
+        meta = MetadataStore(self.config.metadata_db_url)
+        try:
+            info = describe_store(meta, self.store)  # an unknown store: StoreNotFound
+            self.key_schema = info["key_schema"]
+            self.value_schemas = {s["id"]: s["schema"] for s in info["value_schemas"]}
+            self._check_partitions(info["partition_count"])
+            if self.duckdb is not None:
+                key_columns(self.key_schema)  # a key DuckDB cannot key on: refused before the file exists
+            self._check_base_dir()
+            self._check_region_server()
+            if self.duckdb is not None:
+                self.duckdb.open()
+                self.serving = self.duckdb.current_version(self.store)
+            else:
+                self.serving = self._read_current_file()
+        except BaseException:
+            meta.dispose()
+            raise
+        self.meta = meta
+        log.info("Da Vinci client %s of %s in %s starting", self.instance_id, self.store, self.region.name)
+        self._sync()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"davinci-{self.store}")
+        self._thread.start()
+        if wait:
+            self.wait_until_serving(timeout)
+        return self
+
+    def _check_partitions(self, count: int) -> None:
+        bad = [p for p in self.subscribed or [] if not 0 <= p < count]
+        if bad:
+            raise ConfigError(f"store '{self.store}' has partitions 0-{count - 1}: cannot subscribe to {bad}")
+
+    def _check_base_dir(self) -> None:
+        try:
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"base dir {self.base_dir} cannot be created: {exc.strerror}") from None
+        if not os.access(self.base_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"base dir {self.base_dir} is not writable")
+
+    def _server_url(self, path: str) -> str:
+        return f"http://{self.config.server_host}:{self.config.server_port(self.region.name)}{path}"
+
+    def _check_region_server(self) -> None:
+        url = self._server_url("/health")
+        try:
+            with urlrequest.urlopen(url, timeout=3) as response:
+                response.read()
+        except (urlerror.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RegionServerUnreachable(
+                f"region server of {self.region.name} at {url.rsplit('/', 1)[0]} is unreachable ({reason}): "
+                "start the platform (`venice up`) or check the region"
+            ) from None
+
+    def close(self) -> None:
+        """Stop ingestion (each partition commits what it has), heartbeat no more, close the storage."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self._lock:
+            for number in list(self.local):
+                self._unsubscribe(number, destroy=False)
+        if self.duckdb is not None:
+            self.duckdb.close()
+        if self.meta is not None:
+            self.meta.dispose()
+            self.meta = None
+
+    def __enter__(self) -> DaVinciClient:
+        return self if self._thread is not None else self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # the loop
+    def _run(self) -> None:
+        while not self._stop.wait(self.sync_interval):
+            try:
+                self._sync()
+            except Exception:  # noqa: BLE001 - the metadata store or a broker may be back next round
+                log.exception("Da Vinci sync of %s failed", self.store)
+
+    def _sync(self) -> None:
+        assert self.meta is not None
+        region = self.region.name
+        hosted = {v.number: v for v in controller.versions_to_host(self.meta, region) if v.store == self.store}
+        current = controller.current_versions(self.meta, region).get(self.store, 0)
+        wanted = {current} & set(hosted)
+        wanted |= {n for n in hosted if n > current and da_vinci.gate_open(self.meta, self.store, n, region)}
+        with self._lock:
+            for number in sorted(wanted - set(self.local)):
+                self._subscribe(hosted[number])
+            for number in [n for n in self.local if n not in wanted and n != self.serving]:
+                log.info("%s v%d abandoned by the rollout: dropped", self.store, number)
+                self._unsubscribe(number, destroy=True)
+            if self.serving == 0 and self.local.get(current) is None and current == 0:
+                pass  # nothing served in the region yet
+            target = self.local.get(current)
+            if current and current != self.serving and target is not None and target.ready:
+                self._swap(target)
+        self._heartbeat()
+
+    def _heartbeat(self) -> None:
+        assert self.meta is not None
+        with self._lock:
+            newest = max(self.local, default=self.serving)
+            local = self.local.get(newest)
+        if not newest:
+            da_vinci.heartbeat(self.meta, self.store, self.region.name, self.instance_id)
+            return
+        ready = local.ready if local is not None else newest == self.serving
+        status = ExecutionStatus.ERROR if local is not None and local.error else None
+        status = status or (ExecutionStatus.COMPLETED if ready else ExecutionStatus.STARTED)
+        da_vinci.heartbeat(self.meta, self.store, self.region.name, self.instance_id, newest, status)
+
+    # versions
+    def _subscribe(self, version: controller.VersionToHost) -> None:
+        number = version.number
+        strategy = CompressionStrategy.parse(version.compression)
+        dictionary = self.dictionary(number) if strategy is CompressionStrategy.ZSTD else None
+        local = LocalVersion(
+            number,
+            self.region.version_topic(self.store, number),
+            version.hybrid is not None,
+            version.partition_count,
+            decompressor(strategy, dictionary),
+        )
+        if self.duckdb is not None:
+            local.table = self.duckdb.open_version(
+                self.store, number, self.key_schema, self.value_schemas, local.decompress
+            )
+        hybrid = self._hybrid(version, strategy, dictionary)
+        for p in self.subscribed if self.subscribed is not None else range(version.partition_count):
+            tp = PubSubTopicPartition(local.topic, p)
+            if local.table is not None:
+                storage: PartitionStore = DuckDBPartitionStore(local.table, tp, self._schema_for)
+            else:
+                storage = PartitionStorage(self.base_dir / f"{self.store}_v{number}" / f"p{p}")
+            checkpoint = storage.checkpoint()
+            local.resumed_from[p] = int(checkpoint["next_offset"]) if checkpoint else 0
+            task = PartitionIngestionTask(
+                self.region.kafka_bootstrap,
+                local.topic,
+                p,
+                storage,
+                self._reporter(number, p),
+                f"venice-davinci-{self.instance_id}",
+                hybrid=hybrid,
+            )
+            local.stores[p], local.tasks[p] = storage, task
+            local.threads.append(
+                threading.Thread(target=task.run, args=(local.stop,), daemon=True, name=f"davinci-v{number}-p{p}")
+            )
+        for thread in local.threads:
+            thread.start()
+        self.local[number] = local
+        resumed = {p: o for p, o in local.resumed_from.items() if o}
+        log.info(
+            "%s v%d: ingesting %d partitions%s",
+            self.store,
+            number,
+            len(local.tasks),
+            f", resumed from checkpoints at {resumed}" if resumed else "",
+        )
+
+    def _hybrid(
+        self, version: controller.VersionToHost, strategy: CompressionStrategy, dictionary: bytes | None
+    ) -> HybridIngestion | None:
+        if version.hybrid is None:
+            return None
+        sources = tuple(
+            RealTimeSource(r.name, r.kafka_bootstrap, r.real_time_topic(self.store)) for r in self.config.regions
+        )
+        # local_topic None: a client reads the region's topics and writes to none of them.
+        return HybridIngestion(
+            version.hybrid,
+            sources,
+            self.region.kafka_bootstrap,
+            None,
+            version.partition_count,
+            compressor(strategy, dictionary),
+        )
+
+    def _reporter(self, number: int, partition: int) -> Callable[[ExecutionStatus, int, int, str], None]:
+        def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
+            if status is ExecutionStatus.ERROR:
+                log.error("%s v%d p%d: %s", self.store, number, partition, details)
+            else:
+                log.debug(
+                    "%s v%d p%d: %s at offset %d (%d records)", self.store, number, partition, status, offset, records
+                )
+
+        return report
+
+    def _schema_for(self, schema_id: int) -> Any:
+        """A value schema registered after the client started (a record written with it arrived)."""
+        assert self.meta is not None
+        info = describe_store(self.meta, self.store)
+        self.value_schemas = {s["id"]: s["schema"] for s in info["value_schemas"]}
+        if schema_id not in self.value_schemas:
+            raise VeniceError(f"value schema {schema_id} of store '{self.store}' is not registered")
+        return self.value_schemas[schema_id]
+
+    def _unsubscribe(self, number: int, destroy: bool) -> None:
+        local = self.local.pop(number)
+        local.stop.set()
+        for thread in local.threads:
+            thread.join(timeout=30)
+        for storage in local.stores.values():
+            storage.destroy() if destroy else storage.close()
+        if destroy and self.duckdb is not None:
+            self.duckdb.drop_version(self.store, number, local.topic)
+        elif destroy:
+            import shutil
+
+            shutil.rmtree(self.base_dir / f"{self.store}_v{number}", ignore_errors=True)
+
+    def _swap(self, target: LocalVersion) -> None:
+        retired = self.serving
+        if retired and retired in self.local:
+            self._unsubscribe(retired, destroy=self.duckdb is None)
+        if self.duckdb is not None:
+            assert target.table is not None
+            self.duckdb.swap(target.table, lambda n: self.region.version_topic(self.store, n))
+        else:
+            self._write_current_file(target.number)
+        self.serving = target.number
+        log.info("%s: serving v%d%s", self.store, target.number, f" (v{retired} retired)" if retired else "")
+
+    def _read_current_file(self) -> int:
+        path = self.base_dir / CURRENT_FILE
+        try:
+            return int(json.loads(path.read_text()).get(self.store, 0))
+        except (OSError, ValueError):
+            return 0
+
+    def _write_current_file(self, number: int) -> None:
+        path = self.base_dir / CURRENT_FILE
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[self.store] = number
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+
+    # what it holds
+    def wait_until_serving(self, timeout: float = 300.0) -> int:
+        """Block until a version is served (or the region serves none); the version served."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                failed = next((v.error for v in self.local.values() if v.error), None)
+                if self.serving or (not self.local and not self._region_current()):
+                    return self.serving
+            if failed:
+                raise VeniceError(f"Da Vinci ingestion of '{self.store}' failed: {failed}")
+            time.sleep(0.1)
+        raise TimeoutError(f"'{self.store}' not ingested within {timeout:.0f}s")
+
+    def _region_current(self) -> int:
+        assert self.meta is not None
+        return controller.current_versions(self.meta, self.region.name).get(self.store, 0)
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "store": self.store,
+                "region": self.region.name,
+                "instance": self.instance_id,
+                "serving": self.serving,
+                "versions": {
+                    n: {
+                        "ready": v.ready,
+                        "records": v.records,
+                        "partitions": sorted(v.tasks),
+                        "resumed_from": dict(v.resumed_from),
+                        "error": v.error,
+                    }
+                    for n, v in sorted(self.local.items())
+                },
+            }
+
+    def dictionary(self, number: int) -> bytes | None:
+        """The version's compression dictionary, from the region server (not kept in checkpoints); None if none."""
+        if number not in self._dictionaries:
+            url = self._server_url(f"/dictionary/{self.store}/{number}")
+            try:
+                with urlrequest.urlopen(url, timeout=10) as response:
+                    self._dictionaries[number] = response.read()
+            except urlerror.HTTPError as exc:
+                if exc.code != 404 or exc.headers.get("X-Venice-Error") != "no-dictionary":
+                    detail = exc.read()[:200].decode(errors="replace")
+                    raise VeniceError(f"dictionary of {self.store} v{number}: HTTP {exc.code} {detail}") from None
+                self._dictionaries[number] = None
+        return self._dictionaries[number]
+
+    # reads
+    def get(self, key: Any) -> Any | None:
+        """The value of `key` in the served version (None if absent): a dict of the value's fields for a record
+        value, else the value."""
+        with self._lock:
+            serving = self.serving
+            local = self.local.get(serving)
+        if not serving:
+            raise VeniceError(f"store '{self.store}' has no version served by this client yet")
+        key_bytes = serde.serialize(serde.parse(self.key_schema), key)
+        if self.subscribed is not None and local is not None:
+            partition = partition_for(key_bytes, local.partition_count)
+            if partition not in self.subscribed:
+                raise ConfigError(f"key {key!r} is in partition {partition}, which this client does not subscribe to")
+        if self.duckdb is not None:
+            return self._get_duckdb(key)
+        if local is None:
+            return None
+        raw = local.stores[partition_for(key_bytes, local.partition_count)].get(key_bytes)  # type: ignore[attr-defined]
+        if raw is None:
+            return None
+        (schema_id,) = SCHEMA_ID.unpack_from(raw)
+        schema = self.value_schemas.get(schema_id) or self._schema_for(schema_id)
+        return serde.deserialize(serde.parse(schema), local.decompress(raw[SCHEMA_ID.size :]))
+
+    def _cursor(self) -> Any:
+        cursor = getattr(self._local_reads, "cursor", None)
+        if cursor is None:
+            assert self.duckdb is not None
+            cursor = self._local_reads.cursor = self.duckdb.cursor()
+        return cursor
+
+    def _get_duckdb(self, key: Any) -> Any | None:
+        keys = key_columns(self.key_schema)
+        values = [key[c.name] for c in keys] if key_is_record(self.key_schema) else [key]
+        where = " AND ".join(f"{quote(c.name)} = ?" for c in keys)
+        cursor = self._cursor()
+        row = cursor.execute(f"SELECT * FROM {quote(self.store)} WHERE {where}", values).fetchone()
+        if row is None:
+            return None
+        names = [d[0] for d in cursor.description]
+        key_names = {c.name for c in keys}
+        value = {n: v for n, v in zip(names, row, strict=True) if n not in key_names}
+        newest = self.value_schemas[max(self.value_schemas)]
+        return value if value_is_record(newest) else value.get("value")
+
+    def sql(self, query: str, parameters: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Plain SQL on the client's DuckDB file (the store's view is `"<store>"`)."""
+        if self.duckdb is None:
+            raise ConfigError("SQL needs the DuckDB transformer")
+        return self._cursor().execute(query, parameters or []).fetchall()

@@ -1,0 +1,484 @@
+"""The DuckDB record transformer: a Da Vinci client's store in one DuckDB file, its checkpoints inside it.
+
+Layout of the file:
+- a table per version, `"<store>_v<N>"`: key fields as the primary key, value fields as columns (`columns`);
+- a view `"<store>"` on the current version's table, re-pointed at a swap (the retired table is dropped);
+- `venice_checkpoints (topic, partition) -> state BLOB`: the seed's three calls (`DuckDBCheckpointStore`);
+- `venice_chunks` (large values' chunks awaiting their manifest) and `venice_rmd` (a hybrid version's write stamps);
+- `venice_current (store) -> version`: the version the view points to, what a restarted client serves at once.
+
+Ingestion writes through `DuckDBPartitionStore` (a `storage.api.PartitionStore`): a batch keeps the latest write per
+key (DuckDB's `INSERT OR REPLACE` would keep the first of two rows with one key in a statement, silently), and its
+commit applies the deletes and one Arrow upsert together with the partition's checkpoint row, in one transaction.
+Commits of all partitions go through one connection, one at a time: DuckDB is one writer anyway, and its own
+threads work inside each statement.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from venice_core.client import serde
+from venice_core.davinci.columns import (
+    Column,
+    SchemaNotStorable,
+    key_columns,
+    key_is_record,
+    merge_value_columns,
+    value_columns,
+    value_is_record,
+)
+from venice_core.errors import ConfigError, VeniceError
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.storage.checkpoint import CorruptCheckpoint, PubSubTopicPartition, decode_state, encode_state
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = "venice_checkpoints"
+CHUNKS = "venice_chunks"
+RMD = "venice_rmd"
+CURRENT = "venice_current"
+
+
+class DuckDBFileBusy(VeniceError):
+    exit_code = 2
+
+
+def quote(identifier: str) -> str:
+    """A DuckDB identifier, quoted: store names reach SQL only through this."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def version_table(store: str, version: int) -> str:
+    return f"{store}_v{version}"
+
+
+class DuckDBCheckpointStore:
+    """Seed 002's three calls on the checkpoint table, on one connection (so inside its open transaction)."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._con = connection
+
+    def get(self, topic_partition: PubSubTopicPartition) -> bytes | None:
+        row = self._con.execute(
+            f'SELECT state FROM {CHECKPOINTS} WHERE topic = ? AND "partition" = ?',
+            [topic_partition.topic, topic_partition.partition],
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def set(self, topic_partition: PubSubTopicPartition, state: bytes) -> None:
+        self._con.execute(
+            f"INSERT OR REPLACE INTO {CHECKPOINTS} VALUES (?, ?, ?)",
+            [topic_partition.topic, topic_partition.partition, bytes(state)],
+        )
+
+    def delete(self, topic_partition: PubSubTopicPartition) -> None:
+        self._con.execute(
+            f'DELETE FROM {CHECKPOINTS} WHERE topic = ? AND "partition" = ?',
+            [topic_partition.topic, topic_partition.partition],
+        )
+
+
+class RecordTransformer:
+    """What a Da Vinci client stores its records through. The default keeps them in RocksDB, one per partition,
+    checkpointed as region servers do (`get_storage_metadata_service` None)."""
+
+    def get_storage_metadata_service(self) -> Any | None:
+        return None
+
+
+class DuckDBRecordTransformer(RecordTransformer):
+    """One DuckDB file per client (see the module's docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.lock = threading.RLock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._checkpoints: DuckDBCheckpointStore | None = None
+
+    def open(self) -> DuckDBRecordTransformer:
+        """Open (or create) the file; the client calls it after its other checks, so a refused start leaves none."""
+        if self._con is not None:
+            return self
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            con = duckdb.connect(str(self.path))
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise DuckDBFileBusy(
+                    f"DuckDB file {self.path} is held by another process (a Da Vinci client or a DuckDB shell): "
+                    f"stop it or use another file ({str(exc).splitlines()[0]})"
+                ) from None
+            raise ConfigError(f"cannot open DuckDB file {self.path}: {exc}") from None
+        except (PermissionError, duckdb.PermissionException) as exc:
+            raise ConfigError(f"cannot create DuckDB file {self.path}: {exc}") from None
+        con.execute(
+            f'CREATE TABLE IF NOT EXISTS {CHECKPOINTS} (topic VARCHAR, "partition" INTEGER, state BLOB, '
+            'PRIMARY KEY (topic, "partition"))'
+        )
+        con.execute(
+            f'CREATE TABLE IF NOT EXISTS {CHUNKS} (topic VARCHAR, "partition" INTEGER, chunk_key BLOB, value BLOB, '
+            'PRIMARY KEY (topic, "partition", chunk_key))'
+        )
+        con.execute(f"CREATE TABLE IF NOT EXISTS {RMD} (topic VARCHAR, key BLOB, stamp BLOB, PRIMARY KEY (topic, key))")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {CURRENT} (store VARCHAR PRIMARY KEY, version INTEGER)")
+        self._con, self._checkpoints = con, DuckDBCheckpointStore(con)
+        return self
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise VeniceError(f"DuckDB file {self.path} is not open")
+        return self._con
+
+    @property
+    def checkpoints(self) -> DuckDBCheckpointStore:
+        self.con  # noqa: B018 - raises if not open
+        assert self._checkpoints is not None
+        return self._checkpoints
+
+    def get_storage_metadata_service(self) -> DuckDBCheckpointStore:
+        return self.checkpoints
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of the calling thread's own to the same database (reads run beside ingestion)."""
+        return self.con.cursor()
+
+    # versions
+    def open_version(
+        self,
+        store: str,
+        version: int,
+        key_schema: Any,
+        value_schemas: dict[int, Any],
+        decompress: Callable[[bytes], bytes],
+    ) -> DuckDBVersionTable:
+        with self.lock:
+            return DuckDBVersionTable(self, store, version, key_schema, value_schemas, decompress)
+
+    def current_version(self, store: str) -> int:
+        with self.lock:
+            row = self.con.execute(f"SELECT version FROM {CURRENT} WHERE store = ?", [store]).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def swap(self, table: DuckDBVersionTable, retired_topic: Callable[[int], str]) -> int:
+        """Point the store's view at the version's table; drop the retired one (its topic named by `retired_topic`).
+        Returns the retired version, 0 if none."""
+        with self.lock:
+            retired = self.current_version(table.store)
+            self.con.execute("BEGIN")
+            try:
+                table.create_view(self.con)
+                self.con.execute(f"INSERT OR REPLACE INTO {CURRENT} VALUES (?, ?)", [table.store, table.version])
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
+            if retired and retired != table.version:
+                self.drop_version(table.store, retired, retired_topic(retired))
+            return retired
+
+    def drop_version(self, store: str, version: int, topic: str) -> None:
+        """The version's table and everything kept for its topic (checkpoints, chunks, write stamps)."""
+        with self.lock:
+            self.con.execute(f"DROP TABLE IF EXISTS {quote(version_table(store, version))}")
+            for table in (CHECKPOINTS, CHUNKS, RMD):
+                self.con.execute(f"DELETE FROM {table} WHERE topic = ?", [topic])
+
+    def tables(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+
+    def close(self) -> None:
+        with self.lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = self._checkpoints = None
+
+
+class DuckDBVersionTable:
+    """One version's table: its columns, and the decoding of stored records (schema id + compressed Avro) into rows."""
+
+    def __init__(
+        self,
+        owner: DuckDBRecordTransformer,
+        store: str,
+        version: int,
+        key_schema: Any,
+        value_schemas: dict[int, Any],
+        decompress: Callable[[bytes], bytes],
+    ) -> None:
+        self.owner, self.store, self.version = owner, store, version
+        self.name = version_table(store, version)
+        self.key_schema = key_schema
+        self.key_schema_json = json.dumps(key_schema)
+        self.key_record = key_is_record(key_schema)
+        self.keys = key_columns(key_schema)
+        self.value_schemas = dict(value_schemas)
+        self.decompress = decompress
+        self.values: list[Column] = []
+        self._parsed_key = serde.parse(key_schema)
+        self._value_record: dict[int, bool] = {}
+        existing = owner.con.execute(
+            "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main'",
+            [self.name],
+        ).fetchall()
+        if existing:
+            self.values = self._existing_value_columns(dict(existing))
+        else:
+            newest = max(self.value_schemas) if self.value_schemas else None
+            self.values = [] if newest is None else self._fresh_values(self.value_schemas[newest])
+            definition = ", ".join(
+                [f"{quote(c.name)} {c.sql_type} NOT NULL" for c in self.keys]
+                + [f"{quote(c.name)} {c.sql_type}" for c in self.values]
+                + [f"PRIMARY KEY ({', '.join(quote(c.name) for c in self.keys)})"]
+            )
+            owner.con.execute(f"CREATE TABLE {quote(self.name)} ({definition})")
+        for schema_id in sorted(self.value_schemas):  # every known schema must fit, before anything is ingested
+            self._fit(self.value_schemas[schema_id])
+
+    def _fresh_values(self, schema: Any) -> list[Column]:
+        return merge_value_columns([], value_columns(schema), self.keys)
+
+    def _existing_value_columns(self, types: dict[str, str]) -> list[Column]:
+        """The table as a previous run left it: columns in the table's order, typed by the schemas that made them."""
+        by_name: dict[str, Column] = {}
+        for schema_id in sorted(self.value_schemas):
+            for column in value_columns(self.value_schemas[schema_id]):
+                by_name.setdefault(column.name, column)
+        key_names = {c.name for c in self.keys}
+        return [by_name[name] for name in types if name not in key_names and name in by_name]
+
+    def _fit(self, schema: Any) -> None:
+        """Add the schema's new fields as columns; a changed type is `SchemaNotStorable` naming the column."""
+        merged = merge_value_columns(self.values, value_columns(schema), self.keys)
+        for column in merged[len(self.values) :]:
+            self.owner.con.execute(f"ALTER TABLE {quote(self.name)} ADD COLUMN {quote(column.name)} {column.sql_type}")
+            log.info("table %s: column %s %s added", self.name, column.name, column.sql_type)
+        added = len(merged) > len(self.values)
+        self.values = merged
+        if added and self.owner.current_version(self.store) == self.version:
+            self.create_view(self.owner.con)  # a view's columns are fixed when it is created
+
+    def add_value_schema(self, schema_id: int, schema: Any) -> None:
+        with self.owner.lock:
+            self._fit(schema)
+            self.value_schemas[schema_id] = schema
+
+    def create_view(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"CREATE OR REPLACE VIEW {quote(self.store)} AS SELECT * FROM {quote(self.name)}")
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.keys] + [c.name for c in self.values]
+
+    # decoding
+    def key_rows(self, keys: list[bytes]) -> pa.Table:
+        decoded = serde.deserialize_many(self.key_schema_json, keys)
+        if self.key_record:
+            columns = {c.name: [k[c.name] for k in decoded] for c in self.keys}
+        else:
+            columns = {self.keys[0].name: decoded}
+        return pa.table({c.name: pa.array(columns[c.name], c.arrow_type) for c in self.keys})
+
+    def rows(self, keys: list[bytes], records: list[bytes], schema_for: Callable[[int], Any]) -> pa.Table:
+        """Keys and their stored records (schema id + compressed value) as one Arrow table of the table's columns."""
+        by_schema: dict[int, list[int]] = {}
+        size = SCHEMA_ID.size
+        unpack = SCHEMA_ID.unpack_from
+        decompress = self.decompress
+        payloads = []
+        for index, record in enumerate(records):
+            (schema_id,) = unpack(record)
+            by_schema.setdefault(schema_id, []).append(index)
+            payloads.append(record[size:] if decompress is bytes else decompress(record[size:]))
+        values: list[Any] = [None] * len(records)
+        for schema_id, indexes in by_schema.items():
+            schema = self.value_schemas.get(schema_id)
+            if schema is None:
+                schema = schema_for(schema_id)
+                self.add_value_schema(schema_id, schema)
+            record = self._value_record.setdefault(schema_id, value_is_record(schema))
+            decoded = serde.deserialize_many(json.dumps(schema), [payloads[i] for i in indexes])
+            for i, value in zip(indexes, decoded, strict=True):
+                values[i] = value if record else {"value": value}
+        table = self.key_rows(keys)
+        for column in self.values:
+            name = column.name
+            data = [v.get(name) for v in values]
+            if column.as_json:
+                data = [None if d is None else json.dumps(d, default=_json_default) for d in data]
+            table = table.append_column(name, pa.array(data, column.arrow_type))
+        return table
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+class DuckDBBatch:
+    """The writes of one commit, the latest per key: a put after a delete of the key replaces it, and so on."""
+
+    __slots__ = ("puts", "deletes", "chunks", "dropped_chunks", "stamps")
+
+    def __init__(self) -> None:
+        self.puts: dict[bytes, bytes] = {}
+        self.deletes: set[bytes] = set()
+        self.chunks: dict[bytes, bytes] = {}
+        self.dropped_chunks: set[bytes] = set()
+        self.stamps: dict[bytes, bytes] = {}
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.puts[bytes(key)] = bytes(value)
+        self.deletes.discard(key)
+
+    def delete(self, key: bytes) -> None:
+        self.puts.pop(key, None)
+        self.deletes.add(bytes(key))
+
+
+class DuckDBPartitionStore:
+    """A `storage.api.PartitionStore` for one partition of a version's table."""
+
+    sorted_ingest = False
+
+    def __init__(
+        self, table: DuckDBVersionTable, topic_partition: PubSubTopicPartition, schema_for: Callable[[int], Any]
+    ) -> None:
+        self.table = table
+        self.owner = table.owner
+        self.topic_partition = topic_partition
+        self.schema_for = schema_for
+        self._stamps: dict[bytes, bytes] = {}  # written stamps, so a nearline write's lookup rarely reaches DuckDB
+
+    def new_batch(self) -> DuckDBBatch:
+        return DuckDBBatch()
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        with self.owner.lock:
+            raw = self.owner.checkpoints.get(self.topic_partition)
+        if raw is None:
+            return None
+        try:
+            return decode_state(raw)
+        except CorruptCheckpoint as exc:
+            log.warning(
+                "checkpoint of %s is corrupt (%s): the partition re-ingests from the start", self.topic_partition, exc
+            )
+            return None
+
+    def commit(self, batch: DuckDBBatch, checkpoint: dict[str, Any]) -> None:
+        # Decoded before the transaction (and the lock): the other partitions commit meanwhile.
+        upserts = self.table.rows(list(batch.puts), list(batch.puts.values()), self.schema_for) if batch.puts else None
+        deletes = self.table.key_rows(list(batch.deletes)) if batch.deletes else None
+        con = self.owner.con
+        tp = self.topic_partition
+        name = quote(self.table.name)
+        with self.owner.lock:
+            con.execute("BEGIN")
+            try:
+                if deletes is not None:
+                    con.register("venice_deletes", deletes)
+                    match = " AND ".join(f"{name}.{quote(c.name)} = d.{quote(c.name)}" for c in self.table.keys)
+                    con.execute(f"DELETE FROM {name} USING venice_deletes AS d WHERE {match}")
+                    con.unregister("venice_deletes")
+                if upserts is not None:
+                    con.register("venice_upserts", upserts)
+                    columns = ", ".join(quote(c) for c in upserts.column_names)
+                    con.execute(f"INSERT OR REPLACE INTO {name} ({columns}) SELECT {columns} FROM venice_upserts")
+                    con.unregister("venice_upserts")
+                for chunk_key, value in batch.chunks.items():
+                    con.execute(
+                        f"INSERT OR REPLACE INTO {CHUNKS} VALUES (?, ?, ?, ?)",
+                        [tp.topic, tp.partition, chunk_key, value],
+                    )
+                for chunk_key in batch.dropped_chunks:
+                    con.execute(
+                        f'DELETE FROM {CHUNKS} WHERE topic = ? AND "partition" = ? AND chunk_key = ?',
+                        [tp.topic, tp.partition, chunk_key],
+                    )
+                if batch.stamps:
+                    stamps = pa.table(
+                        {
+                            "topic": pa.array([tp.topic] * len(batch.stamps), pa.string()),
+                            "key": pa.array(list(batch.stamps), pa.binary()),
+                            "stamp": pa.array(list(batch.stamps.values()), pa.binary()),
+                        }
+                    )
+                    con.register("venice_stamps", stamps)
+                    con.execute(f"INSERT OR REPLACE INTO {RMD} SELECT topic, key, stamp FROM venice_stamps")
+                    con.unregister("venice_stamps")
+                self.owner.checkpoints.set(tp, encode_state(checkpoint))
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+        self._stamps.update(batch.stamps)
+
+    # chunks
+    def stage_chunk(self, batch: DuckDBBatch, chunk_key: bytes, value: bytes) -> None:
+        batch.chunks[bytes(chunk_key)] = bytes(value)
+        batch.dropped_chunks.discard(chunk_key)
+
+    def drop_chunk(self, batch: DuckDBBatch, chunk_key: bytes) -> None:
+        batch.chunks.pop(chunk_key, None)
+        batch.dropped_chunks.add(bytes(chunk_key))
+
+    def get_chunk(self, chunk_key: bytes) -> bytes | None:
+        tp = self.topic_partition
+        with self.owner.lock:
+            row = self.owner.con.execute(
+                f'SELECT value FROM {CHUNKS} WHERE topic = ? AND "partition" = ? AND chunk_key = ?',
+                [tp.topic, tp.partition, chunk_key],
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    # replication metadata
+    def put_write_stamp(self, batch: DuckDBBatch, key: bytes, stamp: bytes) -> None:
+        batch.stamps[bytes(key)] = bytes(stamp)
+
+    def get_write_stamp(self, key: bytes) -> bytes | None:
+        known = self._stamps.get(key)
+        if known is not None:
+            return known
+        with self.owner.lock:
+            row = self.owner.con.execute(
+                f"SELECT stamp FROM {RMD} WHERE topic = ? AND key = ?", [self.topic_partition.topic, bytes(key)]
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def sst_put(self, key: bytes, value: bytes) -> None:
+        raise NotImplementedError("DuckDB ingests sorted pushes like any other (sorted_ingest is False)")
+
+    def ingest_sst(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._stamps.clear()
+
+    def destroy(self) -> None:
+        self.close()
+        with self.owner.lock:
+            self.owner.checkpoints.delete(self.topic_partition)
+
+
+__all__ = [
+    "DuckDBCheckpointStore",
+    "DuckDBFileBusy",
+    "DuckDBPartitionStore",
+    "DuckDBRecordTransformer",
+    "DuckDBVersionTable",
+    "RecordTransformer",
+    "SchemaNotStorable",
+    "quote",
+]
