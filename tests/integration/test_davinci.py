@@ -4,8 +4,13 @@ view follows the swap and the retired table is dropped; a restart resumes from t
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib import error as urlerror
+from urllib import request as urlrequest
 
 import duckdb
 import pytest
@@ -15,11 +20,16 @@ from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually
 from venice_core.controller import da_vinci, stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
+from venice_core.davinci.client import RegionServerUnreachable
+from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
+from venice_core.embedded.sandbox import free_ports
+from venice_core.errors import ConfigError, StoreNotFound
 from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
 from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
+VALUE = json.loads((Path(__file__).parents[2] / "examples" / "schemas" / "user_value_v1.avsc").read_text())
 
 
 def _value(i: int, name: str = "") -> dict[str, Any]:
@@ -112,5 +122,58 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
         restarted.close()
 
 
-def test_a_second_client_on_a_held_duckdb_file_is_refused(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    pytest.skip("written below")
+def test_bad_input_is_one_clear_error_and_creates_nothing(platform_env: PlatformEnv, tmp_path: Path) -> None:
+    env = platform_env
+    store = env.create_user_store("dvcbad", 1)
+    env.push(store, RecordsJob({"a": _value(1)}))
+
+    def start(name: str, base: Path, config: Any = env.config, region: str = "dc-1") -> None:
+        DaVinciClient(name, region, base, DuckDBRecordTransformer(base / "c.duckdb"), config=config).start(timeout=30)
+
+    with pytest.raises(StoreNotFound, match="nope"):
+        start("nope", tmp_path / "unknown-store")
+    with pytest.raises(ConfigError, match="unknown region 'dc-9'"):
+        start(store, tmp_path / "unknown-region", region="dc-9")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(ConfigError, match="base dir .* cannot be created"):
+        start(store, a_file / "below")
+    elsewhere = dataclasses.replace(env.config, server_port_base=free_ports(1, block=3)[0])  # nothing listens there
+    with pytest.raises(RegionServerUnreachable, match="region server of dc-1 .* is unreachable"):
+        start(store, tmp_path / "no-server", config=elsewhere)
+    array_key = json.dumps(
+        {"type": "record", "name": "K", "fields": [{"name": "ids", "type": {"type": "array", "items": "long"}}]}
+    )
+    odd = f"dvcodd_{uuid.uuid4().hex[:6]}"
+    stores.create_store(env.meta, env.config, odd, array_key, json.dumps(VALUE), partitions=1)
+    with pytest.raises(SchemaNotStorable, match="key field 'ids'"):
+        start(odd, tmp_path / "array-key")
+    # Nothing half-created: no DuckDB file anywhere, no instance registered.
+    assert not list(tmp_path.rglob("*.duckdb"))
+    assert da_vinci.instances(env.meta, store) == [] and da_vinci.instances(env.meta, odd) == []
+
+
+def test_zstd_store_decompresses_in_the_client_and_the_dictionary_endpoint(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    env = platform_env
+    store = env.create_user_store("dvczstd", PARTITIONS, compression="ZSTD")
+    records = {f"z{i}": _value(i) for i in range(100)}
+    env.push(store, RecordsJob(records))
+    url = f"http://127.0.0.1:{env.config.server_port('dc-0')}/dictionary"
+    # A ZSTD version pushed without a dictionary: the endpoint says so; unknown stores and versions are 404s too.
+    for path, kind in [
+        (f"{store}/1", "no-dictionary"),
+        (f"{store}/9", "VersionNotHosted"),
+        ("nope/1", "StoreNotFound"),
+    ]:
+        with pytest.raises(urlerror.HTTPError) as failure:
+            urlrequest.urlopen(f"{url}/{path}", timeout=10)
+        assert (failure.value.code, failure.value.headers["X-Venice-Error"]) == (404, kind)
+    client = DaVinciClient(store, "dc-0", tmp_path, DuckDBRecordTransformer(tmp_path / "z.duckdb"), config=env.config)
+    client.start(timeout=60)
+    try:
+        assert _table(client, store) == records
+        assert client.get("z5") == _value(5)
+    finally:
+        client.close()

@@ -234,8 +234,10 @@ class DuckDBVersionTable:
         if existing:
             self.values = self._existing_value_columns(dict(existing))
         else:
-            newest = max(self.value_schemas) if self.value_schemas else None
-            self.values = [] if newest is None else self._fresh_values(self.value_schemas[newest])
+            # Made from the oldest schema and evolved in order below: a later schema that changes a column's type is
+            # the one named.
+            first = min(self.value_schemas) if self.value_schemas else None
+            self.values = [] if first is None else self._fresh_values(self.value_schemas[first])
             definition = ", ".join(
                 [f"{quote(c.name)} {c.sql_type} NOT NULL" for c in self.keys]
                 + [f"{quote(c.name)} {c.sql_type}" for c in self.values]

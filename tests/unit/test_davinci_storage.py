@@ -1,0 +1,234 @@
+"""The pieces of the Da Vinci client that need no broker: seed 002's three-call checkpoint API (two
+implementations, two topics at once), the state's wire form, the Avro-to-DuckDB column mapping, and the DuckDB
+partition store (a batch keeps the latest write per key, deletes delete, schema evolution, one transaction with the
+checkpoint row)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from venice_core.client import serde
+from venice_core.davinci.columns import SchemaNotStorable, key_columns
+from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer, quote
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.storage.checkpoint import (
+    CorruptCheckpoint,
+    InMemoryCheckpointStore,
+    PubSubTopicPartition,
+    decode_state,
+    encode_state,
+    version_fields,
+)
+
+KEY = "string"
+VALUE_V1 = {
+    "type": "record",
+    "name": "V",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": ["null", "int"], "default": None}],
+}
+VALUE_V2 = {**VALUE_V1, "fields": [*VALUE_V1["fields"], {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+STATE = {
+    "next_offset": 42,
+    "div": {"abcd": [0, 7]},
+    "sop": {"sorted": True, "chunked": True, "compression": "ZSTD", "compression_dictionary": "ZGljdA=="},
+    "eop": True,
+    "records": 40,
+}
+
+
+@pytest.fixture(params=["memory", "duckdb"])
+def checkpoint_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "memory":
+        yield InMemoryCheckpointStore()
+        return
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    yield transformer.get_storage_metadata_service()
+    transformer.close()
+
+
+def test_three_calls_keep_several_topics_apart(checkpoint_store: Any) -> None:
+    v1, v2 = PubSubTopicPartition("dc-0.users_v1", 0), PubSubTopicPartition("dc-0.users_v2", 0)
+    view = PubSubTopicPartition("dc-0.users_v2_cc", 0)
+    assert checkpoint_store.get(v1) is None
+    checkpoint_store.set(v1, b"state-of-v1")
+    checkpoint_store.set(v2, b"state-of-v2")
+    checkpoint_store.set(view, b"state-of-the-view")
+    checkpoint_store.set(PubSubTopicPartition("dc-0.users_v2", 1), b"partition-1")
+    assert checkpoint_store.get(v1) == b"state-of-v1"  # a new version's state never overwrites the old one's
+    assert checkpoint_store.get(v2) == b"state-of-v2"
+    assert checkpoint_store.get(view) == b"state-of-the-view"
+    checkpoint_store.set(v2, b"newer")
+    checkpoint_store.delete(v1)
+    assert checkpoint_store.get(v1) is None
+    assert checkpoint_store.get(v2) == b"newer"
+    assert checkpoint_store.get(PubSubTopicPartition("dc-0.users_v2", 1)) == b"partition-1"
+    checkpoint_store.delete(v1)  # deleting what is not there is no error
+
+
+def test_topic_partition_takes_version_and_view_topics_only() -> None:
+    assert PubSubTopicPartition("users_v3", 2).version == 3
+    assert PubSubTopicPartition("dc-1.users_v3_cc", 0).view == "cc"
+    assert PubSubTopicPartition("dc-1.users_v3", 0).view is None
+    with pytest.raises(ValueError, match="not a version topic"):
+        PubSubTopicPartition("dc-1.users_rt", 0)
+    with pytest.raises(ValueError, match="partition"):
+        PubSubTopicPartition("users_v1", -1)
+
+
+def test_state_round_trips_without_the_dictionary_and_corruption_is_detected() -> None:
+    raw = encode_state(STATE)
+    state = decode_state(raw)
+    assert "compression_dictionary" not in state["sop"]  # fetched from the region server, never copied
+    assert {k: v for k, v in state.items() if k != "sop"} == {k: v for k, v in STATE.items() if k != "sop"}
+    assert version_fields(state) == {"sorted": True, "chunked": True, "compression": "ZSTD", "end_of_push": True}
+    assert decode_state(json.dumps({"next_offset": 3}).encode()) == {"next_offset": 3}  # an old plain-JSON one
+    flipped = bytearray(raw)
+    flipped[-3] ^= 0x01
+    for bad, reason in [
+        (bytes(flipped), "checksum"),
+        (raw[:5], "shorter than its header"),
+        (b"XYZ" + raw[3:], "magic"),
+        (raw[:3] + bytes([9]) + raw[4:], "newer"),
+    ]:
+        with pytest.raises(CorruptCheckpoint, match=reason):
+            decode_state(bad)
+
+
+def test_columns_from_schemas_and_keys_duckdb_cannot_key_on() -> None:
+    assert [(c.name, c.sql_type) for c in key_columns("string")] == [("key", "VARCHAR")]
+    record_key = {
+        "type": "record",
+        "name": "K",
+        "fields": [{"name": "id", "type": "long"}, {"name": "r", "type": "string"}],
+    }
+    assert [(c.name, c.sql_type) for c in key_columns(record_key)] == [("id", "BIGINT"), ("r", "VARCHAR")]
+    with pytest.raises(SchemaNotStorable, match="key field 'tags'"):
+        key_columns(
+            {"type": "record", "name": "K", "fields": [{"name": "tags", "type": {"type": "array", "items": "int"}}]}
+        )
+    with pytest.raises(SchemaNotStorable, match="key field 'id'"):
+        key_columns({"type": "record", "name": "K", "fields": [{"name": "id", "type": ["null", "long"]}]})
+    with pytest.raises(SchemaNotStorable, match="key field 'key'"):
+        key_columns("double")
+
+
+def _record(schema: dict[str, Any], value: dict[str, Any], schema_id: int = 1, compress: Any = bytes) -> bytes:
+    return SCHEMA_ID.pack(schema_id) + compress(serde.serialize(serde.parse(schema), value))
+
+
+def _key(key: str) -> bytes:
+    return serde.serialize(serde.parse(KEY), key)
+
+
+def test_duckdb_batches_keep_the_latest_write_per_key_in_one_transaction_with_the_checkpoint(tmp_path: Path) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        table = transformer.open_version("my store", 1, KEY, {1: VALUE_V1}, bytes)  # a name that needs quoting
+        tp = PubSubTopicPartition("my store_v1", 0)
+        store = DuckDBPartitionStore(table, tp, lambda _id: VALUE_V2)
+        batch = store.new_batch()
+        for i in range(5):
+            batch.put(_key(f"k{i}"), _record(VALUE_V1, {"name": f"n{i}", "age": i}))
+        batch.put(_key("k1"), _record(VALUE_V1, {"name": "second write", "age": None}))  # same key, same batch
+        batch.delete(_key("k2"))
+        batch.delete(_key("k3"))
+        batch.put(_key("k3"), _record(VALUE_V1, {"name": "back", "age": 3}))  # a delete then a put: the put
+        store.commit(batch, {**STATE, "next_offset": 9})
+        rows = transformer.con.execute(f"SELECT * FROM {quote('my store_v1')} ORDER BY key").fetchall()
+        assert rows == [("k0", "n0", 0), ("k1", "second write", None), ("k3", "back", 3), ("k4", "n4", 4)]
+        assert store.checkpoint()["next_offset"] == 9
+
+        # A record of a newer value schema adds its column; deletes delete.
+        batch = store.new_batch()
+        batch.put(_key("k0"), _record(VALUE_V2, {"name": "v2", "age": 1, "tags": ["a", "b"]}, schema_id=2))
+        batch.delete(_key("k4"))
+        store.commit(batch, {**STATE, "next_offset": 11})
+        rows = transformer.con.execute(f"SELECT key, name, tags FROM {quote('my store_v1')} ORDER BY key").fetchall()
+        assert rows == [("k0", "v2", '["a", "b"]'), ("k1", "second write", None), ("k3", "back", None)]
+
+        # A commit that fails leaves data and checkpoint as they were.
+        batch = store.new_batch()
+        batch.put(_key("k9"), b"\x00\x00\x00\x07garbage")  # an unknown schema id: the commit fails
+        with pytest.raises(Exception, match="7"):
+            DuckDBPartitionStore(table, tp, lambda schema_id: (_ for _ in ()).throw(KeyError(schema_id))).commit(
+                batch, {**STATE, "next_offset": 99}
+            )
+        assert store.checkpoint()["next_offset"] == 11
+        assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store_v1')}").fetchone() == (3,)
+
+        # The view follows a swap; the retired table and its checkpoints go.
+        table2 = transformer.open_version("my store", 2, KEY, {1: VALUE_V1, 2: VALUE_V2}, bytes)
+        assert transformer.swap(table, lambda n: f"my store_v{n}") == 0
+        assert transformer.swap(table2, lambda n: f"my store_v{n}") == 1
+        assert "my store_v1" not in transformer.tables()
+        assert transformer.checkpoints.get(tp) is None
+        assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store')}").fetchone() == (0,)
+    finally:
+        transformer.close()
+
+
+def test_a_value_schema_that_changes_a_column_type_is_refused_naming_the_column(tmp_path: Path) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        changed = {**VALUE_V1, "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "string"}]}
+        with pytest.raises(SchemaNotStorable, match="column 'age' is INTEGER"):
+            transformer.open_version("s", 1, KEY, {1: VALUE_V1, 2: changed}, bytes)
+    finally:
+        transformer.close()
+
+
+def test_a_corrupt_checkpoint_row_re_ingests_from_the_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+        tp = PubSubTopicPartition("s_v1", 0)
+        transformer.checkpoints.set(tp, encode_state(STATE)[:-2] + b"xx")
+        assert DuckDBPartitionStore(table, tp, lambda _id: VALUE_V1).checkpoint() is None
+        assert "corrupt" in caplog.text and "re-ingests from the start" in caplog.text
+    finally:
+        transformer.close()
+
+
+def test_zstd_with_a_dictionary_round_trips() -> None:
+    import zstandard
+
+    samples = [json.dumps({"name": f"user-{i}", "city": "Lisbon" if i % 2 else "Porto"}).encode() for i in range(500)]
+    dictionary = zstandard.train_dictionary(2048, samples).as_bytes()
+    compress = compressor(CompressionStrategy.ZSTD, dictionary)
+    packed = compress(samples[3])
+    assert decompressor(CompressionStrategy.ZSTD, dictionary)(packed) == samples[3]
+    with pytest.raises(zstandard.ZstdError):
+        decompressor(CompressionStrategy.ZSTD)(packed)  # without the dictionary it cannot be read
+
+
+def test_a_file_held_by_another_process_is_refused(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from venice_core.davinci.duckdb_store import DuckDBFileBusy
+
+    file = tmp_path / "held.duckdb"
+    duckdb.connect(str(file)).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, sys; c = duckdb.connect({str(file)!r}); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(DuckDBFileBusy, match="held by another process"):
+            DuckDBRecordTransformer(file).open()
+    finally:
+        holder.kill()
+        holder.wait()
