@@ -3,6 +3,8 @@ no broker, and a reader of a real topic partition, start to end."""
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from venice_core.errors import ComponentError
@@ -66,3 +68,24 @@ def through_end_of_push(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes,
         if decode(key, value).control_type is ControlMessageType.END_OF_PUSH:
             return records[: index + 1]
     raise AssertionError("no END_OF_PUSH in the topic")
+
+
+def read_until(bootstrap: str, topic: str, partition: int, end: int, timeout: float = 30) -> list[tuple[bytes, bytes]]:
+    """The records of a partition below offset `end`, as (key, value), read in batches (a topic still written to
+    has no end to wait for)."""
+    records: list[tuple[bytes, bytes]] = []
+    if end <= 0:
+        return records
+    consumer = Consumer(client_config(bootstrap, **{"group.id": "test-read", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < end:
+            assert time.monotonic() < deadline, f"{topic}[{partition}] has not {end} records within {timeout:.0f}s"
+            for message in consumer.consume(5000, timeout=1):
+                assert not message.error(), message.error().str()
+                if message.offset() < end:
+                    records.append((message.key(), message.value()))
+        return records
+    finally:
+        consumer.close()

@@ -63,6 +63,7 @@ def run(
             status = client.status()
             line = f"{store}@{region}: serving v{status['serving']}" + "".join(
                 f"; v{n} {'ready' if v['ready'] else 'ingesting'} {v['records']:,} records"
+                + (f", {v['nearline'][0]:,} nearline writes (lag {v['nearline'][1]:,})" if v["nearline"] else "")
                 + (f" ERROR {v['error']}" if v["error"] else "")
                 for n, v in status["versions"].items()
             )

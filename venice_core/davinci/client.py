@@ -95,6 +95,14 @@ class LocalVersion:
     def records(self) -> int:
         return sum(t.stats.records for t in self.tasks.values())
 
+    @property
+    def nearline(self) -> tuple[int, int] | None:
+        """Nearline writes applied and the real-time lag, summed over partitions; None before END_OF_PUSH."""
+        phases = [t.real_time for t in self.tasks.values() if t.real_time is not None]
+        if not phases:
+            return None
+        return sum(p.applied for p in phases), sum(max(0, p.lag) for p in phases)
+
 
 class DaVinciClient:
     def __init__(
@@ -412,6 +420,7 @@ class DaVinciClient:
                     n: {
                         "ready": v.ready,
                         "records": v.records,
+                        "nearline": v.nearline,
                         "partitions": sorted(v.tasks),
                         "resumed_from": dict(v.resumed_from),
                         "error": v.error,

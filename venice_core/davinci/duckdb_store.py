@@ -361,7 +361,7 @@ class DuckDBPartitionStore:
         self.owner = table.owner
         self.topic_partition = topic_partition
         self.schema_for = schema_for
-        self._stamps: dict[bytes, bytes] = {}  # written stamps, so a nearline write's lookup rarely reaches DuckDB
+        self._stamps: dict[bytes, bytes] | None = None  # the topic's write stamps, read at the first lookup
 
     def new_batch(self) -> DuckDBBatch:
         return DuckDBBatch()
@@ -425,7 +425,8 @@ class DuckDBPartitionStore:
             except Exception:
                 con.execute("ROLLBACK")
                 raise
-        self._stamps.update(batch.stamps)
+        if self._stamps is not None:
+            self._stamps.update(batch.stamps)
 
     # chunks
     def stage_chunk(self, batch: DuckDBBatch, chunk_key: bytes, value: bytes) -> None:
@@ -450,14 +451,14 @@ class DuckDBPartitionStore:
         batch.stamps[bytes(key)] = bytes(stamp)
 
     def get_write_stamp(self, key: bytes) -> bytes | None:
-        known = self._stamps.get(key)
-        if known is not None:
-            return known
-        with self.owner.lock:
-            row = self.owner.con.execute(
-                f"SELECT stamp FROM {RMD} WHERE topic = ? AND key = ?", [self.topic_partition.topic, bytes(key)]
-            ).fetchone()
-        return None if row is None else bytes(row[0])
+        # Every nearline write looks its key's stamp up: a DuckDB query each would cost a millisecond, so the
+        # partition's stamps are read once (they are few: one per key written nearline) and kept up to date.
+        if self._stamps is None:
+            tp = self.topic_partition
+            with self.owner.lock:
+                rows = self.owner.con.execute(f"SELECT key, stamp FROM {RMD} WHERE topic = ?", [tp.topic]).fetchall()
+            self._stamps = {bytes(k): bytes(v) for k, v in rows}
+        return self._stamps.get(bytes(key))
 
     def sst_put(self, key: bytes, value: bytes) -> None:
         raise NotImplementedError("DuckDB ingests sorted pushes like any other (sorted_ingest is False)")
@@ -466,7 +467,7 @@ class DuckDBPartitionStore:
         return None
 
     def close(self) -> None:
-        self._stamps.clear()
+        self._stamps = None
 
     def destroy(self) -> None:
         self.close()
