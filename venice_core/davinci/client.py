@@ -134,6 +134,7 @@ class DaVinciClient:
         self.key_schema: Any = None
         self.value_schemas: dict[int, Any] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a partition finished its batch data: sync now, not at the next interval
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._dictionaries: dict[int, bytes | None] = {}
@@ -201,6 +202,7 @@ class DaVinciClient:
     def close(self) -> None:
         """Stop ingestion (each partition commits what it has), heartbeat no more, close the storage."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
         with self._lock:
@@ -220,7 +222,11 @@ class DaVinciClient:
 
     # the loop
     def _run(self) -> None:
-        while not self._stop.wait(self.sync_interval):
+        while True:
+            self._wake.wait(self.sync_interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._sync()
             except Exception:  # noqa: BLE001 - the metadata store or a broker may be back next round
@@ -332,6 +338,8 @@ class DaVinciClient:
             if status is ExecutionStatus.ERROR:
                 log.error("%s v%d p%d: %s", self.store, number, partition, details)
             else:
+                if status in (ExecutionStatus.COMPLETED, ExecutionStatus.END_OF_PUSH_RECEIVED):
+                    self._wake.set()  # the version may be ready: swap to it without waiting for the next sync
                 log.debug(
                     "%s v%d p%d: %s at offset %d (%d records)", self.store, number, partition, status, offset, records
                 )

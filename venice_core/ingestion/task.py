@@ -217,6 +217,9 @@ class PartitionIngestionTask:
             return state
 
         sorted_ingest = self.storage.sorted_ingest
+        # A store may want other batch sizes than the region servers' (DuckDB: fewer, larger transactions).
+        commit_every_messages = getattr(self.storage, "commit_every_messages", COMMIT_EVERY_MESSAGES)
+        commit_every_seconds = getattr(self.storage, "commit_every_seconds", COMMIT_EVERY_SECONDS)
         sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
         apply_from = checkpoint["next_offset"]  # below it: records a restarted leader only mirrors
         mirror = self.mirror.mirror if self.mirror is not None else None
@@ -310,12 +313,13 @@ class PartitionIngestionTask:
                         )
                     if self.mirror is not None:
                         self.mirror.flush()  # the local topic complete before the partition says so
-                    self.completed = True
-                    return commit(eop=True, eop_time_ms=raw.timestamp()[1])
+                    state = commit(eop=True, eop_time_ms=raw.timestamp()[1])
+                    self.completed = True  # only once committed: a Da Vinci client serves the version on it
+                    return state
             if self.mirror is not None:
                 self.mirror.check()
             now = time.monotonic()
-            if uncommitted and (uncommitted >= COMMIT_EVERY_MESSAGES or now - last_commit >= COMMIT_EVERY_SECONDS):
+            if uncommitted and (uncommitted >= commit_every_messages or now - last_commit >= commit_every_seconds):
                 commit()
             if now - last_report >= REPORT_EVERY_SECONDS:
                 self._refresh_end_offset(consumer)

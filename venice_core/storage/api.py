@@ -21,6 +21,10 @@ class PartitionStore(Protocol):
     # True where sorted pushes are written with `sst_put` and made visible by `ingest_sst` (RocksDB's SST ingestion);
     # elsewhere a sorted push is ingested like any other.
     sorted_ingest: bool
+    # Optional: how often the batch phase commits, where a store wants other than `ingestion.task`'s
+    # COMMIT_EVERY_MESSAGES / COMMIT_EVERY_SECONDS (read with getattr; RocksDB keeps the defaults).
+    # commit_every_messages: int
+    # commit_every_seconds: float
 
     def new_batch(self) -> WriteBatch: ...
 

@@ -1,0 +1,256 @@
+"""Da Vinci ingestion into DuckDB (version topic -> `DaVinciClient` with `DuckDBRecordTransformer` -> serving)
+against a raw DuckDB Arrow insert of the same rows, in the same run; and restart-to-ready of that client against
+the full ingest.
+
+    .venv/bin/python -m bench.davinci_duckdb [--records 1000000] [--profile]
+
+The store's version is seeded with the protocol writer (`bench.repush_throughput.ProtocolWriterSeed`) through
+`local_push.push`, so it is created and swapped in as a real push; the push's speed is not measured. Measured:
+from the client's start to it serving the version (1M rows in its table), and the raw baseline: one
+`INSERT INTO t SELECT * FROM arrow_table` of the same rows, already in memory as Arrow, into a table with the same
+columns and primary key in a DuckDB file of its own. Then the client is closed and a new one started on the same
+file: the seconds until it serves again (it resumes from the checkpoints in the file, nothing is re-ingested).
+
+The issue's targets: at least 200k rows/s and at least 0.5x raw; restart-to-ready under 2 s. `--profile` runs the
+ingestion threads under cProfile (slower: its figures are not the benchmark's) and prints where their time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import resource
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer
+
+from bench.harness import report, sandbox_platform
+from bench.push_throughput import bench_store
+from bench.repush_throughput import ProtocolWriterSeed
+from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer, duckdb_store
+from venice_core.ingestion import task as ingestion_task
+from venice_core.jobs import local_push
+
+STORE = "bench"
+
+
+class PhaseClock:
+    """CPU seconds the ingestion threads spend in each phase (summed over the partitions' threads, which share the
+    GIL), and the wall seconds DuckDB's transactions hold the file's lock (one at a time)."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.wall: dict[str, float] = defaultdict(float)
+        self.lock = threading.Lock()
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def add(self, phase: str, cpu: float, wall: float) -> None:
+        with self.lock:
+            self.cpu[phase] += cpu
+            self.wall[phase] += wall
+
+    def timed(self, phase: str, function: Any) -> Any:
+        clock = self
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            cpu, wall = time.thread_time(), time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                clock.add(phase, time.thread_time() - cpu, time.perf_counter() - wall)
+
+        return wrapper
+
+    def patch(self, owner: Any, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+        self._undo.append((owner, name, original))
+        setattr(owner, name, self.timed(phase, original))
+
+    def install(self) -> None:
+        clock = self
+
+        class TimedConsumer(Consumer):
+            def consume(self, *args: Any, **kwargs: Any) -> Any:
+                cpu, wall = time.thread_time(), time.perf_counter()
+                try:
+                    return super().consume(*args, **kwargs)
+                finally:
+                    clock.add("Kafka consume (confluent-kafka)", time.thread_time() - cpu, time.perf_counter() - wall)
+
+        self._undo.append((ingestion_task, "Consumer", ingestion_task.Consumer))
+        ingestion_task.Consumer = TimedConsumer  # type: ignore[misc]
+        self.patch(ingestion_task.PartitionIngestionTask, "run", "ingestion threads in all")
+        self.patch(duckdb_store.DuckDBPartitionStore, "commit", "commit in all")
+        self.patch(duckdb_store.DuckDBVersionTable, "rows", "records -> Arrow (decode, columns)")
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+        self._undo.clear()
+
+    def print(self, seconds: float, process_cpu: float) -> None:
+        total = self.cpu.pop("ingestion threads in all", 0.0)
+        commit_cpu = self.cpu.pop("commit in all", 0.0)
+        commit_wall = self.wall.pop("commit in all", 0.0)
+        decode_cpu, decode_wall = (
+            self.cpu["records -> Arrow (decode, columns)"],
+            self.wall["records -> Arrow (decode, columns)"],
+        )
+        consume_cpu = self.cpu["Kafka consume (confluent-kafka)"]
+        rows = [
+            ("Kafka consume (confluent-kafka)", consume_cpu),
+            ("records -> Arrow (decode, columns)", decode_cpu),
+            ("DuckDB transaction (upsert + checkpoint)", commit_cpu - decode_cpu),
+            ("the loop: envelope, DIV, batch puts", total - consume_cpu - commit_cpu),
+        ]
+        print(
+            f"  where the ingest's time went ({process_cpu:.1f} CPU seconds in this process in {seconds:.1f}s "
+            f"on 2 shared cores; ingestion threads' own CPU {total:.1f}s):"
+        )
+        for name, cpu in rows:
+            print(f"    {cpu:6.2f}s CPU  {name}")
+        print(
+            f"    commits spent {commit_wall - decode_wall:.2f}s of wall time beyond decoding, summed over partitions "
+            f"(the DuckDB transactions, one at a time, and waits for one another)"
+        )
+
+
+class Profiled:
+    """cProfile in every ingestion thread, merged."""
+
+    def __init__(self) -> None:
+        self.profiles: list[cProfile.Profile] = []
+        self.original = ingestion_task.PartitionIngestionTask.run
+
+    def install(self) -> None:
+        profiled, original = self, self.original
+
+        def run(task: Any, stop: threading.Event) -> None:
+            profile = cProfile.Profile()
+            profiled.profiles.append(profile)
+            profile.runcall(original, task, stop)
+
+        ingestion_task.PartitionIngestionTask.run = run  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        ingestion_task.PartitionIngestionTask.run = self.original  # type: ignore[method-assign]
+
+    def print(self, top: int = 25) -> None:
+        if not self.profiles:
+            return
+        stats = pstats.Stats(self.profiles[0])
+        for profile in self.profiles[1:]:
+            stats.add(profile)
+        print("\n  cProfile of the ingestion threads (summed over partitions), by own time:")
+        stats.sort_stats("tottime").print_stats(top)
+
+
+def raw_duckdb(path: Path, arrow_table: Any) -> float:
+    """Seconds for one `INSERT INTO ... SELECT FROM` the Arrow table into a table of the same columns and primary key
+    in a DuckDB file of its own."""
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(
+            "CREATE TABLE raw (key VARCHAR NOT NULL, name VARCHAR, age INTEGER, score DOUBLE, PRIMARY KEY (key))"
+        )
+        con.register("rows_in_memory", arrow_table)
+        started = time.perf_counter()
+        con.execute("INSERT INTO raw SELECT key, name, age, score FROM rows_in_memory")
+        seconds = time.perf_counter() - started
+        assert con.execute("SELECT count(*) FROM raw").fetchone()[0] == arrow_table.num_rows
+        return seconds
+    finally:
+        con.close()
+
+
+def cpu_now() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--profile", action="store_true", help="cProfile the ingestion threads (slower)")
+    args = parser.parse_args()
+    with sandbox_platform({"regions": "dc-0"}) as (config, meta, home):
+        region = config.source_region
+        data, records = bench_store(config, meta, home, args.records)
+        n = len(records)
+        started = time.perf_counter()
+        local_push.push(
+            config,
+            meta,
+            STORE,
+            "records://seeded-by-the-protocol-writer",
+            progress=lambda _line: None,
+            run_job=ProtocolWriterSeed(records),
+        )
+        print(f"  seeded version 1 ({n} records) and rolled it out in {time.perf_counter() - started:.1f}s")
+        del records
+        arrow_table = pq.read_table(data).combine_chunks()
+        raw_seconds = raw_duckdb(home / "raw.duckdb", arrow_table)
+        del arrow_table
+
+        base = home / "davinci"
+        file = base / "client.duckdb"
+        clock, profiled = PhaseClock(), Profiled()
+        if args.profile:
+            profiled.install()
+        else:
+            clock.install()
+        cpu_before = cpu_now()
+        started = time.perf_counter()
+        client = DaVinciClient(STORE, region, base, DuckDBRecordTransformer(file), config=config)
+        try:
+            client.start(wait=True, timeout=900)
+            ingest_seconds = time.perf_counter() - started
+            process_cpu = cpu_now() - cpu_before
+            assert client.serving == 1, client.status()
+            count = client.sql(f'SELECT count(*) FROM "{STORE}"')[0][0]
+            assert count == n, (count, n)
+        finally:
+            client.close()
+            clock.uninstall()
+            profiled.uninstall()
+
+        started = time.perf_counter()
+        restarted = DaVinciClient(STORE, region, base, DuckDBRecordTransformer(file), config=config)
+        try:
+            restarted.start(wait=True, timeout=120)
+            restart_seconds = time.perf_counter() - started
+            assert restarted.serving == 1
+            resumed = restarted.status()["versions"][1]["resumed_from"]
+            assert all(offset > 0 for offset in resumed.values()), resumed  # from the checkpoints, not offset 0
+            assert restarted.sql(f'SELECT count(*) FROM "{STORE}"')[0][0] == n
+        finally:
+            restarted.close()
+
+        report(
+            f"Da Vinci ingestion into DuckDB, {n} records (4 partitions){' - PROFILED' if args.profile else ''}",
+            [
+                ("seconds", f"{ingest_seconds:.2f}", f"{raw_seconds:.2f}"),
+                ("rows/s", f"{n / ingest_seconds:,.0f}", f"{n / raw_seconds:,.0f}"),
+            ],
+        )
+        print("  (project: client start to serving the version; baseline: one raw DuckDB Arrow insert)")
+        if args.profile:
+            profiled.print()
+        else:
+            clock.print(ingest_seconds, process_cpu)
+        print(f"  ratio (project rows/s / raw DuckDB Arrow insert rows/s): {raw_seconds / ingest_seconds:.2f}x")
+        print(
+            f"  restart-to-ready of the {n}-row client: {restart_seconds:.2f}s "
+            f"(the full ingest took {ingest_seconds:.2f}s; resumed from offsets {resumed})"
+        )
+
+
+if __name__ == "__main__":
+    main()
