@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +38,7 @@ from tests.support.platform import PlatformEnv
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import da_vinci, stores
+from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.embedded import airflow
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.embedded.sandbox import free_ports
@@ -143,9 +146,21 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
 ) -> None:
     """Policy WAIT: a hook that raises twice in dc-0 holds the swap back two intervals, then the rollout goes on;
     one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
-    ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why."""
+    ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why. A real Da Vinci client
+    (DuckDB) in dc-1 ingests v2 once dc-1's gate opens, the rollout's Da Vinci swap in dc-1 waits for it, and after
+    the ABORT before dc-1's swap the client's view stays on v1."""
     store = airflow_env.create_user_store("afw")
-    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 50, files=1))))  # v1, directly
+    v1 = _expected(generate(tmp_path / "v1", 50, files=1))
+    airflow_env.push(store, RecordsJob(v1))  # v1, directly
+    client = DaVinciClient(
+        store,
+        "dc-1",
+        tmp_path / "dvc",
+        DuckDBRecordTransformer(tmp_path / "dvc" / "c.duckdb"),
+        config=airflow_env.config,
+    )
+    client.start(timeout=60)
+    ready_at = _watch_until_ready(client, 2)
     airflow_env.cli(
         "store",
         "update",
@@ -160,8 +175,23 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
         "venice.store.lifecycle.hooks.failure.policy": "WAIT",
         "venice.store.lifecycle.hooks.wait.max.seconds": "12",
     }
-    with cluster_settings(airflow_env, **settings):
-        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900)
+    try:
+        with cluster_settings(airflow_env, **settings):
+            result = airflow_env.venice(
+                "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900
+            )
+        # The client ingested v2 before the rollout let dc-1's Da Vinci swap go; after the ABORT it serves v1.
+        gate_passed = min(
+            i.created_at
+            for i in invocations_of(airflow_env, store, "post_start_of_store_version_ingestion_for_da_vinci", "dc-1")
+            if i.version == 2 and i.hook_class.endswith("RecordEveryCall")
+        )
+        assert ready_at and ready_at[0] <= gate_passed, (ready_at, gate_passed)
+        first = sorted(v1)[0]
+        assert client.serving == 1 and client.get(first) == v1[first]
+        assert client.sql(f'SELECT count(*) FROM "{store}"') == [(len(v1),)]
+    finally:
+        client.close()
     assert result.returncode == 3, result.stdout + result.stderr
     assert (
         "rollout run failed at dc_1.pre_swap_abort; version 2 is PARTIALLY_ONLINE: aborted by a hook at "
@@ -193,6 +223,20 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     )
     assert "WAIT" in tab.steps["dc-1"] and "timed out after 2s" in tab.steps["dc-1"] and tab.screenshot.exists()
     assert "dc-0 v2, dc-1 v1, dc-2 v1" in tab.listed and "failed" in tab.listed  # Browse > Rollouts
+
+
+def _watch_until_ready(client: DaVinciClient, version: int) -> list[float]:
+    """The time the client first holds `version` ingested, in a list filled by a watching thread."""
+    seen: list[float] = []
+
+    def watch() -> None:
+        while not seen and client.meta is not None:
+            if client.status()["versions"].get(version, {}).get("ready"):
+                seen.append(time.time())
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return seen
 
 
 def test_rollback_of_a_first_version_takes_its_branch_and_leaves_no_region_serving_it(
