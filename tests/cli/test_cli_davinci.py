@@ -1,0 +1,59 @@
+"""`venice davinci` without a broker: what `run` refuses (one `error:` line, a non-zero exit, no file created) and
+what `status` lists (the registered instances, live or gone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.platform import PlatformEnv, make_platform_env
+from venice_core.controller import da_vinci
+from venice_core.meta import MetadataStore
+from venice_core.status import ExecutionStatus
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
+    env = make_platform_env(tmp_path_factory.mktemp("cli-davinci") / "home")
+    meta = MetadataStore(env.config.metadata_db_url)
+    meta.migrate()
+    meta.dispose()
+    return env
+
+
+def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp_path: Path) -> None:
+    store = cli_env.create_user_store("dvcli")
+    file = tmp_path / "c.duckdb"
+    cases = [
+        (["davinci", "run", store, "--region", "dc-0"], "give --duckdb FILE, or --base-dir DIR"),
+        (["davinci", "run", "nope", "--region", "dc-0", "--duckdb", str(file)], "store 'nope'"),
+        (["davinci", "run", store, "--region", "dc-7", "--duckdb", str(file)], "unknown region 'dc-7'"),
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file), "--partitions", "a"], "--partitions"),
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file), "--partitions", "5"], "partitions 0-0"),
+        # No region server runs here: one clear error, before any file is created.
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file)], "region server of dc-0 at"),
+    ]
+    for argv, message in cases:
+        result = cli_env.cli(*argv)
+        assert result.returncode != 0, (argv, result.stdout)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and message in errors[0], (argv, result.stderr)
+    assert not file.exists()
+
+
+def test_status_lists_instances_live_and_gone(cli_env: PlatformEnv) -> None:
+    store = cli_env.create_user_store("dvcstatus")
+    assert "no Da Vinci instance registered" in cli_env.cli("davinci", "status", store, check=True).stdout
+    da_vinci.heartbeat(cli_env.meta, store, "dc-1", "app-1", 3, ExecutionStatus.COMPLETED)
+    da_vinci.heartbeat(cli_env.meta, store, "dc-2", "app-2", 2, ExecutionStatus.STARTED)
+    with cli_env.meta.session() as session:  # app-2 silent for longer than an instance stays live
+        from venice_core.meta.models import DaVinciInstance
+
+        session.get(DaVinciInstance, (store, "dc-2", "app-2")).heartbeat_at -= da_vinci.LIVE_SECONDS + 5
+    lines = cli_env.cli("davinci", "status", store, check=True).stdout.splitlines()
+    assert len(lines) == 2
+    assert "dc-1" in lines[0] and "app-1" in lines[0] and "v3" in lines[0] and "COMPLETED" in lines[0]
+    assert " live " in lines[0] and " gone " in lines[1] and "STARTED" in lines[1]
+    result = cli_env.cli("davinci", "status", "nope")
+    assert result.returncode != 0 and "store 'nope'" in result.stderr
