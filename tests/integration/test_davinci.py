@@ -18,6 +18,7 @@ import pytest
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually
+from venice_core.client import serde
 from venice_core.controller import da_vinci, stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
@@ -25,6 +26,7 @@ from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
 from venice_core.embedded.sandbox import free_ports
 from venice_core.errors import ConfigError, StoreNotFound
+from venice_core.protocol.partitioner import partition_for
 from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
 from venice_core.writer import OnlineWriter
 
@@ -177,3 +179,18 @@ def test_zstd_store_decompresses_in_the_client_and_the_dictionary_endpoint(
         assert client.get("z5") == _value(5)
     finally:
         client.close()
+    # A client of one partition holds that partition's records only.
+    subset = DaVinciClient(
+        store, "dc-0", tmp_path / "p1", DuckDBRecordTransformer(tmp_path / "p1" / "z.duckdb"), config=env.config,
+        partitions=[1],
+    )  # fmt: skip
+    subset.start(timeout=60)
+    try:
+        key_schema = serde.parse("string")
+        mine = {k: v for k, v in records.items() if partition_for(serde.serialize(key_schema, k), PARTITIONS) == 1}
+        assert 0 < len(mine) < len(records) and _table(subset, store) == mine
+        other = next(k for k in records if k not in mine)
+        with pytest.raises(ConfigError, match="does not subscribe"):
+            subset.get(other)
+    finally:
+        subset.close()

@@ -140,6 +140,18 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
             covered = _covered(env, topic, saved, schema)
             assert _rows(file, store, 1) == covered, f"round {round_}: the table is not what its checkpoints cover"
             print(f"round {round_}: killed with {len(covered)} rows; checkpoints {_offsets(saved)}")
+        # Ctrl-C stops a client cleanly: it commits and exits 0.
+        with (tmp_path / "stopped.log").open("w") as out:
+            process = subprocess.Popen(argv, env=env.env, stdout=out, stderr=out, start_new_session=True)
+        try:
+            eventually(lambda: "ingesting" in (tmp_path / "stopped.log").read_text(), "the client starting", 30)
+            os.killpg(process.pid, signal.SIGINT)
+            assert process.wait(timeout=60) == 0, (tmp_path / "stopped.log").read_text()
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        assert "stopped (checkpoints committed)" in (tmp_path / "stopped.log").read_text()
+        saved = _checkpoints(file, topic)
     finally:
         writes.stop()
     assert any(s.get("eop") for s in saved.values()), "no kill reached the real-time phase"

@@ -245,8 +245,6 @@ class DaVinciClient:
             for number in [n for n in self.local if n not in wanted and n != self.serving]:
                 log.info("%s v%d abandoned by the rollout: dropped", self.store, number)
                 self._unsubscribe(number, destroy=True)
-            if self.serving == 0 and self.local.get(current) is None and current == 0:
-                pass  # nothing served in the region yet
             target = self.local.get(current)
             if current and current != self.serving and target is not None and target.ready:
                 self._swap(target)
