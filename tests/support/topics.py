@@ -70,17 +70,19 @@ def through_end_of_push(records: list[tuple[bytes, bytes]]) -> list[tuple[bytes,
     raise AssertionError("no END_OF_PUSH in the topic")
 
 
-def read_until(bootstrap: str, topic: str, partition: int, end: int, timeout: float = 30) -> list[tuple[bytes, bytes]]:
-    """The records of a partition below offset `end`, as (key, value), read in batches (a topic still written to
-    has no end to wait for)."""
+def read_until(
+    bootstrap: str, topic: str, partition: int, end: int, timeout: float = 30, start: int = 0
+) -> list[tuple[bytes, bytes]]:
+    """The records of a partition from offset `start` to below `end`, as (key, value), read in batches (a topic
+    still written to has no end to wait for)."""
     records: list[tuple[bytes, bytes]] = []
-    if end <= 0:
+    if end <= start:
         return records
     consumer = Consumer(client_config(bootstrap, **{"group.id": "test-read", "enable.auto.commit": False}))
-    consumer.assign([TopicPartition(topic, partition, 0)])
+    consumer.assign([TopicPartition(topic, partition, start)])
     deadline = time.monotonic() + timeout
     try:
-        while len(records) < end:
+        while len(records) < end - start:
             assert time.monotonic() < deadline, f"{topic}[{partition}] has not {end} records within {timeout:.0f}s"
             for message in consumer.consume(5000, timeout=1):
                 assert not message.error(), message.error().str()
