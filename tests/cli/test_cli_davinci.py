@@ -5,21 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import PlatformEnv
 from venice_core.controller import da_vinci
-from venice_core.meta import MetadataStore
 from venice_core.status import ExecutionStatus
-
-
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
-    env = make_platform_env(tmp_path_factory.mktemp("cli-davinci") / "home")
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    meta.dispose()
-    return env
 
 
 def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import versions
 from venice_core.meta import MetadataStore
@@ -41,15 +41,6 @@ def schemas(tmp_path: Path) -> dict[str, Path]:
         paths[name] = tmp_path / f"{name}.avsc"
         paths[name].write_text(text)
     return paths
-
-
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
-    env = make_platform_env(tmp_path_factory.mktemp("cli") / "home")
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    meta.dispose()
-    return env
 
 
 @pytest.fixture

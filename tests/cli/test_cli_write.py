@@ -9,20 +9,10 @@ import uuid
 
 import pytest
 
-from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import InMemoryTopics
 from venice_core import writer
-from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
-
-
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
-    env = make_platform_env(tmp_path_factory.mktemp("cli-write") / "home")
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    meta.dispose()
-    return env
 
 
 @pytest.fixture
