@@ -33,11 +33,21 @@ def send_control(
 
 
 def send_start_of_push(
-    config: ClusterConfig, store: str, number: int, partitions: int, push_job_id: str, compression: str
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    partitions: int,
+    push_job_id: str,
+    compression: str,
+    dictionary: bytes | None = None,
 ) -> None:
-    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression. Its GUID
-    derives from the push job, so sending it again (a re-run step) is skipped by ingestion as a duplicate."""
-    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": None}
+    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression (and a ZSTD
+    version's dictionary, base64, if it has one). Its GUID derives from the push job, so sending it again (a re-run
+    step) is skipped by ingestion as a duplicate."""
+    import base64
+
+    encoded = base64.b64encode(dictionary).decode() if dictionary else None
+    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": encoded}
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
 
 
