@@ -258,8 +258,10 @@ class RunFollower:
         view: FollowView,
         queued: bool = False,
         job_id: str | None = None,
+        dag: str | None = None,
     ) -> None:
         self.api, self.meta, self.store, self.run_id, self.view = api, meta, store, run_id, view
+        self.dag = dag or dag_id(store)  # another DAG of the store's (a pipeline's upgrade) shows no push
         self.job_id = job_id or push_job_id(store, run_id)  # the run's push job (a repush run's is prefixed)
         self.queued = queued  # behind another run: say when it starts
         self.seen: dict[str, str] = {}
@@ -271,11 +273,11 @@ class RunFollower:
 
     def poll(self) -> str:
         # The run's state first: a run seen finished has its task instances final in the call after.
-        state = self.api.run_state(dag_id(self.store), self.run_id)
+        state = self.api.run_state(self.dag, self.run_id)
         if self.queued and state != "queued":
             self.queued = False
             self.view.line(f"run {self.run_id} started")
-        events = self._step_events(self.api.task_instances(dag_id(self.store), self.run_id))
+        events = self._step_events(self.api.task_instances(self.dag, self.run_id))
         events += self._hook_events()
         active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
         self.view.steps(active, len(self.skipped))
