@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import collections
 import json
+import time
 import uuid
+from pathlib import Path
 
 from tests.support.drain import SteadyProducer, rt_puts, wait_for
 from tests.support.jobs import RecordsJob
@@ -21,7 +23,7 @@ from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams
 from venice_core.jobs import stream_control, stream_upgrade
 from venice_core.jobs.spark_spec import StreamJobRequest
-from venice_core.jobs.stream import STOP_INSTEAD_OF_DRAIN_CONF
+from venice_core.jobs.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
 from venice_core.jobs.stream_drain import last_batch
 from venice_core.pubsub import admin
 
@@ -52,7 +54,9 @@ def _panes(puts: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, int]]
     return panes
 
 
-def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(platform_env: PlatformEnv) -> None:
+def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
     env, config, meta = platform_env, platform_env.config, platform_env.meta
     partitions = 2
     store = _counts_store(env, partitions)
@@ -95,18 +99,25 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(platfo
         assert lost > 0 and open_windows
 
         # The same pipeline resumed from its checkpoint (state intact), drained, upgraded to a new state schema.
-        resumed = stream_control.start(config, meta, StreamJobRequest.of({**request.to_json(), "confs": {}}))
-        first_run = resumed.record.run_id
-        stopped_at = record.last_batch_id or 0
-        wait_for(
-            "a batch of the resumed run", lambda: (streams.get_pipeline(meta, name).last_batch_id or 0) > stopped_at
+        # Its first batch is held before it writes: the drain is asked for while that batch is in flight.
+        hold = tmp_path / "hold"
+        hold.touch()
+        resumed = stream_control.start(
+            config, meta, StreamJobRequest.of({**request.to_json(), "confs": {HOLD_BATCH_CONF: str(hold)}})
         )
+        first_run = resumed.record.run_id
+        held = int(wait_for("a held batch", lambda: Path(f"{hold}.held").exists() and Path(f"{hold}.held").read_text()))
         requested = stream_upgrade.request_drain(config, meta, name, timeout_seconds=120)
+        wait_for("the cut", lambda: (streams.get_pipeline(meta, name).drain or {}).get("uuid") == requested.uuid)
+        time.sleep(1.0)
+        assert stream_upgrade.drain_outcome(config, meta, name, first_run) is None  # waiting for the batch
+        hold.unlink()
         outcome = wait_for("the drain", lambda: stream_upgrade.drain_outcome(config, meta, name, first_run))
         drained = streams.get_pipeline(meta, name)
         assert outcome == streams.DRAINED, (outcome, job.log_tail())
         report = drained.drain
         assert report["uuid"] == requested.uuid and report["outcome"] == "drained"
+        assert report["batch_in_flight"] == held and report["waited_for_batch_s"] >= 1.0  # finished, not cancelled
         assert drained.offsets == report["cut"] == report["offsets"]  # processed exactly to the cut
         checkpoint = stream_control.checkpoint_dir(config, name)
         assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
@@ -147,6 +158,45 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(platfo
         wanted = {f"{u}|{s}|{pane}": n for (u, s), c in panes.items() for pane, n in c.items()}
         wait_for("dc-0 to serve every pane", lambda: client.batch_get(store, sorted(wanted)) == wanted)
         client.close()
+    finally:
+        producer.stop()
+        job.stop(timeout=10)
+
+
+def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_env: PlatformEnv) -> None:
+    """One source partition, events already there; the drain notification is written once the run is recorded,
+    before its job starts: the job takes its cut at start, writes every event up to it, commits, stops and cleans
+    up. No shuffle, no state: the markers only end the source."""
+    env, config, meta = platform_env, platform_env.config, platform_env.meta
+    store = _counts_store(env, partitions=1)
+    bootstrap = config.region(REGION).kafka_bootstrap
+    source = f"events_{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, 1)
+    producer = SteadyProducer(bootstrap, source, 1, rate=500).start()
+    time.sleep(0.5)
+    name = f"m{uuid.uuid4().hex[:8]}"
+    request = StreamJobRequest(name, store, REGION, source, bootstrap, "user", ("n",), "ts", trigger_seconds=0.5)
+    job = stream_control.process(config, name)
+    try:
+        run_id = stream_control.start(config, meta, request, wait=False).record.run_id
+        drain.write(meta, name, "an-earlier-run")  # stale: ignored
+        notification = drain.write(meta, name, run_id)
+        outcome = wait_for("the drain at start", lambda: stream_upgrade.drain_outcome(config, meta, name, run_id))
+        assert outcome == streams.DRAINED, (outcome, job.log_tail())
+        producer.stop()
+        record = streams.get_pipeline(meta, name)
+        report = record.drain
+        assert report["uuid"] == str(notification.uuid) and report["batch_in_flight"] is None
+        assert record.offsets == report["cut"] == {"0": len(producer.upto(record.offsets))}
+        assert 0 < record.offsets["0"] < len(producer.produced)  # producing went on past the cut: not read
+        checkpoint = stream_control.checkpoint_dir(config, name)
+        assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
+        assert [n.notification.run_id for n in drain.read(meta, name)] == ["an-earlier-run"]  # its own cleaned up
+        puts = rt_puts(env, REGION, store, 1, serde.parse("string"), serde.parse("long"))
+        expected = [(p.event["user"], p.event["n"]) for p in producer.upto(record.offsets)]
+        assert sorted(puts) == sorted(expected)  # each event up to the cut written once
+        status = env.cli("stream", "status", name, check=True).stdout
+        assert status.startswith(f"{name}: drained") and "last drain: offsets" in status, status
     finally:
         producer.stop()
         job.stop(timeout=10)

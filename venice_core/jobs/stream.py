@@ -57,6 +57,9 @@ MARKER = "StreamInputError: "
 HANG_AFTER_CONF = "spark.venice.stream.test.hang.after.records"
 # The contrast of the drain test: on a drain notification, `query.stop()` (what Spark offers) instead of a drain.
 STOP_INSTEAD_OF_DRAIN_CONF = "spark.venice.stream.test.stop.instead.of.drain"
+# For the drain test: while this file exists, a batch waits before it writes (`<file>.held` names it), so a drain is
+# asked for while a batch is surely in flight.
+HOLD_BATCH_CONF = "spark.venice.stream.test.hold.batch.while"
 
 
 def transform_spec(args: argparse.Namespace) -> TransformSpec:
@@ -111,6 +114,11 @@ class BatchWriter:
         self.tracker.started(batch_id)
         records = 0
         try:
+            hold = batch.sparkSession.conf.get(HOLD_BATCH_CONF, "")
+            if hold and Path(hold).exists():
+                Path(f"{hold}.held").write_text(str(batch_id))
+                while Path(hold).exists():
+                    time.sleep(0.1)
             records = self._write(self.transform.batch_rows(batch), batch_id)
         finally:
             self.tracker.finished(records)
