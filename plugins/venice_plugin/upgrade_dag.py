@@ -72,9 +72,9 @@ def build_upgrade_dag(pipeline: str) -> DAG:
             return requested.run_id
 
         @task.sensor(task_id=WAIT_DRAINED, poke_interval=POKE_SECONDS, timeout=SENSOR_TIMEOUT_SECONDS, mode="poke")
-        def wait_drained(run_id: str) -> PokeReturnValue:
+        def wait_drained(draining_run: str) -> PokeReturnValue:  # (`run_id` is a name Airflow reserves)
             with metadata() as (config, meta):
-                outcome = stream_upgrade.drain_outcome(config, meta, pipeline, run_id)
+                outcome = stream_upgrade.drain_outcome(config, meta, pipeline, draining_run)
                 if outcome == streams.DRAINED:
                     report = streams.get_pipeline(meta, pipeline).drain
                     print(f"{pipeline} drained: {stream_upgrade.describe_drain(report)}")
@@ -99,10 +99,10 @@ def build_upgrade_dag(pipeline: str) -> DAG:
                     raise AirflowFailException(str(exc)) from exc
 
         @task.sensor(task_id=WAIT_CONSUMING, poke_interval=POKE_SECONDS, timeout=SENSOR_TIMEOUT_SECONDS, mode="poke")
-        def wait_consuming(run_id: str) -> bool:
+        def wait_consuming(new_run: str) -> bool:
             with metadata() as (config, meta):
                 try:
-                    return stream_upgrade.consuming(config, meta, pipeline, run_id)
+                    return stream_upgrade.consuming(config, meta, pipeline, new_run)
                 except VeniceError as exc:
                     raise AirflowFailException(str(exc)) from exc
 

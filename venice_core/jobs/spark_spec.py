@@ -164,9 +164,10 @@ STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
 # A streaming job runs for good beside the platform: two local cores, and less memory than a push.
 STREAM_MASTER = "local[2]"
 STREAM_DRIVER_MEMORY = "1g"
-# A stateful pipeline's shuffle: as many partitions (state stores) as cores, not Spark's 200. Fixed by a query's
-# checkpoint at its first start.
-STREAM_SPARK_CONFS = {"spark.sql.shuffle.partitions": "2"}
+# A stateful pipeline's shuffle: as many partitions (state stores) as cores, not Spark's 200 (fixed by a query's
+# checkpoint at its first start).
+# A query's stop waits at most 10 s for a task stuck in its batch (a drain past its timeout), not for ever.
+STREAM_SPARK_CONFS = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stopTimeout": "10000"}
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,6 @@ class Drainer:
         processed = time.monotonic()
         report.processing_s = round(processed - waited, 3)
         if not done:
-            try:
-                query.stop()  # cancels the batch in flight: uncommitted, it is replayed by the next start
-            except Exception as exc:  # noqa: BLE001 - the job exits anyway; the timeout is what to report
-                print(f"drain {report.uuid}: stopping the query: {exc}", flush=True)
             report.outcome, report.stopped_at = TIMED_OUT, time.time()
             report.total_s = round(time.monotonic() - began, 3)
             where = f"batch {report.batch_in_flight} in flight" if not idle else "not at the cut"
@@ -174,8 +170,13 @@ class Drainer:
                 f"drain timed out after {report.timeout_seconds:.0f}s ({where}): stopped without cleaning up; "
                 "the drain notification is kept"
             )
+            # Recorded first: a task stuck in the batch may hold the stop up (`spark.sql.streaming.stopTimeout`).
             streams.record_drain(self.meta, self.name, self.run_id, report.to_json(), streams.FAILED, error)
             print(f"drain {report.uuid}: {error}", flush=True)
+            try:
+                query.stop()  # cancels the batch in flight: uncommitted, it is replayed by the next start
+            except Exception as exc:  # noqa: BLE001 - the job exits anyway; the timeout is what to report
+                print(f"drain {report.uuid}: stopping the query: {exc}", flush=True)
             return report
         report.last_batch, report.offsets = self._committed(report.cut)
         report.last_write_at = self.tracker.last_written_at
