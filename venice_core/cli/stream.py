@@ -160,6 +160,8 @@ def _drain_or_upgrade(name: str, timeout: float | None, args: dict[str, object] 
             stream_upgrade.run_local(config, meta, name, timeout, args, progress=typer.echo)
         after = stream_control.pipeline_status(config, meta, name)
     typer.echo(_line(after))
+    if args is None:
+        typer.echo(f"  last drain: {stream_upgrade.describe_drain(after.record.drain)}")
 
 
 @stream_app.command("stop")

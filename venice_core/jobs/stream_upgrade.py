@@ -135,7 +135,7 @@ def run_local(
     outcome = _until(f"the drain of {name}", lambda: drain_outcome(config, meta, name, requested.run_id), wait_seconds)
     if outcome != streams.DRAINED:
         raise DrainFailed(f"drain of {name} {outcome}")
-    progress(f"{name} drained: {describe_drain(streams.get_pipeline(meta, name).drain)}")
+    progress(f"{name} drained (run {requested.run_id})")
     if upgrade_args is None:
         return requested.run_id
     run_id = start_upgraded(config, meta, name, upgrade_args, progress)
