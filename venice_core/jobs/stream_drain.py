@@ -198,7 +198,7 @@ class Drainer:
 
     def _process_all_available(self, query: Any, deadline: float) -> bool:
         """Run the query until a trigger finds nothing left (the cut reached, the markers read, the windows fired);
-        False at the deadline or if the query failed."""
+        False at the deadline; the query's error if it failed."""
         outcome: list[BaseException | None] = []
 
         def run() -> None:
@@ -211,7 +211,9 @@ class Drainer:
         worker = threading.Thread(target=run, name="drain-process-all", daemon=True)
         worker.start()
         worker.join(max(0.0, deadline - time.monotonic()))
-        return bool(outcome) and outcome[0] is None and query.isActive
+        if outcome and outcome[0] is not None:
+            raise outcome[0]  # the query failed while draining (a bad event): the job's failure, not a timeout
+        return bool(outcome) and query.isActive
 
     def _committed(self, cut: dict[str, int]) -> tuple[int | None, dict[str, int]]:
         """The last batch, committed, and the offsets it reached: every batch Spark planned is in its commit log,
