@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from venice_core.controller import drain, streams
 from venice_core.controller.drain import DrainMode, DrainNotification, StoredNotification
@@ -117,6 +118,8 @@ def test_the_cut_file_bounds_the_source(tmp_path: Path) -> None:
     assert reader.cut() is None and reader.drain_cut() is None
     path.write_text('{"0": 5}')
     assert reader.cut() == reader.drain_cut() == {"0": 5}
+    reader._watermarks = lambda: {"0": (0, 9), "1": (0, 4)}  # type: ignore[method-assign]  # 1: created after the cut
+    assert reader.latestOffset({"0": 2}, ReadAllAvailable()) == {"0": 5, MARKER_KEY: 1}
 
 
 def test_offsets_reached_are_read_from_sparks_offset_log(tmp_path: Path) -> None:

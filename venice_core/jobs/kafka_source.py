@@ -332,9 +332,12 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         latest = {p: high for p, (_low, high) in self._watermarks().items()}
+        drain_cut = self.drain_cut()
+        if drain_cut is not None:  # a partition created after the cut is not read either
+            latest = {p: high for p, high in latest.items() if p in drain_cut}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = next_end(data_offsets(start), latest, self.cut(), budget)
-        return with_markers(start, end, self.drain_cut())
+        return with_markers(start, end, drain_cut)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return {p: high for p, (_low, high) in self._watermarks().items()}
