@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
@@ -16,9 +17,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from venice_core.controller import drain, streams
 from venice_core.controller.drain import DrainMode, DrainNotification, StoredNotification
 from venice_core.errors import ConfigError
-from venice_core.jobs import kafka_source
+from venice_core.jobs import kafka_source, stream_upgrade
 from venice_core.jobs.drain_monitor import DrainMonitor
 from venice_core.jobs.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange
+from venice_core.jobs.spark_spec import StreamJobRequest
 from venice_core.jobs.stream_drain import BatchTracker, batch_end_offsets, last_batch
 from venice_core.jobs.stream_transforms import TransformSpec
 from venice_core.meta import MetadataStore
@@ -162,3 +164,18 @@ def test_a_windowed_transform_needs_an_event_time_and_known_names() -> None:
     with pytest.raises(ConfigError, match="unknown transform 'reduce'"):
         TransformSpec("reduce")
     assert TransformSpec("window_count_v2", "user", "ts").stateful and not TransformSpec().stateful
+
+
+def test_an_upgrade_changes_the_job_not_the_pipeline(meta: MetadataStore, config: Any) -> None:
+    args = StreamJobRequest("p", "s", "dc-0", "events", "b:1", "k").to_json()
+    streams.new_run(meta, "p", "s", "dc-0", "events", args)
+    for fixed in ("store", "source_topic", "starting_offsets", "source_bootstrap"):
+        with pytest.raises(ConfigError, match=f"an upgrade cannot set {fixed}"):
+            stream_upgrade.upgraded_request(meta, config, "p", {fixed: "x"})
+    request = stream_upgrade.upgraded_request(meta, config, "p", {"transform": "window_count_v2", "confs": {}})
+    assert (request.transform, request.key_field, request.store, request.source_bootstrap) == (
+        "window_count_v2",
+        "k",
+        "s",
+        "b:1",
+    )

@@ -24,8 +24,10 @@ from venice_core.jobs.spark_spec import StreamJobRequest
 from venice_core.meta import MetadataStore
 
 DAG_PREFIX = "venice_upgrade__"
-# What an upgrade may change (the new job's arguments); the pipeline keeps its store, region and source.
-UPGRADABLE = frozenset(StreamJobRequest.__dataclass_fields__) - {"name", "store", "region", "source_topic"}
+# What an upgrade may change (the new job's arguments); the pipeline keeps its store, region and source, and the
+# new run starts from the drained offsets.
+FIXED = {"name", "store", "region", "source_topic", "source_bootstrap", "starting_offsets"}
+UPGRADABLE = frozenset(StreamJobRequest.__dataclass_fields__) - FIXED
 
 
 class DrainFailed(VeniceError):
