@@ -16,6 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.support.drain import SteadyProducer, rt_puts, wait_for
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
@@ -26,6 +28,8 @@ from venice_core.jobs.spark_spec import StreamJobRequest
 from venice_core.jobs.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
 from venice_core.jobs.stream_drain import last_batch
 from venice_core.pubsub import admin
+
+pytestmark = pytest.mark.spark  # every test here runs spark-submit
 
 REGION = "dc-0"
 WINDOW_SECONDS = 2.0
