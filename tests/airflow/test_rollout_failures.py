@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,11 +27,13 @@ from tests.support.airflow_runs import (
     wait_for_data_in_version_topic,
     wait_for_step,
 )
+from tests.support.drain import SteadyProducer, rt_puts, wait_for
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from venice_core.client import ReadClient
-from venice_core.controller import versions
+from venice_core.client import ReadClient, serde
+from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
+from venice_core.jobs import stream_control
 from venice_core.pubsub import admin
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -199,3 +202,62 @@ def test_a_repush_through_airflow_aborted_at_the_second_region_behaves_like_a_pu
     client = ReadClient("127.0.0.1", env.config.server_port("dc-0"))
     keys = sorted(expected)
     assert client.batch_get(store, keys) == expected  # version 2, rebuilt from version 1's topic
+
+
+def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_alerts(
+    airflow_env: PlatformEnv,
+) -> None:
+    """The map-only pipeline (two source partitions, no shuffle) through its `venice_upgrade__<pipeline>` DAG.
+    First a drain that cannot finish (a task hangs mid-batch): past `--timeout` the job stops without cleaning up,
+    the run branches to its alert and fails, starts nothing, and `venice stream status` says why. Started again, the
+    pipeline replays the uncommitted batch (its writes skipped as duplicates) and ignores the kept notification, which
+    is stale. Then `venice stream upgrade`: drained, a new run from the drained offsets, consuming. Every event is
+    written exactly once across all three runs."""
+    env, config, meta = airflow_env, airflow_env.config, airflow_env.meta
+    store = f"mapped_{uuid.uuid4().hex[:8]}"
+    stores.create_store(meta, config, store, '"string"', '"long"', partitions=2)
+    stores.update_store(meta, config, store, hybrid_rewind_seconds=3600)
+    bootstrap = config.region("dc-0").kafka_bootstrap
+    source = f"events_{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, 2)
+    producer = SteadyProducer(bootstrap, source, 2, rate=200).start()
+    name = f"u{uuid.uuid4().hex[:8]}"
+    job = stream_control.process(config, name)
+
+    def puts() -> list[tuple[str, int]]:
+        return rt_puts(env, "dc-0", store, 2, serde.parse("string"), serde.parse("long"))
+
+    try:
+        env.cli(
+            "stream", "start", name, "--store", store, "--source-topic", source, "--region", "dc-0",
+            "--key-field", "user", "--value-fields", "n", "--event-time-field", "ts", "--trigger-seconds", "0.5",
+            "--conf", "spark.venice.stream.test.hang.after.records=5", check=True,
+        )  # fmt: skip
+        first_run = streams.get_pipeline(meta, name).run_id
+        wait_for("the hung task's writes", lambda: len(puts()) >= 5)
+        failed = env.cli("stream", "drain", name, "--timeout", "3")
+        assert failed.returncode == 3, failed.stdout + failed.stderr
+        assert failed.stderr.startswith(
+            f"error: venice_upgrade__{name} run failed at alert; pipeline {name} is failed: drain timed out after 3s "
+            "(batch 0 in flight): stopped without cleaning up"
+        ), failed.stderr
+        assert "start_new_run" not in failed.stdout and "alert: failed" in failed.stdout, failed.stdout
+        status = env.cli("stream", "status", name, check=True).stdout
+        assert status.startswith(f"{name}: failed: drain timed out after 3s"), status
+        assert [n.notification.run_id for n in drain.read(meta, name)] == [first_run]  # kept
+        wait_for("the timed-out job to exit", lambda: job.pid() is None)
+
+        env.cli("stream", "start", name, "--conf", "spark.ui.enabled=false", check=True)  # replays batch 0
+        upgraded = env.cli("stream", "upgrade", name, "--trigger-seconds", "0.4", "--timeout", "120")
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        assert "wait_consuming: success" in upgraded.stdout and f"{name}: running" in upgraded.stdout, upgraded.stdout
+        record = streams.get_pipeline(meta, name)
+        assert record.args["trigger_seconds"] == 0.4 and record.state == streams.RUNNING
+        assert drain.read(meta, name) == [n for n in drain.read(meta, name) if n.notification.run_id == first_run]
+        time.sleep(1.0)
+        produced = producer.stop()
+        wait_for("every event written", lambda: len(puts()) >= len(produced), timeout=300)
+        assert sorted(puts()) == sorted((p.event["user"], p.event["n"]) for p in produced)  # once each
+    finally:
+        producer.stop()
+        job.stop(timeout=10)

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
-from venice_core.controller import stores, streams
+from venice_core.controller import drain, stores, streams
 from venice_core.jobs import stream_control
 from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
 from venice_core.meta import MetadataStore
-
-
-@pytest.fixture(scope="module")
-def cli_env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
-    env = make_platform_env(tmp_path_factory.mktemp("cli-stream") / "home")
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    meta.dispose()
-    return env
 
 
 def _store(env: PlatformEnv, hybrid: bool) -> str:
@@ -151,3 +142,31 @@ def test_venice_down_stops_the_running_pipelines_first(cli_env: PlatformEnv) -> 
         assert streams.get_pipeline(cli_env.meta, "running").state == streams.STOPPED
     finally:
         job.stop(timeout=5)
+
+
+def test_drain_and_upgrade_refuse_a_pipeline_that_is_not_running_with_one_error_line(cli_env: PlatformEnv) -> None:
+    store = _store(cli_env, hybrid=True)
+    record = streams.new_run(cli_env.meta, "idle", store, "dc-0", "events", {"key_field": "k"})
+    streams.record_stopped(cli_env.meta, "idle", record.run_id)
+    for argv in (("drain", "idle", "--local"), ("upgrade", "idle", "--transform", "window_count", "--local"),
+                 ("drain", "nosuch", "--local"), ("drain", "idle", "--airflow")):  # fmt: skip
+        result = cli_env.cli("stream", *argv)
+        assert result.returncode != 0, argv
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), (argv, result.stderr)
+    assert "is not running (stopped): nothing to drain" in cli_env.cli("stream", "drain", "idle", "--local").stderr
+    assert drain.read(cli_env.meta, "idle") == []  # nothing written
+
+
+def test_a_start_after_a_drain_is_fresh_state_from_the_drained_offsets(cli_env: PlatformEnv) -> None:
+    """What the drained run reached is where the next one starts (its checkpoint kept aside); an unknown
+    transform is refused before anything starts."""
+    request = StreamJobRequest("dr", "s", "dc-0", "events", "b:1", "k", ("v",), starting_offsets="earliest")
+    checkpoint = stream_control.checkpoint_dir(cli_env.config, "dr")
+    (checkpoint / "offsets").mkdir(parents=True)
+    drained = streams.PipelineRecord("dr", "s", "dc-0", "events", {}, streams.DRAINED, "r1", offsets={"0": 7, "1": 3})
+    after = stream_control.after_drain(cli_env.config, request, drained)
+    assert after.starting_offsets == '{"0": 7, "1": 3}' and not checkpoint.exists()
+    assert (checkpoint.with_name("checkpoint.drained") / "offsets").is_dir()
+    store = _store(cli_env, hybrid=True)
+    code, err = _start(cli_env, "badt", store, "--transform", "reduce")
+    assert code != 0 and err.startswith("error: unknown transform 'reduce'"), err

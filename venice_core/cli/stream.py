@@ -9,7 +9,7 @@ import time
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
-from venice_core.jobs import stream_control
+from venice_core.jobs import stream_control, stream_upgrade
 from venice_core.jobs.stream_control import PipelineStatus
 
 stream_app = typer.Typer(help="Start, watch and stop nearline streaming pipelines.", no_args_is_help=True)
@@ -39,6 +39,14 @@ def start(
         None, "--max-records-per-batch", help="At most this many events a micro-batch (default 100000; 0: no limit)."
     ),
     trigger_seconds: float = typer.Option(None, "--trigger-seconds", help="Micro-batch interval (default 1)."),
+    transform: str = typer.Option(
+        None, "--transform", help="map (default: each event a write), window_count or window_count_v2."
+    ),
+    window_seconds: float = typer.Option(None, "--window-seconds", help="Tumbling window (default 10)."),
+    watermark_seconds: float = typer.Option(None, "--watermark-seconds", help="Watermark delay (default 5)."),
+    drain_timeout_seconds: float = typer.Option(
+        None, "--drain-timeout-seconds", help="A drain's default timeout (default 60)."
+    ),
     conf: list[str] = typer.Option([], "--conf", help="spark.*=value for the job's spark-submit; repeatable."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Return once the query runs (or failed)."),
 ) -> None:
@@ -59,6 +67,10 @@ def start(
             starting_offsets=starting_offsets,
             max_records_per_batch=max_records_per_batch,
             trigger_seconds=trigger_seconds,
+            transform=transform,
+            window_seconds=window_seconds,
+            watermark_seconds=watermark_seconds,
+            drain_timeout_seconds=drain_timeout_seconds,
             confs=parse_key_values(conf, "--conf") or None,
         )
         status = stream_control.start(config, meta, request, wait=wait, progress=typer.echo)
@@ -88,7 +100,68 @@ def status(
             typer.echo(f"  store {r.store} in {r.region}, source topic {r.source_topic}")
             typer.echo(f"  run {r.run_id}, query {r.query_id or '-'}, last batch {r.last_batch_id}")
             typer.echo(f"  offsets {json.dumps(r.offsets, sort_keys=True)}")
+            if r.drain:
+                typer.echo(f"  last drain: {stream_upgrade.describe_drain(r.drain)}")
             typer.echo(f"  log {s.log}")
+
+
+AirflowOption = typer.Option(
+    None,
+    "--airflow/--local",
+    help="Through the pipeline's venice_upgrade__NAME DAG run (the default when airflow.enabled), or in this process.",
+)
+TimeoutOption = typer.Option(
+    None, "--timeout", help="Seconds the drain may take; past them the job stops without cleaning up (default 60)."
+)
+
+
+@stream_app.command("drain")
+def drain(name: str = NameArg, timeout: float = TimeoutOption, mode: bool = AirflowOption) -> None:
+    """Drain a pipeline: stop reading at a cut (the source's end now), finish the batch in flight, process up to
+    the cut, fire every pending window, commit, stop, clean up. A later start begins from the drained offsets with
+    fresh state."""
+    _drain_or_upgrade(name, timeout, None, mode)
+
+
+@stream_app.command("upgrade")
+def upgrade(
+    name: str = NameArg,
+    transform: str = typer.Option(None, "--transform", help="map, window_count or window_count_v2."),
+    window_seconds: float = typer.Option(None, "--window-seconds", help="Tumbling window (windowed transforms)."),
+    watermark_seconds: float = typer.Option(None, "--watermark-seconds", help="Watermark delay (windowed)."),
+    value_fields: str = typer.Option(None, "--value-fields", help="Event fields of the value, comma-separated."),
+    trigger_seconds: float = typer.Option(None, "--trigger-seconds", help="Micro-batch interval."),
+    max_records_per_batch: int = typer.Option(None, "--max-records-per-batch", help="At most this many events."),
+    conf: list[str] = typer.Option([], "--conf", help="spark.*=value for the new job (replaces the old job's)."),
+    timeout: float = TimeoutOption,
+    mode: bool = AirflowOption,
+) -> None:
+    """Drain a pipeline, then start its new deployment with these arguments over the old ones: a new run with
+    fresh state (its state schema may change) from exactly the offsets the drained run reached."""
+    given = {
+        "transform": transform,
+        "window_seconds": window_seconds,
+        "watermark_seconds": watermark_seconds,
+        "value_fields": None if value_fields is None else [f for f in value_fields.split(",") if f.strip()],
+        "trigger_seconds": trigger_seconds,
+        "max_records_per_batch": max_records_per_batch,
+        "confs": parse_key_values(conf, "--conf") or None,
+    }
+    _drain_or_upgrade(name, timeout, {k: v for k, v in given.items() if v is not None}, mode)
+
+
+def _drain_or_upgrade(name: str, timeout: float | None, args: dict[str, object] | None, mode: bool | None) -> None:
+    with metadata() as (config, meta):
+        if config.airflow_enabled if mode is None else mode:
+            from venice_core.jobs.airflow_stream import drain_or_upgrade
+
+            drain_or_upgrade(config, meta, name, timeout, args, progress=typer.echo)
+        else:
+            stream_upgrade.run_local(config, meta, name, timeout, args, progress=typer.echo)
+        after = stream_control.pipeline_status(config, meta, name)
+    typer.echo(_line(after))
+    if args is None:
+        typer.echo(f"  last drain: {stream_upgrade.describe_drain(after.record.drain)}")
 
 
 @stream_app.command("stop")
@@ -123,6 +196,7 @@ def _json(s: PipelineStatus) -> dict[str, object]:
         "query_id": r.query_id,
         "last_batch_id": r.last_batch_id,
         "offsets": r.offsets,
+        "drain": r.drain,
         "args": r.args,
         "updated_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(r.updated_at)),
         "log": str(s.log),

@@ -19,6 +19,8 @@ from venice_core.meta.db import MetadataStore
 from venice_core.meta.models import StreamPipeline
 
 STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
+# Stopped cleanly by a drain: everything up to the cut processed, windows fired, committed, notification cleaned up.
+DRAINED = "drained"
 ACTIVE = (STARTING, RUNNING)
 
 
@@ -50,6 +52,7 @@ class PipelineRecord:
     last_batch_id: int | None = None
     started_at: float = 0.0
     updated_at: float = 0.0
+    drain: dict[str, Any] | None = None  # the last drain: cut, phases, outcome (`jobs.stream_drain`)
 
 
 def _record(row: StreamPipeline) -> PipelineRecord:
@@ -67,6 +70,7 @@ def _record(row: StreamPipeline) -> PipelineRecord:
         row.last_batch_id,
         row.started_at,
         row.updated_at,
+        dict(row.drain) if row.drain else None,
     )
 
 
@@ -129,6 +133,29 @@ def record_batch(meta: MetadataStore, name: str, run_id: str, batch_id: int, off
             return False
         row.offsets = {**(row.offsets or {}), **{str(k): int(v) for k, v in offsets.items()}}
         row.last_batch_id = batch_id
+        return True
+
+
+def record_drain(
+    meta: MetadataStore,
+    name: str,
+    run_id: str,
+    drain: dict[str, Any],
+    state: str | None = None,
+    error: str | None = None,
+    offsets: dict[str, int] | None = None,
+) -> bool:
+    """The run's drain as it stands (requested, drained, timed out), and with it, once it ends, the run's state
+    (DRAINED, or FAILED and why) and the offsets it reached."""
+    with meta.session() as session:
+        row = _current(session, name, run_id)
+        if row is None:
+            return False
+        row.drain = dict(drain)
+        if state is not None:
+            row.state, row.last_error = state, error
+        if offsets is not None:
+            row.offsets = {**(row.offsets or {}), **{str(k): int(v) for k, v in offsets.items()}}
         return True
 
 

@@ -134,13 +134,7 @@ def trigger_and_follow(
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = dag_id(store)
-    deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    if not api.has_dag(dag) and not api.request_parse(DAG_PREFIX):
-        view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
-    while not api.has_dag(dag):
-        if time.monotonic() > deadline:
-            raise ComponentError(f"Airflow has no DAG {dag} (is the store new? the dag-processor picks it up)")
-        time.sleep(2)
+    wait_for_dag(api, dag, DAG_PREFIX, view, "is the store new?")
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
         raise RunInFlight(
@@ -152,6 +146,30 @@ def trigger_and_follow(
     if in_flight:
         view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
     follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
+    state = follow(follower, view, timeout)
+    if state == "success":
+        info = describe_store(meta, store)
+        return max(v["current"] for v in info["regions"].values())
+    if state == "failed":
+        _wait_until_push_ended(meta, store, job_id)
+        raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
+    raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
+
+
+def wait_for_dag(api: AirflowApi, dag: str, prefix: str, view: FollowView, hint: str) -> None:
+    """Until Airflow has the DAG (asking its dag-processor to parse the file of DAGs named `prefix...` now)."""
+    deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
+    if not api.has_dag(dag) and not api.request_parse(prefix):
+        view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
+    while not api.has_dag(dag):
+        if time.monotonic() > deadline:
+            raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")
+        time.sleep(2)
+
+
+def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
+    """Poll a run until it succeeds or fails (its state), riding out an Airflow restart; `running` at the
+    timeout."""
     deadline = time.monotonic() + timeout
     unreachable_since: float | None = None
     while time.monotonic() < deadline:
@@ -166,14 +184,10 @@ def trigger_and_follow(
                 raise
             time.sleep(2)
             continue
-        if state == "success":
-            info = describe_store(meta, store)
-            return max(v["current"] for v in info["regions"].values())
-        if state == "failed":
-            _wait_until_push_ended(meta, store, job_id)
-            raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
+        if state in ("success", "failed"):
+            return state
         time.sleep(1)
-    raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
+    return "running"
 
 
 def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None:
@@ -258,8 +272,10 @@ class RunFollower:
         view: FollowView,
         queued: bool = False,
         job_id: str | None = None,
+        dag: str | None = None,
     ) -> None:
         self.api, self.meta, self.store, self.run_id, self.view = api, meta, store, run_id, view
+        self.dag = dag or dag_id(store)  # another DAG of the store's (a pipeline's upgrade) shows no push
         self.job_id = job_id or push_job_id(store, run_id)  # the run's push job (a repush run's is prefixed)
         self.queued = queued  # behind another run: say when it starts
         self.seen: dict[str, str] = {}
@@ -271,11 +287,11 @@ class RunFollower:
 
     def poll(self) -> str:
         # The run's state first: a run seen finished has its task instances final in the call after.
-        state = self.api.run_state(dag_id(self.store), self.run_id)
+        state = self.api.run_state(self.dag, self.run_id)
         if self.queued and state != "queued":
             self.queued = False
             self.view.line(f"run {self.run_id} started")
-        events = self._step_events(self.api.task_instances(dag_id(self.store), self.run_id))
+        events = self._step_events(self.api.task_instances(self.dag, self.run_id))
         events += self._hook_events()
         active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
         self.view.steps(active, len(self.skipped))

@@ -16,7 +16,12 @@ Offsets are `{"<partition>": <next offset>}`. Options:
   Kafka source keeps them in its checkpoint likewise);
 - `endingOffsets`: offsets as JSON past which nothing is read (a bounded stream: `cut()` is the seam a drain
   takes, as the source's end at the moment of the drain);
-- `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit).
+- `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit);
+- `drainCutPath`: a file the job's driver writes when the pipeline drains (`jobs.stream_drain`): the cut, offsets
+  past which nothing is read. Once every partition has been read up to it, the source emits its drain markers: one
+  row per partition (`offset` -1, no key or value) whose `timestamp` is `MARKER_EVENT_TIME_MS`, an event time that
+  closes every window (the watermark to infinity, as Samza, Flink and Dataflow advance it on drain). The markers
+  are a batch's range like any other (offset key `drain`), so they are in Spark's offset log and read once.
 
 A batch read (`KafkaBatchReader`) reads each partition from `startingOffsets` (default earliest) to `endingOffsets`
 (default the end at planning time), cut into tasks of at most `maxRecordsPerPartition` records each (`split`: a
@@ -42,6 +47,11 @@ from venice_core.errors import StreamInputError
 from venice_core.pubsub.offsets import parse_partition_offsets
 
 SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
+# The offsets' key of the drain markers (1 once they are emitted), beside the partitions' numbers.
+MARKER_KEY = "drain"
+MARKER_OFFSET = -1
+# 9999-12-31T23:59:59Z: a drain marker's event time, later than the end of any window.
+MARKER_EVENT_TIME_MS = 253_402_300_799_000
 TIMEOUT_SECONDS = 15.0
 # A read that makes no progress for this long fails the batch (a broker gone, records deleted under it).
 READ_STALL_SECONDS = 60.0
@@ -109,6 +119,38 @@ def plan(start: Mapping[str, int], end: Mapping[str, int]) -> list[OffsetRange]:
     its offsets alone)."""
     ranges = [OffsetRange(int(p), start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)]
     return sorted(ranges, key=lambda r: r.partition)
+
+
+class MarkerRange(InputPartition):
+    """The drain markers' task: one marker row per source partition."""
+
+    def __init__(self, partitions: Sequence[int]) -> None:
+        super().__init__(("drain", tuple(partitions)))
+        self.source_partitions = tuple(partitions)
+
+
+def data_offsets(offsets: Mapping[str, int]) -> dict[str, int]:
+    """The partitions' offsets of a source offset, without the drain markers' key."""
+    return {p: o for p, o in offsets.items() if p != MARKER_KEY}
+
+
+def is_marker(offset: int) -> bool:
+    return offset == MARKER_OFFSET
+
+
+def marker_rows(topic: str, partitions: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    for p in partitions:
+        yield (topic, p, MARKER_OFFSET, MARKER_EVENT_TIME_MS, None, None)
+
+
+def with_markers(start: Mapping[str, int], end: dict[str, int], drain_cut: Mapping[str, int] | None) -> dict[str, int]:
+    """`end` with the drain markers' key: kept once emitted; added when a drain's cut is reached in every
+    partition it names."""
+    if MARKER_KEY in start:
+        end[MARKER_KEY] = start[MARKER_KEY]
+    elif drain_cut is not None and all(end.get(p, 0) >= offset for p, offset in drain_cut.items() if p in end):
+        end[MARKER_KEY] = 1
+    return end
 
 
 def split(start: Mapping[str, int], end: Mapping[str, int], max_records: int) -> list[OffsetRange]:
@@ -235,6 +277,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.ending = options.get("endingOffsets")
         self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
         self.initial_path = options.get("initialOffsetsPath")
+        self.drain_cut_path = options.get("drainCutPath")
         self._client: Any = None
 
     def _consumer(self) -> Any:
@@ -246,9 +289,21 @@ class KafkaStreamReader(DataSourceStreamReader):
         consumer = self._consumer()
         return watermarks(consumer, self.topic, topic_partitions(consumer, self.topic, self.bootstrap))
 
+    def drain_cut(self) -> dict[str, int] | None:
+        """The drain's cut, once the driver has written it (the source's end offsets when the drain began)."""
+        if not self.drain_cut_path:
+            return None
+        try:
+            text = Path(self.drain_cut_path).read_text()
+        except FileNotFoundError:
+            return None
+        return parse_offsets(text, self.drain_cut_path)
+
     def cut(self) -> dict[str, int] | None:
-        """The offsets past which nothing is read, or None: the `endingOffsets` option. A drain would give the
-        source's end offsets at the moment it was asked for."""
+        """The offsets past which nothing is read, or None: a drain's cut, else the `endingOffsets` option."""
+        drain = self.drain_cut()
+        if drain is not None:
+            return drain
         return None if self.ending is None else parse_offsets(self.ending, "endingOffsets")
 
     def initialOffset(self) -> dict[str, int]:
@@ -277,16 +332,25 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         latest = {p: high for p, (_low, high) in self._watermarks().items()}
+        drain_cut = self.drain_cut()
+        if drain_cut is not None:  # a partition created after the cut is not read either
+            latest = {p: high for p, high in latest.items() if p in drain_cut}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return next_end(start, latest, self.cut(), budget)
+        end = next_end(data_offsets(start), latest, self.cut(), budget)
+        return with_markers(start, end, drain_cut)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return {p: high for p, (_low, high) in self._watermarks().items()}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[OffsetRange]:
-        return plan(start, end)
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        ranges: list[InputPartition] = list(plan(data_offsets(start), data_offsets(end)))
+        if MARKER_KEY in end and MARKER_KEY not in start:
+            ranges.append(MarkerRange(sorted(int(p) for p in data_offsets(end))))
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        if isinstance(partition, MarkerRange):
+            return marker_rows(self.topic, partition.source_partitions)
         assert isinstance(partition, OffsetRange)
         return read_range(self.bootstrap, self.topic, partition.partition, partition.start, partition.end)
 

@@ -164,6 +164,10 @@ STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
 # A streaming job runs for good beside the platform: two local cores, and less memory than a push.
 STREAM_MASTER = "local[2]"
 STREAM_DRIVER_MEMORY = "1g"
+# A stateful pipeline's shuffle: as many partitions (state stores) as cores, not Spark's 200 (fixed by a query's
+# checkpoint at its first start).
+# A query's stop waits at most 10 s for a task stuck in its batch (a drain past its timeout), not for ever.
+STREAM_SPARK_CONFS = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stopTimeout": "10000"}
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,11 @@ class StreamJobRequest:
     max_records_per_batch: int = 100_000  # a first start on a backlog takes it in batches of this many
     trigger_seconds: float = 1.0
     confs: dict[str, str] = field(default_factory=dict)
+    transform: str = "map"  # `jobs.stream_transforms`
+    window_seconds: float = 10.0
+    watermark_seconds: float = 5.0
+    drain_timeout_seconds: float = 60.0  # unless the drain's request gives one
+    drain_poll_seconds: float = 2.0
 
     def to_json(self) -> dict[str, object]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -225,11 +234,21 @@ def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) ->
         str(request.trigger_seconds),
         "--checkpoint",
         str(checkpoint),
+        "--transform",
+        request.transform,
+        "--window-seconds",
+        str(request.window_seconds),
+        "--watermark-seconds",
+        str(request.watermark_seconds),
+        "--drain-timeout-seconds",
+        str(request.drain_timeout_seconds),
+        "--drain-poll-seconds",
+        str(request.drain_poll_seconds),
     ]
     return SparkJobSpec(
         name=f"venice-stream-{request.name}",
         master=request.confs.get("spark.master", STREAM_MASTER),
-        conf={**DEFAULT_SPARK_CONFS, **spark_confs(request.confs)},
+        conf={**DEFAULT_SPARK_CONFS, **STREAM_SPARK_CONFS, **spark_confs(request.confs)},
         args=args,
         application=str(STREAM_JOB_FILE),
         driver_memory=STREAM_DRIVER_MEMORY,

@@ -8,7 +8,10 @@ partition, each with a producer GUID derived from (query id, batch id, partition
 fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
 
 The job reports to the metadata store as the pipeline's current run: running (with Spark's query id), each batch's
-source offsets, or failed and why. Spark's checkpoint (offsets log, commits, the query id) is the one given.
+source offsets (from Spark's offset log), or failed and why. Spark's checkpoint (offsets log, commits, the query
+id) is the one given. Between the source and the writes runs the pipeline's transform (`stream_transforms`: map
+only, or a windowed count with state). A `DrainMonitor` watches for a drain notification meant for the run, at
+start and every `--drain-poll-seconds`; on one, the job drains (`stream_drain`) and exits.
 """
 
 from __future__ import annotations
@@ -17,13 +20,25 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig, load_config
-from venice_core.controller import streams
+from venice_core.controller import drain, streams
 from venice_core.errors import StreamInputError, VeniceError
+from venice_core.jobs.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
+from venice_core.jobs.stream_drain import (
+    DEFAULT_TIMEOUT_SECONDS,
+    DRAINED,
+    STOPPED,
+    BatchTracker,
+    Drainer,
+    DrainTimedOut,
+    batch_end_offsets,
+    cut_path,
+)
 from venice_core.jobs.stream_tasks import (
     CHECK_SCHEMA,
     WRITE_SCHEMA,
@@ -32,6 +47,7 @@ from venice_core.jobs.stream_tasks import (
     check_batches,
     write_batches,
 )
+from venice_core.jobs.stream_transforms import TransformSpec
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
 from venice_core.writer import resolve_target
@@ -39,6 +55,22 @@ from venice_core.writer import resolve_target
 MARKER = "StreamInputError: "
 # Fault injection for the recovery test (see `BatchSpec.hang_after`); spark-submit passes on only `spark.*`.
 HANG_AFTER_CONF = "spark.venice.stream.test.hang.after.records"
+# The contrast of the drain test: on a drain notification, `query.stop()` (what Spark offers) instead of a drain.
+STOP_INSTEAD_OF_DRAIN_CONF = "spark.venice.stream.test.stop.instead.of.drain"
+# For the drain test: while this file exists, a batch waits before it writes (`<file>.held` names it), so a drain is
+# asked for while a batch is surely in flight.
+HOLD_BATCH_CONF = "spark.venice.stream.test.hold.batch.while"
+
+
+def transform_spec(args: argparse.Namespace) -> TransformSpec:
+    return TransformSpec(
+        args.transform,
+        key_field=args.key_field,
+        event_time_field=args.event_time_field or None,
+        window_seconds=args.window_seconds,
+        watermark_seconds=args.watermark_seconds,
+        pane=args.run_id[:8],
+    )
 
 
 def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) -> EventMapping:
@@ -48,12 +80,7 @@ def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Nam
     target = resolve_target(args.store, args.region, config=config, meta=meta)
     if admin.partition_count(target.bootstrap, target.topic) is None:
         raise StreamInputError(f"the real-time topic {target.topic} of '{args.store}' does not exist")
-    return EventMapping(
-        target,
-        key_field=args.key_field,
-        value_fields=tuple(f for f in (args.value_fields or "").split(",") if f),
-        event_time_field=args.event_time_field or None,
-    ).check()
+    return transform_spec(args).mapping(target, tuple(f for f in (args.value_fields or "").split(",") if f))
 
 
 def check_source(bootstrap: str, topic: str) -> None:
@@ -75,12 +102,28 @@ def query_id(checkpoint: Path) -> str:
 class BatchWriter:
     """The `foreachBatch` function: check the whole batch, then write it, then record the offsets it reached."""
 
-    def __init__(self, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
-        self.meta, self.args, self.mapping = meta, args, mapping
+    def __init__(
+        self, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping, transform: TransformSpec
+    ) -> None:
+        self.meta, self.args, self.mapping, self.transform = meta, args, mapping, transform
         self._query_id: str | None = None
         self.failure: str | None = None  # why the last batch was refused, for the pipeline's status
+        self.tracker = BatchTracker()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        self.tracker.started(batch_id)
+        records = 0
+        try:
+            hold = batch.sparkSession.conf.get(HOLD_BATCH_CONF, "")
+            if hold and Path(hold).exists():
+                Path(f"{hold}.held").write_text(str(batch_id))
+                while Path(hold).exists():
+                    time.sleep(0.1)
+            records = self._write(self.transform.batch_rows(batch), batch_id)
+        finally:
+            self.tracker.finished(records)
+
+    def _write(self, batch: Any, batch_id: int) -> int:
         if self._query_id is None:
             self._query_id = query_id(Path(self.args.checkpoint))
         mapping = self.mapping
@@ -102,9 +145,7 @@ class BatchWriter:
         finally:
             batch.unpersist()
         written = time.monotonic()
-        offsets: dict[str, int] = {}
-        for row in summaries:
-            offsets.update(json.loads(row.partitions))
+        offsets = batch_end_offsets(Path(self.args.checkpoint), batch_id)  # planned before the batch ran
         records = sum(row.records for row in written_rows)
         streams.record_batch(self.meta, self.args.name, self.args.run_id, batch_id, offsets)
         print(
@@ -112,6 +153,7 @@ class BatchWriter:
             f"{written - checked:.2f}s), offsets {json.dumps(offsets, sort_keys=True)}",
             flush=True,
         )
+        return records
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -129,6 +171,24 @@ def failure_reason(exc: BaseException) -> str:
 def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
     from venice_core.jobs.kafka_source import KafkaDataSource
 
+    checkpoint = Path(args.checkpoint)
+    cut_file = cut_path(checkpoint)
+    cut_file.unlink(missing_ok=True)  # an earlier run's cut (a drain that timed out) bounds no later run
+    requested = threading.Event()
+    monitor = DrainMonitor(
+        lambda: drain.for_run(meta, args.name, args.run_id),
+        lambda _stored: requested.set(),
+        interval=args.drain_poll_seconds,
+        on_error=lambda exc: print(f"drain monitor: {exc}", flush=True),
+    )
+    transform = transform_spec(args)
+    writer = BatchWriter(meta, args, mapping, transform)
+    drainer = Drainer(meta, args.name, args.run_id, checkpoint, writer.tracker, args.drain_timeout_seconds)
+    stop_instead = spark.conf.get(STOP_INSTEAD_OF_DRAIN_CONF, "false") == "true"
+    report = None
+    if monitor.check_now() is not None and not stop_instead:  # written before the start: drains at start
+        report = drainer.begin(monitor.found, args.source_bootstrap, args.source_topic)
+
     spark.dataSource.register(KafkaDataSource)
     reader = (
         spark.readStream.format(KafkaDataSource.name())
@@ -136,11 +196,11 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
         .option("bootstrap", args.source_bootstrap)
         .option("startingOffsets", args.starting_offsets)
         .option("maxRecordsPerBatch", str(args.max_records_per_batch))
-        .option("initialOffsetsPath", str(Path(args.checkpoint) / "venice-initial-offsets.json"))
+        .option("initialOffsetsPath", str(checkpoint / "venice-initial-offsets.json"))
+        .option("drainCutPath", str(cut_file))
     )
-    writer = BatchWriter(meta, args, mapping)
     query = (
-        reader.load()
+        transform.apply(reader.load())
         .writeStream.queryName(f"venice-stream-{args.name}")
         .foreachBatch(writer)
         .option("checkpointLocation", args.checkpoint)
@@ -149,12 +209,30 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
     )
     streams.record_running(meta, args.name, args.run_id, str(query.id))
     print(f"query {query.id} running (run {args.run_id})", flush=True)
+    monitor.start()
     try:
-        query.awaitTermination()
+        while not query.awaitTermination(0.2):
+            if not requested.is_set():
+                continue
+            assert monitor.found is not None
+            if stop_instead:
+                query.stop()
+                note = {"uuid": str(monitor.found.notification.uuid), "outcome": STOPPED, "stopped_at": time.time()}
+                streams.record_drain(meta, args.name, args.run_id, note, streams.STOPPED)
+                drain.cleanup(meta, args.name, args.run_id)
+                print("query stopped (query.stop()) instead of draining", flush=True)
+                return
+            report = report or drainer.begin(monitor.found, args.source_bootstrap, args.source_topic)
+            report = drainer.finish(query, report)
+            if report.outcome != DRAINED:  # recorded as FAILED with the cause; the notification stays
+                raise DrainTimedOut(streams.get_pipeline(meta, args.name).last_error or "drain timed out")
+            return
     except Exception as exc:
         if writer.failure is not None:
             raise StreamInputError(writer.failure) from exc
         raise
+    finally:
+        monitor.stop()
 
 
 def run(args: argparse.Namespace, config: ClusterConfig | None = None) -> None:
@@ -195,6 +273,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-records-per-batch", type=int, default=100_000, help="0: no limit")
     parser.add_argument("--trigger-seconds", type=float, default=1.0)
     parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory")
+    parser.add_argument("--transform", default="map", help="map, window_count or window_count_v2")
+    parser.add_argument("--window-seconds", type=float, default=10.0)
+    parser.add_argument("--watermark-seconds", type=float, default=5.0)
+    parser.add_argument("--drain-poll-seconds", type=float, default=DEFAULT_INTERVAL_SECONDS)
+    parser.add_argument("--drain-timeout-seconds", type=float, default=DEFAULT_TIMEOUT_SECONDS)
     return parser.parse_args(argv)
 
 

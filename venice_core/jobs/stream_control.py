@@ -9,10 +9,12 @@ reached) is in the metadata store (`controller.streams`).
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from venice_core.config import ClusterConfig, process_env
@@ -20,7 +22,7 @@ from venice_core.controller import streams
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
-from venice_core.jobs.stream_tasks import EventMapping
+from venice_core.jobs.stream_transforms import TransformSpec
 from venice_core.meta import MetadataStore
 from venice_core.writer import resolve_target
 
@@ -47,12 +49,21 @@ def check_request(config: ClusterConfig, meta: MetadataStore, request: StreamJob
     """What `start` refuses before it starts anything: an unknown region or store, a batch-only store, a mapping no
     event could satisfy."""
     target = resolve_target(request.store, request.region, config=config, meta=meta)
+    transform = TransformSpec(
+        request.transform,
+        request.key_field,
+        request.event_time_field,
+        request.window_seconds,
+        request.watermark_seconds,
+    )
     try:
-        EventMapping(target, request.key_field, request.value_fields, request.event_time_field).check()
+        transform.mapping(target, request.value_fields)
     except StreamInputError as exc:
         raise ConfigError(str(exc)) from None
     if request.trigger_seconds <= 0 or request.max_records_per_batch < 0:
         raise ConfigError("the trigger interval must be positive and the batch limit at least 0")
+    if request.drain_timeout_seconds <= 0 or request.drain_poll_seconds <= 0:
+        raise ConfigError("the drain timeout and the drain monitor's interval must be positive")
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,13 @@ def start(
     running = proc.pid()
     if running is not None:
         raise streams.PipelineConflict(f"stream pipeline '{request.name}' is already running (pid {running})")
+    previous = streams.find_pipeline(meta, request.name)
+    if previous is not None and previous.state == streams.DRAINED:
+        request = after_drain(config, request, previous)
+        progress(
+            f"stream {request.name}: drained by run {previous.run_id}; starting with fresh state from its offsets "
+            f"{request.starting_offsets}"
+        )
     record = streams.new_run(meta, request.name, request.store, request.region, request.source_topic, request.to_json())
     spec = stream_job_spec(request, record.run_id, checkpoint_dir(config, request.name))
     env = {**process_env(config), "PYSPARK_PYTHON": sys.executable, "PYTHONHASHSEED": "0"}
@@ -114,6 +132,19 @@ def start(
     if not wait:
         return pipeline_status(config, meta, request.name)
     return wait_until_running(config, meta, request.name, record.run_id, timeout)
+
+
+def after_drain(config: ClusterConfig, request: StreamJobRequest, drained: streams.PipelineRecord) -> StreamJobRequest:
+    """A start after a clean drain: the drained run's state is empty (every window fired) and its checkpoint's
+    watermark at infinity, so the new run starts with fresh state (the old checkpoint kept aside as
+    `checkpoint.drained`) from exactly the offsets the drained run reached. This is what lets an upgrade change the
+    state schema."""
+    checkpoint = checkpoint_dir(config, request.name)
+    if checkpoint.exists():
+        kept = checkpoint.with_name("checkpoint.drained")
+        shutil.rmtree(kept, ignore_errors=True)
+        checkpoint.rename(kept)
+    return replace(request, starting_offsets=json.dumps(drained.offsets, sort_keys=True))
 
 
 def wait_until_running(

@@ -227,3 +227,19 @@ class StreamPipeline(Base):
     last_batch_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     started_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+    # The last drain of the pipeline (`controller.drain.DrainOutcome` as JSON): its cut, phases and outcome.
+    drain: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class DrainNotificationRecord(Base):
+    """A drain notification (`controller.drain.DrainNotification`, serialised as the seed writes it to its
+    coordinator stream), namespaced by pipeline. Deleted only after the run it names has stopped cleanly."""
+
+    __tablename__ = "drain_notifications"
+
+    uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    pipeline: Mapped[str] = mapped_column(String(128), index=True)
+    payload: Mapped[str] = mapped_column(Text)  # DrainNotification.to_json()
+    # How long the drain may take once the job sees it (None: the job's default); the request's, not the seed's.
+    timeout_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float, default=now)

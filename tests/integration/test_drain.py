@@ -1,0 +1,209 @@
+"""Drain of streaming pipelines through real Kafka and spark-submit (issue 13).
+
+The windowed pipeline (a shuffle and state) under events produced at a steady rate: first `query.stop()` where a
+drain was asked for (the contrast: what an upgrade that must drop the state then loses), then the same pipeline
+resumed, drained, and upgraded to a job whose state schema changed, which starts with fresh state from exactly the
+drained offsets and is itself drained at start (its notification written before its job started). Every event up to
+where the last run stopped is counted exactly once in the store, and every window open at the drain was written
+early by the drained run. The map-only pipeline: drained at start on a single partition; then a drain that cannot
+finish (a task hangs mid-batch) times out, stops without cleaning up, and says so."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.drain import SteadyProducer, rt_puts, wait_for
+from tests.support.jobs import RecordsJob
+from tests.support.platform import PlatformEnv
+from venice_core.client import ReadClient, serde
+from venice_core.controller import drain, stores, streams
+from venice_core.jobs import stream_control, stream_upgrade
+from venice_core.jobs.spark_spec import StreamJobRequest
+from venice_core.jobs.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
+from venice_core.jobs.stream_drain import last_batch
+from venice_core.pubsub import admin
+
+pytestmark = pytest.mark.spark  # every test here runs spark-submit
+
+REGION = "dc-0"
+WINDOW_SECONDS = 2.0
+
+
+def _counts_store(env: PlatformEnv, partitions: int) -> str:
+    store = f"windows_{uuid.uuid4().hex[:8]}"
+    stores.create_store(env.meta, env.config, store, '"string"', '"long"', partitions=partitions)
+    stores.update_store(env.meta, env.config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
+    env.push(store, RecordsJob({"seed": 0}))  # a hybrid version to ingest the nearline writes
+    return store
+
+
+def _window(ts: int) -> int:
+    size = int(WINDOW_SECONDS * 1000)
+    return ts - ts % size
+
+
+def _panes(puts: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, int]]:
+    """(user, window start) -> {pane: count}; a pane written twice would be a duplicate key."""
+    panes: dict[tuple[str, int], dict[str, int]] = collections.defaultdict(dict)
+    for key, count in puts:
+        user, start, pane = key.split("|")
+        assert pane not in panes[(user, int(start))], f"pane {key} written twice"
+        panes[(user, int(start))][pane] = count
+    return panes
+
+
+def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    env, config, meta = platform_env, platform_env.config, platform_env.meta
+    partitions = 2
+    store = _counts_store(env, partitions)
+    bootstrap = config.region(REGION).kafka_bootstrap
+    source = f"events_{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, partitions)
+    name = f"w{uuid.uuid4().hex[:8]}"
+    request = StreamJobRequest(
+        name, store, REGION, source, bootstrap, "user", event_time_field="ts", trigger_seconds=0.5,
+        transform="window_count", window_seconds=WINDOW_SECONDS, watermark_seconds=1.0, drain_poll_seconds=0.5,
+        confs={STOP_INSTEAD_OF_DRAIN_CONF: "true"},
+    )  # fmt: skip
+    producer = SteadyProducer(bootstrap, source, partitions, rate=100).start()
+    job = stream_control.process(config, name)
+    key_schema, value_schema = serde.parse("string"), serde.parse("long")
+
+    def puts() -> list[tuple[str, int]]:
+        return [(k, v) for k, v in rt_puts(env, REGION, store, partitions, key_schema, value_schema)]
+
+    try:
+        # The contrast: query.stop() where a drain was asked for.
+        stream_control.start(config, meta, request)
+        wait_for("two batches", lambda: (streams.get_pipeline(meta, name).last_batch_id or 0) >= 1)
+        stopped = stream_upgrade.request_drain(config, meta, name)
+        wait_for("the stop", lambda: job.pid() is None)
+        record = streams.get_pipeline(meta, name)
+        assert record.state == streams.STOPPED and record.drain["outcome"] == "stopped"
+        read = producer.upto(record.offsets)  # what the stopped run had read and committed
+        counted = sum(puts_count for _key, puts_count in puts())
+        lost = len(read) - counted
+        open_windows = {(p.event["user"], _window(p.event["ts"])) for p in read} - {
+            (k.split("|")[0], int(k.split("|")[1])) for k, _v in puts()
+        }
+        print(
+            f"\nquery.stop() in place of drain (run {stopped.run_id[:8]}): of {len(read)} events read and committed, "
+            f"{counted} are counted in the store; {lost} sit only in the state of {len(open_windows)} open windows. "
+            "An upgrade whose state schema changed must delete that state: those events are lost (or counted twice, "
+            "if the new run rewinds to the windows' first events)."
+        )
+        assert lost > 0 and open_windows
+
+        # The same pipeline resumed from its checkpoint (state intact), drained, upgraded to a new state schema.
+        # Its first batch is held before it writes: the drain is asked for while that batch is in flight.
+        hold = tmp_path / "hold"
+        hold.touch()
+        resumed = stream_control.start(
+            config, meta, StreamJobRequest.of({**request.to_json(), "confs": {HOLD_BATCH_CONF: str(hold)}})
+        )
+        first_run = resumed.record.run_id
+        held = int(wait_for("a held batch", lambda: Path(f"{hold}.held").exists() and Path(f"{hold}.held").read_text()))
+        requested = stream_upgrade.request_drain(config, meta, name, timeout_seconds=120)
+        wait_for("the cut", lambda: (streams.get_pipeline(meta, name).drain or {}).get("uuid") == requested.uuid)
+        time.sleep(1.0)
+        assert stream_upgrade.drain_outcome(config, meta, name, first_run) is None  # waiting for the batch
+        hold.unlink()
+        outcome = wait_for("the drain", lambda: stream_upgrade.drain_outcome(config, meta, name, first_run))
+        drained = streams.get_pipeline(meta, name)
+        assert outcome == streams.DRAINED, (outcome, job.log_tail())
+        report = drained.drain
+        assert report["uuid"] == requested.uuid and report["outcome"] == "drained"
+        assert report["batch_in_flight"] == held and report["waited_for_batch_s"] >= 1.0  # finished, not cancelled
+        assert drained.offsets == report["cut"] == report["offsets"]  # processed exactly to the cut
+        checkpoint = stream_control.checkpoint_dir(config, name)
+        assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
+        assert drain.read(meta, name) == []  # cleaned up after the clean stop
+        assert job.pid() is None
+        print(f"drained: {stream_upgrade.describe_drain(report)}")
+
+        # Every window open at the drain was written early by the drained run: all the events it had read.
+        first_pane = first_run[:8]
+        read = producer.upto(drained.offsets)
+        per_window = collections.Counter((p.event["user"], _window(p.event["ts"])) for p in read)
+        panes = _panes(puts())
+        assert {w: sum(panes[w].values()) for w in per_window} == dict(per_window)
+
+        # The new deployment: another state schema, fresh state, from the drained offsets; drained at start.
+        second_run = stream_upgrade.start_upgraded(config, meta, name, {"transform": "window_count_v2"})
+        drain.write(meta, name, second_run, timeout_seconds=120)  # before its job has started
+        assert stream_control.checkpoint_dir(config, name).with_name("checkpoint.drained").exists()
+        outcome = wait_for("the drain at start", lambda: stream_upgrade.drain_outcome(config, meta, name, second_run))
+        assert outcome == streams.DRAINED, (outcome, job.log_tail())
+        produced = producer.stop()
+        final = streams.get_pipeline(meta, name)
+        assert final.args["starting_offsets"] == json.dumps(drained.offsets, sort_keys=True)
+        assert final.drain["cut"] == final.offsets and sum(final.offsets.values()) < len(produced)  # none past it
+
+        # Every event up to where the last run stopped counted exactly once, split across the two runs' panes.
+        read = producer.upto(final.offsets)
+        expected = collections.Counter((p.event["user"], _window(p.event["ts"])) for p in read)
+        panes = _panes(puts())
+        assert {w: sum(c.values()) for w, c in panes.items()} == dict(expected)
+        straddling = [w for w, c in panes.items() if set(c) == {first_pane, second_run[:8]}]
+        assert straddling, "no window was open across the drain"
+        print(f"drain + upgrade: {len(read)} events, each counted once; {len(straddling)} windows open at the drain, "
+              "each written early by the drained run and completed by the new one")  # fmt: skip
+
+        # And the store serves it.
+        client = ReadClient("127.0.0.1", config.server_port(REGION))
+        wanted = {f"{u}|{s}|{pane}": n for (u, s), c in panes.items() for pane, n in c.items()}
+        wait_for("dc-0 to serve every pane", lambda: client.batch_get(store, sorted(wanted)) == wanted)
+        client.close()
+    finally:
+        producer.stop()
+        job.stop(timeout=10)
+
+
+def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_env: PlatformEnv) -> None:
+    """One source partition, events already there; the drain notification is written once the run is recorded,
+    before its job starts: the job takes its cut at start, writes every event up to it, commits, stops and cleans
+    up. No shuffle, no state: the markers only end the source."""
+    env, config, meta = platform_env, platform_env.config, platform_env.meta
+    store = _counts_store(env, partitions=1)
+    bootstrap = config.region(REGION).kafka_bootstrap
+    source = f"events_{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, 1)
+    producer = SteadyProducer(bootstrap, source, 1, rate=500).start()
+    time.sleep(0.5)
+    name = f"m{uuid.uuid4().hex[:8]}"
+    request = StreamJobRequest(name, store, REGION, source, bootstrap, "user", ("n",), "ts", trigger_seconds=0.5)
+    job = stream_control.process(config, name)
+    try:
+        run_id = stream_control.start(config, meta, request, wait=False).record.run_id
+        drain.write(meta, name, "an-earlier-run")  # stale: ignored
+        drained = env.cli("stream", "drain", name, "--local")  # while the job starts: it drains at start
+        assert drained.returncode == 0, (drained.stderr, job.log_tail())
+        assert f"drain of {name} requested (run {run_id}" in drained.stdout
+        assert f"{name}: drained" in drained.stdout and "last drain: offsets" in drained.stdout, drained.stdout
+        producer.stop()
+        log = job.log_file.read_text()
+        assert log.index("drain ") < log.index("query "), "the cut was not taken before the query started"
+        record = streams.get_pipeline(meta, name)
+        report = record.drain
+        assert record.run_id == run_id and report["batch_in_flight"] is None
+        assert record.offsets == report["cut"] == {"0": len(producer.upto(record.offsets))}
+        assert 0 < record.offsets["0"] < len(producer.produced)  # producing went on past the cut: not read
+        checkpoint = stream_control.checkpoint_dir(config, name)
+        assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
+        assert [n.notification.run_id for n in drain.read(meta, name)] == ["an-earlier-run"]  # its own cleaned up
+        puts = rt_puts(env, REGION, store, 1, serde.parse("string"), serde.parse("long"))
+        expected = [(p.event["user"], p.event["n"]) for p in producer.upto(record.offsets)]
+        assert sorted(puts) == sorted(expected)  # each event up to the cut written once
+        status = env.cli("stream", "status", name, check=True).stdout
+        assert status.startswith(f"{name}: drained") and "last drain: offsets" in status, status
+    finally:
+        producer.stop()
+        job.stop(timeout=10)

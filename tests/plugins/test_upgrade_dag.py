@@ -1,0 +1,66 @@
+"""The pipelines' upgrade DAGs without a running Airflow: the DAG file parsed against a metadata store of the
+test's own (one `venice_upgrade__<pipeline>` per pipeline; a task process builds only its own), the tasks and their
+order (drain, wait until stopped cleanly, branch: start the new run and wait until it consumes, or alert), and the
+branch's choice (a failed drain alerts and starts nothing)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
+from venice_plugin.upgrade_dag import ALERT, DRAINED, START, next_after_drain
+
+from tests.support.platform import make_platform_env
+from venice_core.controller import streams
+from venice_core.meta import MetadataStore
+
+DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_streams.py"
+
+
+def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[str, Any]:
+    if running is not None:
+        monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, running)
+    try:
+        found = runpy.run_path(str(DAG_FILE))
+    finally:
+        monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
+    return {name: value for name, value in found.items() if name.startswith("venice_upgrade__")}
+
+
+def test_one_upgrade_dag_per_pipeline_drain_then_start_or_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_platform_env(tmp_path / "home")
+    monkeypatch.setenv("VENICE_CONFIG", str(env.properties))
+    monkeypatch.delenv("VENICE_HOME", raising=False)
+    monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
+    meta = MetadataStore(env.config.metadata_db_url)
+    meta.migrate()
+    try:
+        assert _parse(monkeypatch) == {}
+        for name in ("clicks", "views"):
+            streams.new_run(meta, name, "s", "dc-0", "events", {})
+        dags = _parse(monkeypatch)
+        assert sorted(dags) == ["venice_upgrade__clicks", "venice_upgrade__views"]
+        assert sorted(_parse(monkeypatch, running="venice_upgrade__views")) == ["venice_upgrade__views"]
+        assert _parse(monkeypatch, running="venice_push__views") == {}
+    finally:
+        meta.dispose()
+    dag = dags["venice_upgrade__clicks"]
+    downstream = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
+    assert downstream == {
+        "drain": ["wait_drained"],
+        "wait_drained": ["alert", "drain_outcome"],
+        "drain_outcome": ["alert", "drained", "start_new_run"],
+        "start_new_run": ["wait_consuming"],
+        "wait_consuming": [],
+        "drained": [],
+        "alert": [],
+    }
+    assert set(dag.params) == {"upgrade", "args", "drain_timeout_seconds"}
+    assert next_after_drain("drained", upgrade=True) == START
+    assert next_after_drain("drained", upgrade=False) == DRAINED
+    assert next_after_drain("failed: drain timed out after 5s", upgrade=True) == ALERT

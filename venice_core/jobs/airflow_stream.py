@@ -1,0 +1,58 @@
+"""`venice stream drain` and `venice stream upgrade` through Airflow: trigger the pipeline's
+`venice_upgrade__<pipeline>` DAG run (`venice_plugin.upgrade_dag`) and follow it until it ends. What the run would
+refuse is refused here first, before Airflow is asked anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from venice_core.config import ClusterConfig
+from venice_core.controller import streams
+from venice_core.embedded.airflow import AirflowApi
+from venice_core.errors import ConfigError
+from venice_core.jobs import stream_control, stream_upgrade
+from venice_core.jobs.airflow_push import PlainView, RunFollower, follow, wait_for_dag
+from venice_core.meta import MetadataStore
+
+
+def drain_or_upgrade(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    name: str,
+    timeout_seconds: float | None = None,
+    upgrade_args: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] = print,
+    api: AirflowApi | None = None,
+    wait_seconds: float = 1800.0,
+) -> str:
+    """Drain the pipeline (and, with `upgrade_args`, start its new deployment) through its DAG; the drained run's
+    id, or the new run's. DrainFailed with the pipeline's cause if the run fails."""
+    status = stream_control.pipeline_status(config, meta, name)
+    if status.state not in streams.ACTIVE:
+        raise ConfigError(f"stream pipeline '{name}' is not running ({status.state}): nothing to drain")
+    if upgrade_args is not None:
+        stream_upgrade.upgraded_request(meta, config, name, upgrade_args)  # an argument an upgrade cannot set
+    if timeout_seconds is not None and timeout_seconds <= 0:
+        raise ConfigError("the drain timeout must be positive")
+    view = PlainView(progress)
+    api = api or AirflowApi(config)
+    dag = stream_upgrade.dag_id(name)
+    wait_for_dag(api, dag, stream_upgrade.DAG_PREFIX, view, "is the pipeline new?")
+    params = {
+        "upgrade": upgrade_args is not None,
+        "args": dict(upgrade_args or {}),
+        "drain_timeout_seconds": timeout_seconds,
+    }
+    run_id = api.trigger(dag, params)
+    view.line(f"triggered {dag} run {run_id}")
+    follower = RunFollower(api, meta, status.record.store, run_id, view, dag=dag)
+    state = follow(follower, view, wait_seconds)
+    record = streams.get_pipeline(meta, name)
+    if state == "success":
+        return record.run_id
+    where = ", ".join(follower.failed_tasks()) or "a task"
+    cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
+    if state == "failed":
+        raise stream_upgrade.DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
+    raise stream_upgrade.DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
