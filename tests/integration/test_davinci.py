@@ -156,8 +156,8 @@ def test_bad_input_is_one_clear_error_and_creates_nothing(platform_env: Platform
     stores.create_store(env.meta, env.config, odd, array_key, json.dumps(VALUE), partitions=1)
     with pytest.raises(SchemaNotStorable, match="key field 'ids'"):
         start(odd, tmp_path / "array-key")
-    # Nothing half-created: no DuckDB file anywhere, no instance registered.
-    assert not list(tmp_path.rglob("*.duckdb"))
+    # Nothing half-created: no folder, no DuckDB file, no instance registered.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
     assert da_vinci.instances(env.meta, store) == [] and da_vinci.instances(env.meta, odd) == []
 
 

@@ -154,6 +154,7 @@ class DaVinciClient:
                 key_columns(self.key_schema)  # a key DuckDB cannot key on: refused before the file exists
             self._check_base_dir()
             self._check_region_server()
+            self.base_dir.mkdir(parents=True, exist_ok=True)  # created once every check has passed
             if self.duckdb is not None:
                 self.duckdb.open()
                 self.serving = self.duckdb.current_version(self.store)
@@ -177,12 +178,14 @@ class DaVinciClient:
             raise ConfigError(f"store '{self.store}' has partitions 0-{count - 1}: cannot subscribe to {bad}")
 
     def _check_base_dir(self) -> None:
-        try:
-            self.base_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"base dir {self.base_dir} cannot be created: {exc.strerror}") from None
-        if not os.access(self.base_dir, os.W_OK | os.X_OK):
-            raise ConfigError(f"base dir {self.base_dir} is not writable")
+        """The base dir, or the nearest folder above it that exists, must be a writable folder (nothing created)."""
+        existing = self.base_dir
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"base dir {self.base_dir} cannot be created: {existing} is not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"base dir {self.base_dir} is not writable ({existing} is not)")
 
     def _server_url(self, path: str) -> str:
         return f"http://{self.config.server_host}:{self.config.server_port(self.region.name)}{path}"
