@@ -26,6 +26,7 @@ from venice_core.client import ReadClient
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import servers
+from venice_core.ingestion.real_time import REAL_TIME_CONSUMER_CONFIG
 from venice_core.jobs.local_push import push
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
@@ -99,11 +100,7 @@ def raw_latency(config: ClusterConfig, rate: float, count: int) -> list[float]:
     topic = f"bench-raw-latency-{uuid.uuid4().hex[:6]}"
     bootstrap = config.kafka.bootstrap
     admin.create_topic(bootstrap, topic, PARTITIONS)
-    consumer = Consumer(
-        client_config(
-            bootstrap, **{**CONSUMER_CONFIG, "fetch.min.bytes": 1, "fetch.wait.max.ms": 20}, **{"group.id": "bench-raw"}
-        )
-    )
+    consumer = Consumer(client_config(bootstrap, **REAL_TIME_CONSUMER_CONFIG, **{"group.id": "bench-raw"}))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     sent: dict[bytes, float] = {}
     latencies: list[float] = []
