@@ -246,3 +246,29 @@ def test_a_version_with_a_zstd_dictionary_reads_through_the_endpoint_the_server_
         assert _table(client, store) == records
     finally:
         client.close()
+
+
+def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    env = platform_env
+    store = env.create_user_store("dvcrocks", PARTITIONS)
+    records = {f"r{i}": _value(i) for i in range(120)}
+    env.push(store, RecordsJob(records))
+    client = DaVinciClient(store, "dc-2", tmp_path, config=env.config)
+    client.start(timeout=60)
+    try:
+        assert client.serving == 1
+        assert {k: client.get(k) for k in records} == records and client.get("absent") is None
+        with pytest.raises(ConfigError, match="SQL needs the DuckDB transformer"):
+            client.sql("SELECT 1")
+    finally:
+        client.close()
+    assert sorted(p.name for p in (tmp_path / f"{store}_v1").iterdir()) == [f"p{p}" for p in range(PARTITIONS)]
+    restarted = DaVinciClient(store, "dc-2", tmp_path, config=env.config).start(timeout=10)
+    try:
+        resumed = restarted.status()["versions"][1]["resumed_from"]
+        assert restarted.serving == 1 and all(offset > 0 for offset in resumed.values()), resumed
+        assert restarted.get("r7") == records["r7"]
+    finally:
+        restarted.close()
