@@ -111,6 +111,7 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
         assert (instance["version"], instance["status"], instance["live"]) == (2, "COMPLETED", True)
     finally:
         client.close()
+    assert da_vinci.instances(env.meta, store) == []  # a clean stop leaves the registry at once
 
     # The checkpoints are in the DuckDB file; a restart resumes every partition from them, serving at once.
     with duckdb.connect(str(file)) as con:

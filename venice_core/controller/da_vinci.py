@@ -42,6 +42,15 @@ def heartbeat(
         row.heartbeat_at = time.time()
 
 
+@retry_on_conflict()
+def deregister(meta: MetadataStore, store: str, region: str, instance_id: str) -> None:
+    """A client that stops cleanly leaves the registry at once: no rollout waits the live window out for it."""
+    with meta.session() as session:
+        row = session.get(DaVinciInstance, (store, region, instance_id))
+        if row is not None:
+            session.delete(row)
+
+
 def pending(meta: MetadataStore, store: str, region: str, version: int, now: float | None = None) -> list[str]:
     """The live instances in `region` that have not ingested `version` yet."""
     cutoff = (time.time() if now is None else now) - LIVE_SECONDS

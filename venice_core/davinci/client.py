@@ -214,6 +214,10 @@ class DaVinciClient:
         if self.duckdb is not None:
             self.duckdb.close()
         if self.meta is not None:
+            try:
+                da_vinci.deregister(self.meta, self.store, self.region.name, self.instance_id)
+            except Exception:  # noqa: BLE001 - the metadata store away: the instance counts as gone after LIVE_SECONDS
+                log.warning("could not deregister Da Vinci instance %s", self.instance_id)
             self.meta.dispose()
             self.meta = None
 
