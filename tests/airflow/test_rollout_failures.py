@@ -27,9 +27,10 @@ from tests.support.airflow_runs import (
     wait_for_data_in_version_topic,
     wait_for_step,
 )
-from tests.support.drain import SteadyProducer, rt_puts, wait_for
+from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.drain import SteadyProducer, rt_puts, wait_for
+from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams
 from venice_core.jobs import stream_control, stream_upgrade

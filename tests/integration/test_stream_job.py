@@ -7,7 +7,6 @@ and writes none of its events."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
@@ -16,6 +15,7 @@ from confluent_kafka import Producer
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition
 from venice_core.client import ReadClient, serde
 from venice_core.controller import stores, streams
@@ -80,16 +80,6 @@ def _reads_equal(clients: list[ReadClient], store: str, expected: dict[str, Any]
     return True
 
 
-def _wait_for(what: str, check: Any, timeout: float = 240.0) -> Any:  # a loaded machine: minutes
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
 @pytest.mark.spark
 def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_batch(platform_env: PlatformEnv) -> None:
     env, config = platform_env, platform_env.config
@@ -110,7 +100,7 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
             "--key-field", "user", "--event-time-field", "ts", "--trigger-seconds", "0.5",
             "--conf", "spark.venice.stream.test.hang.after.records=10", check=True,
         )  # fmt: skip
-        _wait_for("the hung task's writes", lambda: len(rt_writes(env, store)[0]) >= 10)
+        wait_for("the hung task's writes", lambda: len(rt_writes(env, store)[0]) >= 10)
         job.kill()  # SIGKILL the whole process group, mid-batch
         status = env.cli("stream", "status", name, check=True).stdout
         assert status.startswith(f"{name}: failed: the job exited without saying why"), status
@@ -119,7 +109,7 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
         _produce(bootstrap, source, second)
         env.cli("stream", "start", name, check=True)  # by name: as it last ran; the checkpoint replays batch 0
         expected = _oracle(first + second)
-        _wait_for("every event written", lambda: len(rt_writes(env, store)[0]) >= len(expected))
+        wait_for("every event written", lambda: len(rt_writes(env, store)[0]) >= len(expected))
         writes, duplicates = rt_writes(env, store)
         assert writes == expected  # nothing lost, nothing written twice, write timestamps the events' times
         assert duplicates >= 10  # the replayed batch re-sent what the killed run had written, and it was skipped
@@ -127,7 +117,7 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
         expected_reads = {"batch": {"name": "b", "age": 1, "score": 1.0}}
         expected_reads.update({u: {k: e[k] for k in ("name", "age", "score")} for u, e in latest.items()})
         clients = [ReadClient("127.0.0.1", config.server_port(region)) for region in config.region_names]
-        _wait_for("every region to serve the writes", lambda: _reads_equal(clients, store, expected_reads))
+        wait_for("every region to serve the writes", lambda: _reads_equal(clients, store, expected_reads))
         for client in clients:
             client.close()
         record = streams.get_pipeline(env.meta, name)
@@ -136,7 +126,7 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
         # One batch: good events, then one without its key. None of it is written; the cause is the status.
         bad = [_event(i, 3_000 + i) for i in range(100, 105)] + [{"name": "keyless", "age": 1, "score": 0, "ts": 9}]
         _produce(bootstrap, source, bad, partition=0)
-        _wait_for("the job to stop", lambda: job.pid() is None)
+        wait_for("the job to stop", lambda: job.pid() is None)
         status = env.cli("stream", "status", name, check=True).stdout
         assert status.startswith(f"{name}: failed: batch "), status
         assert f"not written: event at {source}/0@" in status and "has no key field 'user'" in status

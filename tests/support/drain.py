@@ -97,13 +97,3 @@ def rt_puts(env: PlatformEnv, region: str, store: str, partitions: int, key_sche
                 key_value = serde.deserialize(key_schema, message.key), serde.deserialize(value_schema, message.value)
                 puts.append(key_value)
     return puts
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)

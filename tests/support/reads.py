@@ -24,6 +24,17 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 90, interva
     raise AssertionError(f"{what} not within {timeout:.0f}s (last: {last})")
 
 
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 240.0) -> Any:
+    """Until `check()` returns something truthy, which it returns (minutes by default: a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
 def reads_equal(
     env: PlatformEnv, store: str, expected: dict[str, Any], regions: Iterable[str] | None = None
 ) -> Callable[[], Any]:
