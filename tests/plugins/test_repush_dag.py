@@ -5,7 +5,6 @@ decision (skipped while the current version is fresh, the repush's run conf once
 
 from __future__ import annotations
 
-import runpy
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 from venice_plugin.repush_dag import check_version_age
 from venice_plugin.timetables import BusinessHoursTimetable
 
+from tests.support.dag_files import parse_dag_file
 from tests.support.platform import make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
@@ -42,14 +42,7 @@ def platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[str, Any]:
-    """The DAG file's DAGs, as the dag-processor parses it (or a task process running `running`)."""
-    if running is not None:
-        monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, running)
-    try:
-        found = runpy.run_path(str(DAG_FILE))
-    finally:
-        monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
-    return {name: value for name, value in found.items() if name.startswith(("venice_push__", "venice_repush__"))}
+    return parse_dag_file(monkeypatch, DAG_FILE, ("venice_push__", "venice_repush__"), running)
 
 
 def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(

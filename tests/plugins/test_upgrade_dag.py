@@ -5,7 +5,6 @@ branch's choice (a failed drain alerts and starts nothing)."""
 
 from __future__ import annotations
 
-import runpy
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 from venice_plugin.upgrade_dag import ALERT, DRAINED, START, next_after_drain
 
+from tests.support.dag_files import parse_dag_file
 from tests.support.platform import make_platform_env
 from venice_core.controller import streams
 from venice_core.meta import MetadataStore
@@ -21,13 +21,7 @@ DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_streams.py"
 
 
 def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[str, Any]:
-    if running is not None:
-        monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, running)
-    try:
-        found = runpy.run_path(str(DAG_FILE))
-    finally:
-        monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
-    return {name: value for name, value in found.items() if name.startswith("venice_upgrade__")}
+    return parse_dag_file(monkeypatch, DAG_FILE, ("venice_upgrade__",), running)
 
 
 def test_one_upgrade_dag_per_pipeline_drain_then_start_or_alert(
