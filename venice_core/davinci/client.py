@@ -132,6 +132,8 @@ class DaVinciClient:
         self.local: dict[int, LocalVersion] = {}
         self.serving = 0  # the version reads go to (0: none yet)
         self.key_schema: Any = None
+        self._parsed_key: Any = None
+        self._key_columns: list[Any] = []  # DuckDB's primary key columns
         self.value_schemas: dict[int, Any] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()  # a partition finished its batch data: sync now, not at the next interval
@@ -148,10 +150,11 @@ class DaVinciClient:
         try:
             info = describe_store(meta, self.store)  # an unknown store: StoreNotFound
             self.key_schema = info["key_schema"]
+            self._parsed_key = serde.parse(self.key_schema)  # parsed once, not on every read
             self.value_schemas = {s["id"]: s["schema"] for s in info["value_schemas"]}
             self._check_partitions(info["partition_count"])
-            if self.duckdb is not None:
-                key_columns(self.key_schema)  # a key DuckDB cannot key on: refused before the file exists
+            if self.duckdb is not None:  # a key DuckDB cannot key on: refused before the file exists
+                self._key_columns = key_columns(self.key_schema)
             self._check_base_dir()
             self._check_region_server()
             self.base_dir.mkdir(parents=True, exist_ok=True)  # created once every check has passed
@@ -465,7 +468,7 @@ class DaVinciClient:
             local = self.local.get(serving)
         if not serving:
             raise VeniceError(f"store '{self.store}' has no version served by this client yet")
-        key_bytes = serde.serialize(serde.parse(self.key_schema), key)
+        key_bytes = serde.serialize(self._parsed_key, key)
         if self.subscribed is not None and local is not None:
             partition = partition_for(key_bytes, local.partition_count)
             if partition not in self.subscribed:
@@ -489,7 +492,7 @@ class DaVinciClient:
         return cursor
 
     def _get_duckdb(self, key: Any) -> Any | None:
-        keys = key_columns(self.key_schema)
+        keys = self._key_columns
         values = [key[c.name] for c in keys] if key_is_record(self.key_schema) else [key]
         where = " AND ".join(f"{quote(c.name)} = ?" for c in keys)
         cursor = self._cursor()
