@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo test test-fast install system-deps up down status lint lock clean
+.PHONY: demo test test-fast install system-deps spark-archive up down status lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ $(BYTECODE): $(STAMP)
 	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 
-install: $(STAMP) $(BYTECODE) system-deps
+install: $(STAMP) $(BYTECODE) system-deps spark-archive
+
+# The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
+# spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive.py).
+spark-archive: $(STAMP)
+	$(BIN)/python -m venice_core.jobs.spark_archive
 
 system-deps:
 	scripts/install-system-packages.sh
@@ -35,6 +40,7 @@ demo: install
 # two cores with two workers. Each worker starts its own platform and SparkSession once.
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
+	$(BIN)/python -m venice_core.jobs.spark_archive
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder

@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
+from venice_core.jobs import spark_archive
 
 JOB_FILE = Path(__file__).with_name("push.py")
 DEFAULT_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
 DRIVER_MEMORY = "2g"
 
-# The push job's Spark properties unless a push's `--conf` says otherwise. C1-only JIT: a push runs for seconds to
-# minutes in local mode, where C2's compiler threads take cores from the job itself; measured on 2 cores
-# (bench/push_throughput), the job's CPU fell from 37 to 24 core-seconds.
+# The push job's Spark properties unless a push's `--conf` says otherwise.
 DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
@@ -26,8 +25,15 @@ DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "8",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
+# C1-only JIT: a push runs for seconds to minutes in local mode, where C2's compiler threads take cores from the job
+# itself; measured on 2 cores (bench/push_throughput), the job's CPU fell from 37 to 24 core-seconds.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def default_spark_confs() -> dict[str, str]:
+    """`DEFAULT_SPARK_CONFS` and the driver's JVM options, with the Spark class archive once it is built."""
+    return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": spark_archive.java_options(DRIVER_JAVA_OPTIONS)}
 
 
 @dataclass(frozen=True)
@@ -148,14 +154,14 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         return SparkJobSpec(
             name=f"venice-repush-{request.store}",
             master=confs.get("spark.master", DEFAULT_MASTER),
-            conf={**DEFAULT_SPARK_CONFS, **spark_confs(confs)},
+            conf={**default_spark_confs(), **spark_confs(confs)},
             args=[*repush_job_args(config, request), "--result-file", str(result_file)],
             application=str(REPUSH_JOB_FILE),
         )
     return SparkJobSpec(
         name=f"venice-push-{request.store}",
         master=confs.get("spark.master", DEFAULT_MASTER),
-        conf={**DEFAULT_SPARK_CONFS, **spark_confs(confs)},
+        conf={**default_spark_confs(), **spark_confs(confs)},
         args=[*job_args(config, request), "--result-file", str(result_file)],
     )
 
@@ -248,7 +254,7 @@ def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) ->
     return SparkJobSpec(
         name=f"venice-stream-{request.name}",
         master=request.confs.get("spark.master", STREAM_MASTER),
-        conf={**DEFAULT_SPARK_CONFS, **STREAM_SPARK_CONFS, **spark_confs(request.confs)},
+        conf={**default_spark_confs(), **STREAM_SPARK_CONFS, **spark_confs(request.confs)},
         args=args,
         application=str(STREAM_JOB_FILE),
         driver_memory=STREAM_DRIVER_MEMORY,
