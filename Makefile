@@ -25,9 +25,9 @@ $(BYTECODE): $(STAMP)
 install: $(STAMP) $(BYTECODE) system-deps spark-archive
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
-# spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive.py).
+# spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive*.py).
 spark-archive: $(STAMP)
-	$(BIN)/python -m venice_core.jobs.spark_archive
+	$(BIN)/python -m venice_core.jobs.spark_archive_build
 
 system-deps:
 	scripts/install-system-packages.sh
@@ -40,7 +40,7 @@ demo: install
 # two cores with two workers. Each worker starts its own platform and SparkSession once.
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.jobs.spark_archive
+	$(BIN)/python -m venice_core.jobs.spark_archive_build
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder

@@ -234,11 +234,15 @@ DEFAULT_STOP_TIMEOUT_SECONDS = 60.0
 
 def stop(config: ClusterConfig) -> bool:
     """Stop every component at once (and an `airflow standalone` an earlier version started). False if none ran."""
-    timeouts = [STOP_TIMEOUT_SECONDS.get(name, DEFAULT_STOP_TIMEOUT_SECONDS) for name in COMPONENTS]
+    names = [*COMPONENTS, "standalone"]
     procs = [*processes(config), ManagedProcess("airflow", config.run_dir)]
-    timeouts.append(DEFAULT_STOP_TIMEOUT_SECONDS)
     with ThreadPoolExecutor(len(procs)) as pool:
-        return any(list(pool.map(lambda proc, timeout: proc.stop(timeout=timeout), procs, timeouts)))
+        stopped = pool.map(
+            lambda name, proc: proc.stop(timeout=STOP_TIMEOUT_SECONDS.get(name, DEFAULT_STOP_TIMEOUT_SECONDS)),
+            names,
+            procs,
+        )
+        return any(list(stopped))
 
 
 def kill(config: ClusterConfig) -> None:
