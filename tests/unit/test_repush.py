@@ -4,6 +4,7 @@ splits, the envelope decoding, the combiner and the per-key compaction (chunks, 
 from __future__ import annotations
 
 import json
+import struct
 import uuid
 
 import pytest
@@ -30,6 +31,7 @@ from venice_core.protocol import chunking
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.div import SegmentState
 from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
+from venice_core.protocol.partitioner import partition_for
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -305,3 +307,83 @@ def test_a_ttl_repush_version_replays_nothing_at_or_before_its_cut_off(meta: Met
         meta, config, store, "venice_ttl_re_push_x", topics=topics, rewind_seconds=86_400, replay_after_ms=5_000_000
     )
     assert versions.get_version(meta, store, created.number).lifecycle.hybrid == HybridSettings(86_400, 1000, 5_000_000)
+
+
+class _RecordingWriter:
+    """Collects what a repush task writes, each record as (partition, key, value, schema id, write timestamp)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, bytes, bytes | None, int, int]] = []
+
+    def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp: int) -> None:
+        self.records.append((partition, key, value, schema_id, timestamp))
+
+    def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp: int) -> None:
+        (schema_id,) = struct.unpack_from(">i", body)
+        self.records.append((partition, kafka_key[1:], body[4:], schema_id, timestamp))
+
+
+def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
+    state = SegmentState(b"g" * 16)
+    state.start_segment(0)
+    return [(*encode_put(state.next(ts), key, 1, value), offset) for offset, (key, value, ts) in enumerate(records)]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"ttl_start_ms": 100}, {"source_compression": "NO_OP", "target_compression": "GZIP"}],
+    ids=["as-stored", "ttl", "recompressed"],
+)
+def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(overrides: dict) -> None:
+    from venice_core.jobs.repush_tasks import _compact_partition, _copy_plain
+
+    keys = sorted(f"k{i}".encode() for i in range(200) if partition_for(f"k{i}".encode(), 2) == 1)
+    records = [(key, b"v" + key, 0 if i % 7 == 0 else 50 + i) for i, key in enumerate(keys)]
+    spec = {**_spec(**overrides), "partitions": 2, "source_topic": "s_v1"}
+    plain, general = _RecordingWriter(), _RecordingWriter()
+    plain_compactor, general_compactor = Compactor(spec), Compactor(spec)
+    _copy_plain(_messages(records), 1, spec, plain_compactor, plain)
+    _compact_partition(_messages(records), 1, spec, general_compactor, general)
+    assert plain.records == general.records and plain_compactor.stats == general_compactor.stats
+    assert len(plain.records) == len(records) - plain_compactor.stats["expired"]
+    if "ttl_start_ms" in overrides:
+        assert 0 < plain_compactor.stats["expired"] < len(records)  # newer and batch-marked records stay
+    # A key the partitioner sends elsewhere fails the copy, as it fails the compaction.
+    with pytest.raises(RepushJobError, match="belongs to partition 1"):
+        _copy_plain(_messages(records), 0, spec, Compactor(spec), _RecordingWriter())
+
+
+class _Message:
+    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
+        self._key, self._value, self._offset = key, value, offset
+
+    def key(self) -> bytes:
+        return self._key
+
+    def value(self) -> bytes:
+        return self._value
+
+    def offset(self) -> int:
+        return self._offset
+
+
+def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
+    from venice_core.jobs import kafka_source
+    from venice_core.jobs.repush_tasks import _read_partition
+
+    def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
+        batch = [_Message(*m) for m in messages]
+        monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter([batch]))
+        return _read_partition({"source_bootstrap": "", "source_topic": "s_v1"}, 0, 0, len(batch))
+
+    state = SegmentState(b"g" * 16)
+    state.start_segment(0)
+    a, b = encode_put(state.next(1), b"a", 1, b"x"), encode_put(state.next(1), b"b", 1, b"y")
+    control = encode_control(state.next(), ControlMessageType.END_OF_PUSH, {})
+    messages, plain = read((*a, 0), (*b, 1), (*control, 2))
+    assert plain and [m[2] for m in messages] == [0, 1]  # control messages left out
+    assert not read((*b, 0), (*a, 1))[1]  # out of order
+    assert not read((*a, 0), (*a, 1))[1]  # a duplicate a retried writer left
+    assert not read((*a, 0), (*encode_delete(state.next(2), b"c", 1), 1))[1]
+    chunk = encode_put(state.next(0), chunking.chunk_key(b"c", 0), -10, b"c")
+    assert not read((*chunk, 0))[1]

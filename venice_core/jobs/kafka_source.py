@@ -197,8 +197,9 @@ def watermarks(consumer: Any, topic: str, partitions: Sequence[int]) -> dict[str
     }
 
 
-def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[Any, ...]]:
-    """The records of one offset range, in offset order."""
+def read_range_messages(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[list[Any]]:
+    """The messages of one offset range, in offset order, as lists of confluent-kafka messages (one per consume
+    call, errors and offsets past the range left out): for readers that take what they need of each message."""
     from confluent_kafka import KafkaError, TopicPartition
 
     consumer = _consumer(bootstrap, **{"enable.partition.eof": True})
@@ -207,19 +208,6 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int)
         position, stalled_since = start, time.monotonic()
         while position < end:
             messages = consumer.consume(num_messages=min(10_000, end - position), timeout=0.5)
-            for msg in messages:
-                error = msg.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise StreamInputError(f"cannot read {topic}/{partition}: {error.str()}")
-                offset = msg.offset()
-                if offset >= end:
-                    position = end
-                    break
-                _kind, timestamp = msg.timestamp()
-                yield (topic, partition, offset, timestamp, msg.key(), msg.value())
-                position = offset + 1
             if messages:
                 stalled_since = time.monotonic()
             elif time.monotonic() - stalled_since > READ_STALL_SECONDS:
@@ -227,8 +215,29 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int)
                     f"cannot read {topic}/{partition} offsets {position}..{end}: nothing arrived for "
                     f"{READ_STALL_SECONDS:.0f}s (deleted by retention?)"
                 )
+            read = []
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise StreamInputError(f"cannot read {topic}/{partition}: {error.str()}")
+                if msg.offset() >= end:
+                    position = end
+                    break
+                read.append(msg)
+            if read:
+                position = max(position, read[-1].offset() + 1)
+                yield read
     finally:
         consumer.close()
+
+
+def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[tuple[Any, ...]]:
+    """The records of one offset range, in offset order."""
+    for messages in read_range_messages(bootstrap, topic, partition, start, end):
+        for msg in messages:
+            yield (topic, partition, msg.offset(), msg.timestamp()[1], msg.key(), msg.value())
 
 
 def read_range_batches(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[Any]:

@@ -99,6 +99,13 @@ class PartitionWriter:
         self.writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
         self._written(partition)
 
+    def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
+        """A PUT copied as a version topic holds it (`VersionTopicWriter.put_stored`), with its write timestamp."""
+        if partition != self.partition:
+            self._switch(partition)
+        self.writer.put_stored(kafka_key, body, partition, timestamp_ms)
+        self._written(partition)
+
     def _written(self, partition: int) -> None:
         self.counts[partition] += 1
         injected = self.first_attempt and partition == self.spec.get("fail_partition", -1)

@@ -137,6 +137,13 @@ class Compactor:
             self.recompress = lambda value: compress(decompress(value))
         self.stats = {"tombstones": 0, "expired": 0, "deleted": 0, "superseded": 0}
 
+    def expired(self, timestamp: int) -> bool:
+        """Written before the TTL's cut-off (counted); batch-marked records (timestamp 0) never are."""
+        if self.ttl_start is not None and 0 < timestamp < self.ttl_start:
+            self.stats["expired"] += 1
+            return True
+        return False
+
     def resolve(self, rows: list[tuple[Any, ...]]) -> tuple[bytes | None, int, int] | None:
         """(value or None for a tombstone, schema id, write timestamp) the key is written with, or None."""
         chunks: dict[bytes, bytes] = {}
@@ -157,8 +164,7 @@ class Compactor:
         if final is None:
             return None  # chunks of a value whose manifest was never written (a writer that died mid-value)
         key, kind, schema_id, timestamp = final[1], final[3], final[4], final[5]
-        if self.ttl_start is not None and 0 < timestamp < self.ttl_start:
-            self.stats["expired"] += 1
+        if self.expired(timestamp):
             return None
         if kind == DELETE:
             if not self.keep_tombstones:
@@ -215,37 +221,112 @@ def compact_and_write(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[
 def repush_partitions(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
     """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec["ranges"]`), for a source
     with the new version's partition count (the same partitioner sends each key to the same partition) and no
-    partition over `max.records.per.mapper`: each task reads its whole partition in offset order from
-    its range (fixed on the driver, so a retried task reads the same records), groups it by key in memory,
-    and writes the keys in byte order. No shuffle, and the records never pass through the JVM."""
-    from venice_core.jobs.kafka_source import read_range
+    partition over `max.records.per.mapper`: each task reads its whole partition in offset order from its range
+    (fixed on the driver, so a retried task reads the same records) and writes it compacted, keys in byte order.
+    No shuffle, and the records never pass through the JVM.
 
+    A partition whose records are plain (`_read_partition`: PUTs only, keys already strictly increasing, as a push
+    or an earlier repush wrote them) has nothing to compact or sort: its records are copied as they are stored
+    (TTL and re-compression applied). Any other partition is grouped by key in memory and compacted."""
     compactor = Compactor(spec)
     writer = task_writer(spec)
     for batch in batches:
         for index in batch.column(0).to_pylist():
             source_partition, start, end = spec["ranges"][index]
-            by_key: dict[bytes, list[tuple[Any, ...]]] = {}
-            for _topic, _p, offset, _time, kafka_key, kafka_value in read_range(
-                spec["source_bootstrap"], spec["source_topic"], source_partition, start, end
-            ):
-                decoded = decode_message(kafka_key, kafka_value)
-                if decoded is None:
-                    continue  # control messages: the new version has its own
-                key, kind, schema_id, timestamp, value, chunk_key = decoded
-                row = (source_partition, key, offset, kind, schema_id, timestamp, value, chunk_key)
-                by_key.setdefault(key, []).append(row)
-            for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
-                if (
-                    partition_for(key, spec["partitions"]) != source_partition
-                ):  # one writer per partition, or DIV breaks
-                    raise RepushJobError(
-                        f"key {key[:32].hex()} of {spec['source_topic']}/{source_partition} belongs to partition "
-                        f"{partition_for(key, spec['partitions'])}: the source was not written by this partitioner"
-                    )
-                _write_key(compactor, writer, by_key.pop(key))
+            messages, plain = _read_partition(spec, source_partition, start, end)
+            if plain:
+                _copy_plain(messages, source_partition, spec, compactor, writer)
+            else:
+                _compact_partition(messages, source_partition, spec, compactor, writer)
     writer.finish()
     yield _written(writer, compactor)
+
+
+def _read_partition(
+    spec: dict[str, Any], partition: int, start: int, end: int
+) -> tuple[list[tuple[bytes, bytes, int]], bool]:
+    """One source partition's data messages in offset order, as (Kafka key, Kafka value, offset), control messages
+    left out (the new version has its own); and whether they are plain: well-formed PUTs of user schemas (no
+    chunk, manifest or DELETE) whose keys strictly increase, so no key appears twice."""
+    from venice_core.jobs.kafka_source import read_range_messages
+
+    messages: list[tuple[bytes, bytes, int]] = []
+    append = messages.append
+    plain, previous = True, b""
+    unpack, size = DATA_PREFIX.unpack_from, DATA_PREFIX.size
+    for batch in read_range_messages(spec["source_bootstrap"], spec["source_topic"], partition, start, end):
+        for msg in batch:
+            kafka_key = msg.key()
+            if kafka_key[:1] != KEY_TYPE_DATA:
+                continue
+            kafka_value = msg.value()
+            if plain:
+                if len(kafka_value) < size:
+                    plain = False  # the general path says what is wrong with it
+                else:
+                    version, mtype, _guid, _segment, _sequence, _timestamp, schema_id = unpack(kafka_value)
+                    plain = version == PROTOCOL_VERSION and mtype == MessageType.PUT and schema_id > 0
+                    plain = plain and kafka_key > previous
+                    previous = kafka_key
+            append((kafka_key, kafka_value, msg.offset()))
+    return messages, plain
+
+
+# A plain partition's keys are checked against the partitioner one in this many (and the first): a source written
+# by another partitioner shows at once, and md5 on every key would be a tenth of the copy's time.
+PARTITION_CHECK_EVERY = 64
+
+
+def _copy_plain(
+    messages: list[tuple[bytes, bytes, int]],
+    partition: int,
+    spec: dict[str, Any],
+    compactor: Compactor,
+    writer: Any,
+) -> None:
+    """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
+    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them."""
+    unpack, header_size, prefix_size = DATA_PREFIX.unpack_from, HEADER.size, DATA_PREFIX.size
+    partitions, recompress, expired = spec["partitions"], compactor.recompress, compactor.expired
+    for index, (kafka_key, kafka_value, _offset) in enumerate(messages):
+        if index % PARTITION_CHECK_EVERY == 0:
+            _check_partition(kafka_key[1:], partition, partitions, spec)
+        *_, timestamp, schema_id = unpack(kafka_value)
+        if expired(timestamp):
+            continue
+        if recompress is None:
+            writer.write_stored(partition, kafka_key, kafka_value[header_size:], timestamp)
+        else:
+            writer.write_record(partition, kafka_key[1:], recompress(kafka_value[prefix_size:]), schema_id, timestamp)
+
+
+def _compact_partition(
+    messages: list[tuple[bytes, bytes, int]],
+    partition: int,
+    spec: dict[str, Any],
+    compactor: Compactor,
+    writer: Any,
+) -> None:
+    """Group a partition's records by key, then write each key's survivor in key byte order."""
+    by_key: dict[bytes, list[tuple[Any, ...]]] = {}
+    for kafka_key, kafka_value, offset in messages:
+        decoded = decode_message(kafka_key, kafka_value)
+        assert decoded is not None  # control messages were left out when read
+        key, kind, schema_id, timestamp, value, chunk_key = decoded
+        by_key.setdefault(key, []).append((partition, key, offset, kind, schema_id, timestamp, value, chunk_key))
+    messages.clear()
+    for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
+        _check_partition(key, partition, spec["partitions"], spec)
+        _write_key(compactor, writer, by_key.pop(key))
+
+
+def _check_partition(key: bytes, partition: int, partitions: int, spec: dict[str, Any]) -> None:
+    """One writer per partition, or DIV breaks: a key must belong to the partition it was read from."""
+    if partition_for(key, partitions) != partition:
+        raise RepushJobError(
+            f"key {key[:32].hex()} of {spec['source_topic']}/{partition} belongs to partition "
+            f"{partition_for(key, partitions)}: the source was not written by this partitioner"
+        )
 
 
 def _write_key(compactor: Compactor, writer: Any, rows: list[tuple[Any, ...]]) -> None:

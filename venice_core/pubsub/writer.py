@@ -119,6 +119,20 @@ class VersionTopicWriter:
             part_schema = MANIFEST_SCHEMA_ID if part_key == key else CHUNK_SCHEMA_ID
             self._data(partition, encode_put(state.next(timestamp_ms), part_key, part_schema, part))
 
+    def put_stored(self, kafka_key: bytes, body: bytes, partition: int, timestamp_ms: int) -> None:
+        """A record as a version topic holds it: the Kafka key (the key-type byte and the key) and the body (schema
+        id and the value, compressed as stored), stamped with its write timestamp. A repush copies records so,
+        without taking them apart."""
+        if len(body) - SCHEMA_ID.size > self.max_chunk_bytes:
+            (schema_id,) = SCHEMA_ID.unpack_from(body)
+            self.put(kafka_key[1:], body[SCHEMA_ID.size :], schema_id, partition, timestamp_ms)
+            return
+        state = self._segments[partition]
+        state.sequence += 1
+        header = HEADER.pack(PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, timestamp_ms)
+        state.checksum = zlib.crc32(body, zlib.crc32(kafka_key, state.checksum))
+        self._send(partition, kafka_key, header + body)
+
     def delete(
         self, key: bytes, schema_id: int, partition: int | None = None, timestamp_ms: int = BATCH_WRITE_TIMESTAMP
     ) -> None:
