@@ -199,3 +199,55 @@ def test_batch_get_body_round_trip_and_malformed_responses() -> None:
 
 
 SCHEMA_ID_PREFIX = (7).to_bytes(4, "big")
+
+
+def _opened_segment(
+    count: int, guid: bytes = b"r" * 16, timestamp: int = 0
+) -> tuple[Validator, list[tuple[bytes, bytes]]]:
+    """A validator that has seen a segment's start, and `count` PUTs that follow it."""
+    state = SegmentState(guid)
+    validator = Validator()
+    assert validator.accept(
+        decode(*encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})), None
+    )
+    return validator, [encode_put(state.next(timestamp), b"key%03d" % i, 1, b"v%d" % i) for i in range(count)]
+
+
+def test_a_run_of_puts_is_taken_at_once_with_the_verdicts_and_checksum_of_one_at_a_time() -> None:
+    from venice_core.protocol.put_run import put_run
+
+    one_by_one, messages = _opened_segment(50)
+    at_once, _ = _opened_segment(50)
+    for key, value in messages:
+        assert one_by_one.accept(decode(key, value), checksum_bytes(key, value))
+    run = put_run([k for k, _ in messages], [v for _, v in messages], batch_only=True)
+    assert run is not None and run.keys == [b"key%03d" % i for i in range(50)]
+    assert run.stored == [v[HEADER.size :] for _, v in messages]
+    assert at_once.accept_run(run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed)
+    assert at_once.state() == one_by_one.state()
+    # The same run again is not the next: nothing changes, the caller takes it one message at a time.
+    assert not at_once.accept_run(run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed)
+    assert at_once.state() == one_by_one.state()
+
+
+def test_what_is_not_a_run_of_puts() -> None:
+    from venice_core.protocol.put_run import put_run
+
+    def run_of(messages: list[tuple[bytes, bytes]], batch_only: bool = True) -> object:
+        return put_run([k for k, _ in messages], [v for _, v in messages], batch_only)
+
+    _, puts = _opened_segment(4)
+    _, others = _opened_segment(4, guid=b"s" * 16)
+    _, stamped = _opened_segment(4, timestamp=1234)
+    state = SegmentState(b"r" * 16)
+    state.start_segment()
+    assert run_of(puts) is not None
+    assert run_of(puts[:2] + puts[3:]) is None  # a gap in sequence numbers
+    assert run_of(puts[:2] + others[2:]) is None  # two producers
+    assert run_of(stamped) is None and run_of(stamped, batch_only=False) is not None  # write stamps to keep
+    assert run_of([*puts[:3], encode_delete(state.next(), b"k", 1)]) is None
+    assert run_of([encode_put(state.next(), chunking.chunk_key(b"k", 0), -10, b"c")]) is None
+    assert run_of([encode_control(state.next(), ControlMessageType.END_OF_PUSH, {})]) is None
+    assert run_of([(puts[0][0], puts[0][1][:20])]) is None  # too short to hold an envelope
+    assert run_of([(b"\x02" + puts[0][0][1:], puts[0][1])]) is None  # not a data key
+    assert run_of([]) is None

@@ -50,7 +50,7 @@ CHUNKS = "venice_chunks"
 RMD = "venice_rmd"
 CURRENT = "venice_current"
 # The batch phase's commits (see `DuckDBPartitionStore`); the real-time phase commits as `ingestion.real_time` does.
-COMMIT_EVERY_MESSAGES = 200_000
+COMMIT_EVERY_MESSAGES = 50_000
 COMMIT_EVERY_SECONDS = 5.0
 # DuckDB checkpoints its WAL into the file once the WAL passes this: at its default (16 MB) a 1M-row ingest
 # checkpoints the whole table and its primary-key index every few commits. The WAL is as durable as the file; a
@@ -414,13 +414,20 @@ class DuckDBBatch:
         self.puts.pop(key, None)
         self.deletes.add(bytes(key))
 
+    def put_many(self, keys: list[bytes], values: list[bytes]) -> None:
+        if self.deletes:
+            self.deletes.difference_update(keys)
+        self.puts.update(zip(keys, values, strict=True))
+
 
 class DuckDBPartitionStore:
     """A `storage.api.PartitionStore` for one partition of a version's table."""
 
     sorted_ingest = False
-    # Fewer, larger transactions than a region server's RocksDB commits: each DuckDB transaction has a fixed cost
-    # (Arrow scan set-up, index probes, the WAL's sync) that 20,000-record batches pay 50 times for 1M records.
+    # Larger transactions than a region server's RocksDB commits: each DuckDB transaction has a fixed cost (Arrow
+    # scan set-up, the WAL's sync) that 20,000-record batches pay 50 times for 1M records. Not much larger: while
+    # one partition commits, the others wait for the file, and 200,000-record commits made the partitions all
+    # commit at once and wait in turn (a 1M-record ingest: 6.8 s at 200,000, 5.7 s at 50,000).
     commit_every_messages = COMMIT_EVERY_MESSAGES
     commit_every_seconds = COMMIT_EVERY_SECONDS
 

@@ -41,6 +41,7 @@ from venice_core.protocol.envelope import (
     checksum_bytes,
     decode,
 )
+from venice_core.protocol.put_run import put_run
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 Reporter = Callable[[ExecutionStatus, int, int, str], None]  # status, offset, records, details
 CONSUME_BATCH = 5000
+# A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`).
+RUN_MIN_MESSAGES = 16
 COMMIT_EVERY_MESSAGES = 20_000
 COMMIT_EVERY_SECONDS = 1.0
 REPORT_EVERY_SECONDS = 2.0
@@ -226,8 +229,40 @@ class PartitionIngestionTask:
         # A hybrid version keeps the write stamp of records that carry one (a repush copies nearline writes with
         # their timestamps), so a replayed older nearline write loses to them. A batch push's records carry none.
         stamp_writes = self.hybrid is not None
+        accept_run = validator.accept_run
+
+        def apply_run(messages: list[Any]) -> bool:
+            """The consumed messages as one run of PUTs (`put_run`), applied at once, if they are one."""
+            nonlocal uncommitted
+            if len(messages) < RUN_MIN_MESSAGES or any(raw.error() is not None for raw in messages):
+                return False
+            if mirror is not None and messages[0].offset() < apply_from:
+                return False
+            run = put_run([raw.key() for raw in messages], [raw.value() for raw in messages], stamp_writes)
+            if run is None or not accept_run(
+                run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed
+            ):
+                return False
+            if mirror is not None:
+                for raw in messages:
+                    mirror(raw)
+            self.stats.offset = messages[-1].offset()
+            self.stats.records += len(run.keys)
+            uncommitted += len(run.keys)
+            if sorted_push:
+                for key, stored in zip(run.keys, run.stored, strict=True):
+                    self.storage.sst_put(key, stored)
+            elif hasattr(batch, "put_many"):
+                batch.put_many(run.keys, run.stored)
+            else:
+                for key, stored in zip(run.keys, run.stored, strict=True):
+                    batch.put(key, stored)
+            return True
+
         while not stop.is_set():
             messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2)
+            if apply_run(messages):
+                messages = []  # applied as one run: none left to take one at a time
             # The hot path, inlined for speed: a plain PUT (or DELETE) is read with one unpack, checked by DIV
             # without building a Message, and written to the batch. Control messages, chunks and manifests (rare)
             # go through the general path below.

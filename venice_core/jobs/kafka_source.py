@@ -166,9 +166,14 @@ def split(start: Mapping[str, int], end: Mapping[str, int], max_records: int) ->
 def _consumer(bootstrap: str, **settings: Any) -> Any:
     from confluent_kafka import Consumer
 
-    from venice_core.pubsub import client_config
+    from venice_core.pubsub import FAST_REFETCH, client_config
 
-    base = {"group.id": "venice-stream-source", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    base = {
+        "group.id": "venice-stream-source",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        **FAST_REFETCH,
+    }
     return Consumer(client_config(bootstrap, **{**base, **settings}))
 
 

@@ -19,6 +19,10 @@ PRODUCER_CONFIG: dict[str, Any] = {
     "queue.buffering.max.messages": 200_000,
     "queue.buffering.max.kbytes": 512 * 1024,
 }
+# Once a partition's local queue passes `queued.min.messages`, librdkafka waits `fetch.queue.backoff.ms` (1 s by
+# default) before it fetches that partition again, however fast the queue drains: a consumer reading a topic's
+# backlog stalled a second for every few hundred thousand records (one 250k-record partition: 2.4 s -> 0.5 s).
+FAST_REFETCH: dict[str, Any] = {"fetch.queue.backoff.ms": 20}
 # Assigned partitions, offsets kept in the platform's own checkpoints (never committed to Kafka). A fetch waits for
 # 256 KB or 100 ms: a consumer that keeps up with its producer would otherwise fetch every few records, and the
 # broker's request handling was the largest CPU cost of a push after Spark.
@@ -28,6 +32,7 @@ CONSUMER_CONFIG: dict[str, Any] = {
     "fetch.min.bytes": 256 * 1024,
     "fetch.wait.max.ms": 100,
     "queued.min.messages": 50_000,
+    **FAST_REFETCH,
 }
 
 

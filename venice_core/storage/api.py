@@ -16,6 +16,9 @@ class WriteBatch(Protocol):
 
     def delete(self, key: bytes) -> None: ...
 
+    # Optional: `put_many(keys, values)`, `put` of each in order, where a batch can take a run at once (read with
+    # hasattr; ingestion calls `put` in a loop where it is missing, as for rocksdict's WriteBatch).
+
 
 class PartitionStore(Protocol):
     # True where sorted pushes are written with `sst_put` and made visible by `ingest_sst` (RocksDB's SST ingestion);
