@@ -220,21 +220,32 @@ def test_a_run_of_puts_is_taken_at_once_with_the_verdicts_and_checksum_of_one_at
     at_once, _ = _opened_segment(50)
     for key, value in messages:
         assert one_by_one.accept(decode(key, value), checksum_bytes(key, value))
-    run = put_run([k for k, _ in messages], [v for _, v in messages], batch_only=True)
+    run = put_run([k for k, _ in messages], [v for _, v in messages], keep_stamps=True, continues=at_once.continues)
     assert run is not None and run.keys == [b"key%03d" % i for i in range(50)]
     assert run.stored == [v[HEADER.size :] for _, v in messages]
     assert at_once.accept_run(run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed)
     assert at_once.state() == one_by_one.state()
     # The same run again is not the next: nothing changes, the caller takes it one message at a time.
     assert not at_once.accept_run(run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed)
+    assert put_run([k for k, _ in messages], [v for _, v in messages], True, at_once.continues) is None
     assert at_once.state() == one_by_one.state()
+    # Nor is a run of a producer never seen, of another segment, or of an ended segment.
+    assert not at_once.accept_run(b"u" * 16, run.segment, 51, 60, b"")
+    assert not at_once.accept_run(run.guid, run.segment + 1, 51, 60, b"")
+    state = SegmentState(run.guid)
+    state.start_segment()
+    state.sequence, checksum = 50, at_once.state()[run.guid.hex()]["checksum"]
+    end = encode_control(state.next(), ControlMessageType.END_OF_SEGMENT, {"checksum": checksum})
+    assert at_once.accept(decode(*end), None)
+    assert not at_once.continues(run.guid, run.segment, 52)
+    assert not at_once.accept_run(run.guid, run.segment, 52, 60, b"")
 
 
 def test_what_is_not_a_run_of_puts() -> None:
     from venice_core.protocol.put_run import put_run
 
-    def run_of(messages: list[tuple[bytes, bytes]], batch_only: bool = True) -> object:
-        return put_run([k for k, _ in messages], [v for _, v in messages], batch_only)
+    def run_of(messages: list[tuple[bytes, bytes]], keep_stamps: bool = True) -> object:
+        return put_run([k for k, _ in messages], [v for _, v in messages], keep_stamps, lambda *_: True)
 
     _, puts = _opened_segment(4)
     _, others = _opened_segment(4, guid=b"s" * 16)
@@ -244,7 +255,7 @@ def test_what_is_not_a_run_of_puts() -> None:
     assert run_of(puts) is not None
     assert run_of(puts[:2] + puts[3:]) is None  # a gap in sequence numbers
     assert run_of(puts[:2] + others[2:]) is None  # two producers
-    assert run_of(stamped) is None and run_of(stamped, batch_only=False) is not None  # write stamps to keep
+    assert run_of(stamped) is None and run_of(stamped, keep_stamps=False) is not None  # write stamps to keep
     assert run_of([*puts[:3], encode_delete(state.next(), b"k", 1)]) is None
     assert run_of([encode_put(state.next(), chunking.chunk_key(b"k", 0), -10, b"c")]) is None
     assert run_of([encode_control(state.next(), ControlMessageType.END_OF_PUSH, {})]) is None

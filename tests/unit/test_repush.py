@@ -348,9 +348,12 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
     assert len(plain.records) == len(records) - plain_compactor.stats["expired"]
     if "ttl_start_ms" in overrides:
         assert 0 < plain_compactor.stats["expired"] < len(records)  # newer and batch-marked records stay
-    # A key the partitioner sends elsewhere fails the copy, as it fails the compaction.
+    # A key the partitioner sends elsewhere fails the copy, as it fails the compaction: all of them, or one of many.
     with pytest.raises(RepushJobError, match="belongs to partition 1"):
         _copy_plain(_messages(records), 0, spec, Compactor(spec), _RecordingWriter())
+    stray = next(f"z{i}".encode() for i in range(100) if partition_for(f"z{i}".encode(), 2) == 0)
+    with pytest.raises(RepushJobError, match="belongs to partition 0"):
+        _copy_plain(_messages([*records, (stray, b"v", 0)]), 1, spec, Compactor(spec), _RecordingWriter())
 
 
 class _Message:
@@ -387,3 +390,24 @@ def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(mo
     assert not read((*a, 0), (*encode_delete(state.next(2), b"c", 1), 1))[1]
     chunk = encode_put(state.next(0), chunking.chunk_key(b"c", 0), -10, b"c")
     assert not read((*chunk, 0))[1]
+
+
+def test_a_stored_record_is_written_as_put_writes_it() -> None:
+    """`put_stored` (a repush's copy) sends what `put` sends for the same record, chunked above the chunk size."""
+    from venice_core.protocol.envelope import KEY_TYPE_DATA, SCHEMA_ID
+    from venice_core.pubsub.writer import VersionTopicWriter
+
+    def writer() -> tuple[VersionTopicWriter, list[tuple[int, bytes, bytes]]]:
+        sent: list[tuple[int, bytes, bytes]] = []
+        w = VersionTopicWriter("127.0.0.1:1", "s_v2", 2, b"w" * 16, max_chunk_bytes=100)  # never connects
+        w._send = lambda partition, key, value: sent.append((partition, key, value))  # type: ignore[method-assign]
+        w.start_segment(1, timestamp_ms=5)
+        return w, sent
+
+    by_put, put_sent = writer()
+    by_copy, copy_sent = writer()
+    for key, value, timestamp in [(b"a", b"small", 0), (b"b", b"x" * 250, 7), (b"c", b"", 9)]:
+        by_put.put(key, value, 3, partition=1, timestamp_ms=timestamp)
+        by_copy.put_stored(KEY_TYPE_DATA + key, SCHEMA_ID.pack(3) + value, 1, timestamp)
+    assert copy_sent == put_sent and len(put_sent) > 4  # the large value went as chunks and a manifest
+    assert by_copy._segments[1].checksum == by_put._segments[1].checksum

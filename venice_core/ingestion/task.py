@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 Reporter = Callable[[ExecutionStatus, int, int, str], None]  # status, offset, records, details
 CONSUME_BATCH = 5000
-# A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`).
+# A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`); a shorter one (a consumer
+# keeping up with its producer) saves too little for the run's fixed numpy steps.
 RUN_MIN_MESSAGES = 16
 COMMIT_EVERY_MESSAGES = 20_000
 COMMIT_EVERY_SECONDS = 1.0
@@ -238,7 +239,8 @@ class PartitionIngestionTask:
                 return False
             if mirror is not None and messages[0].offset() < apply_from:
                 return False
-            run = put_run([raw.key() for raw in messages], [raw.value() for raw in messages], stamp_writes)
+            keys, values = [raw.key() for raw in messages], [raw.value() for raw in messages]
+            run = put_run(keys, values, keep_stamps=stamp_writes, continues=validator.continues)
             if run is None or not accept_run(
                 run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed
             ):

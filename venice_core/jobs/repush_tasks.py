@@ -272,11 +272,6 @@ def _read_partition(
     return messages, plain
 
 
-# A plain partition's keys are checked against the partitioner one in this many (and the first): a source written
-# by another partitioner shows at once, and md5 on every key would be a tenth of the copy's time.
-PARTITION_CHECK_EVERY = 64
-
-
 def _copy_plain(
     messages: list[tuple[bytes, bytes, int]],
     partition: int,
@@ -285,12 +280,13 @@ def _copy_plain(
     writer: Any,
 ) -> None:
     """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
-    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them."""
+    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
+    the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
     unpack, header_size, prefix_size = DATA_PREFIX.unpack_from, HEADER.size, DATA_PREFIX.size
     partitions, recompress, expired = spec["partitions"], compactor.recompress, compactor.expired
-    for index, (kafka_key, kafka_value, _offset) in enumerate(messages):
-        if index % PARTITION_CHECK_EVERY == 0:
-            _check_partition(kafka_key[1:], partition, partitions, spec)
+    topic = spec["source_topic"]
+    for kafka_key, kafka_value, _offset in messages:
+        _check_partition(kafka_key[1:], partition, partitions, topic)
         *_, timestamp, schema_id = unpack(kafka_value)
         if expired(timestamp):
             continue
@@ -307,24 +303,26 @@ def _compact_partition(
     compactor: Compactor,
     writer: Any,
 ) -> None:
-    """Group a partition's records by key, then write each key's survivor in key byte order."""
+    """Group a partition's records by key, then write each key's survivor in key byte order. `messages` is emptied
+    as they are grouped, so the partition is held in memory once, not twice."""
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
-    for kafka_key, kafka_value, offset in messages:
+    messages.reverse()
+    while messages:  # in offset order
+        kafka_key, kafka_value, offset = messages.pop()
         decoded = decode_message(kafka_key, kafka_value)
         assert decoded is not None  # control messages were left out when read
         key, kind, schema_id, timestamp, value, chunk_key = decoded
         by_key.setdefault(key, []).append((partition, key, offset, kind, schema_id, timestamp, value, chunk_key))
-    messages.clear()
     for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
-        _check_partition(key, partition, spec["partitions"], spec)
+        _check_partition(key, partition, spec["partitions"], spec["source_topic"])
         _write_key(compactor, writer, by_key.pop(key))
 
 
-def _check_partition(key: bytes, partition: int, partitions: int, spec: dict[str, Any]) -> None:
+def _check_partition(key: bytes, partition: int, partitions: int, topic: str) -> None:
     """One writer per partition, or DIV breaks: a key must belong to the partition it was read from."""
     if partition_for(key, partitions) != partition:
         raise RepushJobError(
-            f"key {key[:32].hex()} of {spec['source_topic']}/{partition} belongs to partition "
+            f"key {key[:32].hex()} of {topic}/{partition} belongs to partition "
             f"{partition_for(key, partitions)}: the source was not written by this partitioner"
         )
 

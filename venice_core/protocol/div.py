@@ -103,14 +103,24 @@ class Validator:
         known["checksum"] = zlib.crc32(body, zlib.crc32(kafka_key, known["checksum"]))
         return True
 
+    def continues(self, guid: bytes, segment: int, sequence: int) -> bool:
+        """Whether a data message would be the next of an open segment: `accept_data`'s common case."""
+        known = self._by_guid.get(guid)
+        return (
+            known is not None
+            and segment == known["segment"]
+            and sequence == known["sequence"] + 1
+            and not known["ended"]
+        )
+
     def accept_run(self, guid: bytes, segment: int, first: int, last: int, checksummed: bytes) -> bool:
         """`accept_data` for a run of data messages at once (`put_run.PutRun`: one producer's segment, sequence
         numbers `first`..`last` in order, `checksummed` their checksummed bytes concatenated). True if the run
         continues an open segment, as `accept_data` would accept each; False, with nothing changed, for anything
         else: the caller then takes the messages one at a time for their exact verdicts."""
-        known = self._by_guid.get(guid)
-        if known is None or segment != known["segment"] or first != known["sequence"] + 1 or known["ended"]:
+        if not self.continues(guid, segment, first):
             return False
+        known = self._by_guid[guid]
         known["sequence"] = last
         known["checksum"] = zlib.crc32(checksummed, known["checksum"])
         return True

@@ -10,6 +10,7 @@ the caller takes the messages one at a time, so every verdict stays the per-mess
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,19 +46,21 @@ class PutRun:
     checksummed: bytes  # each message's Kafka key and its value after the header, in order: what DIV's CRC covers
 
 
-def put_run(kafka_keys: list[bytes], kafka_values: list[bytes], batch_only: bool) -> PutRun | None:
-    """The messages as one run of PUTs, or None if they are not one (see the module's docstring). `batch_only`:
-    a run must carry only batch write timestamps (0), where the caller would keep a write stamp for any other."""
+def put_run(
+    kafka_keys: list[bytes],
+    kafka_values: list[bytes],
+    keep_stamps: bool,
+    continues: Callable[[bytes, int, int], bool],
+) -> PutRun | None:
+    """The messages as one run of PUTs, or None if they are not one (see the module's docstring). `keep_stamps`: the
+    caller keeps write stamps, so a run must carry only batch write timestamps (0). `continues(guid, segment,
+    first sequence)`: whether the run would be the next messages of an open segment (`Validator.continues`); asked
+    before the run's values are copied, so a run DIV would not take costs only its headers."""
     count = len(kafka_values)
-    if not count or len(kafka_keys) != count:
+    if not count or len(kafka_keys) != count or min(map(len, kafka_values)) < DATA_PREFIX.size:
         return None
-    value_lengths = np.fromiter(map(len, kafka_values), np.int64, count)
-    key_lengths = np.fromiter(map(len, kafka_keys), np.int64, count)
-    if value_lengths.min() < DATA_PREFIX.size or key_lengths.min() < 1:
-        return None
-    value_starts = np.cumsum(value_lengths) - value_lengths
-    values = np.frombuffer(b"".join(kafka_values), np.uint8)
-    heads = values[value_starts[:, None] + np.arange(DATA_PREFIX.size)]
+    heads = np.frombuffer(b"".join([value[: DATA_PREFIX.size] for value in kafka_values]), np.uint8)
+    heads = heads.reshape(count, DATA_PREFIX.size)
     if not (heads[:, :_SHARED] == heads[0, :_SHARED]).all():
         return None  # another producer, segment or message type in the run
     prefix = heads.view(_PREFIX).reshape(-1)
@@ -66,11 +69,17 @@ def put_run(kafka_keys: list[bytes], kafka_values: list[bytes], batch_only: bool
         return None
     if (prefix["schema_id"] < 0).any():
         return None  # chunks and manifests
-    if batch_only and prefix["timestamp"].any():
+    if keep_stamps and prefix["timestamp"].any():
         return None
     sequences = prefix["sequence"]
     first_sequence = int(sequences[0])
     if not (sequences == np.arange(first_sequence, first_sequence + count)).all():
+        return None
+    guid, segment = bytes(first["guid"]), int(first["segment"])
+    if not continues(guid, segment, first_sequence):
+        return None
+    key_lengths = np.fromiter(map(len, kafka_keys), np.int64, count)
+    if key_lengths.min() < 1:
         return None
     key_starts = np.cumsum(key_lengths) - key_lengths
     if (np.frombuffer(b"".join(kafka_keys), np.uint8)[key_starts] != _DATA_TYPE).any():
@@ -80,8 +89,8 @@ def put_run(kafka_keys: list[bytes], kafka_values: list[bytes], batch_only: bool
     return PutRun(
         keys=[key[1:] for key in kafka_keys],
         stored=stored,
-        guid=bytes(first["guid"]),
-        segment=int(first["segment"]),
+        guid=guid,
+        segment=segment,
         first_sequence=first_sequence,
         last_sequence=int(sequences[-1]),
         checksummed=checksummed,

@@ -103,18 +103,10 @@ class VersionTopicWriter:
         """One record, stamped with its write timestamp (a batch push's marker unless given)."""
         if partition is None:
             partition = partition_for(key, self.partition_count)
-        state = self._segments[partition]
         if len(value) <= self.max_chunk_bytes:
-            # encode_put and the checksum, inlined: this runs once per record of a push. The CRC of the Kafka key
-            # followed by the body is the CRC of `checksum_bytes` (CRC32 is incremental).
-            state.sequence += 1
-            kafka_key, body = KEY_TYPE_DATA + key, SCHEMA_ID.pack(schema_id) + value
-            header = HEADER.pack(
-                PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, timestamp_ms
-            )
-            state.checksum = zlib.crc32(body, zlib.crc32(kafka_key, state.checksum))
-            self._send(partition, kafka_key, header + body)
+            self._put_body(partition, KEY_TYPE_DATA + key, SCHEMA_ID.pack(schema_id) + value, timestamp_ms)
             return
+        state = self._segments[partition]
         for part_key, part in chunking.split(key, value, schema_id, self.max_chunk_bytes):
             part_schema = MANIFEST_SCHEMA_ID if part_key == key else CHUNK_SCHEMA_ID
             self._data(partition, encode_put(state.next(timestamp_ms), part_key, part_schema, part))
@@ -127,6 +119,11 @@ class VersionTopicWriter:
             (schema_id,) = SCHEMA_ID.unpack_from(body)
             self.put(kafka_key[1:], body[SCHEMA_ID.size :], schema_id, partition, timestamp_ms)
             return
+        self._put_body(partition, kafka_key, body, timestamp_ms)
+
+    def _put_body(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
+        """One unchunked PUT: `encode_put` and the segment checksum, inlined (once per record of a push). The CRC of
+        the Kafka key followed by the body is the CRC of `checksum_bytes` (CRC32 is incremental)."""
         state = self._segments[partition]
         state.sequence += 1
         header = HEADER.pack(PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, state.sequence, timestamp_ms)
