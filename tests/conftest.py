@@ -19,7 +19,7 @@ from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import ClusterConfig
-from venice_core.embedded import platform
+from venice_core.embedded import platform, sandbox
 from venice_core.jobs import spark_archive
 from venice_core.jobs.spark_spec import DRIVER_JAVA_OPTIONS
 from venice_core.meta import MetadataStore
@@ -41,6 +41,16 @@ LONGEST_FIRST = {
     "tests/cli/test_cli_platform.py": 44,
     "tests/integration/test_hybrid_ingestion.py": 38,
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each parallel worker picks its sandboxes' ports from a slice of its own (`sandbox.ENV_PORT_RANGE`)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and count > 1:
+        low, high = sandbox.PORT_RANGE
+        width = (high - low) // count
+        start = low + int(worker[2:]) * width
+        os.environ[sandbox.ENV_PORT_RANGE] = f"{start}-{start + width}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the markers

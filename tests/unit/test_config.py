@@ -102,3 +102,13 @@ def test_unknown_region_lookup(tmp_path: Path) -> None:
     config = load_config({"VENICE_HOME": str(tmp_path)})
     with pytest.raises(ConfigError, match="unknown region 'dc-7'"):
         config.region("dc-7")
+
+
+def test_sandbox_ports_come_from_the_workers_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    from venice_core.embedded import sandbox
+
+    monkeypatch.setenv(sandbox.ENV_PORT_RANGE, "24000-24100")
+    ports = sandbox.free_ports(5, block=8)
+    assert all(p >= 24000 and p + 8 <= 24100 for p in ports) and len(set(ports)) == 5
+    monkeypatch.delenv(sandbox.ENV_PORT_RANGE)
+    assert sandbox.port_range() == sandbox.PORT_RANGE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from pathlib import Path
@@ -12,6 +13,9 @@ from venice_core.config import CONFIG_FILE_NAME
 # local end between the pick and the server's bind, and a region server needs base + i free for every region.
 PORT_RANGE = (20000, 32000)
 REGION_PORT_ROOM = 8
+# Set by the test suite for each of its parallel workers ("LOW-HIGH"): workers pick from disjoint slices of
+# PORT_RANGE, so two never pick one free port at the same moment and collide at the bind.
+ENV_PORT_RANGE = "VENICE_SANDBOX_PORT_RANGE"
 
 
 def _bindable(port: int) -> bool:
@@ -23,11 +27,21 @@ def _bindable(port: int) -> bool:
         return True
 
 
+def port_range() -> tuple[int, int]:
+    """Where this process picks ports: PORT_RANGE, or the slice of it `ENV_PORT_RANGE` gives."""
+    text = os.environ.get(ENV_PORT_RANGE)
+    if not text:
+        return PORT_RANGE
+    low, _, high = text.partition("-")
+    return int(low), int(high)
+
+
 def free_ports(count: int, block: int = 1) -> list[int]:
     """`count` free loopback ports outside the ephemeral range, each the start of `block` consecutive free ports."""
+    low, high = port_range()
     chosen: list[int] = []
     while len(chosen) < count:
-        start = random.randrange(PORT_RANGE[0], PORT_RANGE[1] - block)
+        start = random.randrange(low, high - block)
         span = range(start, start + block)
         if any(p in range(c, c + block) for c in chosen for p in span):
             continue
