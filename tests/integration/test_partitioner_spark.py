@@ -32,3 +32,28 @@ def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
             ).collect()
             got = {bytes(r.key).hex(): r.partition for r in rows}
             assert got == {c["serialized_hex"]: c["partition"] for c in subset}
+
+
+def test_each_kafka_partition_is_written_by_a_task_of_its_own(spark: Any) -> None:
+    """`write_sorted` gives Kafka partition p to Spark partition p: no task writes two Kafka partitions."""
+    from venice_core.jobs.push_tasks import write_sorted
+
+    def task(batches: Any) -> Any:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        seen: set[int] = set()
+        for batch in batches:
+            seen.update(batch.column("partition").to_pylist())
+        task_id = TaskContext.get().partitionId()
+        yield pa.RecordBatch.from_pylist(
+            [{"partition": p, "records": 0, "task": task_id} for p in sorted(seen)],
+            schema=pa.schema([("partition", pa.int32()), ("records", pa.int64()), ("task", pa.int32())]),
+        )
+
+    partitions = 4
+    rows = spark.createDataFrame(
+        [(i % partitions, bytes([i % 256]), b"v") for i in range(400)], "partition int, key binary, value binary"
+    )
+    written = write_sorted(rows, partitions, ["key"], task, "partition int, records long, task int")
+    assert sorted((r.partition, r.task) for r in written) == [(p, p) for p in range(partitions)]

@@ -8,6 +8,7 @@ from typing import Any
 
 from venice_core.client import serde
 from venice_core.errors import VeniceError
+from venice_core.jobs.spark_hash import spread_values
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
@@ -157,8 +158,14 @@ def write_sorted(
     """The writing end both jobs share: shuffle rows (a `partition` column: the Kafka partition) so every Kafka
     partition lands whole in one task, sort within it by `sort_columns` in the JVM (Spark compares binary as
     unsigned bytes, as RocksDB does), run `task` (a mapInArrow function writing through `PartitionWriter` and
-    yielding rows of `schema`, the first two `partition` and `records`) on each; the rows the tasks yielded."""
-    ordered = rows.repartition(partitions, "partition").sortWithinPartitions("partition", *sort_columns)
+    yielding rows of `schema`, the first two `partition` and `records`) on each; the rows the tasks yielded. Kafka
+    partition p goes to Spark partition p (`spark_hash.spread_values`): hashed as they are, several Kafka partitions
+    would share a task while other tasks idle."""
+    from pyspark.sql import functions as F
+
+    spread = F.array(*[F.lit(value).cast("int") for value in spread_values(partitions)])
+    by_partition = F.element_at(spread, F.col("partition") + 1)
+    ordered = rows.repartition(partitions, by_partition).sortWithinPartitions("partition", *sort_columns)
     return ordered.mapInArrow(task, schema).collect()
 
 
