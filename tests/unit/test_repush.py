@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from bench.ingest_hot_path import FakeMessage
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError
@@ -356,26 +357,12 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
         _copy_plain(_messages([*records, (stray, b"v", 0)]), 1, spec, Compactor(spec), _RecordingWriter())
 
 
-class _Message:
-    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def offset(self) -> int:
-        return self._offset
-
-
 def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
     from venice_core.jobs import kafka_source
     from venice_core.jobs.repush_tasks import _read_partition
 
     def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
-        batch = [_Message(*m) for m in messages]
+        batch = [FakeMessage(*m) for m in messages]
         monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter([batch]))
         return _read_partition({"source_bootstrap": "", "source_topic": "s_v1"}, 0, 0, len(batch))
 
