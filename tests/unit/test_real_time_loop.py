@@ -7,8 +7,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.ingest_hot_path import FakeMessage
 from venice_core.hybrid import HybridSettings
+from venice_core.ingestion import real_time
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, RealTimeSource
 from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState, Validator
@@ -123,5 +126,33 @@ def test_a_writers_gap_is_counted_and_the_writes_after_it_applied(tmp_path: Path
         assert [storage.get(k) for k in (b"k1", b"k3", b"k4")] == [
             SCHEMA_ID.pack(1) + v for v in (b"one", b"three", b"four")
         ]
+    finally:
+        storage.close()
+
+
+def test_a_backlog_commits_every_so_many_writes_and_a_caught_up_loop_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Full batches (a backlog) commit every BACKLOG_COMMIT_EVERY writes; a batch that is not full (caught up)
+    commits at once, so what came is readable, and the last commit covers every write."""
+    monkeypatch.setattr(real_time, "CONSUME_BATCH", 10)
+    monkeypatch.setattr(real_time, "BACKLOG_COMMIT_EVERY", 30)
+    monkeypatch.setattr(real_time, "BACKLOG_COMMIT_SECONDS", 3600.0)
+    commits: list[int] = []
+    original = PartitionStorage.commit
+
+    def commit(self: PartitionStorage, batch: Any, checkpoint: dict) -> None:
+        commits.append(checkpoint["rt"][TOPIC]["0"])
+        original(self, batch, checkpoint)
+
+    monkeypatch.setattr(PartitionStorage, "commit", commit)
+    writer = SegmentState(b"d" * 16)
+    encoded = [encode_control(writer.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+    encoded += [encode_put(writer.next(100 + i), b"k%03d" % i, 1, b"v%d" % i) for i in range(104)]
+    ingestion, storage, _ = _run(encoded, tmp_path)  # 10 full batches of 10, then one of 5
+    try:
+        assert commits == [30, 60, 90, 105]
+        assert ingestion.applied == 104
+        assert all(storage.get(b"k%03d" % i) == SCHEMA_ID.pack(1) + b"v%d" % i for i in range(104))
     finally:
         storage.close()
