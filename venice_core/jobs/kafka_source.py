@@ -246,9 +246,9 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int)
 
 
 def read_range_batches(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[Any]:
-    """The records of one offset range as Arrow record batches of SCHEMA (one per consume call): Spark takes them
-    as they are, where tuples are converted value by value in Python (the batch read of a repush, millions of
-    rows)."""
+    """The records of one offset range as Arrow record batches of SCHEMA (one per consume call, built from its
+    messages column by column): Spark takes them as they are, where tuples are converted value by value in Python
+    (the batch read of a repush, millions of rows)."""
     import pyarrow as pa
 
     schema = pa.schema(
@@ -261,24 +261,19 @@ def read_range_batches(bootstrap: str, topic: str, partition: int, start: int, e
             ("value", pa.binary()),
         ]
     )
-    rows: list[tuple[Any, ...]] = []
-    for row in read_range(bootstrap, topic, partition, start, end):
-        rows.append(row)
-        if len(rows) >= 10_000:
-            yield _record_batch(schema, rows)
-            rows = []
-    if rows:
-        yield _record_batch(schema, rows)
-
-
-def _record_batch(schema: Any, rows: list[tuple[Any, ...]]) -> Any:
-    import pyarrow as pa
-
-    topics, partitions, offsets, timestamps, keys, values = zip(*rows, strict=True)
-    columns = [topics, partitions, offsets, timestamps, keys, values]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
-    )
+    for messages in read_range_messages(bootstrap, topic, partition, start, end):
+        count = len(messages)
+        columns = [
+            [topic] * count,
+            [partition] * count,
+            [msg.offset() for msg in messages],
+            [msg.timestamp()[1] for msg in messages],
+            [msg.key() for msg in messages],
+            [msg.value() for msg in messages],
+        ]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(column, field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
+        )
 
 
 class KafkaStreamReader(DataSourceStreamReader):
