@@ -131,7 +131,7 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
         print(f"drained: {stream_upgrade.describe_drain(report)}")
 
         # Every window open at the drain was written early by the drained run: all the events it had read.
-        first_pane = first_run[:8]
+        first_pane = stopped.run_id[:8]  # the checkpoint's pane: its first run's, kept by the resumed run
         read = producer.upto(drained.offsets)
         per_window = collections.Counter((p.event["user"], _window(p.event["ts"])) for p in read)
         panes = _panes(puts())

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from venice_core.errors import StreamInputError
 from venice_core.jobs.kafka_source import next_end, parse_offsets, plan, share
+from venice_core.jobs.stream import PANE_FILE, checkpoint_pane
 from venice_core.jobs.stream_tasks import (
     BatchSpec,
     EventMapping,
@@ -159,6 +161,18 @@ def test_a_task_that_fails_part_way_ends_no_segment() -> None:
     with pytest.raises(RuntimeError, match="broker gone"):
         write_rows(_rows(), BatchSpec("q", 0, MAPPING), lambda guid: FakeWriter(guid, log, fail_after=2))
     assert "close" not in {e[0] for e in log} and log[-1][0] == "flush"
+
+
+def test_the_window_pane_belongs_to_the_checkpoint_not_the_run(tmp_path: Path) -> None:
+    """A run resumed on a checkpoint replays its last uncommitted batch: the keys it writes (`<key>|<start>|<pane>`)
+    must be the first attempt's, or the same GUIDs would send other messages to other real-time partitions."""
+    checkpoint = tmp_path / "checkpoint"
+    first = checkpoint_pane(checkpoint, "2a2966519c0e4b6f")
+    assert first == "2a296651"
+    assert checkpoint_pane(checkpoint, "a32a7d4a00000000") == first  # the resumed run
+    fresh = tmp_path / "after-drain" / "checkpoint"  # a start after a drain: a new checkpoint, a new pane
+    assert checkpoint_pane(fresh, "7c28029d95c64308") == "7c28029d"
+    assert sorted(p.name for p in checkpoint.iterdir()) == [PANE_FILE]  # no staged file left behind
 
 
 def test_offsets_parse_strictly() -> None:

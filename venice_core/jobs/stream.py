@@ -62,14 +62,33 @@ STOP_INSTEAD_OF_DRAIN_CONF = "spark.venice.stream.test.stop.instead.of.drain"
 HOLD_BATCH_CONF = "spark.venice.stream.test.hold.batch.while"
 
 
-def transform_spec(args: argparse.Namespace) -> TransformSpec:
+# The mark of the checkpoint's window panes, in the checkpoint: a run resumed on it writes the panes its state
+# continues, and a batch the last run wrote but did not commit is replayed with the same keys (the same bytes
+# under the same producer GUIDs, skipped as duplicates). A run id as the pane put the replay's keys in other
+# real-time partitions than the first attempt's, so a GUID's segment got more messages after it had ended.
+PANE_FILE = "venice-pane"
+
+
+def checkpoint_pane(checkpoint: Path, run_id: str) -> str:
+    """The pane of the windows written from this checkpoint: the first run's id (its first 8 characters), kept in
+    the checkpoint. A start after a drain gets a fresh checkpoint, so the next deployment writes a pane of its own."""
+    path = checkpoint / PANE_FILE
+    if not path.exists():
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f"{PANE_FILE}.{run_id}")
+        staged.write_text(run_id[:8])
+        staged.replace(path)  # whole or absent: a killed start leaves no empty pane
+    return path.read_text().strip()
+
+
+def transform_spec(args: argparse.Namespace, pane: str = "") -> TransformSpec:
     return TransformSpec(
         args.transform,
         key_field=args.key_field,
         event_time_field=args.event_time_field or None,
         window_seconds=args.window_seconds,
         watermark_seconds=args.watermark_seconds,
-        pane=args.run_id[:8],
+        pane=pane,
     )
 
 
@@ -181,7 +200,7 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
         interval=args.drain_poll_seconds,
         on_error=lambda exc: print(f"drain monitor: {exc}", flush=True),
     )
-    transform = transform_spec(args)
+    transform = transform_spec(args, checkpoint_pane(checkpoint, args.run_id))
     writer = BatchWriter(meta, args, mapping, transform)
     drainer = Drainer(meta, args.name, args.run_id, checkpoint, writer.tracker, args.drain_timeout_seconds)
     stop_instead = spark.conf.get(STOP_INSTEAD_OF_DRAIN_CONF, "false") == "true"

@@ -14,7 +14,8 @@ An event maps to `put(key, value, timestamp)`:
 Exactly-once effect: a batch's writer for source partition P has the GUID `deterministic_guid("stream", query id,
 batch id, P)`, and writes the range's events in offset order, so a batch replayed after a crash (Spark re-runs it
 from its offset log, same offsets) sends the very same messages, segments and sequence numbers, and ingestion
-skips those it has as DIV duplicates.
+skips those it has as DIV duplicates. Everything that shapes a batch's bytes must therefore be the same in a
+replay by a later run: the mapping (in the GUID) and what the transform derives from the checkpoint, never the run.
 """
 
 from __future__ import annotations

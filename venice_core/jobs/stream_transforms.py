@@ -5,10 +5,12 @@
 - `window_count`: events counted per key per tumbling event-time window (`--window-seconds`), with a watermark
   (`--watermark-seconds`): a shuffle and state. A window is written once, when the watermark passes its end
   (append mode), or early, as a partial pane, when the pipeline drains: the source's drain markers carry an event
-  time past every window, so the watermark goes to infinity and every window in the state fires. Each run writes
-  its own pane of a window, under the key `<key>|<window start ms>|<pane>` (the pane: the run id's first 8
-  characters) with the count as the value and the window's end as the write timestamp: a window open at a drain
-  has the drained run's early pane and the next run's pane, which add up to the window's count.
+  time past every window, so the watermark goes to infinity and every window in the state fires. Each checkpoint
+  (the state's lineage) writes its own pane of a window, under the key `<key>|<window start ms>|<pane>` (the pane:
+  the checkpoint's first run id's first 8 characters, `stream.checkpoint_pane`) with the count as the value and the
+  window's end as the write timestamp: a window open at a drain has the drained run's early pane and the next
+  deployment's pane (a fresh checkpoint), which add up to the window's count. A run resumed on a checkpoint keeps
+  its pane, so a batch it replays sends the very bytes the first attempt sent.
 - `window_count_v2`: the same output from a different state schema (a count and the latest event time): starting
   it on a `window_count` checkpoint fails, as an incompatible state schema does; it is what an upgrade after a
   drain starts, with fresh state.
@@ -42,7 +44,7 @@ class TransformSpec:
     event_time_field: str | None = None
     window_seconds: float = 10.0
     watermark_seconds: float = 5.0
-    pane: str = ""  # the run's mark on its panes
+    pane: str = ""  # the checkpoint's mark on its panes
 
     def __post_init__(self) -> None:
         if self.name not in TRANSFORMS:
