@@ -18,6 +18,9 @@ from venice_core.protocol import batch_get
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
+# A batch's values of one schema decode in one fastavro reader call from this many on (100 values: 206 -> 131 us);
+# fewer, one call each (the reader's set-up costs more than it saves).
+DECODE_MANY_FROM = 16
 
 
 class _Response:
@@ -77,6 +80,7 @@ class ReadClient:
         self.host, self.port, self.timeout = host, port, timeout
         self._local = threading.local()
         self._schemas: dict[str, tuple[Any, dict[int, Any]]] = {}
+        self._value_json: dict[str, dict[int, str]] = {}  # the value schemas as JSON text (`deserialize_many`)
 
     def _request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
@@ -113,6 +117,7 @@ class ReadClient:
             if status != 200:
                 self._raise(store, status, body)
             doc = json.loads(body)
+            self._value_json[store] = {int(i): json.dumps(s) for i, s in doc["value_schemas"].items()}
             self._schemas[store] = (
                 serde.parse(doc["key_schema"]),
                 {int(i): serde.parse(s) for i, s in doc["value_schemas"].items()},
@@ -145,9 +150,9 @@ class ReadClient:
     def batch_get(self, store: str, keys: list[Any]) -> dict[Any, Any]:
         """Values of the keys that exist, keyed as given (keys must be hashable)."""
         key_schema, value_schemas = self._store_schemas(store)
-        serialize = serde.serialize
+        encode = serde.serializer(key_schema)
         try:
-            serialized = [serialize(key_schema, k) for k in keys]
+            serialized = [encode(k) for k in keys]
         except (ValueError, TypeError, AttributeError):
             serialized = [self.serialize_key(store, k) for k in keys]  # raises, naming the key that does not fit
         request = batch_get.encode_keys(serialized)
@@ -158,13 +163,20 @@ class ReadClient:
             records = batch_get.decode_records(body, len(keys))
         except ValueError as exc:
             raise ComponentError(f"region server {self.host}:{self.port} answered a malformed batch: {exc}") from None
-        deserialize = serde.deserialize
-        result = {}
-        for key, record in zip(keys, records, strict=True):
+        by_schema: dict[int, list[int]] = {}
+        for index, record in enumerate(records):
             if record is not None:
-                schema = value_schemas.get(record[0])
-                result[key] = deserialize(schema, record[1]) if schema is not None else self._decode(store, *record)
-        return result
+                by_schema.setdefault(record[0], []).append(index)
+        values: list[Any] = [None] * len(keys)
+        for schema_id, indexes in by_schema.items():
+            payloads = [records[i][1] for i in indexes]  # type: ignore[index]
+            if len(indexes) >= DECODE_MANY_FROM and schema_id in value_schemas:
+                decoded = serde.deserialize_many(self._value_json[store][schema_id], payloads)
+            else:  # few values, or a schema registered since they were read (`_decode` reads them again)
+                decoded = [self._decode(store, schema_id, payload) for payload in payloads]
+            for index, value in zip(indexes, decoded, strict=True):
+                values[index] = value
+        return {key: values[i] for i, key in enumerate(keys) if records[i] is not None}
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
