@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import VeniceError
@@ -73,8 +74,10 @@ def test_topics_are_created_and_deleted_on_the_real_broker(platform_env: Platfor
     versions.kill_push(meta, store, 1, "test")
     assert versions.retire_old_versions(meta, config, store) == [1]
     for region in config.regions:
-        listed = admin.admin_client(region.kafka_bootstrap).list_topics(timeout=10).topics
-        assert region.version_topic(store, 1) not in listed
+        # The broker acknowledges a deletion once its controller has recorded it; its metadata drops the topic a
+        # moment later (seconds, on a loaded machine): wait for that, as anything listing topics would see it.
+        topic, client = region.version_topic(store, 1), admin.admin_client(region.kafka_bootstrap)
+        wait_for(f"{topic} to be gone", lambda t=topic, c=client: t not in c.list_topics(timeout=10).topics, timeout=60)
 
 
 def test_region_status_aggregates_partitions_with_change_times(config, meta, topics: InMemoryTopics) -> None:
