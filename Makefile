@@ -35,16 +35,17 @@ system-deps:
 demo: install
 	scripts/demo.sh
 
-# Four workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
-# restarts) start first, one on each of two workers, while the other two take the rest. Three workers used ~60% of
-# the two cores (pytest 633-653 s); four, 603 s. (Splitting an Airflow file to spread it further costs a third
-# Airflow, whose CPU made the suite slower: 625 s.) Each worker starts its own platform and SparkSession once.
+# Three workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
+# restarts) start first, one on each of two workers, while the third takes the rest. Each worker starts its own
+# platform and SparkSession once. Tried: four workers (pytest 603, 610 and 672 s in three clean clones, against
+# 633-653 s with three: no clear gain, more contention, and a latent timing bug in a test surfaced), and the longest
+# Airflow file split over a third Airflow (625 s: a third Airflow's own CPU slowed the other two).
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.jobs.spark_archive_build
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
-	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP) $(BYTECODE)
 	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres"
