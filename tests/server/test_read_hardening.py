@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -15,17 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.platform import SCHEMAS, make_platform_env
+from tests.support.platform import SCHEMAS
+from tests.support.regions import seeded_region
 from venice_core.client import ReadClient, serde
 from venice_core.config import ServerLimits
-from venice_core.controller import stores
-from venice_core.meta import MetadataStore
 from venice_core.protocol.batch_get import BATCH_CONTENT_TYPE, decode_records, encode_keys
-from venice_core.protocol.compression import CompressionStrategy, decompressor
-from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.server.http import serve
-from venice_core.server.region_server import HostedVersion, RegionServer, encode_key
-from venice_core.storage.rocksdb import PartitionStorage
+from venice_core.server.region_server import RegionServer, encode_key
 
 STORE = "users"
 RECORDS = {f"user-{i:04d}": {"name": f"n{i}", "age": i % 90, "score": i / 4} for i in range(2000)}
@@ -33,24 +28,7 @@ LIMITS = ServerLimits(max_request_bytes=1024 * 1024, max_batch_keys=1000, max_co
 
 
 def _seeded_region(home: Path) -> RegionServer:
-    env = make_platform_env(home)
-    config = env.config
-    meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
-    key_schema, value_schema = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
-    stores.create_store(meta, config, STORE, key_schema, value_schema, partitions=1)
-    meta.dispose()
-    region = RegionServer(config, "dc-0")
-    storage = PartitionStorage(home / "storage" / "p0")
-    batch = storage.new_batch()
-    keys, values = serde.parse(json.loads(key_schema)), serde.parse(json.loads(value_schema))
-    for key, value in RECORDS.items():
-        batch.put(serde.serialize(keys, key), SCHEMA_ID.pack(1) + serde.serialize(values, value))
-    storage.commit(batch, {"next_offset": 0, "div": {}, "sop": None, "eop": True, "records": len(RECORDS)})
-    no_op = decompressor(CompressionStrategy.NO_OP)
-    region.hosted[(STORE, 1)] = HostedVersion(STORE, 1, [storage], no_op, threading.Event(), [], [])
-    region.current = {STORE: 1}
-    return region
+    return seeded_region(home, STORE, {1: RECORDS})
 
 
 @pytest.fixture(scope="module")

@@ -4,23 +4,15 @@ absent keys left out; and its key encoder, which skips fastavro for string keys,
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.platform import SCHEMAS, make_platform_env
+from tests.support.regions import seeded_region
 from venice_core.client import ReadClient, serde
 from venice_core.client.thin import DECODE_MANY_FROM
-from venice_core.controller import stores
 from venice_core.errors import VeniceError
-from venice_core.meta import MetadataStore
-from venice_core.protocol.compression import CompressionStrategy, decompressor
-from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.server.http import serve
-from venice_core.server.region_server import HostedVersion, RegionServer
-from venice_core.storage.rocksdb import PartitionStorage
 
 STORE = "people"
 V1 = {f"v1-{i:03d}": {"name": f"n{i}", "age": i % 90, "score": i / 4} for i in range(40)}
@@ -29,28 +21,7 @@ V2 = {f"v2-{i:03d}": {"name": f"m{i}", "age": i, "score": -i / 2, "city": "Züri
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadClient]:
-    home = tmp_path_factory.mktemp("region") / "home"
-    config = make_platform_env(home).config
-    meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
-    key_text = (SCHEMAS / "user_key.avsc").read_text()
-    stores.create_store(meta, config, STORE, key_text, (SCHEMAS / "user_value_v1.avsc").read_text(), partitions=1)
-    assert stores.add_value_schema(meta, config, STORE, (SCHEMAS / "user_value_v2.avsc").read_text()) == 2
-    meta.dispose()
-    region = RegionServer(config, "dc-0")
-    storage = PartitionStorage(home / "storage" / "p0")
-    batch = storage.new_batch()
-    key_schema = serde.parse(json.loads(key_text))
-    for schema_id, records in ((1, V1), (2, V2)):
-        value_schema = serde.parse(json.loads((SCHEMAS / f"user_value_v{schema_id}.avsc").read_text()))
-        for key, value in records.items():
-            stored = SCHEMA_ID.pack(schema_id) + serde.serialize(value_schema, value)
-            batch.put(serde.serialize(key_schema, key), stored)
-    storage.commit(batch, {"next_offset": 0, "div": {}, "sop": None, "eop": True, "records": len(V1) + len(V2)})
-    region.hosted[(STORE, 1)] = HostedVersion(
-        STORE, 1, [storage], decompressor(CompressionStrategy.NO_OP), threading.Event(), [], []
-    )
-    region.current = {STORE: 1}
+    region = seeded_region(tmp_path_factory.mktemp("region") / "home", STORE, {1: V1, 2: V2})
     http = serve(region, "127.0.0.1", 0)
     reader = ReadClient(*http.server_address[:2])
     try:
@@ -58,7 +29,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadClient]:
     finally:
         reader.close()
         http.shutdown()
-        storage.close()
+        region.hosted[(STORE, 1)].partitions[0].close()
         region.meta.dispose()
 
 

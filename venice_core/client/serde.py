@@ -28,13 +28,12 @@ def _string(datum: Any, schema: Any) -> bytes:
     if not isinstance(datum, str):
         return serialize(schema, datum)  # fastavro's own error for a datum that is no string
     encoded = datum.encode()
-    size = len(encoded)
-    return bytes((size << 1,)) + encoded if size < 64 else _long(size) + encoded
+    return _long(len(encoded)) + encoded
 
 
 def serializer(schema: Any) -> Callable[[Any], bytes]:
     """`serialize` for one schema, many datums: a string schema (the usual key) encoded directly, without fastavro's
-    per-call writer set-up (a batch get of 100 keys: 70 -> 30 microseconds); any other schema through fastavro."""
+    per-call writer set-up (100 keys: about half fastavro's time); any other schema through fastavro."""
     if schema == "string":
         return lambda datum: _string(datum, schema)
     return lambda datum: serialize(schema, datum)
@@ -42,6 +41,8 @@ def serializer(schema: Any) -> Callable[[Any], bytes]:
 
 def _long(n: int) -> bytes:
     """Avro's zig-zag varint."""
+    if 0 <= n < 64:  # one byte: most string and bytes lengths
+        return bytes((n << 1,))
     n = (n << 1) ^ (n >> 63)
     out = bytearray()
     while n & ~0x7F:

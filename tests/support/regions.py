@@ -1,0 +1,48 @@
+"""A region server in the test's own process, without a broker: one store of the example user schemas, its version 1
+seeded straight into one RocksDB partition, what the read-path tests serve over HTTP (`server.http.serve`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.support.platform import SCHEMAS, make_platform_env
+from venice_core.client import serde
+from venice_core.controller import stores
+from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy, decompressor
+from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.server.region_server import HostedVersion, RegionServer
+from venice_core.storage.rocksdb import PartitionStorage
+
+
+def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) -> RegionServer:
+    """Region dc-0 serving `store` (key `user_key.avsc`, value schemas `user_value_v1.avsc` up to the highest id in
+    `records`), its current version 1 holding `records`: value-schema id -> {key: value}. The caller closes the
+    partition (`region.hosted[(store, 1)].partitions[0]`) and disposes of `region.meta`."""
+    config = make_platform_env(home).config
+    meta = MetadataStore(config.metadata_db_url)
+    meta.migrate()
+    key_text = (SCHEMAS / "user_key.avsc").read_text()
+    value_texts = {i: (SCHEMAS / f"user_value_v{i}.avsc").read_text() for i in range(1, max(records) + 1)}
+    stores.create_store(meta, config, store, key_text, value_texts[1], partitions=1)
+    for schema_id in range(2, max(records) + 1):
+        assert stores.add_value_schema(meta, config, store, value_texts[schema_id]) == schema_id
+    meta.dispose()
+    region = RegionServer(config, "dc-0")
+    storage = PartitionStorage(home / "storage" / "p0")
+    batch = storage.new_batch()
+    key_schema = serde.parse(json.loads(key_text))
+    for schema_id, values in records.items():
+        value_schema = serde.parse(json.loads(value_texts[schema_id]))
+        for key, value in values.items():
+            stored = SCHEMA_ID.pack(schema_id) + serde.serialize(value_schema, value)
+            batch.put(serde.serialize(key_schema, key), stored)
+    count = sum(len(values) for values in records.values())
+    storage.commit(batch, {"next_offset": 0, "div": {}, "sop": None, "eop": True, "records": count})
+    no_op = decompressor(CompressionStrategy.NO_OP)
+    region.hosted[(store, 1)] = HostedVersion(store, 1, [storage], no_op, threading.Event(), [], [])
+    region.current = {store: 1}
+    return region
