@@ -221,8 +221,9 @@ def test_a_run_of_puts_is_taken_at_once_with_the_verdicts_and_checksum_of_one_at
     for key, value in messages:
         assert one_by_one.accept(decode(key, value), checksum_bytes(key, value))
     run = put_run([k for k, _ in messages], [v for _, v in messages], keep_stamps=True, continues=at_once.continues)
-    assert run is not None and run.keys == [b"key%03d" % i for i in range(50)]
-    assert run.stored == [v[HEADER.size :] for _, v in messages]
+    assert run is not None and run.keys() == [b"key%03d" % i for i in range(50)]
+    assert run.stored() == [v[HEADER.size :] for _, v in messages]
+    assert bytes(run.checksummed) == b"".join(k + v[HEADER.size :] for k, v in messages)
     assert at_once.accept_run(run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed)
     assert at_once.state() == one_by_one.state()
     # The same run again is not the next: nothing changes, the caller takes it one message at a time.

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import methodcaller
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -47,6 +48,8 @@ from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
 
 log = logging.getLogger(__name__)
+# A consumed message's parts, read in C over a whole batch (`map`), not by a Python loop.
+_error, _key, _value = methodcaller("error"), methodcaller("key"), methodcaller("value")
 
 Reporter = Callable[[ExecutionStatus, int, int, str], None]  # status, offset, records, details
 CONSUME_BATCH = 5000
@@ -235,12 +238,13 @@ class PartitionIngestionTask:
         def apply_run(messages: list[Any]) -> bool:
             """The consumed messages as one run of PUTs (`put_run`), applied at once, if they are one."""
             nonlocal uncommitted
-            if len(messages) < RUN_MIN_MESSAGES or any(raw.error() is not None for raw in messages):
+            if len(messages) < RUN_MIN_MESSAGES or any(map(_error, messages)):
                 return False
             if mirror is not None and messages[0].offset() < apply_from:
                 return False
-            keys, values = [raw.key() for raw in messages], [raw.value() for raw in messages]
-            run = put_run(keys, values, keep_stamps=stamp_writes, continues=validator.continues)
+            run = put_run(
+                list(map(_key, messages)), list(map(_value, messages)), stamp_writes, continues=validator.continues
+            )
             if run is None or not accept_run(
                 run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed
             ):
@@ -249,15 +253,17 @@ class PartitionIngestionTask:
                 for raw in messages:
                     mirror(raw)
             self.stats.offset = messages[-1].offset()
-            self.stats.records += len(run.keys)
-            uncommitted += len(run.keys)
+            self.stats.records += len(run)
+            uncommitted += len(run)
             if sorted_push:
-                for key, stored in zip(run.keys, run.stored, strict=True):
+                for key, stored in zip(run.keys(), run.stored(), strict=True):
                     self.storage.sst_put(key, stored)
+            elif hasattr(batch, "put_run"):
+                batch.put_run(run)
             elif hasattr(batch, "put_many"):
-                batch.put_many(run.keys, run.stored)
+                batch.put_many(run.keys(), run.stored())
             else:
-                for key, stored in zip(run.keys, run.stored, strict=True):
+                for key, stored in zip(run.keys(), run.stored(), strict=True):
                     batch.put(key, stored)
             return True
 

@@ -113,7 +113,7 @@ class Validator:
             and not known["ended"]
         )
 
-    def accept_run(self, guid: bytes, segment: int, first: int, last: int, checksummed: bytes) -> bool:
+    def accept_run(self, guid: bytes, segment: int, first: int, last: int, checksummed: bytes | memoryview) -> bool:
         """`accept_data` for a run of data messages at once (`put_run.PutRun`: one producer's segment, sequence
         numbers `first`..`last` in order, `checksummed` their checksummed bytes concatenated). True if the run
         continues an open segment, as `accept_data` would accept each; False, with nothing changed, for anything
