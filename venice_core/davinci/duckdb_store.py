@@ -43,7 +43,7 @@ from venice_core.davinci.columns import (
     value_is_record,
 )
 from venice_core.errors import ConfigError, VeniceError
-from venice_core.protocol.envelope import HEADER, SCHEMA_ID
+from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.put_run import PutRun
 from venice_core.storage.checkpoint import CorruptCheckpoint, PubSubTopicPartition, decode_state, encode_state
 
@@ -465,13 +465,14 @@ class InPlace:
 
     @classmethod
     def of_runs(cls, runs: list[PutRun]) -> InPlace:
-        shifts = np.cumsum([0] + [len(run.buffer) for run in runs[:-1]])
+        shifts = np.cumsum([0] + [len(run.checksummed) for run in runs[:-1]])
+        pairs = list(zip(runs, shifts, strict=True))
         return cls(
-            b"".join(run.buffer for run in runs),
-            np.concatenate([run.key_starts + 1 + shift for run, shift in zip(runs, shifts, strict=True)]),
-            np.concatenate([run.key_ends + shift for run, shift in zip(runs, shifts, strict=True)]),
-            np.concatenate([run.value_starts + HEADER.size + shift for run, shift in zip(runs, shifts, strict=True)]),
-            np.concatenate([run.value_ends + shift for run, shift in zip(runs, shifts, strict=True)]),
+            b"".join(run.checksummed for run in runs),
+            np.concatenate([run.key_starts + 1 + shift for run, shift in pairs]),  # after the key's type byte
+            np.concatenate([run.key_ends + shift for run, shift in pairs]),
+            np.concatenate([run.stored_starts + shift for run, shift in pairs]),
+            np.concatenate([run.stored_ends + shift for run, shift in pairs]),
         )
 
     def keys(self) -> pa.Array:

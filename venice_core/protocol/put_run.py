@@ -16,7 +16,6 @@ from itertools import chain
 
 import numpy as np
 
-from venice_core.protocol import ranges
 from venice_core.protocol.envelope import DATA_PREFIX, HEADER, KEY_TYPE_DATA, PROTOCOL_VERSION, MessageType
 
 # The data prefix's fields (`envelope.DATA_PREFIX`, big-endian) as a numpy record: a run's headers in one view.
@@ -40,34 +39,31 @@ _DATA_TYPE = KEY_TYPE_DATA[0]
 
 @dataclass(frozen=True, slots=True)
 class PutRun:
-    """A run's messages as one buffer, `kafka key, kafka value` after one another, and where each part lies in it:
-    stores that take a run as a whole (DuckDB) read the records in place, others take them one by one (`keys`,
-    `stored`)."""
+    """A run's records, as lists (`keys`, `stored`) for stores that take them one by one (RocksDB), and as the one
+    buffer DIV's CRC covers, each message's Kafka key then its stored record, for stores that read them in place
+    (DuckDB): `key_starts`/`key_ends` and `stored_starts`/`stored_ends` say where each lies in it."""
 
-    buffer: bytes
+    kafka_keys: list[bytes]
+    stored_records: list[bytes]  # each record as storage keeps it: schema id, then the value
+    checksummed: bytes
     key_starts: np.ndarray  # each Kafka key (its type byte first)
     key_ends: np.ndarray
-    value_starts: np.ndarray  # each Kafka value (its header first)
-    value_ends: np.ndarray
+    stored_starts: np.ndarray
+    stored_ends: np.ndarray
     guid: bytes
     segment: int
     first_sequence: int
     last_sequence: int
-    checksummed: memoryview  # each message's Kafka key and its value after the header, in order: what DIV's CRC covers
 
     def __len__(self) -> int:
-        return len(self.key_starts)
+        return len(self.kafka_keys)
 
     def keys(self) -> list[bytes]:
         """The records' keys (the Kafka keys without their type byte)."""
-        buffer = self.buffer
-        return [buffer[s:e] for s, e in zip((self.key_starts + 1).tolist(), self.key_ends.tolist(), strict=True)]
+        return [key[1:] for key in self.kafka_keys]
 
     def stored(self) -> list[bytes]:
-        """Each record as storage keeps it: schema id, then the value."""
-        buffer = self.buffer
-        starts = (self.value_starts + HEADER.size).tolist()
-        return [buffer[s:e] for s, e in zip(starts, self.value_ends.tolist(), strict=True)]
+        return self.stored_records
 
 
 def put_run(
@@ -79,24 +75,12 @@ def put_run(
     """The messages as one run of PUTs, or None if they are not one (see the module's docstring). `keep_stamps`: the
     caller keeps write stamps, so a run must carry only batch write timestamps (0). `continues(guid, segment,
     first sequence)`: whether the run would be the next messages of an open segment (`Validator.continues`); asked
-    before the run's checksummed bytes are gathered, so a run DIV would not take costs little."""
+    before the run's values are copied, so a run DIV would not take costs only its headers."""
     count = len(kafka_values)
-    if not count or len(kafka_keys) != count:
+    if not count or len(kafka_keys) != count or min(map(len, kafka_values)) < DATA_PREFIX.size:
         return None
-    # One buffer, key and value after one another: every step below is a numpy step over it, none per message.
-    buffer = b"".join(chain.from_iterable(zip(kafka_keys, kafka_values, strict=True)))
-    lengths = np.empty(2 * count, np.int64)
-    lengths[0::2] = np.fromiter(map(len, kafka_keys), np.int64, count)
-    lengths[1::2] = np.fromiter(map(len, kafka_values), np.int64, count)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    key_starts, key_ends, value_starts, value_ends = starts[0::2], ends[0::2], starts[1::2], ends[1::2]
-    if lengths[1::2].min() < DATA_PREFIX.size or lengths[0::2].min() < 1:
-        return None
-    data = np.frombuffer(buffer, np.uint8)
-    if (data[key_starts] != _DATA_TYPE).any():
-        return None
-    heads = data[value_starts[:, None] + np.arange(DATA_PREFIX.size)]
+    heads = np.frombuffer(b"".join([value[: DATA_PREFIX.size] for value in kafka_values]), np.uint8)
+    heads = heads.reshape(count, DATA_PREFIX.size)
     if not (heads[:, :_SHARED] == heads[0, :_SHARED]).all():
         return None  # another producer, segment or message type in the run
     prefix = heads.view(_PREFIX).reshape(-1)
@@ -114,20 +98,27 @@ def put_run(
     guid, segment = bytes(first["guid"]), int(first["segment"])
     if not continues(guid, segment, first_sequence):
         return None
-    # The checksummed bytes: the buffer without the values' headers.
-    kept_starts = np.empty(count + 1, np.int64)
-    kept_starts[0], kept_starts[1:] = 0, value_starts + HEADER.size
-    kept_ends = np.empty(count + 1, np.int64)
-    kept_ends[:-1], kept_ends[-1] = value_starts, len(buffer)
+    stored = [value[HEADER.size :] for value in kafka_values]
+    lengths = np.empty(2 * count, np.int64)
+    lengths[0::2] = np.fromiter(map(len, kafka_keys), np.int64, count)
+    lengths[1::2] = np.fromiter(map(len, stored), np.int64, count)
+    if lengths[0::2].min() < 1:
+        return None
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    checksummed = b"".join(chain.from_iterable(zip(kafka_keys, stored, strict=True)))
+    if (np.frombuffer(checksummed, np.uint8)[starts[0::2]] != _DATA_TYPE).any():
+        return None
     return PutRun(
-        buffer=buffer,
-        key_starts=key_starts,
-        key_ends=key_ends,
-        value_starts=value_starts,
-        value_ends=value_ends,
+        kafka_keys=kafka_keys,
+        stored_records=stored,
+        checksummed=checksummed,
+        key_starts=starts[0::2],
+        key_ends=ends[0::2],
+        stored_starts=starts[1::2],
+        stored_ends=ends[1::2],
         guid=guid,
         segment=segment,
         first_sequence=first_sequence,
         last_sequence=int(sequences[-1]),
-        checksummed=ranges.joined(buffer, kept_starts, kept_ends),
     )
