@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,9 @@ from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
-from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
+from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore
 from venice_core.embedded.sandbox import free_ports
-from venice_core.errors import ConfigError, StoreNotFound
+from venice_core.errors import ConfigError, StoreNotFound, VeniceError
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
@@ -273,3 +275,87 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         assert restarted.get("r7") == records["r7"]
     finally:
         restarted.close()
+
+
+def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ingest_worker`: the batch phase in two worker processes, each commit applied by the client's process. Slowed
+    (a commit per consumed batch, each held a second) so the client is closed part-way: the workers commit what they
+    have and exit; the next client resumes from those checkpoints, and then runs without workers once END_OF_PUSH is
+    in."""
+    env = platform_env
+    store = env.create_user_store("dvwork", PARTITIONS)
+    oracle: dict[str, Any] = {f"w{i:05d}": _value(i) for i in range(30_000)}
+    assert env.push(store, RecordsJob(dict(oracle))) == 1
+    file = tmp_path / "client.duckdb"
+    original_commit = DuckDBPartitionStore.commit
+    first_commit = threading.Event()
+
+    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+        time.sleep(1.0)
+        original_commit(self, batch, checkpoint)
+        first_commit.set()
+
+    monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)  # a commit per consumed batch
+    monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
+    client = DaVinciClient(
+        store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config, worker_min_records=0
+    )
+    client.ingest_workers = 2
+    client.start(wait=False)
+    try:
+        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        workers = list(client.local[1].workers)
+        assert first_commit.wait(30)
+    finally:
+        client.close()
+    assert all(worker.process.poll() == 0 for worker in workers), [w.process.returncode for w in workers]
+    with duckdb.connect(str(file), read_only=True) as con:
+        committed = con.execute(f'SELECT count(*) FROM "{store}_v1"').fetchone()[0]
+    assert 0 < committed < len(oracle)
+
+    monkeypatch.undo()
+    restarted = DaVinciClient(store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config)
+    restarted.worker_min_records = 0
+    restarted.start(timeout=60)
+    try:
+        resumed = restarted.status()["versions"][1]["resumed_from"]
+        assert sum(resumed.values()) > 0, resumed  # from the workers' checkpoints
+        assert _table(restarted, store) == oracle
+        workers = list(restarted.local[1].workers)
+        assert workers and all(worker.process.poll() == 0 for worker in workers)
+    finally:
+        restarted.close()
+    again = DaVinciClient(store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config)
+    again.worker_min_records = 0
+    again.start(timeout=60)
+    try:
+        assert again.local[1].workers == []  # every partition past END_OF_PUSH: nothing left for a worker
+        assert _table(again, store) == oracle
+    finally:
+        again.close()
+
+
+def test_a_commit_the_client_cannot_apply_fails_the_workers_partition_naming_it(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = platform_env
+    store = env.create_user_store("dvworkerr", PARTITIONS)
+    assert env.push(store, RecordsJob({f"e{i}": _value(i) for i in range(50)})) == 1
+
+    def refuse(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+        raise SchemaNotStorable("column 'age' is INTEGER, the new schema makes it VARCHAR")
+
+    monkeypatch.setattr(DuckDBPartitionStore, "commit", refuse)
+    client = DaVinciClient(
+        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "e.duckdb"), config=env.config, worker_min_records=0
+    )
+    try:
+        with pytest.raises(VeniceError, match="column 'age' is INTEGER"):
+            client.start(timeout=60)
+        workers = [w for local in client.local.values() for w in local.workers]
+        assert workers
+    finally:
+        client.close()
+    assert all(worker.process.poll() is not None for worker in workers)

@@ -41,6 +41,12 @@ def run(
     ),
     partitions: str = typer.Option(None, "--partitions", help="Subscribe to these partitions only (e.g. 0,2)."),
     progress_seconds: float = typer.Option(5.0, "--progress-seconds", help="How often to print progress."),
+    ingest_workers: int = typer.Option(
+        None,
+        "--ingest-workers",
+        min=0,
+        help="DuckDB: processes that ingest a large version's batch phase (default: one per core; 0: threads).",
+    ),
     tune_gc: bool = typer.Option(
         True,
         "--tune-gc/--default-gc",
@@ -62,7 +68,15 @@ def run(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = DaVinciClient(store, region, base, transformer, config=load_config(), partitions=_partitions(partitions))
+    client = DaVinciClient(
+        store,
+        region,
+        base,
+        transformer,
+        config=load_config(),
+        partitions=_partitions(partitions),
+        ingest_workers=ingest_workers,
+    )
     if tune_gc:
         gc_settings.tune_for_throughput()
     client.start(wait=False)

@@ -27,6 +27,8 @@ from typing import Any
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
+from confluent_kafka import KafkaException
+
 from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci
@@ -40,6 +42,7 @@ from venice_core.davinci.duckdb_store import (
     RecordTransformer,
     quote,
 )
+from venice_core.davinci.ingest_worker import IngestWorker
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.task import PartitionIngestionTask
@@ -47,6 +50,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
+from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.checkpoint import PubSubTopicPartition
@@ -55,6 +59,9 @@ from venice_core.storage.rocksdb import PartitionStorage
 log = logging.getLogger(__name__)
 
 SYNC_INTERVAL_SECONDS = 1.0
+# Below this many records to ingest, starting worker processes (half a second of imports each) costs more than
+# it saves.
+WORKER_MIN_RECORDS = 200_000
 CURRENT_FILE = "current.json"  # RocksDB mode: the version each store's reads go to, across restarts
 
 
@@ -77,6 +84,13 @@ class LocalVersion:
     stop: threading.Event = field(default_factory=threading.Event)
     table: DuckDBVersionTable | None = None
     resumed_from: dict[int, int] = field(default_factory=dict)  # partition -> offset its checkpoint resumed at
+    workers: list[IngestWorker] = field(default_factory=list)  # processes ingesting its batch phase, if any
+
+    def follow(self, partition: int, offset: int, records: int) -> None:
+        """A worker's progress on a partition, into its task's stats (what `status` shows)."""
+        task = self.tasks.get(partition)
+        if task is not None:
+            task.stats.offset, task.stats.records = offset, records
 
     def partition_ready(self, task: PartitionIngestionTask) -> bool:
         if not self.hybrid:
@@ -116,6 +130,8 @@ class DaVinciClient:
         partitions: Iterable[int] | None = None,
         instance_id: str | None = None,
         sync_interval: float = SYNC_INTERVAL_SECONDS,
+        ingest_workers: int | None = None,
+        worker_min_records: int = WORKER_MIN_RECORDS,
     ) -> None:
         from venice_core.config import load_config
 
@@ -128,6 +144,10 @@ class DaVinciClient:
         self.subscribed = None if partitions is None else sorted(set(partitions))
         self.instance_id = instance_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.sync_interval = sync_interval
+        # DuckDB: a version's batch phase of `worker_min_records` or more is ingested by this many processes
+        # (`ingest_worker`): the engine's Python off this process's GIL. 0: threads only.
+        self.ingest_workers = min(os.cpu_count() or 1, 4) if ingest_workers is None else ingest_workers
+        self.worker_min_records = worker_min_records
         self.meta: MetadataStore | None = None
         self.local: dict[int, LocalVersion] = {}
         self.serving = 0  # the version reads go to (0: none yet)
@@ -290,26 +310,32 @@ class DaVinciClient:
                 self.store, number, self.key_schema, self.value_schemas, local.decompress
             )
         hybrid = self._hybrid(version, strategy, dictionary)
+        checkpoints: dict[int, dict[str, Any] | None] = {}
         for p in self.subscribed if self.subscribed is not None else range(version.partition_count):
             tp = PubSubTopicPartition(local.topic, p)
             if local.table is not None:
                 storage: PartitionStore = DuckDBPartitionStore(local.table, tp, self._schema_for)
             else:
                 storage = PartitionStorage(self.base_dir / f"{self.store}_v{number}" / f"p{p}")
-            checkpoint = storage.checkpoint()
+            checkpoints[p] = checkpoint = storage.checkpoint()
             local.resumed_from[p] = int(checkpoint["next_offset"]) if checkpoint else 0
+            local.stores[p] = storage
+        workers = self._start_workers(local, checkpoints)
+        for p, storage in local.stores.items():
             task = PartitionIngestionTask(
                 self.region.kafka_bootstrap,
                 local.topic,
                 p,
                 storage,
                 self._reporter(number, p),
-                f"venice-davinci-{self.instance_id}",
+                self._consumer_group,
                 hybrid=hybrid,
             )
-            local.stores[p], local.tasks[p] = storage, task
+            local.tasks[p] = task
+            worker = workers.get(p)
+            target, args = (task.run, (local.stop,)) if worker is None else (self._after_worker, (local, p, worker))
             local.threads.append(
-                threading.Thread(target=task.run, args=(local.stop,), daemon=True, name=f"davinci-v{number}-p{p}")
+                threading.Thread(target=target, args=args, daemon=True, name=f"davinci-v{number}-p{p}")
             )
         for thread in local.threads:
             thread.start()
@@ -322,6 +348,59 @@ class DaVinciClient:
             len(local.tasks),
             f", resumed from checkpoints at {resumed}" if resumed else "",
         )
+
+    @property
+    def _consumer_group(self) -> str:
+        return f"venice-davinci-{self.instance_id}"
+
+    def _start_workers(
+        self, local: LocalVersion, checkpoints: dict[int, dict[str, Any] | None]
+    ) -> dict[int, IngestWorker]:
+        """Ingestion workers (`ingest_worker`) for the partitions still in their batch phase, if the version holds
+        DuckDB and `worker_min_records` or more records remain to ingest; else none (threads, as RocksDB)."""
+        batch = [p for p, checkpoint in checkpoints.items() if not (checkpoint and checkpoint.get("eop"))]
+        if local.table is None or self.ingest_workers < 1 or not batch:
+            return {}
+        try:
+            ends = admin.end_offsets(self.region.kafka_bootstrap, local.topic, batch)
+        except KafkaException as exc:
+            log.warning("%s: ingesting with threads, the topic's end offsets are unknown (%s)", local.topic, exc)
+            return {}
+        remaining = sum(
+            end - int((checkpoints[p] or {}).get("next_offset", 0)) for p, end in zip(batch, ends, strict=True)
+        )
+        if remaining < self.worker_min_records:
+            return {}
+        count = min(self.ingest_workers, len(batch))
+        workers: dict[int, IngestWorker] = {}
+        for group in (batch[i::count] for i in range(count)):
+            spec = {
+                "bootstrap": self.region.kafka_bootstrap,
+                "topic": local.topic,
+                "group": self._consumer_group,
+                "partitions": {p: checkpoints[p] for p in group},
+                "commit_every_messages": DuckDBPartitionStore.commit_every_messages,
+            }
+            worker = IngestWorker(
+                spec,
+                apply=lambda p, batch_, checkpoint: local.stores[p].commit(batch_, checkpoint),
+                get_chunk=lambda p, key: local.stores[p].get_chunk(key),
+                progress=lambda p, _status, offset, records: local.follow(p, offset, records),
+            )
+            local.workers.append(worker)
+            workers.update(dict.fromkeys(group, worker))
+        log.info("%s: %d records to ingest, in %d worker processes", local.topic, remaining, count)
+        return workers
+
+    def _after_worker(self, local: LocalVersion, partition: int, worker: IngestWorker) -> None:
+        """A partition whose batch phase a worker ingests: once END_OF_PUSH is committed, its task goes on here."""
+        task = local.tasks[partition]
+        completed, error = worker.wait(partition, local.stop)
+        if error:
+            task.error = error
+            task.report(ExecutionStatus.ERROR, task.stats.offset, task.stats.records, error)
+        elif completed and not local.stop.is_set():
+            task.run(local.stop)  # from the END_OF_PUSH checkpoint: completes, or a hybrid's real-time phase
 
     def _hybrid(
         self, version: controller.VersionToHost, strategy: CompressionStrategy, dictionary: bytes | None
@@ -368,6 +447,8 @@ class DaVinciClient:
         local.stop.set()
         for thread in local.threads:
             thread.join(timeout=30)
+        for worker in local.workers:
+            worker.close()
         for storage in local.stores.values():
             storage.destroy() if destroy else storage.close()
         if destroy and self.duckdb is not None:

@@ -21,7 +21,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import pyarrow.compute as pc
 
 from venice_core.client import serde
 from venice_core.davinci import arrow_decode
+from venice_core.davinci.batch import DuckDBBatch, InPlace
 from venice_core.davinci.columns import (
     Column,
     SchemaNotStorable,
@@ -43,7 +43,6 @@ from venice_core.davinci.columns import (
 )
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.protocol.put_run import PutRun
 from venice_core.storage.checkpoint import CorruptCheckpoint, PubSubTopicPartition, decode_state, encode_state
 
 log = logging.getLogger(__name__)
@@ -403,88 +402,6 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-@dataclass(frozen=True)
-class InPlace:
-    """A commit's records where they lie: each key's bytes and each stored record's (schema id, value) as ranges of
-    one buffer, in the order they came."""
-
-    buffer: bytes
-    key_starts: np.ndarray
-    key_ends: np.ndarray
-    stored_starts: np.ndarray
-    stored_ends: np.ndarray
-
-    @classmethod
-    def of(cls, keys: list[bytes], records: list[bytes]) -> InPlace:
-        key_buffer, key_starts, key_ends = arrow_decode.spans(keys)
-        buffer, starts, ends = arrow_decode.spans(records)
-        shift = len(key_buffer)
-        return cls(key_buffer + buffer, key_starts, key_ends, starts + shift, ends + shift)
-
-    @classmethod
-    def of_runs(cls, runs: list[PutRun]) -> InPlace:
-        shifts = np.cumsum([0] + [len(run.checksummed) for run in runs[:-1]])
-        pairs = list(zip(runs, shifts, strict=True))
-        return cls(
-            b"".join(run.checksummed for run in runs),
-            np.concatenate([run.key_starts + 1 + shift for run, shift in pairs]),  # after the key's type byte
-            np.concatenate([run.key_ends + shift for run, shift in pairs]),
-            np.concatenate([run.stored_starts + shift for run, shift in pairs]),
-            np.concatenate([run.stored_ends + shift for run, shift in pairs]),
-        )
-
-    def keys(self) -> pa.Array:
-        return arrow_decode.binary(self.buffer, self.key_starts, self.key_ends)
-
-
-class DuckDBBatch:
-    """The writes of one commit, the latest per key: a put after a delete of the key replaces it, and so on.
-
-    Runs of PUTs (`protocol.put_run`) are kept as they came, read in place at the commit, as long as nothing else
-    came: a put or a delete first turns them into the per-key dict."""
-
-    __slots__ = ("puts", "deletes", "chunks", "dropped_chunks", "stamps", "runs")
-
-    def __init__(self) -> None:
-        self.puts: dict[bytes, bytes] = {}
-        self.deletes: set[bytes] = set()
-        self.chunks: dict[bytes, bytes] = {}
-        self.dropped_chunks: set[bytes] = set()
-        self.stamps: dict[bytes, bytes] = {}
-        self.runs: list[PutRun] = []
-
-    def put(self, key: bytes, value: bytes) -> None:
-        if self.runs:
-            self.flatten()
-        self.puts[bytes(key)] = bytes(value)
-        self.deletes.discard(key)
-
-    def delete(self, key: bytes) -> None:
-        if self.runs:
-            self.flatten()
-        self.puts.pop(key, None)
-        self.deletes.add(bytes(key))
-
-    def put_many(self, keys: list[bytes], values: list[bytes]) -> None:
-        if self.runs:
-            self.flatten()
-        if self.deletes:
-            self.deletes.difference_update(keys)
-        self.puts.update(zip(keys, values, strict=True))
-
-    def put_run(self, run: PutRun) -> None:
-        if self.puts or self.deletes:
-            self.put_many(run.keys(), run.stored())
-        else:
-            self.runs.append(run)
-
-    def flatten(self) -> None:
-        """The runs into the per-key dict (the latest put of a key wins), in order."""
-        runs, self.runs = self.runs, []
-        for run in runs:
-            self.put_many(run.keys(), run.stored())
-
-
 class DuckDBPartitionStore:
     """A `storage.api.PartitionStore` for one partition of a version's table."""
 
@@ -528,8 +445,8 @@ class DuckDBPartitionStore:
     def commit(self, batch: DuckDBBatch, checkpoint: dict[str, Any]) -> None:
         # Decoded before the transaction (and the lock): the other partitions commit meanwhile.
         upserts: pa.Table | None = None
-        if batch.runs:
-            in_place = InPlace.of_runs(batch.runs)
+        in_place = batch.in_place or (InPlace.of_runs(batch.runs) if batch.runs else None)
+        if in_place is not None:
             keys = in_place.keys()
             if len(keys) < 2 or pc.all(pc.less(keys[:-1], keys[1:])).as_py():  # each key once (a sorted push)
                 upserts = self.table.rows_in_place(in_place, self.schema_for)
@@ -608,12 +525,10 @@ class DuckDBPartitionStore:
 
     # chunks
     def stage_chunk(self, batch: DuckDBBatch, chunk_key: bytes, value: bytes) -> None:
-        batch.chunks[bytes(chunk_key)] = bytes(value)
-        batch.dropped_chunks.discard(chunk_key)
+        batch.stage_chunk(chunk_key, value)
 
     def drop_chunk(self, batch: DuckDBBatch, chunk_key: bytes) -> None:
-        batch.chunks.pop(chunk_key, None)
-        batch.dropped_chunks.add(bytes(chunk_key))
+        batch.drop_chunk(chunk_key)
 
     def get_chunk(self, chunk_key: bytes) -> bytes | None:
         tp = self.topic_partition
@@ -626,7 +541,7 @@ class DuckDBPartitionStore:
 
     # replication metadata
     def put_write_stamp(self, batch: DuckDBBatch, key: bytes, stamp: bytes) -> None:
-        batch.stamps[bytes(key)] = bytes(stamp)
+        batch.put_write_stamp(key, stamp)
 
     def get_write_stamp(self, key: bytes) -> bytes | None:
         # Every nearline write looks its key's stamp up: a DuckDB query each would cost a millisecond, so the

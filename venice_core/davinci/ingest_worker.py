@@ -1,0 +1,264 @@
+"""A Da Vinci client's batch phase in processes of its own: the ingestion engine's Python, off the client's GIL.
+
+A client holding a store in DuckDB ingests a large version's batch data with worker processes (`IngestWorker`,
+`python -m venice_core.davinci.ingest_worker`), each running the same `PartitionIngestionTask` for some of the
+partitions: consume, DIV, runs of PUTs. Their store (`ForwardingStore`) sends each commit, the batch and the
+checkpoint that covers it, to the client's process, which applies it in one DuckDB transaction and answers; only
+then does the task go on. So the file holds exactly what its checkpoints cover, as with threads, and a restart
+resumes from them. A partition's END_OF_PUSH ends its worker's part: the client then runs the task in its own
+process, which finds the END_OF_PUSH checkpoint and goes on (a hybrid version's real-time phase) or completes.
+
+On the wire (the worker's stdin and stdout, nothing else on them): length-prefixed pickles, between a process and
+the child it started. The worker asks (`commit`, `get_chunk`) and waits for the answer; it tells (`report`,
+`done`) without one. A worker stops on SIGTERM (commits what it has, like a stopped thread) and exits once its
+client's process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO, Any
+
+from venice_core.davinci.batch import DuckDBBatch
+from venice_core.errors import VeniceError
+
+log = logging.getLogger(__name__)
+
+FRAME = struct.Struct(">I")
+
+
+class WorkerGone(VeniceError):
+    pass
+
+
+def write_frame(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=5)
+    stream.write(FRAME.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> Any | None:
+    """The next message; None at the end of the stream."""
+    header = stream.read(FRAME.size)
+    if len(header) < FRAME.size:
+        return None
+    size = FRAME.unpack(header)[0]
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # noqa: S301 - from the worker this process started, over its own pipe
+
+
+# the worker's side
+class Channel:
+    """The worker's end: one question at a time (the partitions' threads take turns), each waiting for its answer."""
+
+    def __init__(self, incoming: IO[bytes], outgoing: IO[bytes]) -> None:
+        self.incoming, self.outgoing = incoming, outgoing
+        self.lock = threading.Lock()
+
+    def ask(self, message: tuple[Any, ...]) -> Any:
+        with self.lock:
+            write_frame(self.outgoing, message)
+            answer = read_frame(self.incoming)
+        if answer is None:
+            raise WorkerGone("the Da Vinci client's process is gone")
+        kind, value = answer
+        if kind == "error":
+            raise VeniceError(value)
+        return value
+
+    def tell(self, message: tuple[Any, ...]) -> None:
+        with self.lock:
+            write_frame(self.outgoing, message)
+
+
+class ForwardingStore:
+    """A `storage.api.PartitionStore` whose commits are applied by the client's process."""
+
+    sorted_ingest = False
+
+    def __init__(self, channel: Channel, partition: int, checkpoint: dict[str, Any] | None, every: int) -> None:
+        self.channel, self.partition, self._checkpoint = channel, partition, checkpoint
+        self.commit_every_messages = every
+        self.commit_every_seconds = 5.0
+
+    def new_batch(self) -> DuckDBBatch:
+        return DuckDBBatch()
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        return self._checkpoint
+
+    def commit(self, batch: DuckDBBatch, checkpoint: dict[str, Any]) -> None:
+        self.channel.ask(("commit", self.partition, batch, checkpoint))
+
+    def stage_chunk(self, batch: DuckDBBatch, chunk_key: bytes, value: bytes) -> None:
+        batch.stage_chunk(chunk_key, value)
+
+    def drop_chunk(self, batch: DuckDBBatch, chunk_key: bytes) -> None:
+        batch.drop_chunk(chunk_key)
+
+    def get_chunk(self, chunk_key: bytes) -> bytes | None:
+        return self.channel.ask(("get_chunk", self.partition, chunk_key))
+
+    def put_write_stamp(self, batch: DuckDBBatch, key: bytes, stamp: bytes) -> None:
+        batch.put_write_stamp(key, stamp)
+
+    def get_write_stamp(self, key: bytes) -> bytes | None:
+        raise VeniceError("write stamps are looked up in the real-time phase, which runs in the client's process")
+
+    def sst_put(self, key: bytes, value: bytes) -> None:
+        raise NotImplementedError("sorted_ingest is False")
+
+    def ingest_sst(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def destroy(self) -> None:
+        return None
+
+
+def _exit_with_parent(stop: threading.Event) -> None:
+    parent = os.getppid()
+    while not stop.wait(1.0):
+        if os.getppid() != parent:  # the client's process is gone: its file is closed, nothing here can commit
+            os._exit(3)
+
+
+def main() -> None:
+    from venice_core.ingestion.task import PartitionIngestionTask
+    from venice_core.status import ExecutionStatus
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s ingest worker %(message)s")
+    logging.getLogger("venice_core.kafka").setLevel(logging.ERROR)  # librdkafka's retries: the client logs its own
+    channel = Channel(sys.stdin.buffer, sys.stdout.buffer)
+    sys.stdout = sys.stderr  # the frames own stdout
+    spec = read_frame(channel.incoming)
+    if spec is None:
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the client, which stops its workers itself
+    threading.Thread(target=_exit_with_parent, args=(stop,), daemon=True).start()
+
+    def run(partition: int, checkpoint: dict[str, Any] | None) -> None:
+        def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
+            channel.tell(("report", partition, status.value, offset, records, details))
+
+        store = ForwardingStore(channel, partition, checkpoint, spec["commit_every_messages"])
+        task = PartitionIngestionTask(spec["bootstrap"], spec["topic"], partition, store, report, spec["group"])
+        try:
+            task.run(stop)
+        finally:
+            channel.tell(("done", partition, task.completed, task.error))
+
+    threads = [threading.Thread(target=run, args=item, name=f"p{item[0]}") for item in spec["partitions"].items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # done: a late stop must not cut the exit short
+
+
+# the client's side
+class IngestWorker:
+    """One worker process for some partitions of a version: started, answered and stopped by the client.
+
+    `apply(partition, batch, checkpoint)` commits; `get_chunk(partition, key)` reads a staged chunk; `progress(
+    partition, status, offset, records)` follows the worker's reports. `wait(partition)` returns once the partition's
+    batch phase is over in the worker: (END_OF_PUSH committed, error or None)."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        apply: Callable[[int, DuckDBBatch, dict[str, Any]], None],
+        get_chunk: Callable[[int, bytes], bytes | None],
+        progress: Callable[[int, str, int, int], None],
+    ) -> None:
+        self.partitions = sorted(spec["partitions"])
+        self.apply, self.get_chunk, self.progress = apply, get_chunk, progress
+        self.results: dict[int, tuple[bool, str | None]] = {}
+        self.finished = {p: threading.Event() for p in self.partitions}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "venice_core.davinci.ingest_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        write_frame(self.process.stdin, spec)
+        self._stopping = False
+        self.reader = threading.Thread(target=self._serve, daemon=True, name=f"davinci-worker-{self.partitions}")
+        self.reader.start()
+
+    def _serve(self) -> None:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            while (message := read_frame(stdout)) is not None:
+                kind, partition = message[0], message[1]
+                if kind == "commit":
+                    try:
+                        self.apply(partition, message[2], message[3])
+                        answer: tuple[str, Any] = ("ok", None)
+                    except Exception as exc:  # noqa: BLE001 - the worker's task fails with it, named
+                        answer = ("error", f"{type(exc).__name__}: {exc}")
+                    write_frame(stdin, answer)
+                elif kind == "get_chunk":
+                    write_frame(stdin, ("ok", self.get_chunk(partition, message[2])))
+                elif kind == "report":
+                    self.progress(partition, message[2], message[3], message[4])
+                elif kind == "done":
+                    self.results[partition] = (bool(message[2]), message[3])
+                    self.finished[partition].set()
+        except (BrokenPipeError, OSError) as exc:
+            log.warning("ingestion worker of partitions %s: %s", self.partitions, exc)
+        code = self.process.wait()
+        for partition, finished in self.finished.items():
+            if not finished.is_set():
+                self.results[partition] = (False, f"its ingestion worker exited with code {code}")
+                finished.set()
+
+    def wait(self, partition: int, stop: threading.Event) -> tuple[bool, str | None]:
+        """Until the partition's batch phase is over; `stop` set: the worker is asked to stop (it commits first)."""
+        finished = self.finished[partition]
+        while not finished.wait(0.2):
+            if stop.is_set():
+                self.stop()
+        return self.results[partition]
+
+    def stop(self) -> None:
+        if all(finished.is_set() for finished in self.finished.values()):
+            return  # every partition done: the worker exits on its own
+        if not self._stopping and self.process.poll() is None:
+            self._stopping = True
+            self.process.send_signal(signal.SIGTERM)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the worker and wait for it; killed if it does not exit within `timeout`."""
+        self.stop()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.reader.join(timeout)
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+if __name__ == "__main__":
+    main()
