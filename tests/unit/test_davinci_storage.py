@@ -282,3 +282,96 @@ def test_runs_of_puts_are_read_in_place_and_the_latest_write_still_wins(tmp_path
         assert _rows(transformer, "s_v1")[4:] == [("e", "e-put", None)]
     finally:
         transformer.close()
+
+
+def _has_primary_key(transformer: DuckDBRecordTransformer, table: str) -> bool:
+    constraints = transformer.con.execute(
+        "SELECT constraint_type FROM duckdb_constraints() WHERE table_name = ?", [table]
+    ).fetchall()
+    return ("PRIMARY KEY",) in constraints
+
+
+def test_a_sorted_push_is_bulk_loaded_and_keyed_once_at_the_swap(tmp_path: Path) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+        stores = [DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1) for p in (0, 1)]
+        sorted_sop = {**STATE, "eop": False}
+        for commit, (first, last) in enumerate([(0, 3), (3, 6)]):  # each partition's keys increase across commits
+            for p, store in enumerate(stores):
+                batch = store.new_batch()
+                batch.put_run(_run([(f"p{p}-k{i}", {"name": f"n{i}", "age": i}) for i in range(first, last)], first))
+                store.commit(batch, {**sorted_sop, "next_offset": last, "eop": commit == 1})
+        assert not _has_primary_key(transformer, "s_v1")  # appended, no index maintained row by row
+        assert len(_rows(transformer, "s_v1")) == 12
+        transformer.swap(table, lambda n: f"s_v{n}")
+        assert _has_primary_key(transformer, "s_v1")  # keyed before it serves
+        assert transformer.con.execute('SELECT name FROM "s" WHERE key = ?', ["p1-k4"]).fetchall() == [("n4",)]
+
+        # A restarted client opens the keyed table as it is.
+        table_again = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+        assert table_again.keyed
+    finally:
+        transformer.close()
+
+
+def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(tmp_path: Path) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        # A key that comes again in a later commit (not a sorted partition): keyed first, then upserted.
+        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+        store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
+        batch = store.new_batch()
+        batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": 1})]))
+        store.commit(batch, {**STATE, "eop": False, "next_offset": 2})
+        assert not table.keyed
+        batch = store.new_batch()
+        batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("c", {"name": "c2", "age": 2})], 2))
+        store.commit(batch, {**STATE, "eop": False, "next_offset": 4})
+        assert table.keyed and _has_primary_key(transformer, "s_v1")
+        assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", 1), ("c", "c2", 2)]
+
+        # A run then a put of one of its keys in the same batch: the put wins (the run goes into the per-key dict).
+        batch = store.new_batch()
+        batch.put_run(_run([("d", {"name": "d3", "age": 3}), ("e", {"name": "e3", "age": 3})], 4))
+        batch.put(_key("d"), _record(VALUE_V1, {"name": "d-put", "age": None}))
+        store.commit(batch, {**STATE, "eop": False, "next_offset": 7})
+        assert _rows(transformer, "s_v1")[3:] == [("d", "d-put", None), ("e", "e3", 3)]
+
+        # A resumed partition does not know the keys committed before it: keyed at once.
+        table2 = transformer.open_version("s", 2, KEY, {1: VALUE_V1}, bytes)
+        resumed = DuckDBPartitionStore(table2, PubSubTopicPartition("s_v2", 0), lambda _id: VALUE_V1)
+        transformer.checkpoints.set(PubSubTopicPartition("s_v2", 0), encode_state({**STATE, "eop": False}))
+        assert resumed.checkpoint() is not None
+        batch = resumed.new_batch()
+        batch.put_run(_run([("x", {"name": "x", "age": 0})]))
+        resumed.commit(batch, {**STATE, "eop": False, "next_offset": 43})
+        assert table2.keyed
+
+        # Not a sorted push: keyed at once.
+        table3 = transformer.open_version("s", 3, KEY, {1: VALUE_V1}, bytes)
+        unsorted = DuckDBPartitionStore(table3, PubSubTopicPartition("s_v3", 0), lambda _id: VALUE_V1)
+        batch = unsorted.new_batch()
+        batch.put_run(_run([("x", {"name": "x", "age": 0})]))
+        unsorted.commit(batch, {**STATE, "sop": {**STATE["sop"], "sorted": False}, "eop": False})
+        assert table3.keyed
+    finally:
+        transformer.close()
+
+
+def test_a_key_in_two_partitions_of_a_bulk_load_is_kept_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    try:
+        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+        for p in (0, 1):  # a topic not partitioned by its keys: each partition in order, the key in both
+            store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1)
+            batch = store.new_batch()
+            batch.put_run(_run([("same", {"name": f"from p{p}", "age": p}), (f"only-p{p}", {"name": "x", "age": 0})]))
+            store.commit(batch, {**STATE, "eop": True})
+        assert not table.keyed
+        table.ensure_keyed()
+        rows = _rows(transformer, "s_v1")
+        assert [r[0] for r in rows] == ["only-p0", "only-p1", "same"] and _has_primary_key(transformer, "s_v1")
+        assert "more than one partition" in caplog.text
+    finally:
+        transformer.close()
