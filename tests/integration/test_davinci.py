@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import threading
 import time
 import uuid
@@ -359,3 +360,38 @@ def test_a_commit_the_client_cannot_apply_fails_the_workers_partition_naming_it(
     finally:
         client.close()
     assert all(worker.process.poll() is not None for worker in workers)
+
+
+def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker SIGTERMed by someone else (an operator, a supervisor) commits what it has and exits; the client's
+    own tasks go on from those checkpoints and the version is served whole."""
+    env = platform_env
+    store = env.create_user_store("dvworkterm", PARTITIONS)
+    oracle: dict[str, Any] = {f"t{i:05d}": _value(i) for i in range(30_000)}
+    assert env.push(store, RecordsJob(dict(oracle))) == 1
+    original_commit = DuckDBPartitionStore.commit
+    first_commit = threading.Event()
+
+    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+        time.sleep(0.5)
+        original_commit(self, batch, checkpoint)
+        first_commit.set()
+
+    monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)  # a commit per consumed batch
+    monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
+    client = DaVinciClient(
+        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "t.duckdb"), config=env.config, worker_min_records=0
+    )
+    client.ingest_workers = 2
+    client.start(wait=False)
+    try:
+        assert first_commit.wait(30)
+        worker = client.local[1].workers[0]
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(30) == 0
+        client.wait_until_serving(120)
+        assert _table(client, store) == oracle
+    finally:
+        client.close()

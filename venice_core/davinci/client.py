@@ -86,6 +86,10 @@ class LocalVersion:
     resumed_from: dict[int, int] = field(default_factory=dict)  # partition -> offset its checkpoint resumed at
     workers: list[IngestWorker] = field(default_factory=list)  # processes ingesting its batch phase, if any
 
+    def close_workers(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
     def follow(self, partition: int, offset: int, records: int) -> None:
         """A worker's progress on a partition, into its task's stats (what `status` shows)."""
         task = self.tasks.get(partition)
@@ -321,6 +325,25 @@ class DaVinciClient:
             local.resumed_from[p] = int(checkpoint["next_offset"]) if checkpoint else 0
             local.stores[p] = storage
         workers = self._start_workers(local, checkpoints)
+        try:
+            self._start_tasks(local, workers, hybrid)
+        except BaseException:
+            local.close_workers()
+            raise
+        self.local[number] = local
+        resumed = {p: o for p, o in local.resumed_from.items() if o}
+        log.info(
+            "%s v%d: ingesting %d partitions%s",
+            self.store,
+            number,
+            len(local.tasks),
+            f", resumed from checkpoints at {resumed}" if resumed else "",
+        )
+
+    def _start_tasks(
+        self, local: LocalVersion, workers: dict[int, IngestWorker], hybrid: HybridIngestion | None
+    ) -> None:
+        number = local.number
         for p, storage in local.stores.items():
             task = PartitionIngestionTask(
                 self.region.kafka_bootstrap,
@@ -339,15 +362,6 @@ class DaVinciClient:
             )
         for thread in local.threads:
             thread.start()
-        self.local[number] = local
-        resumed = {p: o for p, o in local.resumed_from.items() if o}
-        log.info(
-            "%s v%d: ingesting %d partitions%s",
-            self.store,
-            number,
-            len(local.tasks),
-            f", resumed from checkpoints at {resumed}" if resumed else "",
-        )
 
     @property
     def _consumer_group(self) -> str:
@@ -359,7 +373,9 @@ class DaVinciClient:
         """Ingestion workers (`ingest_worker`) for the partitions still in their batch phase, if the version holds
         DuckDB and `worker_min_records` or more records remain to ingest; else none (threads, as RocksDB)."""
         batch = [p for p, checkpoint in checkpoints.items() if not (checkpoint and checkpoint.get("eop"))]
-        if local.table is None or self.ingest_workers < 1 or not batch:
+        # A hybrid version keeps the write stamps its records carry (a repush's), which takes the hybrid settings a
+        # worker does not have: threads.
+        if local.table is None or local.hybrid or self.ingest_workers < 1 or not batch:
             return {}
         try:
             ends = admin.end_offsets(self.region.kafka_bootstrap, local.topic, batch)
@@ -373,34 +389,41 @@ class DaVinciClient:
             return {}
         count = min(self.ingest_workers, len(batch))
         workers: dict[int, IngestWorker] = {}
-        for group in (batch[i::count] for i in range(count)):
-            spec = {
-                "bootstrap": self.region.kafka_bootstrap,
-                "topic": local.topic,
-                "group": self._consumer_group,
-                "partitions": {p: checkpoints[p] for p in group},
-                "commit_every_messages": DuckDBPartitionStore.commit_every_messages,
-            }
-            worker = IngestWorker(
-                spec,
-                apply=lambda p, batch_, checkpoint: local.stores[p].commit(batch_, checkpoint),
-                get_chunk=lambda p, key: local.stores[p].get_chunk(key),
-                progress=lambda p, _status, offset, records: local.follow(p, offset, records),
-            )
-            local.workers.append(worker)
-            workers.update(dict.fromkeys(group, worker))
+        try:
+            for group in (batch[i::count] for i in range(count)):
+                spec = {
+                    "bootstrap": self.region.kafka_bootstrap,
+                    "topic": local.topic,
+                    "group": self._consumer_group,
+                    "partitions": {p: checkpoints[p] for p in group},
+                    "commit_every_messages": DuckDBPartitionStore.commit_every_messages,
+                }
+                worker = IngestWorker(
+                    spec,
+                    apply=lambda p, batch_, checkpoint: local.stores[p].commit(batch_, checkpoint),
+                    get_chunk=lambda p, key: local.stores[p].get_chunk(key),
+                    progress=lambda p, _status, offset, records: local.follow(p, offset, records),
+                )
+                local.workers.append(worker)
+                workers.update(dict.fromkeys(group, worker))
+        except OSError as exc:  # a worker that could not start: none of them ingests, threads do
+            log.warning("%s: ingesting with threads, a worker process failed to start (%s)", local.topic, exc)
+            local.close_workers()
+            return {}
         log.info("%s: %d records to ingest, in %d worker processes", local.topic, remaining, count)
         return workers
 
     def _after_worker(self, local: LocalVersion, partition: int, worker: IngestWorker) -> None:
         """A partition whose batch phase a worker ingests: once END_OF_PUSH is committed, its task goes on here."""
         task = local.tasks[partition]
-        completed, error = worker.wait(partition, local.stop)
+        _completed, error = worker.wait(partition, local.stop)
         if error:
             task.error = error
             task.report(ExecutionStatus.ERROR, task.stats.offset, task.stats.records, error)
-        elif completed and not local.stop.is_set():
-            task.run(local.stop)  # from the END_OF_PUSH checkpoint: completes, or a hybrid's real-time phase
+        elif not local.stop.is_set():
+            # From the checkpoint: END_OF_PUSH's completes the partition; a worker stopped by someone else before it
+            # leaves the rest to this process's task.
+            task.run(local.stop)
 
     def _hybrid(
         self, version: controller.VersionToHost, strategy: CompressionStrategy, dictionary: bytes | None
@@ -445,10 +468,11 @@ class DaVinciClient:
     def _unsubscribe(self, number: int, destroy: bool) -> None:
         local = self.local.pop(number)
         local.stop.set()
+        for worker in local.workers:
+            worker.stop()  # all at once: each commits what it has
         for thread in local.threads:
             thread.join(timeout=30)
-        for worker in local.workers:
-            worker.close()
+        local.close_workers()
         for storage in local.stores.values():
             storage.destroy() if destroy else storage.close()
         if destroy and self.duckdb is not None:

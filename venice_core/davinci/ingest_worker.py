@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -130,14 +131,20 @@ class ForwardingStore:
         return None
 
 
-def _exit_with_parent(stop: threading.Event) -> None:
-    parent = os.getppid()
-    while not stop.wait(1.0):
+def _exit_with_parent(parent: int) -> None:
+    while True:
+        time.sleep(1.0)
         if os.getppid() != parent:  # the client's process is gone: its file is closed, nothing here can commit
             os._exit(3)
 
 
 def main() -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the client, which stops its workers itself
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+    from venice_core import gc_settings
     from venice_core.ingestion.task import PartitionIngestionTask
     from venice_core.status import ExecutionStatus
 
@@ -148,10 +155,7 @@ def main() -> None:
     spec = read_frame(channel.incoming)
     if spec is None:
         return
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the client, which stops its workers itself
-    threading.Thread(target=_exit_with_parent, args=(stop,), daemon=True).start()
+    gc_settings.tune_for_throughput()  # a process of the platform's own
 
     def run(partition: int, checkpoint: dict[str, Any] | None) -> None:
         def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
@@ -159,10 +163,13 @@ def main() -> None:
 
         store = ForwardingStore(channel, partition, checkpoint, spec["commit_every_messages"])
         task = PartitionIngestionTask(spec["bootstrap"], spec["topic"], partition, store, report, spec["group"])
+        error = None
         try:
             task.run(stop)
+        except Exception as exc:  # noqa: BLE001 - told to the client, which fails the partition with it
+            error = f"partition {partition} of {spec['topic']}: {type(exc).__name__}: {exc}"
         finally:
-            channel.tell(("done", partition, task.completed, task.error))
+            channel.tell(("done", partition, task.completed, task.error or error))
 
     threads = [threading.Thread(target=run, args=item, name=f"p{item[0]}") for item in spec["partitions"].items()]
     for thread in threads:
@@ -197,7 +204,12 @@ class IngestWorker:
             stdout=subprocess.PIPE,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
-        write_frame(self.process.stdin, spec)
+        try:
+            write_frame(self.process.stdin, spec)
+        except OSError:
+            self.process.kill()
+            self.process.wait()
+            raise
         self._stopping = False
         self.reader = threading.Thread(target=self._serve, daemon=True, name=f"davinci-worker-{self.partitions}")
         self.reader.start()
@@ -208,26 +220,29 @@ class IngestWorker:
         try:
             while (message := read_frame(stdout)) is not None:
                 kind, partition = message[0], message[1]
-                if kind == "commit":
+                if kind in ("commit", "get_chunk"):
                     try:
-                        self.apply(partition, message[2], message[3])
-                        answer: tuple[str, Any] = ("ok", None)
+                        if kind == "commit":
+                            answer: tuple[str, Any] = ("ok", self.apply(partition, message[2], message[3]))
+                        else:
+                            answer = ("ok", self.get_chunk(partition, message[2]))
                     except Exception as exc:  # noqa: BLE001 - the worker's task fails with it, named
                         answer = ("error", f"{type(exc).__name__}: {exc}")
                     write_frame(stdin, answer)
-                elif kind == "get_chunk":
-                    write_frame(stdin, ("ok", self.get_chunk(partition, message[2])))
                 elif kind == "report":
                     self.progress(partition, message[2], message[3], message[4])
                 elif kind == "done":
                     self.results[partition] = (bool(message[2]), message[3])
                     self.finished[partition].set()
-        except (BrokenPipeError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a broken pipe or frame: the worker is stopped, its partitions fail
             log.warning("ingestion worker of partitions %s: %s", self.partitions, exc)
+            self.process.kill()
         code = self.process.wait()
         for partition, finished in self.finished.items():
             if not finished.is_set():
-                self.results[partition] = (False, f"its ingestion worker exited with code {code}")
+                # Stopped by the client before it could say so: a stop, not a failure (its checkpoints stand).
+                reason = None if self._stopping else f"its ingestion worker exited with code {code}"
+                self.results[partition] = (False, reason)
                 finished.set()
 
     def wait(self, partition: int, stop: threading.Event) -> tuple[bool, str | None]:
