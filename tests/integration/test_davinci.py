@@ -278,6 +278,21 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         restarted.close()
 
 
+def _slowed_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> threading.Event:
+    """A commit per consumed batch, each held `seconds`, so a test can act part-way; the event: the first is in."""
+    original_commit = DuckDBPartitionStore.commit
+    first_commit = threading.Event()
+
+    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+        time.sleep(seconds)
+        original_commit(self, batch, checkpoint)
+        first_commit.set()
+
+    monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)
+    monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
+    return first_commit
+
+
 def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -290,16 +305,7 @@ def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     oracle: dict[str, Any] = {f"w{i:05d}": _value(i) for i in range(30_000)}
     assert env.push(store, RecordsJob(dict(oracle))) == 1
     file = tmp_path / "client.duckdb"
-    original_commit = DuckDBPartitionStore.commit
-    first_commit = threading.Event()
-
-    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
-        time.sleep(1.0)
-        original_commit(self, batch, checkpoint)
-        first_commit.set()
-
-    monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)  # a commit per consumed batch
-    monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
+    first_commit = _slowed_commits(monkeypatch, 1.0)
     client = DaVinciClient(
         store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config, worker_min_records=0
     )
@@ -371,16 +377,7 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     store = env.create_user_store("dvworkterm", PARTITIONS)
     oracle: dict[str, Any] = {f"t{i:05d}": _value(i) for i in range(30_000)}
     assert env.push(store, RecordsJob(dict(oracle))) == 1
-    original_commit = DuckDBPartitionStore.commit
-    first_commit = threading.Event()
-
-    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
-        time.sleep(0.5)
-        original_commit(self, batch, checkpoint)
-        first_commit.set()
-
-    monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)  # a commit per consumed batch
-    monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
+    first_commit = _slowed_commits(monkeypatch, 0.5)
     client = DaVinciClient(
         store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "t.duckdb"), config=env.config, worker_min_records=0
     )
