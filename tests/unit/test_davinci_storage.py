@@ -42,14 +42,19 @@ STATE = {
 }
 
 
+@pytest.fixture
+def transformer(tmp_path: Path) -> Any:
+    """A DuckDB transformer on a file of its own, open for the test and closed after it."""
+    opened = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
+    yield opened
+    opened.close()
+
+
 @pytest.fixture(params=["memory", "duckdb"])
-def checkpoint_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+def checkpoint_store(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
-        yield InMemoryCheckpointStore()
-        return
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    yield transformer.get_storage_metadata_service()
-    transformer.close()
+        return InMemoryCheckpointStore()
+    return request.getfixturevalue("transformer").get_storage_metadata_service()
 
 
 def test_three_calls_keep_several_topics_apart(checkpoint_store: Any) -> None:
@@ -126,73 +131,67 @@ def _key(key: str) -> bytes:
     return serde.serialize(serde.parse(KEY), key)
 
 
-def test_duckdb_batches_keep_the_latest_write_per_key_in_one_transaction_with_the_checkpoint(tmp_path: Path) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        table = transformer.open_version("my store", 1, KEY, {1: VALUE_V1}, bytes)  # a name that needs quoting
-        tp = PubSubTopicPartition("my store_v1", 0)
-        store = DuckDBPartitionStore(table, tp, lambda _id: VALUE_V2)
-        batch = store.new_batch()
-        for i in range(5):
-            batch.put(_key(f"k{i}"), _record(VALUE_V1, {"name": f"n{i}", "age": i}))
-        batch.put(_key("k1"), _record(VALUE_V1, {"name": "second write", "age": None}))  # same key, same batch
-        batch.delete(_key("k2"))
-        batch.delete(_key("k3"))
-        batch.put(_key("k3"), _record(VALUE_V1, {"name": "back", "age": 3}))  # a delete then a put: the put
-        store.commit(batch, {**STATE, "next_offset": 9})
-        rows = transformer.con.execute(f"SELECT * FROM {quote('my store_v1')} ORDER BY key").fetchall()
-        assert rows == [("k0", "n0", 0), ("k1", "second write", None), ("k3", "back", 3), ("k4", "n4", 4)]
-        assert store.checkpoint()["next_offset"] == 9
+def test_duckdb_batches_keep_the_latest_write_per_key_in_one_transaction_with_the_checkpoint(
+    transformer: DuckDBRecordTransformer,
+) -> None:
+    table = transformer.open_version("my store", 1, KEY, {1: VALUE_V1}, bytes)  # a name that needs quoting
+    tp = PubSubTopicPartition("my store_v1", 0)
+    store = DuckDBPartitionStore(table, tp, lambda _id: VALUE_V2)
+    batch = store.new_batch()
+    for i in range(5):
+        batch.put(_key(f"k{i}"), _record(VALUE_V1, {"name": f"n{i}", "age": i}))
+    batch.put(_key("k1"), _record(VALUE_V1, {"name": "second write", "age": None}))  # same key, same batch
+    batch.delete(_key("k2"))
+    batch.delete(_key("k3"))
+    batch.put(_key("k3"), _record(VALUE_V1, {"name": "back", "age": 3}))  # a delete then a put: the put
+    store.commit(batch, {**STATE, "next_offset": 9})
+    rows = transformer.con.execute(f"SELECT * FROM {quote('my store_v1')} ORDER BY key").fetchall()
+    assert rows == [("k0", "n0", 0), ("k1", "second write", None), ("k3", "back", 3), ("k4", "n4", 4)]
+    assert store.checkpoint()["next_offset"] == 9
 
-        # A record of a newer value schema adds its column; deletes delete.
-        batch = store.new_batch()
-        batch.put(_key("k0"), _record(VALUE_V2, {"name": "v2", "age": 1, "tags": ["a", "b"]}, schema_id=2))
-        batch.delete(_key("k4"))
-        store.commit(batch, {**STATE, "next_offset": 11})
-        rows = transformer.con.execute(f"SELECT key, name, tags FROM {quote('my store_v1')} ORDER BY key").fetchall()
-        assert rows == [("k0", "v2", '["a", "b"]'), ("k1", "second write", None), ("k3", "back", None)]
+    # A record of a newer value schema adds its column; deletes delete.
+    batch = store.new_batch()
+    batch.put(_key("k0"), _record(VALUE_V2, {"name": "v2", "age": 1, "tags": ["a", "b"]}, schema_id=2))
+    batch.delete(_key("k4"))
+    store.commit(batch, {**STATE, "next_offset": 11})
+    rows = transformer.con.execute(f"SELECT key, name, tags FROM {quote('my store_v1')} ORDER BY key").fetchall()
+    assert rows == [("k0", "v2", '["a", "b"]'), ("k1", "second write", None), ("k3", "back", None)]
 
-        # A commit that fails leaves data and checkpoint as they were.
-        batch = store.new_batch()
-        batch.put(_key("k9"), b"\x00\x00\x00\x07garbage")  # an unknown schema id: the commit fails
-        with pytest.raises(Exception, match="7"):
-            DuckDBPartitionStore(table, tp, lambda schema_id: (_ for _ in ()).throw(KeyError(schema_id))).commit(
-                batch, {**STATE, "next_offset": 99}
-            )
-        assert store.checkpoint()["next_offset"] == 11
-        assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store_v1')}").fetchone() == (3,)
+    # A commit that fails leaves data and checkpoint as they were.
+    batch = store.new_batch()
+    batch.put(_key("k9"), b"\x00\x00\x00\x07garbage")  # an unknown schema id: the commit fails
+    with pytest.raises(Exception, match="7"):
+        DuckDBPartitionStore(table, tp, lambda schema_id: (_ for _ in ()).throw(KeyError(schema_id))).commit(
+            batch, {**STATE, "next_offset": 99}
+        )
+    assert store.checkpoint()["next_offset"] == 11
+    assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store_v1')}").fetchone() == (3,)
 
-        # The view follows a swap; the retired table and its checkpoints go.
-        table2 = transformer.open_version("my store", 2, KEY, {1: VALUE_V1, 2: VALUE_V2}, bytes)
-        assert transformer.swap(table, lambda n: f"my store_v{n}") == 0
-        assert transformer.swap(table2, lambda n: f"my store_v{n}") == 1
-        assert "my store_v1" not in transformer.tables()
-        assert transformer.checkpoints.get(tp) is None
-        assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store')}").fetchone() == (0,)
-    finally:
-        transformer.close()
+    # The view follows a swap; the retired table and its checkpoints go.
+    table2 = transformer.open_version("my store", 2, KEY, {1: VALUE_V1, 2: VALUE_V2}, bytes)
+    assert transformer.swap(table, lambda n: f"my store_v{n}") == 0
+    assert transformer.swap(table2, lambda n: f"my store_v{n}") == 1
+    assert "my store_v1" not in transformer.tables()
+    assert transformer.checkpoints.get(tp) is None
+    assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store')}").fetchone() == (0,)
 
 
-def test_a_value_schema_that_changes_a_column_type_is_refused_naming_the_column(tmp_path: Path) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        changed = {**VALUE_V1, "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "string"}]}
-        with pytest.raises(SchemaNotStorable, match="column 'age' is INTEGER"):
-            transformer.open_version("s", 1, KEY, {1: VALUE_V1, 2: changed}, bytes)
-    finally:
-        transformer.close()
+def test_a_value_schema_that_changes_a_column_type_is_refused_naming_the_column(
+    transformer: DuckDBRecordTransformer,
+) -> None:
+    changed = {**VALUE_V1, "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "string"}]}
+    with pytest.raises(SchemaNotStorable, match="column 'age' is INTEGER"):
+        transformer.open_version("s", 1, KEY, {1: VALUE_V1, 2: changed}, bytes)
 
 
-def test_a_corrupt_checkpoint_row_re_ingests_from_the_start(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        tp = PubSubTopicPartition("s_v1", 0)
-        transformer.checkpoints.set(tp, encode_state(STATE)[:-2] + b"xx")
-        assert DuckDBPartitionStore(table, tp, lambda _id: VALUE_V1).checkpoint() is None
-        assert "corrupt" in caplog.text and "re-ingests from the start" in caplog.text
-    finally:
-        transformer.close()
+def test_a_corrupt_checkpoint_row_re_ingests_from_the_start(
+    transformer: DuckDBRecordTransformer, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    tp = PubSubTopicPartition("s_v1", 0)
+    transformer.checkpoints.set(tp, encode_state(STATE)[:-2] + b"xx")
+    assert DuckDBPartitionStore(table, tp, lambda _id: VALUE_V1).checkpoint() is None
+    assert "corrupt" in caplog.text and "re-ingests from the start" in caplog.text
 
 
 def test_zstd_with_a_dictionary_round_trips() -> None:
@@ -253,35 +252,31 @@ def _rows(transformer: DuckDBRecordTransformer, table: str) -> list[tuple[Any, .
     return transformer.con.execute(f"SELECT * FROM {quote(table)} ORDER BY key").fetchall()
 
 
-def test_runs_of_puts_are_read_in_place_and_the_latest_write_still_wins(tmp_path: Path) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
-        # Two runs in one commit, keys increasing: read where they lie, as they came.
-        batch = store.new_batch()
-        batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": None})]))
-        batch.put_run(_run([("c", {"name": "c1", "age": 3})], 2))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 3})
-        assert _rows(transformer, "s_v1") == [("a", "a1", 1), ("b", "b1", None), ("c", "c1", 3)]
-        assert store.checkpoint()["next_offset"] == 3
+def test_runs_of_puts_are_read_in_place_and_the_latest_write_still_wins(transformer: DuckDBRecordTransformer) -> None:
+    table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
+    # Two runs in one commit, keys increasing: read where they lie, as they came.
+    batch = store.new_batch()
+    batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": None})]))
+    batch.put_run(_run([("c", {"name": "c1", "age": 3})], 2))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 3})
+    assert _rows(transformer, "s_v1") == [("a", "a1", 1), ("b", "b1", None), ("c", "c1", 3)]
+    assert store.checkpoint()["next_offset"] == 3
 
-        # A key again in a later commit, and twice in one: the latest write per key (the runs go through the dict).
-        batch = store.new_batch()
-        batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("d", {"name": "d1", "age": 4})], 3))
-        batch.put_run(_run([("d", {"name": "d2", "age": 5})], 5))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 6})
-        assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", None), ("c", "c1", 3), ("d", "d2", 5)]
+    # A key again in a later commit, and twice in one: the latest write per key (the runs go through the dict).
+    batch = store.new_batch()
+    batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("d", {"name": "d1", "age": 4})], 3))
+    batch.put_run(_run([("d", {"name": "d2", "age": 5})], 5))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 6})
+    assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", None), ("c", "c1", 3), ("d", "d2", 5)]
 
-        # A run then a put and a delete of its keys in the same batch: the later writes win.
-        batch = store.new_batch()
-        batch.put_run(_run([("e", {"name": "e1", "age": 1}), ("f", {"name": "f1", "age": 1})], 6))
-        batch.put(_key("e"), _record(VALUE_V1, {"name": "e-put", "age": None}))
-        batch.delete(_key("f"))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 9})
-        assert _rows(transformer, "s_v1")[4:] == [("e", "e-put", None)]
-    finally:
-        transformer.close()
+    # A run then a put and a delete of its keys in the same batch: the later writes win.
+    batch = store.new_batch()
+    batch.put_run(_run([("e", {"name": "e1", "age": 1}), ("f", {"name": "f1", "age": 1})], 6))
+    batch.put(_key("e"), _record(VALUE_V1, {"name": "e-put", "age": None}))
+    batch.delete(_key("f"))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 9})
+    assert _rows(transformer, "s_v1")[4:] == [("e", "e-put", None)]
 
 
 def _has_primary_key(transformer: DuckDBRecordTransformer, table: str) -> bool:
@@ -291,87 +286,77 @@ def _has_primary_key(transformer: DuckDBRecordTransformer, table: str) -> bool:
     return ("PRIMARY KEY",) in constraints
 
 
-def test_a_sorted_push_is_bulk_loaded_and_keyed_once_at_the_swap(tmp_path: Path) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        stores = [DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1) for p in (0, 1)]
-        sorted_sop = {**STATE, "eop": False}
-        for commit, (first, last) in enumerate([(0, 3), (3, 6)]):  # each partition's keys increase across commits
-            for p, store in enumerate(stores):
-                batch = store.new_batch()
-                batch.put_run(_run([(f"p{p}-k{i}", {"name": f"n{i}", "age": i}) for i in range(first, last)], first))
-                store.commit(batch, {**sorted_sop, "next_offset": last, "eop": commit == 1})
-        assert not _has_primary_key(transformer, "s_v1")  # appended, no index maintained row by row
-        assert len(_rows(transformer, "s_v1")) == 12
-        transformer.swap(table, lambda n: f"s_v{n}")
-        assert _has_primary_key(transformer, "s_v1")  # keyed before it serves
-        assert transformer.con.execute('SELECT name FROM "s" WHERE key = ?', ["p1-k4"]).fetchall() == [("n4",)]
-
-        # A restarted client opens the keyed table as it is.
-        table_again = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        assert table_again.keyed
-    finally:
-        transformer.close()
-
-
-def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(tmp_path: Path) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        # A key that comes again in a later commit (not a sorted partition): keyed first, then upserted.
-        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
-        batch = store.new_batch()
-        batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": 1})]))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 2})
-        assert not table.keyed
-        batch = store.new_batch()
-        batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("c", {"name": "c2", "age": 2})], 2))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 4})
-        assert table.keyed and _has_primary_key(transformer, "s_v1")
-        assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", 1), ("c", "c2", 2)]
-
-        # A run then a put of one of its keys in the same batch: the put wins (the run goes into the per-key dict).
-        batch = store.new_batch()
-        batch.put_run(_run([("d", {"name": "d3", "age": 3}), ("e", {"name": "e3", "age": 3})], 4))
-        batch.put(_key("d"), _record(VALUE_V1, {"name": "d-put", "age": None}))
-        store.commit(batch, {**STATE, "eop": False, "next_offset": 7})
-        assert _rows(transformer, "s_v1")[3:] == [("d", "d-put", None), ("e", "e3", 3)]
-
-        # A resumed partition does not know the keys committed before it: keyed at once.
-        table2 = transformer.open_version("s", 2, KEY, {1: VALUE_V1}, bytes)
-        resumed = DuckDBPartitionStore(table2, PubSubTopicPartition("s_v2", 0), lambda _id: VALUE_V1)
-        transformer.checkpoints.set(PubSubTopicPartition("s_v2", 0), encode_state({**STATE, "eop": False}))
-        assert resumed.checkpoint() is not None
-        batch = resumed.new_batch()
-        batch.put_run(_run([("x", {"name": "x", "age": 0})]))
-        resumed.commit(batch, {**STATE, "eop": False, "next_offset": 43})
-        assert table2.keyed
-
-        # Not a sorted push: keyed at once.
-        table3 = transformer.open_version("s", 3, KEY, {1: VALUE_V1}, bytes)
-        unsorted = DuckDBPartitionStore(table3, PubSubTopicPartition("s_v3", 0), lambda _id: VALUE_V1)
-        batch = unsorted.new_batch()
-        batch.put_run(_run([("x", {"name": "x", "age": 0})]))
-        unsorted.commit(batch, {**STATE, "sop": {**STATE["sop"], "sorted": False}, "eop": False})
-        assert table3.keyed
-    finally:
-        transformer.close()
-
-
-def test_a_key_in_two_partitions_of_a_bulk_load_is_kept_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb").open()
-    try:
-        table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
-        for p in (0, 1):  # a topic not partitioned by its keys: each partition in order, the key in both
-            store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1)
+def test_a_sorted_push_is_bulk_loaded_and_keyed_once_at_the_swap(transformer: DuckDBRecordTransformer) -> None:
+    table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    stores = [DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1) for p in (0, 1)]
+    sorted_sop = {**STATE, "eop": False}
+    for commit, (first, last) in enumerate([(0, 3), (3, 6)]):  # each partition's keys increase across commits
+        for p, store in enumerate(stores):
             batch = store.new_batch()
-            batch.put_run(_run([("same", {"name": f"from p{p}", "age": p}), (f"only-p{p}", {"name": "x", "age": 0})]))
-            store.commit(batch, {**STATE, "eop": True})
-        assert not table.keyed
-        table.ensure_keyed()
-        rows = _rows(transformer, "s_v1")
-        assert [r[0] for r in rows] == ["only-p0", "only-p1", "same"] and _has_primary_key(transformer, "s_v1")
-        assert "more than one partition" in caplog.text
-    finally:
-        transformer.close()
+            batch.put_run(_run([(f"p{p}-k{i}", {"name": f"n{i}", "age": i}) for i in range(first, last)], first))
+            store.commit(batch, {**sorted_sop, "next_offset": last, "eop": commit == 1})
+    assert not _has_primary_key(transformer, "s_v1")  # appended, no index maintained row by row
+    assert len(_rows(transformer, "s_v1")) == 12
+    transformer.swap(table, lambda n: f"s_v{n}")
+    assert _has_primary_key(transformer, "s_v1")  # keyed before it serves
+    assert transformer.con.execute('SELECT name FROM "s" WHERE key = ?', ["p1-k4"]).fetchall() == [("n4",)]
+
+    # A restarted client opens the keyed table as it is.
+    table_again = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    assert table_again.keyed
+
+
+def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(transformer: DuckDBRecordTransformer) -> None:
+    # A key that comes again in a later commit (not a sorted partition): keyed first, then upserted.
+    table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
+    batch = store.new_batch()
+    batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": 1})]))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 2})
+    assert not table.keyed
+    batch = store.new_batch()
+    batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("c", {"name": "c2", "age": 2})], 2))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 4})
+    assert table.keyed and _has_primary_key(transformer, "s_v1")
+    assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", 1), ("c", "c2", 2)]
+
+    # A run then a put of one of its keys in the same batch: the put wins (the run goes into the per-key dict).
+    batch = store.new_batch()
+    batch.put_run(_run([("d", {"name": "d3", "age": 3}), ("e", {"name": "e3", "age": 3})], 4))
+    batch.put(_key("d"), _record(VALUE_V1, {"name": "d-put", "age": None}))
+    store.commit(batch, {**STATE, "eop": False, "next_offset": 7})
+    assert _rows(transformer, "s_v1")[3:] == [("d", "d-put", None), ("e", "e3", 3)]
+
+    # A resumed partition does not know the keys committed before it: keyed at once.
+    table2 = transformer.open_version("s", 2, KEY, {1: VALUE_V1}, bytes)
+    resumed = DuckDBPartitionStore(table2, PubSubTopicPartition("s_v2", 0), lambda _id: VALUE_V1)
+    transformer.checkpoints.set(PubSubTopicPartition("s_v2", 0), encode_state({**STATE, "eop": False}))
+    assert resumed.checkpoint() is not None
+    batch = resumed.new_batch()
+    batch.put_run(_run([("x", {"name": "x", "age": 0})]))
+    resumed.commit(batch, {**STATE, "eop": False, "next_offset": 43})
+    assert table2.keyed
+
+    # Not a sorted push: keyed at once.
+    table3 = transformer.open_version("s", 3, KEY, {1: VALUE_V1}, bytes)
+    unsorted = DuckDBPartitionStore(table3, PubSubTopicPartition("s_v3", 0), lambda _id: VALUE_V1)
+    batch = unsorted.new_batch()
+    batch.put_run(_run([("x", {"name": "x", "age": 0})]))
+    unsorted.commit(batch, {**STATE, "sop": {**STATE["sop"], "sorted": False}, "eop": False})
+    assert table3.keyed
+
+
+def test_a_key_in_two_partitions_of_a_bulk_load_is_kept_once(
+    transformer: DuckDBRecordTransformer, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
+    for p in (0, 1):  # a topic not partitioned by its keys: each partition in order, the key in both
+        store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1)
+        batch = store.new_batch()
+        batch.put_run(_run([("same", {"name": f"from p{p}", "age": p}), (f"only-p{p}", {"name": "x", "age": 0})]))
+        store.commit(batch, {**STATE, "eop": True})
+    assert not table.keyed
+    table.ensure_keyed()
+    rows = _rows(transformer, "s_v1")
+    assert [r[0] for r in rows] == ["only-p0", "only-p1", "same"] and _has_primary_key(transformer, "s_v1")
+    assert "more than one partition" in caplog.text
