@@ -28,11 +28,12 @@ class InPlace:
 
     @classmethod
     def of(cls, keys: list[bytes], records: list[bytes]) -> InPlace:
-        key_lengths = np.fromiter(map(len, keys), np.int64, len(keys))
-        lengths = np.fromiter(map(len, records), np.int64, len(records))
-        key_ends = np.cumsum(key_lengths)
-        ends = np.cumsum(lengths) + (key_ends[-1] if len(keys) else 0)
-        return cls(b"".join(keys) + b"".join(records), key_ends - key_lengths, key_ends, ends - lengths, ends)
+        from venice_core.davinci.arrow_decode import spans
+
+        key_buffer, key_starts, key_ends = spans(keys)
+        buffer, starts, ends = spans(records)
+        shift = len(key_buffer)
+        return cls(key_buffer + buffer, key_starts, key_ends, starts + shift, ends + shift)
 
     @classmethod
     def of_runs(cls, runs: list[PutRun]) -> InPlace:
