@@ -177,9 +177,9 @@ def raw_duckdb(path: Path, arrow_table: Any) -> float:
         con.close()
 
 
-def cpu_now() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
+def cpu_now(who: int = resource.RUSAGE_SELF) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -221,7 +221,7 @@ def main() -> None:
             clock.install()
         if not args.default_gc:
             gc_settings.tune_for_throughput()  # as `venice davinci run` does
-        cpu_before = cpu_now()
+        cpu_before, children_before = cpu_now(), cpu_now(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         client = DaVinciClient(
             STORE, region, base, DuckDBRecordTransformer(file), config=config, ingest_workers=args.workers
@@ -236,6 +236,7 @@ def main() -> None:
             assert count == n, (count, n)
         finally:
             client.close()
+            workers_cpu = cpu_now(resource.RUSAGE_CHILDREN) - children_before  # the workers are waited for
             clock.uninstall()
             profiled.uninstall()
 
@@ -268,7 +269,10 @@ def main() -> None:
         elif not workers:  # the phases are timed in this process's threads
             clock.print(ingest_seconds, process_cpu)
         else:
-            print(f"  this process (commits: decode + DuckDB transactions) used {process_cpu:.1f} CPU-s")
+            print(
+                f"  this process (commits: decode + DuckDB transactions) used {process_cpu:.1f} CPU-s, "
+                f"the workers {workers_cpu:.1f} CPU-s, in {ingest_seconds:.1f}s on 2 cores"
+            )
         print(f"  ratio (project rows/s / raw DuckDB Arrow insert rows/s): {raw_seconds / ingest_seconds:.2f}x")
         print(
             f"  restart-to-ready of the {n}-row client: {restart_seconds:.2f}s "

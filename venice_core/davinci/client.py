@@ -161,6 +161,7 @@ class DaVinciClient:
         self.value_schemas: dict[int, Any] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()  # a partition finished its batch data: sync now, not at the next interval
+        self._changed = threading.Event()  # a swap or a failure: `wait_until_serving` looks at once
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._dictionaries: dict[int, bytes | None] = {}
@@ -447,6 +448,7 @@ class DaVinciClient:
         def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
             if status is ExecutionStatus.ERROR:
                 log.error("%s v%d p%d: %s", self.store, number, partition, details)
+                self._changed.set()
             else:
                 if status in (ExecutionStatus.COMPLETED, ExecutionStatus.END_OF_PUSH_RECEIVED):
                     self._wake.set()  # the version may be ready: swap to it without waiting for the next sync
@@ -492,6 +494,7 @@ class DaVinciClient:
         else:
             self._write_current_file(target.number)
         self.serving = target.number
+        self._changed.set()
         log.info("%s: serving v%d%s", self.store, target.number, f" (v{retired} retired)" if retired else "")
 
     def _read_current_file(self) -> int:
@@ -517,13 +520,14 @@ class DaVinciClient:
         """Block until a version is served (or the region serves none); the version served."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            self._changed.clear()
             with self._lock:
                 failed = next((v.error for v in self.local.values() if v.error), None)
                 if self.serving or (not self.local and not self._region_current()):
                     return self.serving
             if failed:
                 raise VeniceError(f"Da Vinci ingestion of '{self.store}' failed: {failed}")
-            time.sleep(0.1)
+            self._changed.wait(0.1)
         raise TimeoutError(f"'{self.store}' not ingested within {timeout:.0f}s")
 
     def _region_current(self) -> int:

@@ -202,6 +202,8 @@ class IngestWorker:
             [sys.executable, "-m", "venice_core.davinci.ingest_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # numpy's OpenBLAS threads spun on the worker's cores for nothing (it multiplies no matrices).
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         try:

@@ -23,11 +23,13 @@ PRODUCER_CONFIG: dict[str, Any] = {
 # default) before it fetches that partition again, however fast the queue drains: a consumer reading a topic's
 # backlog stalled a second for every few hundred thousand records (one 250k-record partition: 2.4 s -> 0.5 s).
 FAST_REFETCH: dict[str, Any] = {"fetch.queue.backoff.ms": 20}
-# Assigned partitions, offsets kept in the platform's own checkpoints (never committed to Kafka). A fetch waits for
-# 256 KB or 100 ms: a consumer that keeps up with its producer would otherwise fetch every few records, and the
-# broker's request handling was the largest CPU cost of a push after Spark.
+# Assigned partitions, offsets kept in the platform's own checkpoints (never committed to Kafka, so none is stored
+# either: storing each consumed message's offset took a lock per message, about a tenth of a consumer's CPU). A
+# fetch waits for 256 KB or 100 ms: a consumer that keeps up with its producer would otherwise fetch every few
+# records, and the broker's request handling was the largest CPU cost of a push after Spark.
 CONSUMER_CONFIG: dict[str, Any] = {
     "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
     "auto.offset.reset": "earliest",
     "fetch.min.bytes": 256 * 1024,
     "fetch.wait.max.ms": 100,
