@@ -369,13 +369,19 @@ def test_a_commit_the_client_cannot_apply_fails_the_workers_partition_naming_it(
     assert all(worker.process.poll() is not None for worker in workers)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
-    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    platform_env: PlatformEnv,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    stop: signal.Signals,
 ) -> None:
-    """A worker SIGTERMed by someone else (an operator, a supervisor) commits what it has and exits; the client's
-    own tasks go on from those checkpoints and the version is served whole."""
+    """A worker SIGTERMed by someone else (an operator, a supervisor) commits what it has and exits; one SIGKILLed
+    (the OOM killer) leaves what it last committed. Either way the client's own tasks go on from the checkpoints in
+    the file and the version is served whole: nothing lost, nothing twice."""
     env = platform_env
-    store = env.create_user_store("dvworkterm", PARTITIONS)
+    store = env.create_user_store(f"dvwork{stop.name[3:].lower()}", PARTITIONS)
     oracle: dict[str, Any] = {f"t{i:05d}": _value(i) for i in range(30_000)}
     assert env.push(store, RecordsJob(dict(oracle))) == 1
     first_commit = _slowed_commits(monkeypatch, 0.5)
@@ -387,9 +393,12 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     try:
         assert first_commit.wait(30)
         worker = client.local[1].workers[0]
-        worker.process.send_signal(signal.SIGTERM)
-        assert worker.process.wait(30) == 0
+        worker.process.send_signal(stop)
+        assert worker.process.wait(30) == (0 if stop is signal.SIGTERM else -signal.SIGKILL)
         client.wait_until_serving(120)
         assert _table(client, store) == oracle
+        assert client.sql(f'SELECT count(*) FROM "{store}"') == [(len(oracle),)]
     finally:
         client.close()
+    if stop is signal.SIGKILL:
+        assert "exited with code -9 before they were done: the client's own tasks go on" in caplog.text

@@ -11,7 +11,8 @@ process, which finds the END_OF_PUSH checkpoint and goes on (a hybrid version's 
 On the wire (the worker's stdin and stdout, nothing else on them): length-prefixed pickles, between a process and
 the child it started. The worker asks (`commit`, `get_chunk`) and waits for the answer; it tells (`report`,
 `done`) without one. A worker stops on SIGTERM (commits what it has, like a stopped thread) and exits once its
-client's process is gone.
+client's process is gone. A worker that stops before its partitions are done, for whatever reason but the client's
+own stop, leaves them to the client's tasks, from their checkpoints.
 """
 
 from __future__ import annotations
@@ -240,12 +241,20 @@ class IngestWorker:
             log.warning("ingestion worker of partitions %s: %s", self.partitions, exc)
             self.process.kill()
         code = self.process.wait()
-        for partition, finished in self.finished.items():
-            if not finished.is_set():
-                # Stopped by the client before it could say so: a stop, not a failure (its checkpoints stand).
-                reason = None if self._stopping else f"its ingestion worker exited with code {code}"
-                self.results[partition] = (False, reason)
-                finished.set()
+        unfinished = [p for p, finished in self.finished.items() if not finished.is_set()]
+        if unfinished and not self._stopping:
+            # Gone without a word (SIGKILLed, the OOM killer, a crash): like a worker stopped from outside, it leaves
+            # its partitions to the client's own tasks, which resume from their checkpoints. Each commit it sent was
+            # applied whole or not at all, so the file holds exactly what those checkpoints cover.
+            log.warning(
+                "ingestion worker of partitions %s exited with code %s before they were done: the client's own "
+                "tasks go on from their checkpoints",
+                unfinished,
+                code,
+            )
+        for partition in unfinished:
+            self.results[partition] = (False, None)
+            self.finished[partition].set()
 
     def wait(self, partition: int, stop: threading.Event) -> tuple[bool, str | None]:
         """Until the partition's batch phase is over; `stop` set: the worker is asked to stop (it commits first)."""
