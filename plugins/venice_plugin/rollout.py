@@ -225,7 +225,8 @@ class PushJobOperator(SparkSubmitOperator):
 PARAM_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
 
 
-def _param(default: Any, **schema: Any) -> Param:
+def form_param(default: Any, **schema: Any) -> Param:
+    """A DAG's trigger-form Param, its schema checked against draft 7 (see above): every DAG of the plugin's uses it."""
     return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
 
 
@@ -339,17 +340,17 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
             "retry_delay": timedelta(seconds=config.step_retry_delay_seconds),
         },
         params={
-            "source": _param(
+            "source": form_param(
                 SOURCE_FILES_PARAM,
                 type="string",
                 enum=[SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM],
                 description="files: push the input; kafka: repush the store from its own version topic "
                 "(kafka.input.fabric, kafka.input.topic, repush.ttl.enable, ... in conf)",
             ),
-            "input": _param("", type="string", description="Avro, Parquet or JSON files (a push)"),
-            "key_field": _param("key", type="string"),
-            "value_field": _param("value", type="string"),
-            "conf": _param({}, type="object", description="push or repush configs (allow.duplicate.key, ...)"),
+            "input": form_param("", type="string", description="Avro, Parquet or JSON files (a push)"),
+            "key_field": form_param("key", type="string"),
+            "value_field": form_param("value", type="string"),
+            "conf": form_param({}, type="object", description="push or repush configs (allow.duplicate.key, ...)"),
         },
     ) as dag:
         groups = {

@@ -25,7 +25,7 @@ from venice_core.controller import streams
 from venice_core.errors import VeniceError
 from venice_core.jobs import stream_upgrade
 from venice_core.meta.context import metadata
-from venice_plugin.rollout import _param
+from venice_plugin.rollout import form_param
 
 DRAIN, WAIT_DRAINED, OUTCOME, ALERT, DRAINED = "drain", "wait_drained", "drain_outcome", "alert", "drained"
 START, WAIT_CONSUMING = "start_new_run", "wait_consuming"
@@ -51,9 +51,9 @@ def build_upgrade_dag(pipeline: str) -> DAG:
         max_active_runs=1,
         tags=["venice", "stream"],
         params={
-            "upgrade": _param(False, type="boolean", description="start a new run after the drain"),
-            "args": _param({}, type="object", description="the new job's arguments (transform, confs, ...)"),
-            "drain_timeout_seconds": _param(
+            "upgrade": form_param(False, type="boolean", description="start a new run after the drain"),
+            "args": form_param({}, type="object", description="the new job's arguments (transform, confs, ...)"),
+            "drain_timeout_seconds": form_param(
                 None, type=["number", "null"], description="how long the drain may take (default: the job's)"
             ),
         },
