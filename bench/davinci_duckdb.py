@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import resource
 import threading
@@ -271,7 +272,7 @@ def main() -> None:
         else:
             print(
                 f"  this process (commits: decode + DuckDB transactions) used {process_cpu:.1f} CPU-s, "
-                f"the workers {workers_cpu:.1f} CPU-s, in {ingest_seconds:.1f}s on 2 cores"
+                f"the workers {workers_cpu:.1f} CPU-s, in {ingest_seconds:.1f}s on {os.cpu_count()} cores"
             )
         print(f"  ratio (project rows/s / raw DuckDB Arrow insert rows/s): {raw_seconds / ingest_seconds:.2f}x")
         print(

@@ -226,7 +226,7 @@ PARAM_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
 
 
 def form_param(default: Any, **schema: Any) -> Param:
-    """A DAG's trigger-form Param, its schema checked against draft 7 (see above): every DAG of the plugin's uses it."""
+    """A trigger-form Param whose schema declares draft 7 (see above): the rollout and upgrade DAGs' params."""
     return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
 
 

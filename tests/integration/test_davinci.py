@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import signal
 import threading
 import time
@@ -278,19 +279,39 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         restarted.close()
 
 
-def _slowed_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> threading.Event:
-    """A commit per consumed batch, each held `seconds`, so a test can act part-way; the event: the first is in."""
+class _Commits:
+    """The partitions whose commits the client has applied, for a test to act once some have."""
+
+    def __init__(self) -> None:
+        self.partitions: set[int] = set()
+        self.changed = threading.Condition()
+
+    def add(self, partition: int) -> None:
+        with self.changed:
+            self.partitions.add(partition)
+            self.changed.notify_all()
+
+    def wait(self, partitions: list[int] | None = None, timeout: float = 30.0) -> bool:
+        """Until a commit of any partition (of one of `partitions`) is applied."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: bool(self.partitions if partitions is None else self.partitions & set(partitions)), timeout
+            )
+
+
+def _slowed_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> _Commits:
+    """A commit per consumed batch, each held `seconds`, so a test can act part-way."""
     original_commit = DuckDBPartitionStore.commit
-    first_commit = threading.Event()
+    commits = _Commits()
 
     def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
         time.sleep(seconds)
         original_commit(self, batch, checkpoint)
-        first_commit.set()
+        commits.add(self.topic_partition.partition)
 
     monkeypatch.setattr(DuckDBPartitionStore, "commit_every_messages", 100)
     monkeypatch.setattr(DuckDBPartitionStore, "commit", slow_commit)
-    return first_commit
+    return commits
 
 
 def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
@@ -305,7 +326,7 @@ def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     oracle: dict[str, Any] = {f"w{i:05d}": _value(i) for i in range(30_000)}
     assert env.push(store, RecordsJob(dict(oracle))) == 1
     file = tmp_path / "client.duckdb"
-    first_commit = _slowed_commits(monkeypatch, 1.0)
+    commits = _slowed_commits(monkeypatch, 1.0)
     client = DaVinciClient(
         store, "dc-1", tmp_path, DuckDBRecordTransformer(file), config=env.config, worker_min_records=0
     )
@@ -314,7 +335,7 @@ def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     try:
         eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
         workers = list(client.local[1].workers)
-        assert first_commit.wait(30)
+        assert commits.wait()
     finally:
         client.close()
     assert all(worker.process.poll() == 0 for worker in workers), [w.process.returncode for w in workers]
@@ -380,19 +401,21 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     """A worker SIGTERMed by someone else (an operator, a supervisor) commits what it has and exits; one SIGKILLed
     (the OOM killer) leaves what it last committed. Either way the client's own tasks go on from the checkpoints in
     the file and the version is served whole: nothing lost, nothing twice."""
+    caplog.set_level(logging.INFO, logger="venice_core.ingestion.task")
     env = platform_env
     store = env.create_user_store(f"dvwork{stop.name[3:].lower()}", PARTITIONS)
     oracle: dict[str, Any] = {f"t{i:05d}": _value(i) for i in range(30_000)}
     assert env.push(store, RecordsJob(dict(oracle))) == 1
-    first_commit = _slowed_commits(monkeypatch, 0.5)
+    commits = _slowed_commits(monkeypatch, 0.5)
     client = DaVinciClient(
         store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "t.duckdb"), config=env.config, worker_min_records=0
     )
     client.ingest_workers = 2
     client.start(wait=False)
     try:
-        assert first_commit.wait(30)
+        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
         worker = client.local[1].workers[0]
+        assert commits.wait(worker.partitions)  # it has committed part of its partition: the kill leaves a checkpoint
         worker.process.send_signal(stop)
         assert worker.process.wait(30) == (0 if stop is signal.SIGTERM else -signal.SIGKILL)
         client.wait_until_serving(120)
@@ -400,5 +423,9 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
         assert client.sql(f'SELECT count(*) FROM "{store}"') == [(len(oracle),)]
     finally:
         client.close()
-    if stop is signal.SIGKILL:
-        assert "exited with code -9 before they were done: the client's own tasks go on" in caplog.text
+    resumed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resuming ")]
+    assert any(f"[{worker.partitions[0]}] from its checkpoint at offset" in line for line in resumed), resumed
+    # No row applied twice (ensure_keyed would have kept one and said so).
+    assert "came in more than one partition" not in caplog.text
+    killed = "was killed (exit code -9) before they were done: the client's own tasks go on" in caplog.text
+    assert killed == (stop is signal.SIGKILL)

@@ -11,8 +11,8 @@ process, which finds the END_OF_PUSH checkpoint and goes on (a hybrid version's 
 On the wire (the worker's stdin and stdout, nothing else on them): length-prefixed pickles, between a process and
 the child it started. The worker asks (`commit`, `get_chunk`) and waits for the answer; it tells (`report`,
 `done`) without one. A worker stops on SIGTERM (commits what it has, like a stopped thread) and exits once its
-client's process is gone. A worker that stops before its partitions are done, for whatever reason but the client's
-own stop, leaves them to the client's tasks, from their checkpoints.
+client's process is gone. A worker killed from outside before its partitions are done (SIGTERM, SIGKILL) leaves them
+to the client's tasks, from their checkpoints; one that crashed on its own fails them.
 """
 
 from __future__ import annotations
@@ -220,6 +220,7 @@ class IngestWorker:
     def _serve(self) -> None:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
+        broken: str | None = None
         try:
             while (message := read_frame(stdout)) is not None:
                 kind, partition = message[0], message[1]
@@ -237,23 +238,30 @@ class IngestWorker:
                 elif kind == "done":
                     self.results[partition] = (bool(message[2]), message[3])
                     self.finished[partition].set()
-        except Exception as exc:  # noqa: BLE001 - a broken pipe or frame: the worker is stopped, its partitions fail
+        except OSError as exc:  # its pipe closed while it was answered: gone, its exit code says how
+            log.info("ingestion worker of partitions %s: %s", self.partitions, exc)
+        except Exception as exc:  # noqa: BLE001 - a frame that cannot be read: the worker is stopped, its partitions fail
             log.warning("ingestion worker of partitions %s: %s", self.partitions, exc)
+            broken = f"its ingestion worker's messages could not be read ({type(exc).__name__}: {exc})"
             self.process.kill()
         code = self.process.wait()
         unfinished = [p for p, finished in self.finished.items() if not finished.is_set()]
-        if unfinished and not self._stopping:
-            # Gone without a word (SIGKILLed, the OOM killer, a crash): like a worker stopped from outside, it leaves
-            # its partitions to the client's own tasks, which resume from their checkpoints. Each commit it sent was
-            # applied whole or not at all, so the file holds exactly what those checkpoints cover.
+        # Killed from outside (SIGKILL: an operator, the OOM killer; SIGTERM before its handler was set): like a
+        # worker stopped from outside, it leaves its partitions to the client's own tasks, which resume from their
+        # checkpoints. Each commit it sent was applied whole or not at all, so the file holds exactly what those
+        # checkpoints cover. A worker that crashed on its own (another exit code, or messages that could not be read)
+        # fails its partitions: the same input would crash the client's own task, in the process serving reads.
+        killed = broken is None and code in (-signal.SIGKILL, -signal.SIGTERM)
+        if unfinished and killed and not self._stopping:
             log.warning(
-                "ingestion worker of partitions %s exited with code %s before they were done: the client's own "
+                "ingestion worker of partitions %s was killed (exit code %s) before they were done: the client's own "
                 "tasks go on from their checkpoints",
                 unfinished,
                 code,
             )
         for partition in unfinished:
-            self.results[partition] = (False, None)
+            reason = None if self._stopping or killed else broken or f"its ingestion worker exited with code {code}"
+            self.results[partition] = (False, reason)
             self.finished[partition].set()
 
     def wait(self, partition: int, stop: threading.Event) -> tuple[bool, str | None]:
