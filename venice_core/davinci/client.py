@@ -417,7 +417,7 @@ class DaVinciClient:
     def _after_worker(self, local: LocalVersion, partition: int, worker: IngestWorker) -> None:
         """A partition whose batch phase a worker ingests: once END_OF_PUSH is committed, its task goes on here."""
         task = local.tasks[partition]
-        _completed, error = worker.wait(partition, local.stop)
+        error = worker.wait(partition)
         if error:
             task.error = error
             task.report(ExecutionStatus.ERROR, task.stats.offset, task.stats.records, error)

@@ -170,7 +170,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - told to the client, which fails the partition with it
             error = f"partition {partition} of {spec['topic']}: {type(exc).__name__}: {exc}"
         finally:
-            channel.tell(("done", partition, task.completed, task.error or error))
+            channel.tell(("done", partition, task.error or error))
 
     threads = [threading.Thread(target=run, args=item, name=f"p{item[0]}") for item in spec["partitions"].items()]
     for thread in threads:
@@ -186,7 +186,7 @@ class IngestWorker:
 
     `apply(partition, batch, checkpoint)` commits; `get_chunk(partition, key)` reads a staged chunk; `progress(
     partition, status, offset, records)` follows the worker's reports. `wait(partition)` returns once the partition's
-    batch phase is over in the worker: (END_OF_PUSH committed, error or None)."""
+    batch phase is over in the worker, with its error or None."""
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class IngestWorker:
     ) -> None:
         self.partitions = sorted(spec["partitions"])
         self.apply, self.get_chunk, self.progress = apply, get_chunk, progress
-        self.results: dict[int, tuple[bool, str | None]] = {}
+        self.errors: dict[int, str | None] = {}  # each partition's, once its batch phase is over here
         self.finished = {p: threading.Event() for p in self.partitions}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "venice_core.davinci.ingest_worker"],
@@ -236,7 +236,7 @@ class IngestWorker:
                 elif kind == "report":
                     self.progress(partition, message[2], message[3], message[4])
                 elif kind == "done":
-                    self.results[partition] = (bool(message[2]), message[3])
+                    self.errors[partition] = message[2]
                     self.finished[partition].set()
         except OSError as exc:  # its pipe closed while it was answered: gone, its exit code says how
             log.info("ingestion worker of partitions %s: %s", self.partitions, exc)
@@ -261,16 +261,14 @@ class IngestWorker:
             )
         for partition in unfinished:
             reason = None if self._stopping or killed else broken or f"its ingestion worker exited with code {code}"
-            self.results[partition] = (False, reason)
+            self.errors[partition] = reason
             self.finished[partition].set()
 
-    def wait(self, partition: int, stop: threading.Event) -> tuple[bool, str | None]:
-        """Until the partition's batch phase is over; `stop` set: the worker is asked to stop (it commits first)."""
-        finished = self.finished[partition]
-        while not finished.wait(0.2):
-            if stop.is_set():
-                self.stop()
-        return self.results[partition]
+    def wait(self, partition: int) -> str | None:
+        """Until the partition's batch phase is over here (END_OF_PUSH committed, or the worker stopped): its error,
+        or None. The client stops a worker itself (`stop`) when it stops the version."""
+        self.finished[partition].wait()
+        return self.errors[partition]
 
     def stop(self) -> None:
         if all(finished.is_set() for finished in self.finished.values()):
