@@ -21,6 +21,7 @@ from tests.support.postgres import postgres_server
 from venice_core.config import ClusterConfig
 from venice_core.embedded import platform, sandbox
 from venice_core.jobs import spark_archive
+from venice_core.jobs.spark_python import DAEMON_CONFS
 from venice_core.jobs.spark_spec import DRIVER_JAVA_OPTIONS
 from venice_core.meta import MetadataStore
 
@@ -88,6 +89,7 @@ def spark() -> Iterator[Any]:
         .appName("venice-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
+        .config(map=DAEMON_CONFS)
         .config("spark.driver.extraJavaOptions", spark_archive.java_options(DRIVER_JAVA_OPTIONS))
         .getOrCreate()
     )

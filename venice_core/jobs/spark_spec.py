@@ -12,6 +12,7 @@ from pathlib import Path
 
 from venice_core.config import ClusterConfig
 from venice_core.jobs import spark_archive
+from venice_core.jobs.spark_python import DAEMON_CONFS
 
 JOB_FILE = Path(__file__).with_name("push.py")
 DEFAULT_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
@@ -25,6 +26,7 @@ DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "8",
+    **DAEMON_CONFS,  # Python workers import pyspark compiled, not from Spark's zip
 }
 # C1-only JIT: a push runs for seconds to minutes in local mode, where C2's compiler threads take cores from the job
 # itself; measured on 2 cores (bench/push_throughput), the job's CPU fell from 37 to 24 core-seconds.
