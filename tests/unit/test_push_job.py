@@ -1,14 +1,18 @@
 """The push job's edges: how a push's configs (`venice push --conf`) reach it on both paths, and which of its
-failures are refusals (not worth a retry)."""
+failures are refusals (not worth a retry); and the executors' serialisation of input rows."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from venice_core.client import serde
 from venice_core.controller.stores import SchemaRefused
 from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError
 from venice_core.jobs.push import PushJobError, _refusal
+from venice_core.jobs.push_tasks import serialize_batches
 from venice_core.jobs.spark_spec import job_flags, spark_confs
+from venice_core.protocol.partitioner import partition_for
 
 
 def test_spark_properties_and_fault_injections_go_to_spark() -> None:
@@ -47,3 +51,28 @@ def test_allow_flags_become_job_flags_only_when_true() -> None:
 )
 def test_input_errors_are_refusals_and_unreachable_components_are_not(error: Exception, refusal: str | None) -> None:
     assert _refusal(error) == refusal
+
+
+def test_serialised_rows_and_a_key_or_value_that_does_not_match_its_schema() -> None:
+    """The executors' serialisation (`serialize_batches`): each row's key and value in Avro, with its Kafka partition;
+    a key or a value the schemas cannot hold is refused with the key and the schema named."""
+    value_schema = {"type": "record", "name": "V", "fields": [{"name": "age", "type": "int"}]}
+    spec = {
+        "key_schema": "string",
+        "value_schema": value_schema,
+        "key_field": "key",
+        "value_field": "value",
+        "single_value": False,
+        "partitions": 4,
+        "schema_id": 1,
+    }
+    batch = pa.RecordBatch.from_pylist([{"key": "a", "age": 1}, {"key": "b", "age": 2}])
+    (out,) = serialize_batches(iter([batch]), spec)
+    keys = [serde.serialize("string", k) for k in ("a", "b")]
+    assert out.column("key").to_pylist() == keys
+    assert out.column("value").to_pylist() == [serde.serialize(serde.parse(value_schema), {"age": a}) for a in (1, 2)]
+    assert out.column("partition").to_pylist() == [partition_for(k, 4) for k in keys]
+    with pytest.raises(PushJobError, match="key 7 does not match the key schema"):
+        list(serialize_batches(iter([pa.RecordBatch.from_pylist([{"key": 7, "age": 1}])]), spec))
+    with pytest.raises(PushJobError, match="value of key 'a' does not match value schema 1"):
+        list(serialize_batches(iter([pa.RecordBatch.from_pylist([{"key": "a", "age": "x"}])]), spec))

@@ -23,7 +23,7 @@ def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
     """mapInArrow on the executors: input rows -> (kafka partition, key bytes, value bytes)."""
     import pyarrow as pa
 
-    key_schema, value_schema = serde.parse(spec["key_schema"]), serde.parse(spec["value_schema"])
+    serialize_key, value_schema = serde.serializer(serde.parse(spec["key_schema"])), serde.parse(spec["value_schema"])
     key_field, value_field, partitions = spec["key_field"], spec["value_field"], spec["partitions"]
     for batch in batches:
         out_partitions, out_keys, out_values = [], [], []
@@ -31,7 +31,7 @@ def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
             key = row.pop(key_field)
             value = row[value_field] if spec["single_value"] else row
             try:
-                key_bytes = serde.serialize(key_schema, key)
+                key_bytes = serialize_key(key)
             except (ValueError, TypeError, AttributeError) as exc:
                 raise PushJobError(f"key {key!r} does not match the key schema: {exc}") from None
             try:
