@@ -9,6 +9,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def test_pyspark_and_pyspark_client_distributions_agree() -> None:
     import pyspark
@@ -25,7 +27,9 @@ def test_python_and_jvm_spark_versions_agree(spark: Any) -> None:
 
 def test_spark_python_workers_import_pyspark_from_the_installed_package(spark: Any) -> None:
     """Spark puts its pyspark zip first on a worker's path; the platform's daemon module (`spark_python`) makes its
-    workers import the installed, compiled package instead."""
+    workers import the installed, compiled package instead, as this process does."""
+    import py4j
+    import pyspark
 
     def where(_rows: Any) -> Any:
         import py4j
@@ -34,21 +38,33 @@ def test_spark_python_workers_import_pyspark_from_the_installed_package(spark: A
         yield pyspark.__file__, py4j.__file__
 
     files = spark.sparkContext.parallelize(range(2), 2).mapPartitions(where).collect()
-    assert files and all(".zip" not in f for pair in files for f in pair), files
+    assert files == [(pyspark.__file__, py4j.__file__)] * 2, files
 
 
-def test_a_spark_submitted_job_imports_pyspark_from_the_installed_package(tmp_path: Path) -> None:
-    """A job's driver, started by spark-submit with the zips first on its path, imports pyspark and py4j from the
-    installed packages once it has imported `venice_core.jobs` (the stream job imports pyspark at import)."""
+@pytest.mark.parametrize("script", ["push.py", "repush.py", "stream.py"])
+def test_a_spark_submitted_job_imports_pyspark_from_the_installed_package(script: str) -> None:
+    """A job's script, started as spark-submit starts it (its folder first on the path, then the zips), imports pyspark
+    and py4j from the installed packages (the stream job imports pyspark as its modules load)."""
+    import py4j
     import pyspark
+
+    import venice_core.jobs
 
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     zips = sorted(str(p) for p in lib.glob("*.zip"))
     assert len(zips) == 2, zips  # pyspark.zip and py4j's: what spark-submit puts on PYTHONPATH
-    program = "import venice_core.jobs.stream, pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+    path = Path(venice_core.jobs.__file__).with_name(script)
+    program = (
+        "import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name='job'); "
+        "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(zips)}
-    result = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", program, str(path.parent), str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    import py4j
-
     assert result.stdout.splitlines() == [pyspark.__file__, py4j.__file__], result.stdout

@@ -13,7 +13,8 @@ def _install(site: Path, py4j_version: str = "0.10.9.9") -> list[str]:
     lib.mkdir(parents=True)
     (site / "pyspark" / "__init__.py").write_text("")
     (site / "py4j").mkdir()
-    (site / "py4j" / "version.py").write_text(f"__version__ = '{py4j_version}'\n")
+    (site / f"py4j-{py4j_version}.dist-info").mkdir()
+    (site / f"py4j-{py4j_version}.dist-info" / "METADATA").write_text(f"Name: py4j\nVersion: {py4j_version}\n")
     zips = [lib / "pyspark.zip", lib / "py4j-0.10.9.9-src.zip"]
     for zip_file in zips:
         zip_file.write_bytes(b"")

@@ -1,16 +1,19 @@
-"""Spark's Python processes import pyspark from its installed, compiled package, not from the zips Spark puts first
-on their path.
+"""A job's driver and Spark's Python workers import pyspark from its installed, compiled package, not from the zips
+Spark puts first on their path.
 
-`spark-submit` (for the driver) and Spark's Python worker factory (for the daemon and its workers) put
+`spark-submit` (for the driver) and Spark's Python worker factory (for the daemon and the workers it forks) put
 `<SPARK_HOME>/python/lib/pyspark.zip` and py4j's zip first on PYTHONPATH. With pyspark installed by pip, SPARK_HOME is
 the installed package and the zips hold the same code as it. But Python compiles every module it imports from a zip
 from source, in every process (zipimport keeps no bytecode): importing `pyspark.worker` costs a worker 0.8 s of CPU
 from the zip against 0.15 s from the package, and the daemon imports it again in every worker it forks. Only zips of
-the installed package itself are dropped: a cluster's own SPARK_HOME keeps its zips.
+the installed package itself are dropped: a cluster's own SPARK_HOME keeps its zips. Not covered: the processes
+Spark starts without the configured daemon (a Python data source's planner, a streaming source's runner), which
+still import from the zip.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 from pathlib import Path
 
@@ -19,17 +22,10 @@ DAEMON_MODULE = "venice_core.jobs.spark_daemon"
 DAEMON_CONFS = {"spark.python.daemon.module": DAEMON_MODULE}
 
 
-def _installed_version(package_dir: Path) -> str | None:
-    """`__version__` as the package's version.py assigns it, read without importing the package."""
-    try:
-        text = (package_dir / "version.py").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip() == "__version__":
-            return value.strip().strip("'\"")
-    return None
+def _installed_version(site: Path, distribution: str) -> str | None:
+    """The version of `distribution` installed in the site directory `site`, from its metadata (no import)."""
+    found = importlib.metadata.distributions(name=distribution, path=[str(site)])
+    return next((d.version for d in found), None)
 
 
 def duplicate_zips(path: list[str]) -> list[str]:
@@ -47,7 +43,7 @@ def duplicate_zips(path: list[str]) -> list[str]:
             continue
         py4j_version = zip_file.name.removeprefix("py4j-").removesuffix("-src.zip")
         if zip_file.name == "pyspark.zip" or (
-            zip_file.name.startswith("py4j-") and _installed_version(site / "py4j") == py4j_version
+            zip_file.name.startswith("py4j-") and _installed_version(site, "py4j") == py4j_version
         ):
             duplicates.append(entry)
     return duplicates
@@ -58,5 +54,9 @@ def prefer_installed_pyspark() -> None:
     (one process never mixes modules of both copies)."""
     if "pyspark" in sys.modules or "py4j" in sys.modules:
         return
-    for entry in duplicate_zips(sys.path):
+    try:
+        duplicates = duplicate_zips([entry for entry in sys.path if isinstance(entry, str)])
+    except (OSError, RuntimeError, ValueError):  # a path it cannot resolve: keep the zips, only slower
+        return
+    for entry in duplicates:
         sys.path.remove(entry)
