@@ -22,7 +22,10 @@ $(BYTECODE): $(STAMP)
 	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 
+# The project's own modules compiled too (as they are now; Python recompiles one that changed since): a `venice`
+# command otherwise compiles the CLI's imports from source each time (`venice --help` 0.85 -> 0.77 s).
 install: $(STAMP) $(BYTECODE) system-deps spark-archive
+	$(BIN)/python -m compileall -qq venice_core dags plugins
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
 # spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive*.py).
