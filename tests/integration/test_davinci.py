@@ -429,3 +429,32 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     assert "came in more than one partition" not in caplog.text
     killed = "was killed (exit code -9) before they were done: the client's own tasks go on" in caplog.text
     assert killed == (stop is signal.SIGKILL)
+
+
+def test_a_worker_that_crashes_fails_the_ingestion_and_names_its_exit_code(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that dies of its own fault (a native crash: SIGSEGV) is not taken over by the client's own tasks:
+    the same input would crash the process that serves reads. Its partitions fail, naming the exit code; the
+    version is not swapped in, and closing the client leaves no worker behind."""
+    env = platform_env
+    store = env.create_user_store("dvcrash", PARTITIONS)
+    assert env.push(store, RecordsJob({f"c{i:05d}": _value(i) for i in range(30_000)})) == 1
+    commits = _slowed_commits(monkeypatch, 0.5)
+    client = DaVinciClient(
+        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "c.duckdb"), config=env.config, worker_min_records=0
+    )
+    client.ingest_workers = 2
+    client.start(wait=False)
+    try:
+        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        workers = list(client.local[1].workers)
+        assert commits.wait(workers[0].partitions)
+        workers[0].process.send_signal(signal.SIGSEGV)
+        assert workers[0].process.wait(30) == -signal.SIGSEGV
+        with pytest.raises(VeniceError, match=r"its ingestion worker exited with code -11"):
+            client.wait_until_serving(120)
+        assert client.serving == 0
+    finally:
+        client.close()
+    assert all(worker.process.poll() is not None for worker in workers)
