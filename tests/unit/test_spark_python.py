@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
-from venice_core.jobs.spark_python import duplicate_zips
+import pytest
+
+from venice_core.jobs.spark_python import duplicate_zips, prefer_installed_pyspark
 
 
 def _install(site: Path, py4j_version: str = "0.10.9.9") -> list[str]:
@@ -44,3 +48,17 @@ def test_a_clusters_own_spark_home_keeps_its_zips(tmp_path: Path) -> None:
     site = tmp_path / "site"
     _install(site)
     assert duplicate_zips([*zips, str(site)]) == []
+
+
+def test_the_path_is_left_alone_once_pyspark_is_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropping the zips after pyspark came from one of them would mix modules of both copies in one process."""
+    zips = _install(tmp_path / "site")
+    path = [*zips, str(tmp_path / "site")]
+    monkeypatch.setattr(sys, "path", list(path))
+    monkeypatch.setitem(sys.modules, "pyspark", types.ModuleType("pyspark"))
+    prefer_installed_pyspark()
+    assert sys.path == path
+    monkeypatch.delitem(sys.modules, "pyspark")
+    monkeypatch.delitem(sys.modules, "py4j", raising=False)
+    prefer_installed_pyspark()
+    assert sys.path == [str(tmp_path / "site")]
