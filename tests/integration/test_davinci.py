@@ -390,6 +390,27 @@ def test_a_commit_the_client_cannot_apply_fails_the_workers_partition_naming_it(
     assert all(worker.process.poll() is not None for worker in workers)
 
 
+def _two_worker_client(
+    env: PlatformEnv, store: str, oracle: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> DaVinciClient:
+    """A client ingesting `oracle`, pushed as version 1 of `store`, in two worker processes (commits slowed),
+    returned once its first worker has committed part of its partition: a signal to it then leaves a checkpoint."""
+    assert env.push(store, RecordsJob(dict(oracle))) == 1
+    commits = _slowed_commits(monkeypatch, 0.5)
+    client = DaVinciClient(
+        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "c.duckdb"), config=env.config, worker_min_records=0
+    )
+    client.ingest_workers = 2
+    client.start(wait=False)
+    try:
+        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        assert commits.wait(client.local[1].workers[0].partitions)
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     platform_env: PlatformEnv,
@@ -405,17 +426,9 @@ def test_a_worker_stopped_from_outside_leaves_its_partitions_to_the_client(
     env = platform_env
     store = env.create_user_store(f"dvwork{stop.name[3:].lower()}", PARTITIONS)
     oracle: dict[str, Any] = {f"t{i:05d}": _value(i) for i in range(30_000)}
-    assert env.push(store, RecordsJob(dict(oracle))) == 1
-    commits = _slowed_commits(monkeypatch, 0.5)
-    client = DaVinciClient(
-        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "t.duckdb"), config=env.config, worker_min_records=0
-    )
-    client.ingest_workers = 2
-    client.start(wait=False)
+    client = _two_worker_client(env, store, oracle, tmp_path, monkeypatch)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
         worker = client.local[1].workers[0]
-        assert commits.wait(worker.partitions)  # it has committed part of its partition: the kill leaves a checkpoint
         worker.process.send_signal(stop)
         assert worker.process.wait(30) == (0 if stop is signal.SIGTERM else -signal.SIGKILL)
         client.wait_until_serving(120)
@@ -439,17 +452,9 @@ def test_a_worker_that_crashes_fails_the_ingestion_and_names_its_exit_code(
     version is not swapped in, and closing the client leaves no worker behind."""
     env = platform_env
     store = env.create_user_store("dvcrash", PARTITIONS)
-    assert env.push(store, RecordsJob({f"c{i:05d}": _value(i) for i in range(30_000)})) == 1
-    commits = _slowed_commits(monkeypatch, 0.5)
-    client = DaVinciClient(
-        store, "dc-1", tmp_path, DuckDBRecordTransformer(tmp_path / "c.duckdb"), config=env.config, worker_min_records=0
-    )
-    client.ingest_workers = 2
-    client.start(wait=False)
+    client = _two_worker_client(env, store, {f"c{i:05d}": _value(i) for i in range(30_000)}, tmp_path, monkeypatch)
+    workers = list(client.local[1].workers)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
-        workers = list(client.local[1].workers)
-        assert commits.wait(workers[0].partitions)
         workers[0].process.send_signal(signal.SIGSEGV)
         assert workers[0].process.wait(30) == -signal.SIGSEGV
         with pytest.raises(VeniceError, match=r"its ingestion worker exited with code -11"):
