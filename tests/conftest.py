@@ -20,9 +20,7 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import ClusterConfig
 from venice_core.embedded import platform, sandbox
-from venice_core.jobs import spark_archive
-from venice_core.jobs.spark_python import DAEMON_CONFS
-from venice_core.jobs.spark_spec import DRIVER_JAVA_OPTIONS
+from venice_core.jobs.spark_spec import DEFAULT_MASTER, default_spark_confs
 from venice_core.meta import MetadataStore
 
 NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "airflow", "postgres_url": "postgres"}
@@ -85,12 +83,9 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2,4]")
+        SparkSession.builder.master(DEFAULT_MASTER)
         .appName("venice-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config(map=DAEMON_CONFS)
-        .config("spark.driver.extraJavaOptions", spark_archive.java_options(DRIVER_JAVA_OPTIONS))
+        .config(map=default_spark_confs())  # the push job's own Spark settings
         .getOrCreate()
     )
     try:

@@ -31,19 +31,20 @@ def _installed_version(site: Path, distribution: str) -> str | None:
 def duplicate_zips(path: list[str]) -> list[str]:
     """The entries of `path` that are zips of a pip-installed pyspark whose site directory is on `path` too: its
     `python/lib/pyspark.zip`, and its py4j zip when the installed py4j has the zip's version."""
+    zips = [(entry, Path(entry)) for entry in path if entry.endswith(".zip")]
+    candidates = [(entry, z) for entry, z in zips if z.parent.name == "lib" and z.parent.parent.name == "python"]
+    if not candidates:  # most processes (the CLI, Airflow's): nothing to resolve
+        return []
     on_path = {str(Path(entry).resolve()) for entry in path if entry}
     duplicates = []
-    for entry in path:
-        zip_file = Path(entry)
-        if zip_file.suffix != ".zip" or zip_file.parent.name != "lib" or zip_file.parent.parent.name != "python":
-            continue
+    for entry, zip_file in candidates:
         package = zip_file.parent.parent.parent
         site = package.parent
         if package.name != "pyspark" or not (package / "__init__.py").is_file() or str(site.resolve()) not in on_path:
             continue
-        py4j_version = zip_file.name.removeprefix("py4j-").removesuffix("-src.zip")
         if zip_file.name == "pyspark.zip" or (
-            zip_file.name.startswith("py4j-") and _installed_version(site, "py4j") == py4j_version
+            zip_file.name.startswith("py4j-")
+            and _installed_version(site, "py4j") == zip_file.name.removeprefix("py4j-").removesuffix("-src.zip")
         ):
             duplicates.append(entry)
     return duplicates
