@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+from itertools import chain
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,35 @@ def _counting(accept_run: object, accepted: list[bool]) -> object:
         return result
 
     return wrapper
+
+
+def test_a_partitions_first_and_last_batches_go_as_runs() -> None:
+    """A batch that opens a segment before its data, or ends it (and the push) after them, is cut into stretches:
+    its data still reach the store as runs of PUTs, not one put at a time (which also turned the rest of the
+    commit's runs into single puts)."""
+    from venice_core.davinci.batch import DuckDBBatch
+
+    guid = deterministic_guid("stretches", 0)
+    puts = [(b"k%05d" % i, b"v%d" % i) for i in range(12_000)]
+    control = SegmentState(deterministic_guid("stretches", "control"))
+    eop = [
+        encode_control(control.start_segment(), ControlMessageType.START_OF_SEGMENT, {}),
+        encode_control(control.next(), ControlMessageType.END_OF_PUSH, {"record_counts": {"0": len(puts)}}),
+    ]
+    feed = [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(_writer_messages(guid, puts, []) + eop)]
+    commits: list[DuckDBBatch] = []
+
+    class Store(_RecordingStore):
+        def new_batch(self) -> DuckDBBatch:
+            return DuckDBBatch()
+
+        def commit(self, batch: DuckDBBatch, checkpoint: dict) -> None:
+            commits.append(batch)
+
+    task = PartitionIngestionTask("unused", "t", 0, Store(True, False), lambda *_: None, "test")
+    checkpoint = {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
+    task._loop(FakeConsumer(feed), Validator(), checkpoint, threading.Event())  # batches of 5,000: 3 of them
+    assert task.completed and task.stats.records == len(puts)
+    assert all(not batch.puts for batch in commits)  # nothing went one put at a time
+    keys = list(chain.from_iterable(run.keys() for batch in commits for run in batch.runs))
+    assert keys == [key for key, _ in puts]

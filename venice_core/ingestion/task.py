@@ -76,6 +76,21 @@ class IngestionStats:
         return max(0, self.end_offset - self.offset - 1)
 
 
+def _is_data(message: Any) -> bool:
+    """A data message (PUT, DELETE, chunk), not a control message or a consumer error."""
+    key = message.key()
+    return message.error() is None and key is not None and key[:1] == KEY_TYPE_DATA
+
+
+def _stretches(messages: list[Any]) -> list[list[Any]]:
+    """The messages cut where data messages and others alternate, in order; too few to hold a run: as they are."""
+    if len(messages) <= RUN_MIN_MESSAGES:
+        return [messages]
+    data = list(map(_is_data, messages))
+    cuts = [i for i in range(1, len(data)) if data[i] != data[i - 1]]
+    return [messages[start:end] for start, end in zip([0, *cuts], [*cuts, len(messages)], strict=True)]
+
+
 class PartitionIngestionTask:
     def __init__(
         self,
@@ -268,97 +283,104 @@ class PartitionIngestionTask:
             return True
 
         while not stop.is_set():
-            messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2)
-            if apply_run(messages):
-                messages = []  # applied as one run: none left to take one at a time
-            # The hot path, inlined for speed: a plain PUT (or DELETE) is read with one unpack, checked by DIV
-            # without building a Message, and written to the batch. Control messages, chunks and manifests (rare)
-            # go through the general path below.
-            for raw in messages:
-                if raw.error():
-                    if raw.error().fatal():
-                        raise ProtocolError(f"fatal consumer error: {raw.error().str()}")
-                    if raw.error().code() != KafkaError._PARTITION_EOF:
-                        log.warning(
-                            "consumer error on %s[%d] (retrying): %s", self.topic, self.partition, raw.error().str()
-                        )
-                    continue
-                if mirror is not None:
-                    mirror(raw)
-                    if raw.offset() < apply_from:
+            consumed = consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2)
+            # A batch that is not one run (a segment's start before its data; its end and END_OF_PUSH after) is
+            # taken stretch by stretch, data apart from the rest, each stretch of data tried as a run: a partition's
+            # first batch used to go one message at a time, and the runs after it in the same commit with it.
+            stretches = [] if apply_run(consumed) else _stretches(consumed)
+            for messages in stretches:
+                if len(stretches) > 1 and _is_data(messages[0]) and apply_run(messages):
+                    continue  # applied as one run: none left to take one at a time
+                # The hot path, inlined for speed: a plain PUT (or DELETE) is read with one unpack, checked by DIV
+                # without building a Message, and written to the batch. Control messages, chunks and manifests
+                # (rare) go through the general path below.
+                for raw in messages:
+                    if raw.error():
+                        if raw.error().fatal():
+                            raise ProtocolError(f"fatal consumer error: {raw.error().str()}")
+                        if raw.error().code() != KafkaError._PARTITION_EOF:
+                            log.warning(
+                                "consumer error on %s[%d] (retrying): %s", self.topic, self.partition, raw.error().str()
+                            )
                         continue
-                kafka_key, kafka_value = raw.key(), raw.value()
-                self.stats.offset = raw.offset()
-                if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
-                    version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
-                    if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
-                        body = memoryview(kafka_value)[HEADER.size :]
-                        if not accept_data(guid, segment, sequence, kafka_key, body):
-                            self.stats.duplicates += 1
+                    if mirror is not None:
+                        mirror(raw)
+                        if raw.offset() < apply_from:
                             continue
-                        uncommitted += 1
-                        if mtype == MessageType.PUT:
-                            self.stats.records += 1
-                            if sorted_push:
-                                self.storage.sst_put(kafka_key[1:], kafka_value[HEADER.size :])
-                            else:
-                                batch.put(kafka_key[1:], kafka_value[HEADER.size :])
-                        else:
-                            batch.delete(kafka_key[1:])
-                        if timestamp and stamp_writes:
-                            stamp = WriteStamp(timestamp, tombstone=mtype == MessageType.DELETE)
-                            self.storage.put_write_stamp(batch, kafka_key[1:], stamp.encode())
-                        continue
-                message = decode(kafka_key, kafka_value)
-                data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
-                if not validator.accept(message, data):
-                    self.stats.duplicates += 1
-                    continue
-                uncommitted += 1
-                if message.type is MessageType.PUT:
-                    if message.schema_id == CHUNK_SCHEMA_ID:
-                        pending_chunks[message.key] = message.value
-                        self.storage.stage_chunk(batch, message.key, message.value)
-                        continue
-                    if message.schema_id == MANIFEST_SCHEMA_ID:
-                        manifest = chunking.Manifest.decode(message.value)
-                        parts = []
-                        for chunk_key in manifest.chunk_keys:
-                            part = pending_chunks.get(chunk_key) or self.storage.get_chunk(chunk_key)
-                            if part is None:
-                                raise DataIntegrityError(f"chunk {chunk_key.hex()} of a large value is missing")
-                            parts.append(part)
-                            self.storage.drop_chunk(batch, chunk_key)
-                        stored = SCHEMA_ID.pack(manifest.schema_id) + b"".join(parts)
-                    else:
-                        stored = kafka_value[HEADER.size :]  # schema id + value, as stored
-                    self.stats.records += 1
-                    if sorted_push:
-                        self.storage.sst_put(message.key, stored)
-                    else:
-                        batch.put(message.key, stored)
-                    if message.producer.timestamp_ms and stamp_writes:
-                        stamp = WriteStamp(message.producer.timestamp_ms)
-                        self.storage.put_write_stamp(batch, message.key, stamp.encode())
-                elif message.type is MessageType.DELETE:
-                    batch.delete(message.key)
-                    if message.producer.timestamp_ms and stamp_writes:
-                        stamp = WriteStamp(message.producer.timestamp_ms, tombstone=True)
-                        self.storage.put_write_stamp(batch, message.key, stamp.encode())
-                elif message.control_type is ControlMessageType.START_OF_PUSH:
-                    sop = message.control
-                    sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
-                elif message.control_type is ControlMessageType.END_OF_PUSH:
-                    expected = (message.control.get("record_counts") or {}).get(str(self.partition))
-                    if expected is not None and expected != self.stats.records:
-                        raise DataIntegrityError(
-                            f"END_OF_PUSH counts {expected} records, ingestion stored {self.stats.records}"
+                    kafka_key, kafka_value = raw.key(), raw.value()
+                    self.stats.offset = raw.offset()
+                    if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
+                        version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(
+                            kafka_value
                         )
-                    if self.mirror is not None:
-                        self.mirror.flush()  # the local topic complete before the partition says so
-                    state = commit(eop=True, eop_time_ms=raw.timestamp()[1])
-                    self.completed = True  # only once committed: a Da Vinci client serves the version on it
-                    return state
+                        if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
+                            body = memoryview(kafka_value)[HEADER.size :]
+                            if not accept_data(guid, segment, sequence, kafka_key, body):
+                                self.stats.duplicates += 1
+                                continue
+                            uncommitted += 1
+                            if mtype == MessageType.PUT:
+                                self.stats.records += 1
+                                if sorted_push:
+                                    self.storage.sst_put(kafka_key[1:], kafka_value[HEADER.size :])
+                                else:
+                                    batch.put(kafka_key[1:], kafka_value[HEADER.size :])
+                            else:
+                                batch.delete(kafka_key[1:])
+                            if timestamp and stamp_writes:
+                                stamp = WriteStamp(timestamp, tombstone=mtype == MessageType.DELETE)
+                                self.storage.put_write_stamp(batch, kafka_key[1:], stamp.encode())
+                            continue
+                    message = decode(kafka_key, kafka_value)
+                    data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
+                    if not validator.accept(message, data):
+                        self.stats.duplicates += 1
+                        continue
+                    uncommitted += 1
+                    if message.type is MessageType.PUT:
+                        if message.schema_id == CHUNK_SCHEMA_ID:
+                            pending_chunks[message.key] = message.value
+                            self.storage.stage_chunk(batch, message.key, message.value)
+                            continue
+                        if message.schema_id == MANIFEST_SCHEMA_ID:
+                            manifest = chunking.Manifest.decode(message.value)
+                            parts = []
+                            for chunk_key in manifest.chunk_keys:
+                                part = pending_chunks.get(chunk_key) or self.storage.get_chunk(chunk_key)
+                                if part is None:
+                                    raise DataIntegrityError(f"chunk {chunk_key.hex()} of a large value is missing")
+                                parts.append(part)
+                                self.storage.drop_chunk(batch, chunk_key)
+                            stored = SCHEMA_ID.pack(manifest.schema_id) + b"".join(parts)
+                        else:
+                            stored = kafka_value[HEADER.size :]  # schema id + value, as stored
+                        self.stats.records += 1
+                        if sorted_push:
+                            self.storage.sst_put(message.key, stored)
+                        else:
+                            batch.put(message.key, stored)
+                        if message.producer.timestamp_ms and stamp_writes:
+                            stamp = WriteStamp(message.producer.timestamp_ms)
+                            self.storage.put_write_stamp(batch, message.key, stamp.encode())
+                    elif message.type is MessageType.DELETE:
+                        batch.delete(message.key)
+                        if message.producer.timestamp_ms and stamp_writes:
+                            stamp = WriteStamp(message.producer.timestamp_ms, tombstone=True)
+                            self.storage.put_write_stamp(batch, message.key, stamp.encode())
+                    elif message.control_type is ControlMessageType.START_OF_PUSH:
+                        sop = message.control
+                        sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
+                    elif message.control_type is ControlMessageType.END_OF_PUSH:
+                        expected = (message.control.get("record_counts") or {}).get(str(self.partition))
+                        if expected is not None and expected != self.stats.records:
+                            raise DataIntegrityError(
+                                f"END_OF_PUSH counts {expected} records, ingestion stored {self.stats.records}"
+                            )
+                        if self.mirror is not None:
+                            self.mirror.flush()  # the local topic complete before the partition says so
+                        state = commit(eop=True, eop_time_ms=raw.timestamp()[1])
+                        self.completed = True  # only once committed: a Da Vinci client serves the version on it
+                        return state
             if self.mirror is not None:
                 self.mirror.check()
             now = time.monotonic()
