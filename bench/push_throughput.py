@@ -3,7 +3,8 @@ consuming the same serialised bytes, in the same run. Also the region servers' r
 
     .venv/bin/python -m bench.push_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2]
 
-The issue's targets: ratio >= 0.5x with three regions; one region (no replication) well above that.
+The issue's targets: ratio >= 0.5x with three regions; one region (no replication) well above that. Also printed:
+the floor (`bench.raw_topology`), confluent-kafka alone doing the Kafka work such a rollout needs, no platform code.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from bench import raw_topology
 from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.client import serde
@@ -41,15 +43,7 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
     topic = f"raw-{uuid.uuid4().hex[:8]}"
     admin.create_topic(bootstrap, topic, PARTITIONS)
     started = time.perf_counter()
-    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
-    for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, partition=partition_for(key, PARTITIONS))
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(120) == 0
+    produce_records(bootstrap, topic, records)
     consumer = Consumer(
         client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench", "enable.partition.eof": True})
     )
@@ -64,6 +58,14 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
     consumer.close()
     assert received == len(records), (received, len(records))
     return time.perf_counter() - started
+
+
+def produce_records(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    """The records to the topic, partitioned as the push partitions them, flushed (the push's producer settings)."""
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
+    for key, value in records:
+        raw_topology.produce(producer, topic, key, value, partition_for(key, PARTITIONS))
+    assert producer.flush(120) == 0
 
 
 def conf_pair(text: str) -> tuple[str, str]:
@@ -126,6 +128,10 @@ def main() -> None:
         )
         cpu["push driver (this process)"] = own.ru_utime + own.ru_stime - own_before.ru_utime - own_before.ru_stime
         baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
+        with raw_topology.RawRegions(config, PARTITIONS, len(records)) as regions:
+            floor_seconds = raw_topology.timed(
+                regions, lambda: produce_records(regions.bootstrap, regions.topic, records)
+            )
 
         n = len(records)
         report(
@@ -143,6 +149,11 @@ def main() -> None:
         for region in config.region_names:
             pid = servers.process(config, region).pid()
             print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
+        print(
+            f"  the floor, confluent-kafka alone doing the Kafka work of a rollout to {len(config.regions)} region(s) "
+            f"({len(config.regions)} produces and {len(config.regions)} consumes, one process per region, at once): "
+            f"{floor_seconds:.1f}s, {baseline_seconds / floor_seconds:.2f}x of the baseline (no push can beat it here)"
+        )
         print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
 
 

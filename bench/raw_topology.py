@@ -1,0 +1,116 @@
+"""The Kafka work a rollout to several regions cannot avoid, done by confluent-kafka alone: the floor under a push's
+or a repush's ratio on this machine.
+
+A push to R regions writes its records to the source region's version topic once, and each region reads them: the
+source region consumes that topic; every other region's leader consumes it and produces each record to its own
+version topic (`ingestion.replication`). So R consumes and R produces of the same bytes, against one produce and one
+consume for the single-stream baseline. `RawRegions` runs just that, with no platform code (no Spark, no Avro, no
+DIV, no storage): one process per region, started and subscribed before the clock starts, as region servers are,
+each reading the topic the caller writes until it has every record (and, outside the source region, has flushed
+its copy). Its seconds, set against the single-stream baseline of the same run, bound from above the ratio any
+implementation of the rollout can reach on this machine.
+
+    python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT [MIRROR_TOPIC]   (one region's process)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from venice_core.config import ClusterConfig
+from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+
+
+def produce(producer: Producer, topic: str, key: bytes, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
+class RawRegions:
+    """One raw process per region reading `topic` (`topic` itself is for the caller to write), started on entry and
+    ready when `__enter__` returns; `wait()` returns once every one has read `count` records, and copied them to its
+    own topic outside the source region."""
+
+    def __init__(self, config: ClusterConfig, partitions: int, count: int) -> None:
+        source = config.region(config.source_region)
+        self.bootstrap = source.kafka_bootstrap
+        self.topic = f"raw-source-{uuid.uuid4().hex[:8]}"
+        admin.create_topic(self.bootstrap, self.topic, partitions)
+        self.processes: list[subprocess.Popen[str]] = []
+        for region in config.regions:
+            command = [sys.executable, "-m", "bench.raw_topology", "region", region.kafka_bootstrap, self.topic]
+            command += [str(partitions), str(count)]
+            if region.name != source.name:
+                mirror = f"raw-{region.name}-{uuid.uuid4().hex[:8]}"
+                admin.create_topic(region.kafka_bootstrap, mirror, partitions)
+                command.append(mirror)
+            self.processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+
+    def __enter__(self) -> RawRegions:
+        for process in self.processes:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "ready", "a raw region process did not start"
+        return self
+
+    def wait(self) -> None:
+        for process in self.processes:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            assert line == "done", f"a raw region process ended with {line!r}"
+
+    def __exit__(self, *_: object) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str | None) -> None:
+    """One region's raw work: consume `topic` until `count` records have come; outside the source region, produce
+    each to `mirror` (same key, value and partition) and flush."""
+    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": f"raw-{uuid.uuid4().hex[:8]}"}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.consume(1, 0.5)  # connected and fetching before the clock starts
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG)) if mirror else None
+    print("ready", flush=True)
+    received = 0
+    while received < count:
+        for message in consumer.consume(5000, 1.0):
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(message.error().str())
+                continue
+            received += 1
+            if producer is not None:
+                produce(producer, mirror, message.key(), message.value(), message.partition())
+        if producer is not None:
+            producer.poll(0)
+    if producer is not None:
+        assert producer.flush(120) == 0
+    consumer.close()
+    print("done", flush=True)
+
+
+def timed(regions: RawRegions, write: object) -> float:
+    """Seconds from the start of `write()` (which writes the records to `regions.topic`) until every region is done."""
+    started = time.perf_counter()
+    write()  # type: ignore[operator]
+    regions.wait()
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (6, 7) or sys.argv[1] != "region":
+        sys.exit(__doc__.strip().splitlines()[-1])
+    region(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] if len(sys.argv) == 7 else None)
