@@ -29,7 +29,7 @@ from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
-from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore
+from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
 from venice_core.embedded.sandbox import free_ports
 from venice_core.errors import ConfigError, StoreNotFound, VeniceError
 from venice_core.protocol.compression import CompressionStrategy, compressor
@@ -277,6 +277,47 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         assert restarted.get("r7") == records["r7"]
     finally:
         restarted.close()
+
+
+def test_reads_of_the_served_version_go_on_while_the_next_versions_key_is_built(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk-loaded version gets its primary key once ingested, which takes seconds on a large table: meanwhile the
+    client serves the previous version's reads, and it swaps once the key is built."""
+    env = platform_env
+    store = env.create_user_store("dvckey", 1)
+    env.push(store, RecordsJob({"a": _value(1)}))
+    building, release = threading.Event(), threading.Event()
+    original = DuckDBVersionTable.ensure_keyed
+
+    def slow_key(table: DuckDBVersionTable) -> None:
+        if table.version == 2 and not table.keyed:
+            building.set()
+            release.wait(60)
+        original(table)
+
+    monkeypatch.setattr(DuckDBVersionTable, "ensure_keyed", slow_key)
+    client = DaVinciClient(store, "dc-0", tmp_path, DuckDBRecordTransformer(tmp_path / "c.duckdb"), config=env.config)
+    client.start(timeout=60)
+    pushed: list[int] = []
+    pusher = threading.Thread(target=lambda: pushed.append(env.push(store, RecordsJob({"a": _value(2)}))))
+    pusher.start()
+    try:
+        assert building.wait(60), "v2's key was never built"
+        read: list[Any] = []
+        reader = threading.Thread(target=lambda: read.append(client.get("a")), daemon=True)
+        reader.start()
+        reader.join(5)
+        assert read == [_value(1)], "a read of v1 waited for v2's key"
+    finally:
+        release.set()
+        pusher.join(120)
+    try:
+        assert pushed == [2]
+        eventually(lambda: client.serving == 2 or client.status(), "the client swapping to v2", timeout=30)
+        assert client.get("a") == _value(2)
+    finally:
+        client.close()
 
 
 class _Commits:

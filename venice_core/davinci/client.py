@@ -280,6 +280,12 @@ class DaVinciClient:
             for number in [n for n in self.local if n not in wanted and n != self.serving]:
                 log.info("%s v%d abandoned by the rollout: dropped", self.store, number)
                 self._unsubscribe(number, destroy=True)
+            unkeyed = [v.table for v in self.local.values() if v.table is not None and not v.table.keyed and v.ready]
+        # A bulk-loaded version's primary key, built once the version is ingested: seconds on a large table, so
+        # outside the client's lock (reads of the version served go on meanwhile) and before the swap.
+        for table in unkeyed:
+            table.ensure_keyed()
+        with self._lock:
             target = self.local.get(current)
             if current and current != self.serving and target is not None and target.ready:
                 self._swap(target)
