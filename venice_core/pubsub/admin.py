@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any, Protocol
 
@@ -27,7 +28,28 @@ def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient(client_config(bootstrap, **{"socket.timeout.ms": 10000}))
 
 
+def refused(bootstrap: str, connect_timeout: float = 2.0) -> str | None:
+    """Why every bootstrap server turned a TCP connection down at once (refused, unknown host), or None if one took
+    it or any was slow to answer: that case is left to the Kafka client's own timeout. A broker that is down answers
+    in a millisecond; librdkafka would retry it for the whole `timeout`."""
+    reasons = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        host = host.rpartition("://")[2].strip("[]")  # PLAINTEXT://host, [ipv6]
+        try:
+            with socket.create_connection((host, int(port)), timeout=connect_timeout):
+                return None
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            reasons.append(f"{server.strip()}: {exc.strerror or exc}")
+        except (OSError, ValueError):
+            return None
+    return "; ".join(reasons)
+
+
 def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
+    reason = refused(bootstrap)
+    if reason:
+        raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {reason}")
     try:
         admin_client(bootstrap).list_topics(timeout=timeout)
     except KafkaException as exc:
