@@ -8,22 +8,28 @@ consume for the single-stream baseline. `RawRegions` runs just that, with no pla
 DIV, no storage): one process per region, started and subscribed before the clock starts, as region servers are,
 each reading the topic the caller writes until it has every record (and, outside the source region, has flushed
 its copy). Its seconds, set against the single-stream baseline of the same run, bound from above the ratio any
-implementation of the rollout can reach on this machine.
+implementation of the rollout can reach on this machine; with `spark_start_seconds` added, the ratio any push or
+repush submitted to Spark can reach.
 
     python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT [MIRROR_TOPIC]   (one region's process)
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, process_env
+from venice_core.jobs.spark_spec import DEFAULT_MASTER, SparkJobSpec, default_spark_confs
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+
+SPARK_NOOP = Path(__file__).with_name("spark_noop.py")
 
 
 def produce(producer: Producer, topic: str, key: bytes, value: bytes, partition: int) -> None:
@@ -107,6 +113,19 @@ def timed(regions: RawRegions, write: object) -> float:
     started = time.perf_counter()
     write()  # type: ignore[operator]
     regions.wait()
+    return time.perf_counter() - started
+
+
+def spark_start_seconds(config: ClusterConfig) -> float:
+    """Seconds of a `spark-submit`, with the jobs' master and settings, of an application that runs one trivial
+    Python task per core (`bench/spark_noop.py`): what a push or repush submitted to Spark pays before its first
+    record."""
+    spec = SparkJobSpec("venice-bench-noop", DEFAULT_MASTER, default_spark_confs(), [], str(SPARK_NOOP))
+    env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    started = time.perf_counter()
+    done = subprocess.run(spec.argv(), env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
     return time.perf_counter() - started
 
 
