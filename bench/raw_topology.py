@@ -7,9 +7,9 @@ version topic (`ingestion.replication`). So R consumes and R produces of the sam
 consume for the single-stream baseline. `RawRegions` runs just that, with no platform code (no Spark, no Avro, no
 DIV, no storage): one process per region, started and subscribed before the clock starts, as region servers are,
 each reading the topic the caller writes until it has every record (and, outside the source region, has flushed
-its copy). Its seconds, set against the single-stream baseline of the same run, bound from above the ratio any
-implementation of the rollout can reach on this machine; with `spark_start_seconds` added, the ratio any push or
-repush submitted to Spark can reach.
+its copy). Its seconds, set against the single-stream baseline of the same run, are what confluent-kafka from
+Python with the platform's client settings takes for that work on this machine: an empirical floor under a
+rollout's ratio (not a proof), and with `spark_start_seconds` added, under a push or repush submitted to Spark.
 
     python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT [MIRROR_TOPIC]   (one region's process)
 """
@@ -52,19 +52,27 @@ class RawRegions:
         self.topic = f"raw-source-{uuid.uuid4().hex[:8]}"
         admin.create_topic(self.bootstrap, self.topic, partitions)
         self.processes: list[subprocess.Popen[str]] = []
-        for region in config.regions:
-            command = [sys.executable, "-m", "bench.raw_topology", "region", region.kafka_bootstrap, self.topic]
-            command += [str(partitions), str(count)]
-            if region.name != source.name:
-                mirror = f"raw-{region.name}-{uuid.uuid4().hex[:8]}"
-                admin.create_topic(region.kafka_bootstrap, mirror, partitions)
-                command.append(mirror)
-            self.processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+        try:
+            for region in config.regions:
+                command = [sys.executable, "-m", "bench.raw_topology", "region", region.kafka_bootstrap, self.topic]
+                command += [str(partitions), str(count)]
+                if region.name != source.name:
+                    mirror = f"raw-{region.name}-{uuid.uuid4().hex[:8]}"
+                    admin.create_topic(region.kafka_bootstrap, mirror, partitions)
+                    command.append(mirror)
+                self.processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __enter__(self) -> RawRegions:
-        for process in self.processes:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == "ready", "a raw region process did not start"
+        try:
+            for process in self.processes:
+                assert process.stdout is not None
+                assert process.stdout.readline().strip() == "ready", "a raw region process did not start"
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def wait(self) -> None:
@@ -85,13 +93,23 @@ class RawRegions:
 def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str | None) -> None:
     """One region's raw work: consume `topic` until `count` records have come; outside the source region, produce
     each to `mirror` (same key, value and partition) and flush."""
-    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": f"raw-{uuid.uuid4().hex[:8]}"}))
+    settings = {"group.id": f"raw-{uuid.uuid4().hex[:8]}", "enable.partition.eof": True}
+    consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **settings))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    consumer.consume(1, 0.5)  # connected and fetching before the clock starts
+    at_end: set[int] = set()
+    while len(at_end) < partitions:  # connected, and each partition fetched (still empty), before the clock starts
+        for message in consumer.consume(partitions, 1.0):
+            if message.error() and message.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
     producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG)) if mirror else None
+    if producer is not None:
+        producer.list_topics(mirror, timeout=30)  # the copy's metadata known before the clock starts
     print("ready", flush=True)
     received = 0
+    deadline = time.monotonic() + 600
     while received < count:
+        if time.monotonic() > deadline:
+            sys.exit(f"raw region: {received} of {count} records after 600 s")
         for message in consumer.consume(5000, 1.0):
             if message.error():
                 if message.error().code() != KafkaError._PARTITION_EOF:

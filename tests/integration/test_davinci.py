@@ -307,7 +307,7 @@ def test_reads_of_the_served_version_go_on_while_the_next_versions_key_is_built(
         read: list[Any] = []
         reader = threading.Thread(target=lambda: read.append(client.get("a")), daemon=True)
         reader.start()
-        reader.join(5)
+        reader.join(15)
         assert read == [_value(1)], "a read of v1 waited for v2's key"
     finally:
         release.set()

@@ -285,10 +285,15 @@ class DaVinciClient:
         # outside the client's lock (reads of the version served go on meanwhile) and before the swap.
         for table in unkeyed:
             table.ensure_keyed()
+        if self._stop.is_set():
+            return  # closed during a long key build: close() has taken the versions down
         with self._lock:
             target = self.local.get(current)
             if current and current != self.serving and target is not None and target.ready:
-                self._swap(target)
+                if target.table is not None and not target.table.keyed:
+                    self._wake.set()  # ready since the key builds above: keyed on the next round, not under the lock
+                else:
+                    self._swap(target)
         self._heartbeat()
 
     def _heartbeat(self) -> None:

@@ -83,9 +83,10 @@ def _is_data(message: Any) -> bool:
 
 
 def _stretches(messages: list[Any]) -> list[list[Any]]:
-    """The messages cut where data messages and others alternate, in order; too few to hold a run: as they are."""
-    if len(messages) <= RUN_MIN_MESSAGES:
-        return [messages]
+    """The messages cut where data messages and others alternate, in order, if a control message opens or closes
+    them (a segment's start, its end, END_OF_PUSH); else, or too few to hold a run, as they are."""
+    if len(messages) <= RUN_MIN_MESSAGES or (_is_data(messages[0]) and _is_data(messages[-1])):
+        return [messages]  # no control message at either end: not a segment's start or end, nothing to cut off
     data = list(map(_is_data, messages))
     cuts = [i for i in range(1, len(data)) if data[i] != data[i - 1]]
     return [messages[start:end] for start, end in zip([0, *cuts], [*cuts, len(messages)], strict=True)]

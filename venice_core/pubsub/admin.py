@@ -39,7 +39,11 @@ def refused(bootstrap: str, connect_timeout: float = 2.0) -> str | None:
         try:
             with socket.create_connection((host, int(port)), timeout=connect_timeout):
                 return None
-        except (ConnectionRefusedError, socket.gaierror) as exc:
+        except ConnectionRefusedError as exc:
+            reasons.append(f"{server.strip()}: {exc.strerror or exc}")
+        except socket.gaierror as exc:
+            if exc.errno != socket.EAI_NONAME:
+                return None  # a resolver that may answer later (EAI_AGAIN): librdkafka retries it
             reasons.append(f"{server.strip()}: {exc.strerror or exc}")
         except (OSError, ValueError):
             return None
