@@ -16,17 +16,17 @@ rollout's ratio (not a proof), and with `spark_start_seconds` added, under a pus
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from venice_core.config import ClusterConfig, process_env
-from venice_core.jobs.spark_spec import DEFAULT_MASTER, SparkJobSpec, default_spark_confs
+from venice_core.config import ClusterConfig
+from venice_core.jobs.spark_spec import DEFAULT_MASTER, SparkJobSpec, default_spark_confs, submit_env
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 
 SPARK_NOOP = Path(__file__).with_name("spark_noop.py")
@@ -126,10 +126,10 @@ def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str 
     print("done", flush=True)
 
 
-def timed(regions: RawRegions, write: object) -> float:
+def timed(regions: RawRegions, write: Callable[[], object]) -> float:
     """Seconds from the start of `write()` (which writes the records to `regions.topic`) until every region is done."""
     started = time.perf_counter()
-    write()  # type: ignore[operator]
+    write()
     regions.wait()
     return time.perf_counter() - started
 
@@ -139,10 +139,8 @@ def spark_start_seconds(config: ClusterConfig) -> float:
     Python task per core (`bench/spark_noop.py`): what a push or repush submitted to Spark pays before its first
     record."""
     spec = SparkJobSpec("venice-bench-noop", DEFAULT_MASTER, default_spark_confs(), [], str(SPARK_NOOP))
-    env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     started = time.perf_counter()
-    done = subprocess.run(spec.argv(), env=env, capture_output=True, text=True)
+    done = subprocess.run(spec.argv(), env=submit_env(config), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     return time.perf_counter() - started
 

@@ -151,10 +151,10 @@ def main() -> None:
         )
         print(f"  the Spark repush job alone: {spark_seconds:.1f}s, {n / spark_seconds:,.0f} records/s")
         print_timeline("repush", started, marks)
-        regions = len(config.regions)
+        count = len(config.regions)
         print(
-            f"  the floor, confluent-kafka alone doing the Kafka work of a repush to {regions} region(s) (the source "
-            f"read once, {regions} produces and {regions} consumes of the copy, one process per region, at once): "
+            f"  the floor, confluent-kafka alone doing the Kafka work of a repush to {count} region(s) (the source "
+            f"read once, {count} produces and {count} consumes of the copy, one process per region, at once): "
             f"{floor_seconds:.1f}s, {baseline_seconds / floor_seconds:.2f}x of the baseline (its Kafka work alone)"
         )
         spark_start = raw_topology.spark_start_seconds(config)

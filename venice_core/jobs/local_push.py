@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from venice_core.config import ClusterConfig, process_env
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
 from venice_core.jobs import repush_config
 from venice_core.jobs.input_schema import check_push_input
 from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
-from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
+from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec, submit_env
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
 
@@ -41,9 +40,8 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> dict[str, A
     """The push job through `spark-submit`."""
     with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
         result_file = Path(tmp) / "result.json"
-        env = {**process_env(config), "PYSPARK_PYTHON": sys.executable}
         argv = push_job_spec(config, request, result_file).argv()
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+        proc = subprocess.run(argv, env=submit_env(config), capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():
             errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
             reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, process_env
 from venice_core.jobs import spark_archive
 from venice_core.jobs.spark_python import DAEMON_CONFS
 
@@ -69,6 +69,11 @@ class SparkJobSpec:
         for key, value in self.conf.items():
             argv += ["--conf", f"{key}={value}"]
         return [*argv, self.application, *self.args]
+
+
+def submit_env(config: ClusterConfig) -> dict[str, str]:
+    """The environment of a `spark-submit` the platform runs: the config's, with this interpreter for Python."""
+    return {**process_env(config), "PYSPARK_PYTHON": sys.executable}
 
 
 def spark_confs(confs: dict[str, str]) -> dict[str, str]:

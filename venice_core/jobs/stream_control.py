@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from venice_core.config import ClusterConfig, process_env
+from venice_core.config import ClusterConfig
 from venice_core.controller import streams
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
-from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
+from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec, submit_env
 from venice_core.jobs.stream_transforms import TransformSpec
 from venice_core.meta import MetadataStore
 from venice_core.writer import resolve_target
@@ -122,7 +121,7 @@ def start(
         )
     record = streams.new_run(meta, request.name, request.store, request.region, request.source_topic, request.to_json())
     spec = stream_job_spec(request, record.run_id, checkpoint_dir(config, request.name))
-    env = {**process_env(config), "PYSPARK_PYTHON": sys.executable, "PYTHONHASHSEED": "0"}
+    env = {**submit_env(config), "PYTHONHASHSEED": "0"}
     try:
         pid = proc.start(spec.argv(), env=env)
     except Exception as exc:

@@ -33,18 +33,16 @@ def refused(bootstrap: str, connect_timeout: float = 2.0) -> str | None:
     it or any was slow to answer: that case is left to the Kafka client's own timeout. A broker that is down answers
     in a millisecond; librdkafka would retry it for the whole `timeout`."""
     reasons = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
+    for server in (s.strip() for s in bootstrap.split(",")):
+        host, _, port = server.rpartition(":")
         host = host.rpartition("://")[2].strip("[]")  # PLAINTEXT://host, [ipv6]
         try:
             with socket.create_connection((host, int(port)), timeout=connect_timeout):
                 return None
-        except ConnectionRefusedError as exc:
-            reasons.append(f"{server.strip()}: {exc.strerror or exc}")
-        except socket.gaierror as exc:
-            if exc.errno != socket.EAI_NONAME:
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            if isinstance(exc, socket.gaierror) and exc.errno != socket.EAI_NONAME:
                 return None  # a resolver that may answer later (EAI_AGAIN): librdkafka retries it
-            reasons.append(f"{server.strip()}: {exc.strerror or exc}")
+            reasons.append(f"{server}: {exc.strerror or exc}")
         except (OSError, ValueError):
             return None
     return "; ".join(reasons)
