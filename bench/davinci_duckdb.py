@@ -33,8 +33,8 @@ import duckdb
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer
 
-from bench.davinci_floor import stripped_ingest
-from bench.harness import report, sandbox_platform
+from bench.davinci_floor import TABLE_COLUMNS, stripped_ingest
+from bench.harness import cpu_now, report, sandbox_platform
 from bench.push_throughput import PARTITIONS, bench_store
 from bench.repush_throughput import ProtocolWriterSeed
 from venice_core import gc_settings
@@ -169,9 +169,7 @@ def raw_duckdb(path: Path, arrow_table: Any) -> float:
     in a DuckDB file of its own."""
     con = duckdb.connect(str(path))
     try:
-        con.execute(
-            "CREATE TABLE raw (key VARCHAR NOT NULL, name VARCHAR, age INTEGER, score DOUBLE, PRIMARY KEY (key))"
-        )
+        con.execute(f"CREATE TABLE raw ({TABLE_COLUMNS}, PRIMARY KEY (key))")
         con.register("rows_in_memory", arrow_table)
         started = time.perf_counter()
         con.execute("INSERT INTO raw SELECT key, name, age, score FROM rows_in_memory")
@@ -180,11 +178,6 @@ def raw_duckdb(path: Path, arrow_table: Any) -> float:
         return seconds
     finally:
         con.close()
-
-
-def cpu_now(who: int = resource.RUSAGE_SELF) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -261,6 +254,7 @@ def main() -> None:
         info = stores.describe_store(meta, STORE)
         region_config = config.region(region)
         topic = region_config.version_topic(STORE, 1)
+        stripped_workers = workers or 2  # as many as the client used; two where it used threads
         ends = dict(enumerate(admin.end_offsets(region_config.kafka_bootstrap, topic, list(range(PARTITIONS)))))
         stripped_seconds, stripped_cpu, stripped_workers_cpu, stripped_rows = stripped_ingest(
             region_config.kafka_bootstrap,
@@ -269,7 +263,7 @@ def main() -> None:
             serde.parse(info["key_schema"]),
             serde.parse(info["value_schemas"][0]["schema"]),
             home / "stripped.duckdb",
-            workers or 2,
+            stripped_workers,
         )
         assert stripped_rows == n, (stripped_rows, n)
 
@@ -299,7 +293,7 @@ def main() -> None:
             f"(the full ingest took {ingest_seconds:.2f}s; resumed from offsets {resumed})"
         )
         print(
-            f"  the same parts stripped of the client's duties (confluent-kafka in {workers or 2} processes, the "
+            f"  the same parts stripped of the client's duties (confluent-kafka in {stripped_workers} processes, the "
             f"client's Arrow decoder, DuckDB appends and the key; no DIV, checkpoints or commits per partition): "
             f"{stripped_seconds:.2f}s, {raw_seconds / stripped_seconds:.2f}x of the raw insert "
             f"(this process {stripped_cpu:.1f} CPU-s, its workers {stripped_workers_cpu:.1f})"

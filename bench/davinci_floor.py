@@ -14,36 +14,22 @@ the client's ratio the parts themselves take on this machine (an empirical figur
 
 from __future__ import annotations
 
-import pickle
 import resource
-import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import duckdb
 import numpy as np
-import pyarrow as pa
 
-FRAME = struct.Struct(">I")
+from venice_core.davinci.ingest_worker import read_frame, write_frame
+
 FRAME_RECORDS = 50_000
-
-
-def _send(stream: IO[bytes], message: Any) -> None:
-    data = pickle.dumps(message, protocol=5)
-    stream.write(FRAME.pack(len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def _receive(stream: IO[bytes]) -> Any | None:
-    header = stream.read(FRAME.size)
-    if len(header) < FRAME.size:
-        return None
-    return pickle.loads(stream.read(FRAME.unpack(header)[0]))  # noqa: S301 - from this benchmark's own child
+# The benchmark store's columns (`bench.push_throughput.bench_store`: a string key, the user value schema), here and
+# in the raw insert's table.
+TABLE_COLUMNS = "key VARCHAR NOT NULL, name VARCHAR, age INTEGER, score DOUBLE"
 
 
 def worker() -> None:
@@ -52,7 +38,7 @@ def worker() -> None:
 
     from venice_core.pubsub import CONSUMER_CONFIG, client_config
 
-    spec = _receive(sys.stdin.buffer)
+    spec = read_frame(sys.stdin.buffer)
     out = sys.stdout.buffer
     consumer = Consumer(client_config(spec["bootstrap"], **CONSUMER_CONFIG, **{"group.id": "bench-davinci-floor"}))
     consumer.assign([TopicPartition(spec["topic"], p, 0) for p in spec["ends"]])
@@ -64,7 +50,7 @@ def worker() -> None:
         if values:
             key_lengths = np.fromiter(map(len, keys), np.int64, len(keys))
             value_lengths = np.fromiter(map(len, values), np.int64, len(values))
-            _send(out, (b"".join(keys), key_lengths, b"".join(values), value_lengths))
+            write_frame(out, (b"".join(keys), key_lengths, b"".join(values), value_lengths))
             keys.clear()
             values.clear()
 
@@ -86,32 +72,36 @@ def stripped_ingest(
 ) -> tuple[float, float, float, int]:
     """Seconds, this process's CPU-s, the workers' CPU-s and the rows ingested, for the stripped pipeline into a new
     DuckDB file at `path`. The schemas are parsed ones (a string key, a flat record value, as the benchmark's)."""
+    # Here, not at the top: a worker (this module run as a process) needs none of them.
+    import duckdb
+    import pyarrow as pa
+
+    from bench.harness import cpu_now
     from venice_core.davinci import arrow_decode
     from venice_core.protocol.envelope import HEADER, SCHEMA_ID, MessageType
 
     key_plan = arrow_decode.plan(key_schema, "key")
     value_plan = arrow_decode.plan(value_schema, "value")
     assert key_plan is not None and value_plan is not None, "the floor decodes flat schemas only"
-    self_before = resource.getrusage(resource.RUSAGE_SELF)
-    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    self_before, children_before = cpu_now(), cpu_now(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     con = duckdb.connect(str(path))
     lock, rows = threading.Lock(), [0]
+    processes: list[subprocess.Popen[bytes]] = []
     try:
-        con.execute("CREATE TABLE t (key VARCHAR NOT NULL, name VARCHAR, age INTEGER, score DOUBLE)")
-        processes = []
+        con.execute(f"CREATE TABLE t ({TABLE_COLUMNS})")
         partitions = sorted(ends)
         for group in (partitions[i::workers] for i in range(workers)):
             process = subprocess.Popen(
                 [sys.executable, "-m", "bench.davinci_floor", "worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
             )
             assert process.stdin is not None
-            _send(process.stdin, {"bootstrap": bootstrap, "topic": topic, "ends": {p: ends[p] for p in group}})
+            write_frame(process.stdin, {"bootstrap": bootstrap, "topic": topic, "ends": {p: ends[p] for p in group}})
             processes.append(process)
 
         def serve(process: subprocess.Popen[bytes]) -> None:
             assert process.stdout is not None
-            while (frame := _receive(process.stdout)) is not None:
+            while (frame := read_frame(process.stdout)) is not None:
                 key_bytes, key_lengths, value_bytes, value_lengths = frame
                 buffer = key_bytes + value_bytes
                 key_ends = np.cumsum(key_lengths)
@@ -144,13 +134,11 @@ def stripped_ingest(
             process.wait()
     finally:
         con.close()
-    self_after = resource.getrusage(resource.RUSAGE_SELF)
-    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-
-    def cpu(before: Any, after: Any) -> float:
-        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-
-    return seconds, cpu(self_before, self_after), cpu(children_before, children_after), rows[0]
+        for process in processes:  # still running only if this run failed part-way
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    return seconds, cpu_now() - self_before, cpu_now(resource.RUSAGE_CHILDREN) - children_before, rows[0]
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,12 @@ def sandbox_platform(extra: dict[str, str] | None = None) -> Iterator[tuple[Clus
         finally:
             meta.dispose()
             platform.down(config, report=lambda _line: None)
+
+
+def cpu_now(who: int = resource.RUSAGE_SELF) -> float:
+    """CPU seconds of this process (or, with RUSAGE_CHILDREN, of its waited-for children) so far."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def cpu_seconds(pid: int) -> float:
