@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo test test-fast install system-deps spark-archive up down status lint lock clean
+.PHONY: demo test test-fast install system-deps spark-archive jars up down status lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,13 +24,18 @@ $(BYTECODE): $(STAMP)
 
 # The project's own modules compiled too (as they are now; Python recompiles one that changed since): a `venice`
 # command otherwise compiles the CLI's imports from source each time (`venice --help` 0.85 -> 0.77 s).
-install: $(STAMP) $(BYTECODE) system-deps spark-archive
+install: $(STAMP) $(BYTECODE) system-deps spark-archive jars
 	$(BIN)/python -m compileall -qq venice_core dags plugins
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
 # spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive*.py).
 spark-archive: $(STAMP)
 	$(BIN)/python -m venice_core.jobs.spark_archive_build
+
+# The embedded broker's jars from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
+# fetch is safe in parallel too: the processes take turns, venice_core/embedded/cache.py).
+jars: $(STAMP) system-deps
+	$(BIN)/python -m venice_core.embedded.kafka
 
 system-deps:
 	scripts/install-system-packages.sh
@@ -46,6 +51,7 @@ demo: install
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.jobs.spark_archive_build
+	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder

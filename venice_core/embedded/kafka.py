@@ -157,3 +157,7 @@ def start(config: ClusterConfig) -> str:
 
 def stop(config: ClusterConfig) -> bool:
     return process(config).stop(timeout=60.0)
+
+
+if __name__ == "__main__":  # `make install` and `make test` fill the jar cache before anything runs in parallel
+    print(f"kafka jars: {ensure_jars()}")

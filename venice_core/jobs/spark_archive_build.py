@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from venice_core.embedded.cache import filling, staging
 from venice_core.jobs.spark_archive import archive_path, usable_archive
 from venice_core.jobs.spark_spec import DEFAULT_SPARK_CONFS, DRIVER_JAVA_OPTIONS, SparkJobSpec
 
@@ -20,14 +21,22 @@ BUILD_TIMEOUT_SECONDS = 600
 
 
 def build(force: bool = False) -> Path:
-    """The archive, built unless a whole one is there (or `force`)."""
+    """The archive, built unless a whole one is there (or `force`). Builds at once take turns (`cache.filling`):
+    the second finds the first's archive."""
     path = archive_path()
     if path is None:
         raise SystemExit("error: no `java` found (set JAVA_HOME or put java on PATH)")
     if usable_archive() and not force:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.partial")
+    with filling(path):
+        if usable_archive() and not force:
+            return path
+        _build(path)
+    return path
+
+
+def _build(path: Path) -> None:
+    partial = staging(path)
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="venice-spark-archive-") as scratch:
         spec = SparkJobSpec(
@@ -51,7 +60,6 @@ def build(force: bool = False) -> Path:
         raise SystemExit(f"error: the Spark class archive could not be built:\n{tail}")
     path.with_suffix(".json").write_text(json.dumps({"size": partial.stat().st_size}))
     os.replace(partial, path)
-    return path
 
 
 def train(scratch: Path) -> None:
