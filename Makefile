@@ -57,7 +57,7 @@ test: $(STAMP) $(BYTECODE)
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP) $(BYTECODE)
-	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres"
+	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not browser"
 
 up: install
 	$(BIN)/venice up

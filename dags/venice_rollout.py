@@ -1,5 +1,6 @@
 """Airflow DAGs: one rollout DAG per store (`venice_push__<store>`), triggered by `venice push`, `venice repush` or
-from the UI, and a scheduled repush DAG (`venice_repush__<store>`) for each store that sets `--repush-schedule`.
+from the UI (and run on the store's working hours when it sets `--push-schedule`), and a scheduled repush DAG
+(`venice_repush__<store>`) for each store that sets `--repush-schedule`.
 
 The store list is read from the metadata store when the file is parsed (that is what makes a DAG appear shortly
 after `venice store create`); everything else happens in the tasks, in `venice_plugin.rollout` and
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from airflow.sdk import get_parsing_context
+from venice_plugin.platform_config import use_platform_config
 from venice_plugin.rollout import build_rollout_dag
 
 from venice_core.config import load_config
@@ -35,6 +37,7 @@ def _stores(only: str | None) -> list[StoreSettings]:
         meta.dispose()
 
 
+use_platform_config()  # the platform's config for `airflow` run with AIRFLOW_HOME alone
 _running = get_parsing_context().dag_id  # set in a task process: the DAG of the task it runs
 _config = load_config()
 _rollouts, _repushes = True, True
@@ -48,7 +51,7 @@ else:  # another DAG of the folder
     _wanted = []
 for _settings in _wanted:
     if _rollouts:
-        _dag = build_rollout_dag(_settings.name, _settings.rollout_order, _config)
+        _dag = build_rollout_dag(_settings.name, _settings.rollout_order, _config, _settings.push)
         globals()[_dag.dag_id] = _dag
     if _repushes and _settings.repush is not None:
         from venice_plugin.repush_dag import build_repush_dag  # only where a store has a schedule: a costly import

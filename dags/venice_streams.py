@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from airflow.sdk import get_parsing_context
+from venice_plugin.platform_config import use_platform_config
 from venice_plugin.upgrade_dag import build_upgrade_dag
 
 from venice_core.config import load_config
@@ -28,6 +29,7 @@ def _pipelines(only: str | None) -> list[str]:
     return [name for name in names if only is None or name == only]
 
 
+use_platform_config()  # the platform's config for `airflow` run with AIRFLOW_HOME alone
 _running = get_parsing_context().dag_id  # set in a task process: the DAG of the task it runs
 if _running is None or _running.startswith(DAG_PREFIX):
     for _name in _pipelines(None if _running is None else pipeline_of(_running)):

@@ -42,6 +42,7 @@ SERVER_MAX_CONNECTIONS = "server.max.connections"
 SERVER_IDLE_TIMEOUT_SECONDS = "server.idle.timeout.seconds"
 AIRFLOW_ENABLED = "airflow.enabled"
 AIRFLOW_PORT = "airflow.port"
+AIRFLOW_USER_DAGS_FOLDER = "airflow.user.dags.folder"  # the users' own DAGs, beside the platform's
 # A rollout step that fails on its own (not by a hook's ABORT/ROLLBACK or refused input) is retried.
 ROLLOUT_STEP_RETRIES = "rollout.step.retries"
 ROLLOUT_STEP_RETRY_DELAY_SECONDS = "rollout.step.retry.delay.seconds"
@@ -84,7 +85,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         HOOKS_WAIT_MAX_SECONDS: "86400",
     }
 )
-_COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL})
+_COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL, AIRFLOW_USER_DAGS_FOLDER})
 _REGION_KEY = re.compile(r"^region\.(?P<region>[^.]+)\.(?P<setting>kafka\.bootstrap\.servers|topic\.prefix)$")
 _REGION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HOOK_FAILURE_POLICIES = ("PROCEED", "WAIT", "ABORT")
@@ -156,6 +157,7 @@ class ClusterConfig:
     step_retry_delay_seconds: float
     source: str  # where the settings came from, for error messages
     server_limits: ServerLimits = field(default_factory=ServerLimits)
+    airflow_user_dags: Path | None = None  # a folder of the users' DAGs the embedded Airflow parses too
 
     def region(self, name: str) -> RegionConfig:
         for region in self.regions:
@@ -230,6 +232,10 @@ def _float(settings: Mapping[str, _Setting], key: str) -> float:
     if value <= 0:
         raise ConfigError(f"{setting.where}: {key} must be positive, got {value}")
     return value
+
+
+def _path(settings: Mapping[str, _Setting], key: str) -> Path | None:
+    return Path(settings[key].value).expanduser() if key in settings else None
 
 
 def _bool(settings: Mapping[str, _Setting], key: str) -> bool:
@@ -327,6 +333,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         step_retries=_int(settings, ROLLOUT_STEP_RETRIES),
         step_retry_delay_seconds=_float(settings, ROLLOUT_STEP_RETRY_DELAY_SECONDS),
         source=source,
+        airflow_user_dags=_path(settings, AIRFLOW_USER_DAGS_FOLDER),
         server_limits=ServerLimits(
             max_request_bytes=_int(settings, SERVER_MAX_REQUEST_BYTES, 1),
             max_batch_keys=_int(settings, SERVER_MAX_BATCH_KEYS, 1),

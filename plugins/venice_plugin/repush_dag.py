@@ -46,7 +46,7 @@ def build_repush_dag(store: str, schedule: RepushSchedule) -> DAG:
     with DAG(
         dag_id=repush_dag_id(store),
         description=f"Repush '{store}' when its current version is older than {schedule.ttl_seconds}s",
-        schedule=BusinessHoursTimetable(**schedule.timetable_args()),
+        schedule=BusinessHoursTimetable.of(schedule),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,

@@ -28,9 +28,9 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import DAG, Param, PokeReturnValue, TaskGroup, task
+from airflow.sdk import DAG, Asset, Param, PokeReturnValue, TaskGroup, task
 from airflow.sdk.bases.operator import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
@@ -41,6 +41,7 @@ from venice_core.jobs import push as push_job
 from venice_core.jobs.airflow_push import (
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
+    asset_uri,
     dag_id,
     push_job_id,
     run_confs,
@@ -62,6 +63,9 @@ from venice_core.jobs.rollout_steps import (
 )
 from venice_core.jobs.spark_spec import push_job_spec
 from venice_core.meta.context import metadata
+from venice_core.push_schedule import PushSchedule
+from venice_plugin.scheduled_push import run_input
+from venice_plugin.timetables import BusinessHoursTimetable
 
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
 # Errors a retry would meet again: a hook's decision, input that fits no schema, a region's failed ingestion, a
@@ -78,9 +82,10 @@ def group_id(region: str) -> str:
 
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
-    """The run's request: `venice push --conf`s, and `source=kafka` (a repush) as `source.kafka=true`."""
+    """The run's request: `venice push --conf`s, and `source=kafka` (a repush) as `source.kafka=true`. A scheduled
+    run (or one triggered without an input) pushes the store's `--push-input` rendered for it (`run_input`)."""
     params = context["params"]
-    return PushRequest(store, params.get("input") or "", params["key_field"], params["value_field"], run_confs(params))
+    return PushRequest(store, run_input(store, context), params["key_field"], params["value_field"], run_confs(params))
 
 
 def _created(context: dict[str, Any]) -> CreatedVersion | None:
@@ -256,10 +261,31 @@ class _Renderer:
                     inputs.job_result = json.loads(
                         result_file(inputs.rollout.config, inputs.version.push_job_id).read_text()
                     )
+                if step.admitted_by:
+                    decided = Decision.from_json(context["ti"].xcom_pull(task_ids=step.admitted_by))
+                    inputs.admitted = decided.regions
                 result = step.run(inputs)
             return result.to_json() if isinstance(result, CreatedVersion) else result
 
         return run().operator
+
+    def announce(self, step: Step) -> BaseOperator:
+        """The step that tells the store's consumers: its asset's event (`venice://<cluster>/<store>`), the
+        announcement as its extra, which DAGs scheduled on the asset run after. Nothing to announce (not every
+        region serves the version): skipped, and no event."""
+        store = self.store
+        asset = Asset(asset_uri(self.config.cluster_name, store), group="venice")
+
+        @task(task_id=step.name, outlets=[asset])
+        def announce(**context: Any) -> dict[str, Any]:
+            with _inputs(store, context) as inputs:
+                announced = step.run(inputs)
+            if announced is None:
+                raise AirflowSkipException("the version does not serve in every region: no asset event")
+            context["outlet_events"][asset].extra = announced
+            return announced
+
+        return announce().operator
 
     def condition(self, step: Step, region: str | None) -> BaseOperator:
         store = self.store
@@ -323,12 +349,15 @@ class _Renderer:
         return apply(sensor.output).operator
 
 
-def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfig) -> DAG:
+def build_rollout_dag(
+    store: str, rollout_order: list[str], config: ClusterConfig, push_schedule: PushSchedule | None = None
+) -> DAG:
     render = _Renderer(store, config)
     with DAG(
         dag_id=dag_id(store),
         description=f"Push a dataset to '{store}' and roll it out region by region with lifecycle hooks",
-        schedule=None,
+        # A store's scheduled push runs the DAG on its working hours; without one, runs are triggered only.
+        schedule=None if push_schedule is None else BusinessHoursTimetable.of(push_schedule),
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
@@ -387,6 +416,8 @@ def build_rollout_dag(store: str, rollout_order: list[str], config: ClusterConfi
                 continue
             if step.kind is StepKind.SPARK:
                 link(PushJobOperator(task_id=step.name, store=store))
+            elif step.kind is StepKind.ANNOUNCE:
+                link(render.announce(step))
             elif step.kind is StepKind.DECISION:
                 sensor, branch = render.decision(step, None)
                 link(sensor)

@@ -4,7 +4,9 @@ frame as it is). Every text from the store, the run or a hook is escaped."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
@@ -23,10 +25,20 @@ th { background: #edf2f7; text-align: left; }
 .skipped { background: #e2e8f0; }
 .answer { font-size: 12px; } .ABORT, .ROLLBACK, .FAILED { color: #c53030; font-weight: 700; }
 .WAIT { color: #b7791f; font-weight: 600; }
-.stop { background: #fff5f5; } .outcome { min-width: 16em; max-width: 28em; }
+.stop { background: #fff5f5; }
 .runs a { margin-right: 8px; } .current { font-weight: 700; }
+.steps { font-size: 11px; } .steps th, .steps td { padding: 2px; } .steps .state { font-weight: 400; }
+.steps th { font-weight: 600; } .steps .sub { font-weight: 400; }
+.steps .stop { min-width: 10em; } .steps .answer, .steps .outcome { overflow-wrap: anywhere; }
+.when { font-size: 10px; color: #4a5568; } .when time, .took { white-space: nowrap; }
 """
+# The step tables fit the Airflow UI's frame (about 1400 px in a 1600 px window) with every step of three regions:
+# a column is as narrow as its longest word (a state, a start time, a shortened step name: the full name is in the
+# header's title); hook answers may wrap anywhere and take the width left, their reasons clipped.
 IN_PROGRESS = ("queued", "running")  # run states
+BRANCHES = ("outcome", "abort", "rollback")  # a decision's branch tasks: `<decision>_<branch>`
+SHORT = {"da_vinci": "DV", "ingestion": "ingest", "replication": "repl", "registration": "reg"}
+CLIP = 100  # characters of a hook's reason shown in a step's cell (all of it in the title)
 
 
 def _e(value: object) -> str:
@@ -38,7 +50,9 @@ def _css(state: str) -> str:
     return re.sub(r"[^A-Za-z_]", "", state)
 
 
-def render_page(view: RolloutView, runs: Sequence[RunInfo] = ()) -> str:
+def render_page(view: RolloutView, runs: Sequence[RunInfo] = (), now: float | None = None) -> str:
+    """The page of one run; `now` (epoch seconds, default the clock) times the steps still going."""
+    now = time.time() if now is None else now
     # A run that is still going: the page reloads itself (it has no script).
     refresh = "<meta http-equiv='refresh' content='10'>" if view.run_state in IN_PROGRESS else ""
     parts = [
@@ -48,8 +62,8 @@ def render_page(view: RolloutView, runs: Sequence[RunInfo] = ()) -> str:
         _summary(view),
         _runs(view, runs),
         _regions(view.regions),
-        _job_steps(view.job_steps),
-        _matrix(view),
+        _job_steps(view.job_steps, now),
+        _matrix(view, now),
         _unplaced(view.unplaced),
         "</body></html>",
     ]
@@ -134,21 +148,23 @@ def _progress(row: RegionRow) -> str:
     return f"{row.progress.records:,} / {row.progress.total:,} records ({percent:.0f}%)"
 
 
-def _job_steps(steps: Sequence[Step]) -> str:
+def _job_steps(steps: Sequence[Step], now: float) -> str:
     if not steps:
         return ""
-    head = "".join(f"<th>{_name(s.name)}</th>" for s in steps)
-    cells = "".join(_cell(s) for s in steps)
-    return f"<h2>Push job</h2><table id='job'><tr>{head}</tr><tr>{cells}</tr></table>"
+    cells = "".join(_cell(s, now) for s in steps)
+    head = _head([s.name for s in steps], "")
+    return f"<h2>Push job</h2><table id='job' class='steps'>{head}<tr>{cells}</tr></table>"
 
 
-def _matrix(view: RolloutView) -> str:
+def _matrix(view: RolloutView, now: float) -> str:
     if not view.columns:
         return ""
-    head = "<tr><th>region</th><th>outcome</th>" + "".join(f"<th>{_name(c)}</th>" for c in view.columns) + "</tr>"
+    head = _head(view.columns, "<th{span}>region</th><th{span} class='outcome'>outcome</th>")
     rows = []
     for row in view.regions:
-        cells = "".join(_cell(row.steps[c]) if c in row.steps else "<td class='muted'>-</td>" for c in view.columns)
+        cells = "".join(
+            _cell(row.steps[c], now) if c in row.steps else "<td class='muted'>-</td>" for c in view.columns
+        )
         outcome = "<td class='outcome'></td>"
         if row.stop is not None:
             outcome = (
@@ -157,48 +173,113 @@ def _matrix(view: RolloutView) -> str:
                 f"<div class='reason'>{_e(row.stop.reason)}</div></td>"
             )
         rows.append(f"<tr data-region='{_e(row.region)}'><th>{_e(row.region)}</th>{outcome}{cells}</tr>")
-    return f"<h2>Steps by region</h2><table id='matrix'>{head}{''.join(rows)}</table>"
+    table = f"<table id='matrix' class='steps'>{head}{''.join(rows)}</table>"
+    return f"<h2>Steps by region</h2><p class='muted'>Start times in UTC.</p>{table}"
 
 
-def _name(step: str) -> str:
-    """A step name that may wrap after its underscores (the matrix is wide)."""
-    return _e(step).replace("_", "_<wbr>")
+def _head(columns: Sequence[str], lead: str) -> str:
+    """Header rows for step columns: a decision's branch columns (`pre_swap_outcome`, ...) under one header with
+    the decision (its own column `ask`), on a second row; `lead` is the cells before them (`{span}` spans both rows).
+    Each name shortened, the full task name in the title."""
+    groups: list[list[str]] = []
+    for column in columns:
+        decision, _, branch = column.rpartition("_")
+        if groups and branch in BRANCHES and decision == groups[-1][0]:
+            groups[-1].append(column)
+        else:
+            groups.append([column])
+    span = " rowspan='2'" if any(len(g) > 1 for g in groups) else ""
+    top, sub = [lead.format(span=span)], []
+    for group in groups:
+        name = group[0]
+        if len(group) == 1:
+            top.append(f"<th{span} title='{_e(name)}'>{_label(name)}</th>")
+            continue
+        top.append(f"<th colspan='{len(group)}' title='{_e(name)}'>{_label(name)}</th>")
+        sub += [
+            f"<th class='sub' title='{_e(c)}'>{_e(c.removeprefix(name + '_') if c != name else 'ask')}</th>"
+            for c in group
+        ]
+    return f"<tr>{''.join(top)}</tr>" + (f"<tr>{''.join(sub)}</tr>" if sub else "")
 
 
-def _cell(step: Step) -> str:
+def _label(step: str) -> str:
+    """A step name shortened for a header, in words that wrap (`da_vinci_ingestion_gate` -> `DV ingest gate`)."""
+    for word, short in SHORT.items():
+        step = re.sub(rf"(?<![^_]){word}(?![^_])", short, step)
+    return _e(step.replace("_", " "))
+
+
+def _cell(step: Step, now: float) -> str:
     tries = f" <span class='muted'>({step.tries} tries)</span>" if step.tries > 1 else ""
-    answers = _answers(step.answers)
+    when, title = _when(step, now)
     return (
-        f"<td class='{_css(step.state)}' data-task='{_e(step.task_id)}'>"
-        f"<span class='state'>{_e(step.state)}</span>{tries}{answers}</td>"
+        f"<td class='{_css(step.state)}' data-task='{_e(step.task_id)}' title='{_e(title)}'>"
+        f"<span class='state'>{_words(step.state)}</span>{tries}{when}{_answers(step.answers, CLIP)}</td>"
     )
 
 
-def _answers(answers: Sequence[Answer]) -> str:
-    """A line per notable answer; the hooks that simply proceeded (or were informed) counted on one line per
-    function, their names in its tooltip."""
+def _when(step: Step, now: float) -> tuple[str, str]:
+    """The step's start and duration (so far, for a step still going) as the cell's line, and as its title."""
+    elapsed = step.elapsed(now)
+    if step.started_at is None or elapsed is None:
+        return "", f"{step.task_id}: {step.state}"
+    start = datetime.fromtimestamp(step.started_at, UTC)
+    seconds, going = elapsed
+    took = _duration(seconds)
+    line = (
+        f"<div class='when'><time datetime='{start.isoformat(timespec='seconds')}'>{start:%H:%M:%S}</time> "
+        f"<span class='took'>{took.replace(' ', '&nbsp;')}</span>{' so far' if going else ''}</div>"
+    )
+    ran = f"running for {took}" if going else f"took {took}"
+    return line, f"{step.task_id}: {step.state}, started {start:%Y-%m-%d %H:%M:%S} UTC, {ran}"
+
+
+def _duration(seconds: float) -> str:
+    """`12 s`, `1 m 05 s`, `2 h 03 m`."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} m {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} m"
+
+
+def _answers(answers: Sequence[Answer], clip: int | None = None) -> str:
+    """A line per notable answer (its reason cut at `clip` characters); the hooks that simply proceeded (or were
+    informed) counted on one line per function, their names in its tooltip."""
     quiet: dict[tuple[str, str | None, str], list[str]] = {}
     for a in answers:
         if not a.notable:
             quiet.setdefault((a.function, a.region, a.outcome or "informed"), []).append(a.hook)
-    lines = [_answer(a) for a in answers if a.notable]
+    lines = [_answer(a, clip) for a in answers if a.notable]
     for (function, region, outcome), hooks in quiet.items():
         names = ", ".join(dict.fromkeys(hooks))
         lines.append(
             f"<div class='answer muted' title='{_e(names)}'>{len(set(hooks))} hook(s) {_e(outcome)}"
-            f" at {_e(function)}{_where(region)}</div>"
+            f" at {_words(function)}{_where(region)}</div>"
         )
     return "".join(lines)
 
 
-def _answer(answer: Answer) -> str:
+def _answer(answer: Answer, clip: int | None) -> str:
     count = f" &times;{answer.count}" if answer.count > 1 else ""
     outcome = answer.outcome or ("error" if answer.detail else "informed")
-    detail = f": <span class='reason'>{_e(answer.detail)}</span>" if answer.detail else ""
+    detail = ""
+    if answer.detail:
+        whole = clip is None or len(answer.detail) <= clip
+        shown = answer.detail if whole else answer.detail[: clip - 1] + "\u2026"
+        title = "" if whole else f" title='{_e(answer.detail)}'"
+        detail = f": <span class='reason'{title}>{_e(shown)}</span>"
     return (
         f"<div class='answer'>{_e(answer.hook)} <span class='{_css(outcome)}'>{_e(outcome)}</span>{count}"
-        f" at {_e(answer.function)}{_where(answer.region)}{detail}</div>"
+        f" at {_words(answer.function)}{_where(answer.region)}{detail}</div>"
     )
+
+
+def _words(name: str) -> str:
+    """A name that may wrap after its underscores."""
+    return _e(name).replace("_", "_<wbr>")
 
 
 def _where(region: str | None) -> str:

@@ -4,6 +4,8 @@ shown as a tab of a store's DAG and of each of its runs (the plugin's external v
     GET /venice/rollout/                            every store the user may read (the UI's Browse menu)
     GET /venice/rollout/{dag_id}[?run_id=...]       a store's page (HTML; default: its latest run)
     GET /venice/rollout/{dag_id}/data[?run_id=...]  the same, as JSON
+    GET /venice/api/job/{store}/{version}           VIP-4's `/job` reply: the version's status, each region's
+                                                    status and status-update time, the hooks' latest answers
 
 A plugin's app is not behind Airflow's authentication: every route depends on Airflow's own check, the one its
 REST API uses (`get_user`, `requires_access_dag`): the user's JWT, from the UI's cookie or a bearer token (none:
@@ -41,13 +43,14 @@ def create_app() -> Any:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-    from fastapi import Depends, FastAPI, HTTPException
+    from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse
 
-    from venice_core.cli.context import metadata
+    from venice_core.controller.job import job_reply
     from venice_core.controller.stores import list_stores
     from venice_core.errors import VeniceError
     from venice_core.jobs.rollout_view import RolloutView, rollout_view
+    from venice_core.meta.context import metadata
     from venice_plugin import airflow_runs
     from venice_plugin.rollout_html import render_index, render_missing, render_page
 
@@ -99,5 +102,15 @@ def create_app() -> Any:
     def data(dag_id: str, run_id: str | None = None) -> dict[str, Any]:
         rollout, _ = view(dag_id, run_id)
         return dataclasses.asdict(rollout)
+
+    @app.get("/api/job/{store}/{version}")
+    def job(store: str, version: int, request: Request, user: GetUserDep) -> dict[str, Any]:
+        # Airflow's own check, on the store's DAG (the path names the store, not the DAG).
+        requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=store_dag_id(store))(request, user)
+        try:
+            with metadata() as (_, meta):
+                return job_reply(meta, store, version)
+        except VeniceError as exc:  # an unknown store or version
+            raise HTTPException(exc.http_status, str(exc)) from None
 
     return app

@@ -6,7 +6,8 @@ holidays, in a time zone. DAG files import it from here (the plugin registers th
                                     holidays=["2026-12-25"], interval_minutes=60)
 
 With `cron` (a five-field expression, read in the timetable's zone) the runs are the cron's times that fall inside
-working hours, instead of every interval from opening (a scheduled repush's `--repush-schedule`).
+working hours, instead of every interval from opening (a store's `--repush-schedule`, `--push-schedule`:
+`BusinessHoursTimetable.of(schedule)`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
 from venice_core.calendar import BusinessCalendar
+from venice_core.schedule import Schedule
 
 
 class BusinessHoursTimetable(Timetable):
@@ -49,10 +51,21 @@ class BusinessHoursTimetable(Timetable):
         self.cron = cron
         self.calendar = BusinessCalendar.parse(days, hours, timezone, holidays)
         self.interval = timedelta(minutes=interval_minutes)
-        every = f"at {cron}" if cron else f"every {interval_minutes} min"
-        self.description = f"{every}, {hours} h on {days} ({timezone})" + (
-            f", {len(self._settings['holidays'])} holidays" if holidays else ""
+        if cron:
+            when = f"cron {cron}"
+        elif self.interval >= timedelta(hours=self.calendar.close_hour - self.calendar.open_hour):
+            when = "daily at opening"  # one slot a working day (a schedule's `daily`)
+        else:
+            when = f"every {interval_minutes} min"
+        count = len(self._settings["holidays"])
+        self.description = f"{when}, within {hours} h on {days} ({timezone})" + (
+            f", {count} holiday{'s' * (count != 1)}" if count else ""
         )
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> BusinessHoursTimetable:
+        """The timetable of a store's schedule (its scheduled repush, its scheduled push)."""
+        return cls(**schedule.timetable_args())
 
     @property
     def summary(self) -> str:

@@ -13,6 +13,8 @@ from tests.support.airflow_runs import (
     EVENTS,
     EVENTS_TOPIC,
     REPO,
+    USER_DAGS,
+    ConsumedStore,
     write_settings,
 )
 from tests.support.leftovers import airflow_parts, leaves_nothing
@@ -34,8 +36,20 @@ def events_webhook() -> Iterator[Webhook]:
 
 
 @pytest.fixture(scope="module")
+def consumed_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsumedStore]:
+    """The store the downstream DAG of `airflow.user.dags.folder` is scheduled on (its Airflow's components and
+    task processes read the name from their environment); a test creates it and pushes to it."""
+    consumed = ConsumedStore.named(tmp_path_factory.mktemp("consumed"))
+    with consumed.in_environment():
+        yield consumed
+
+
+@pytest.fixture(scope="module")
 def airflow_env(
-    platform_env: PlatformEnv, events_webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
+    platform_env: PlatformEnv,
+    events_webhook: Webhook,
+    consumed_store: ConsumedStore,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[PlatformEnv]:
     """Airflow over the session's platform, with the test hooks configured (PROCEED unless a store says
     otherwise) and `venice push` going through Airflow, its default when Airflow is enabled."""
@@ -45,6 +59,7 @@ def airflow_env(
     base = platform_env.properties.read_text().replace("airflow.enabled=false", "airflow.enabled=true")
     base += f"{EVENTS}.topic={EVENTS_TOPIC}\n{EVENTS}.kafka.bootstrap.servers={bootstrap}\n"
     base += f"{EVENTS}.webhook.url={events_webhook.url}\n"
+    base += f"airflow.user.dags.folder={USER_DAGS}\n"  # the downstream DAG scheduled on a store's asset
     env = {**platform_env.env, "VENICE_CONFIG": str(properties), "PYTHONPATH": str(REPO)}
     write_settings(PlatformEnv(platform_env.home, properties, env), base, {})
     previous = os.environ.get("PYTHONPATH")

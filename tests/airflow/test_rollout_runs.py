@@ -22,34 +22,38 @@ from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.airflow_runs import (
     HOOKS,
     INTERVAL,
+    ConsumedStore,
     assert_vip4_calls,
+    asset_events,
     cluster_settings,
     events_from_topic,
     invocations_of,
     metric,
     read_line,
     recorded_calls,
+    step_state,
     wait_for_step,
 )
 from tests.support.browser import rollout_tab, status_without_valid_token
 from tests.support.da_vinci import heartbeating_instance
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
-from venice_core.controller import da_vinci, stores
+from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.embedded import airflow
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks.api import HOOK_FUNCTIONS
-from venice_core.jobs.airflow_push import dag_id
+from venice_core.jobs.airflow_push import asset_uri, dag_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
 
 def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
-    airflow_env: PlatformEnv, events_webhook: Webhook, tmp_path: Path
+    airflow_env: PlatformEnv, events_webhook: Webhook, consumed_store: ConsumedStore, tmp_path: Path
 ) -> None:
     """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that
     times out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and
@@ -58,8 +62,15 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     regions have no instance and do not wait. The push's configs (`venice push --conf`) reach the Spark job: its
     input holds a key twice with different values, which `allow.duplicate.key=true` lets through, and a new field,
     which the store registers as a new value schema. Then every region serves the input. A recording hook saw all
-    14 lifecycle functions in VIP-4's order, and the lifecycle-event hook sent each to a topic and a webhook."""
-    store = airflow_env.create_user_store("afp", auto_register_schemas=True)
+    14 lifecycle functions in VIP-4's order, and the lifecycle-event hook sent each to a topic and a webhook.
+    pre_store_version_creation answers WAIT once in dc-0: its sensor is asked again after the interval.
+
+    The store is the asset of a downstream DAG (`tests/airflow/dags`): the rollout's end announces the version,
+    and that DAG runs once, with the version, the regions and the record count. VIP-4's `/job` reply of the plugin
+    says each region's status and when it last changed, to a signed-in client only. A second push, which
+    pre_store_version_creation ROLLs BACK in dc-2, takes that sensor's rollback branch: no version is created,
+    every region keeps version 1, and nothing is announced (the downstream DAG does not run again)."""
+    store = airflow_env.create_user_store("afp", name=consumed_store.name, auto_register_schemas=True)
     failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
     before = {
         m: metric(airflow_env, m, **dict(failing)) for m in ("venice_hook_failures_total", "venice_hook_timeouts_total")
@@ -72,6 +83,7 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
             "fail.pre_store_version_swap.dc-0": "raise",
             "fail.pre_store_version_swap.dc-1": "timeout",
             "answer.pre_store_version_swap.dc-2": "WAIT*2",
+            "answer.pre_store_version_creation.dc-0": "WAIT*1",
         },
     )
     data = generate(tmp_path / "in", 500, files=1)
@@ -126,6 +138,12 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
     assert all(INTERVAL <= gap < INTERVAL + 30 for gap in gaps), gaps  # re-asked after the interval, not before
 
+    creation = invocations_of(airflow_env, store, "pre_store_version_creation", "dc-0")
+    creation = [i for i in creation if i.hook_class.endswith("AnswerFromConfig")]
+    assert [i.outcome for i in creation][:2] == ["WAIT", "PROCEED"], creation
+    assert creation[1].created_at - creation[0].created_at >= INTERVAL  # a sensor's next poke, not a loop
+    assert "  pre_version_creation: up_for_reschedule" in out
+
     # Every VIP-4 function was called, in the order of VIP-4's table, each with what the seed gives it.
     assert_vip4_calls(recorded_calls(airflow_env, store), version=1, regions=["dc-0", "dc-1", "dc-2"])
     # The lifecycle-event hook sent an event for each to the topic and to the webhook, with the earlier hooks'
@@ -139,6 +157,50 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
             "ManualApproval",
             "RecordEveryCall",
         ]
+
+    # The store's asset: one event, whose extra the downstream DAG's one run received.
+    (received,) = consumed_store.wait_for_runs(1)
+    records = sum((versions.get_version(meta, store, 1).lifecycle.record_counts or {}).values())
+    assert received == [
+        {
+            "store": store,
+            "version": 1,
+            "regions": ["dc-0", "dc-1", "dc-2"],
+            "records": records,
+            "push_job_id": received[0]["push_job_id"],
+            "repush": False,
+        }
+    ]
+    assert len(asset_events(airflow_env, store)) == 1
+    # VIP-4's /job reply, behind Airflow's auth.
+    job_url = f"{airflow.base_url(airflow_env.config)}/venice/api/job/{store}/1"
+    assert status_without_valid_token(job_url) == 401
+    job = AirflowApi(airflow_env.config).get(f"/venice/api/job/{store}/1")
+    assert job["version_status"] == "ONLINE" and set(job["regions"]) == {"dc-0", "dc-1", "dc-2"}
+    assert all(r["status"] == "COMPLETED" and r["updated_at"] > 0 for r in job["regions"].values()), job
+    assert {"hook": f"{HOOKS}.AnswerFromConfig", "function": "pre_store_version_swap", "region": "dc-2"}.items() <= (
+        next(a for a in job["hook_answers"] if a["function"] == "pre_store_version_swap" and a["region"] == "dc-2")
+    ).items()
+    cli_job = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)["job"]
+    assert cli_job["regions"] == job["regions"]
+
+    # A ROLLBACK at version creation: the whole push stops there, before anything is created or announced.
+    stores.update_store(
+        meta, airflow_env.config, store, hook_configs={"answer.pre_store_version_creation.dc-2": "ROLLBACK"}
+    )
+    result = airflow_env.venice("push", store, "--input", str(data), timeout=600)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "error: rollout run failed at pre_version_creation_rollback; no version was created: AnswerFromConfig "
+        "answered ROLLBACK at pre_store_version_creation in dc-2"
+    ), result.stderr
+    status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
+    states = {s["task"]: s["state"] for s in status["steps"]}
+    assert states["pre_version_creation_outcome"] == "success" and states["pre_version_creation_rollback"] == "failed"
+    assert states["create_version"] == states["spark_push"] == states["announce_version"] == "skipped", states
+    assert stores.describe_store(meta, store)["largest_used_version"] == 1
+    assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    assert len(asset_events(airflow_env, store)) == 1 and len(consumed_store.runs()) == 1
 
 
 def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
@@ -222,7 +284,10 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
         and tab.outcomes["dc-0"] == tab.outcomes["dc-2"] == ""
     )
     assert "WAIT" in tab.steps["dc-1"] and "timed out after 2s" in tab.steps["dc-1"] and tab.screenshot.exists()
+    started = re.compile(r"\d\d:\d\d:\d\d\s\d+\s[smh]\b")  # a step's start (UTC) and duration: "21:04:05 12 s"
+    assert started.search(tab.steps["dc-0"]) and started.search(tab.steps["dc-1"]), tab.steps
     assert "dc-0 v2, dc-1 v1, dc-2 v1" in tab.listed and "failed" in tab.listed  # Browse > Rollouts
+    assert asset_uri(airflow_env.config.cluster_name, store) in tab.asset  # the store in Airflow's Assets view
 
 
 def _watch_until_ready(client: DaVinciClient, version: int) -> list[float]:
@@ -327,3 +392,61 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     )
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     _assert_serves(airflow_env, store, _expected(good))
+
+
+def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_returns_every_region_and_the_client(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """VIP-4's Da Vinci ingestion gate through Airflow, with a real DuckDB client in dc-1. While dc-1's gate answers
+    WAIT, the client stays off version 2 (no table of it appears) though dc-1's servers have all of it; once the gate
+    PROCEEDs, the client ingests it and the region's Da Vinci swap lets dc-1 swap, the client with it. dc-2's gate
+    then answers ROLLBACK: every region goes back to version 1, and so does the client. A third push, whose gate
+    ABORTs in dc-1 at version creation, is killed there: the client stays on version 1 and never sees version 3."""
+    store = airflow_env.create_user_store("afg")
+    meta, config = airflow_env.meta, airflow_env.config
+    v1 = _expected(generate(tmp_path / "v1", 50, files=1))
+    airflow_env.push(store, RecordsJob(v1))  # v1, directly
+    gate = "answer.pre_start_of_store_version_ingestion_for_da_vinci"
+    stores.update_store(meta, config, store, hook_configs={f"{gate}.dc-1": "WAIT", f"{gate}.dc-2": "WAIT"})
+    tables = f"SELECT table_name FROM information_schema.tables WHERE table_name LIKE '{store}_v%' ORDER BY 1"
+    first = sorted(v1)[0]
+    client = DaVinciClient(
+        store, "dc-1", tmp_path / "dvc", DuckDBRecordTransformer(tmp_path / "dvc" / "c.duckdb"), config=config
+    )
+    client.start(timeout=60)
+    try:
+        push = airflow_env.venice_background(
+            "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1, seed=2))
+        )
+        try:
+            wait_for_step(airflow_env, store, "dc_1.ingestion_complete", "success", push)
+            assert step_state(airflow_env, store, "dc_1.da_vinci_ingestion_gate") == "up_for_reschedule"
+            assert client.sql(tables) == [(f"{store}_v1",)] and client.serving == 1  # held off version 2
+            stores.update_store(meta, config, store, remove_hook_configs=[f"{gate}.dc-1"])  # dc-1's gate: PROCEED
+            wait_for_step(airflow_env, store, "dc_1.post_swap", "success", push)
+            wait_for("the client to swap to version 2 with its region", lambda: client.serving == 2)
+            stores.update_store(meta, config, store, hook_configs={f"{gate}.dc-2": "ROLLBACK"})
+            out, err = push.communicate(timeout=600)
+        finally:
+            if push.poll() is None:
+                push.kill()
+        assert push.returncode == 3, out + err
+        assert "failed at dc_2.da_vinci_ingestion_gate_rollback; version 2 is ROLLED_BACK" in err, err
+        assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+        wait_for("the client to go back to version 1 with its region", lambda: client.serving == 1)
+        assert client.get(first) == v1[first]
+
+        stores.update_store(
+            meta, config, store, hook_configs={f"{gate}.dc-1": "ABORT"}, remove_hook_configs=[f"{gate}.dc-2"]
+        )
+        result = airflow_env.venice("push", store, "--input", str(generate(tmp_path / "v3", 50, files=1)), timeout=600)
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert (
+            "rollout run failed at create_version; version 3 is KILLED: aborted by a hook at "
+            "pre_start_of_store_version_ingestion_for_da_vinci in dc-1" in result.stderr
+        ), result.stderr
+        assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+        assert client.serving == 1 and f"{store}_v3" not in {t for (t,) in client.sql(tables)}
+        assert client.get(first) == v1[first]
+    finally:
+        client.close()

@@ -13,12 +13,18 @@ from venice_core.status import ExecutionStatus
 def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp_path: Path) -> None:
     store = cli_env.create_user_store("dvcli")
     file = tmp_path / "c.duckdb"
+    missing = tmp_path / "no" / "such" / "c.duckdb"
+    plain = tmp_path / "plain"
+    plain.write_text("")
     cases = [
         (["davinci", "run", store, "--region", "dc-0"], "give --duckdb FILE, or --base-dir DIR"),
         (["davinci", "run", "nope", "--region", "dc-0", "--duckdb", str(file)], "store 'nope'"),
         (["davinci", "run", store, "--region", "dc-7", "--duckdb", str(file)], "unknown region 'dc-7'"),
         (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file), "--partitions", "a"], "--partitions"),
         (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file), "--partitions", "5"], "partitions 0-0"),
+        # A file in a folder that does not exist: named, before anything starts or is created.
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(missing)], f"{missing.parent} does not exist"),
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(plain / "c.duckdb")], "is not a folder"),
         # No region server runs here: one clear error, before any file is created.
         (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file)], "region server of dc-0 at"),
     ]
@@ -27,7 +33,7 @@ def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp
         assert result.returncode != 0, (argv, result.stdout)
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and message in errors[0], (argv, result.stderr)
-    assert not file.exists()
+    assert not file.exists() and not (tmp_path / "no").exists()
 
 
 def test_status_lists_instances_live_and_gone(cli_env: PlatformEnv) -> None:

@@ -148,6 +148,25 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
             "invalid repush calendar",
         ),
         (["store", "update", "{store}", "--no-repush-schedule", "--repush-ttl", "60"], "takes no other repush setting"),
+        (
+            ["store", "update", "{store}", "--push-input", "/data/{{{{ ds }}}}/"],  # (str.format: {{ is {)
+            "has no scheduled push: set both --push-schedule and --push-input",
+        ),
+        (["store", "update", "{store}", "--push-schedule", "daily"], "set both --push-schedule and --push-input"),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "/data/{{{{ ds }}/"],
+            "the push input template '/data/{{ ds }/' is not valid Jinja: unexpected '}'",
+        ),
+        (["store", "update", "{store}", "--push-schedule", "daily", "--push-input", " "], "template is empty"),
+        (
+            ["store", "update", "{store}", "--push-schedule", "0 25 * * *", "--push-input", "/d"],
+            "invalid push schedule '0 25 * * *'",
+        ),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "/d", "--push-days", "mon-xyz"],
+            "invalid push calendar",
+        ),
+        (["store", "update", "{store}", "--no-push-schedule", "--push-input", "/d"], "takes no other push setting"),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(
@@ -192,6 +211,45 @@ def test_a_scheduled_repush_is_set_changed_shown_and_turned_off(cli_env: Platfor
     assert _show(cli_env, store)["repush_schedule"] is None
     help_text = cli_env.cli("store", "update", "--help", check=True).stdout
     assert "--repush-schedule" in help_text and "--no-repush-schedule" in help_text
+
+
+def test_a_scheduled_push_is_set_changed_shown_and_turned_off(cli_env: PlatformEnv, store: str) -> None:
+    template = "/data/users/{{ ds }}/"
+    cli_env.cli(
+        "store",
+        "update",
+        store,
+        "--push-schedule",
+        "0 6  * * *",
+        "--push-input",
+        template,
+        "--push-days",
+        "mon-sun",
+        "--push-hours",
+        "0-24",
+        "--push-holidays",
+        "2026-12-25,2026-12-26",
+        check=True,
+    )
+    assert _show(cli_env, store)["push_schedule"] == {
+        "cron": "0 6 * * *",
+        "input_template": template,
+        "days": "mon-sun",
+        "hours": "0-24",
+        "timezone": "UTC",
+        "holidays": ["2026-12-25", "2026-12-26"],
+    }
+    assert _show(cli_env, store)["repush_schedule"] is None  # a schedule of its own
+    cli_env.cli("store", "update", store, "--push-schedule", "daily", "--push-timezone", "Europe/Paris", check=True)
+    text = cli_env.cli("store", "show", store, check=True).stdout
+    assert f"scheduled push:       daily from {template} (mon-sun 0-24 h Europe/Paris, 2 holidays)" in text
+    cli_env.cli("store", "update", store, "--push-input", "/data/{{ ds_nodash }}/", check=True)
+    assert _show(cli_env, store)["push_schedule"]["input_template"] == "/data/{{ ds_nodash }}/"
+    cli_env.cli("store", "update", store, "--no-push-schedule", check=True)
+    assert _show(cli_env, store)["push_schedule"] is None
+    assert "scheduled push:       no" in cli_env.cli("store", "show", store, check=True).stdout
+    help_text = cli_env.cli("store", "update", "--help", check=True).stdout
+    assert "--push-schedule" in help_text and "--push-input" in help_text and "--no-push-schedule" in help_text
 
 
 @pytest.mark.parametrize(

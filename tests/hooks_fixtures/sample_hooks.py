@@ -9,6 +9,9 @@ from pathlib import Path
 from venice_core.hooks import HookContext, StoreLifecycleEventOutcome, StoreLifecycleHooks
 from venice_core.hooks.api import HOOK_FUNCTIONS
 
+# `state.dir` and `slow.seconds` are cluster-level (`venice.store.lifecycle.hooks.configs.*`): no hook here declares
+# them as store-level keys.
+
 
 def _configured(ctx: HookContext, prefix: str, function: str) -> str | None:
     """The store-level config `<prefix>.<function>.<region>`, else `<prefix>.<function>`."""
@@ -30,12 +33,25 @@ def _times_asked(state_dir: str | None, ctx: HookContext, function: str) -> int:
     return before
 
 
+def _per_function(prefix: str, *extra: str):  # noqa: ANN202 - a class decorator
+    """Declare the store-level keys `<prefix>.<function>[.<region>]` of each lifecycle function the class answers."""
+
+    def declare(cls: type[StoreLifecycleHooks]) -> type[StoreLifecycleHooks]:
+        functions = [function for function in HOOK_FUNCTIONS if function in vars(cls)]
+        cls.hook_config_keys = frozenset({*(f"{prefix}.{f}" for f in functions), *extra})
+        cls.hook_config_prefixes = tuple(f"{prefix}.{f}." for f in functions)
+        return cls
+
+    return declare
+
+
 def _then(value: str, asked: int) -> tuple[str, bool]:
     """`WAIT*2`: the answer the first 2 times, then the step goes on (`*N` absent: always)."""
     answer, _, times = value.partition("*")
     return answer, not times or asked < int(times)
 
 
+@_per_function("answer", "reason.pre_schema_registration")
 class AnswerFromConfig(StoreLifecycleHooks):
     """Answers with the store-level config `answer.<function>[.<region>]` (e.g. `ABORT`, or `WAIT*2` for WAIT twice
     then PROCEED), else PROCEED."""
@@ -62,6 +78,9 @@ class AnswerFromConfig(StoreLifecycleHooks):
     def pre_end_of_push_job(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_end_of_push_job", ctx)
 
+    def pre_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext):  # type: ignore[override]
+        return self._answer("pre_start_of_store_version_ingestion_for_da_vinci", ctx)
+
     def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
         answer = self._answer("pre_schema_registration", ctx)
         return (
@@ -74,6 +93,8 @@ class AnswerFromConfig(StoreLifecycleHooks):
 class SchemaRegistrations(StoreLifecycleHooks):
     """Remembers the schema-registration calls it gets: (function, store, details), in this process."""
 
+    hook_config_keys = frozenset()
+
     calls: list[tuple[str, str, dict]] = []
 
     def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
@@ -84,6 +105,7 @@ class SchemaRegistrations(StoreLifecycleHooks):
         self.calls.append(("post_schema_registration", ctx.store, dict(ctx.details)))
 
 
+@_per_function("fail")
 class FailWhereConfigured(StoreLifecycleHooks):
     """Fails as the store-level config `fail.<function>[.<region>]` says: `raise`, or `timeout` (sleeps
     `slow.seconds`, past the configured timeout); `raise*2` fails the first 2 times, then PROCEEDs."""
@@ -107,6 +129,8 @@ class FailWhereConfigured(StoreLifecycleHooks):
 
 
 class Raising(StoreLifecycleHooks):
+    hook_config_keys = frozenset()
+
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         raise RuntimeError("health service unreachable")
 
@@ -115,18 +139,24 @@ class Raising(StoreLifecycleHooks):
 
 
 class Slow(StoreLifecycleHooks):
+    hook_config_keys = frozenset()
+
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         time.sleep(float(self.configs.get("slow.seconds", "2")))
         return "PROCEED"
 
 
 class BadReturn(StoreLifecycleHooks):
+    hook_config_keys = frozenset()
+
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         return "MAYBE"
 
 
 class StrictConfig(StoreLifecycleHooks):
     """Accepts only store-level keys it knows, with integer values."""
+
+    hook_config_keys = frozenset({"min.delay.seconds"})
 
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         for key, value in ctx.store_hook_configs.items():
@@ -144,6 +174,8 @@ class NotAHook:
 class WaitTwiceBeforeEachSwap(StoreLifecycleHooks):
     """WAIT twice per region at pre_store_version_swap, then PROCEED; remembers when it was asked."""
 
+    hook_config_keys = frozenset()
+
     asked: dict[str, list[float]] = {}
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
@@ -155,13 +187,16 @@ class WaitTwiceBeforeEachSwap(StoreLifecycleHooks):
 class EchoEarlier(StoreLifecycleHooks):
     """PROCEEDs, giving as its reason what the hooks before it answered in this invocation."""
 
+    hook_config_keys = frozenset()
+
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         return "PROCEED", ",".join(f"{path.rsplit('.', 1)[-1]}={outcome}" for path, outcome in ctx.earlier_outcomes)
 
 
 class RecordEveryCall(StoreLifecycleHooks):
     """Answers PROCEED to all 14 functions and appends what each was given, as a JSON line, to
-    `<state.dir>/calls-<store>.jsonl` (Airflow runs every step in a process of its own)."""
+    `<state.dir>/calls-<store>.jsonl` (Airflow runs every step in a process of its own). It records every
+    store-level config it is given, so it declares no keys: while it is configured, any key is accepted."""
 
     def _record(self, function: str, ctx: HookContext) -> None:
         state_dir = self.configs.get("state.dir")

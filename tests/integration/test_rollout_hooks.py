@@ -215,3 +215,42 @@ def test_a_region_left_out_at_creation_and_an_abort_at_the_end(platform_env: Pla
     assert (version["status"], version["reason"]) == ("ONLINE", "aborted by a hook at pre_end_of_push_job")
     stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.pre_end_of_push_job"])
     assert env.push(store, RecordsJob(_records(50, seed=2))) == 3
+
+
+def test_version_creation_waits_then_a_rollback_there_stops_the_push_in_every_region(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """pre_store_version_creation answering WAIT in one region is asked again (every region waits for it, nothing is
+    created meanwhile), then the version goes to every region. A ROLLBACK there from one region is VIP-4's "back to
+    the version the store had before the push, in all regions": the push stops, no version is created, and every
+    region keeps serving the one before."""
+    env = _hooked(
+        platform_env,
+        tmp_path,
+        f"{HOOKS}.AnswerFromConfig",
+        **{"venice.store.lifecycle.hooks.configs.state.dir": str(tmp_path / "state")},
+    )
+    store = env.create_user_store("crb", 1)
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_creation.dc-2": "WAIT*2"})
+    assert env.push(store, RecordsJob(_records(50, seed=0))) == 1
+    asked = invocations(env.meta, stores.describe_store(env.meta, store)["versions"][0]["push_job_id"])
+    creation = [(r.region, r.outcome) for r in asked if r.function == "pre_store_version_creation"]
+    assert creation.count(("dc-2", "WAIT")) == 2 and creation[-1] == ("dc-2", "PROCEED"), creation
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+
+    stores.update_store(
+        env.meta,
+        env.config,
+        store,
+        hook_configs={"answer.pre_store_version_creation.dc-1": "ROLLBACK"},
+        remove_hook_configs=["answer.pre_store_version_creation.dc-2"],
+    )
+    with pytest.raises(RolloutStopped) as stopped:
+        env.push(store, RecordsJob(_records(50, seed=1)))
+    assert str(stopped.value) == (
+        "rolled back by a lifecycle hook at pre_store_version_creation (dc-1); no version was created; every region "
+        "keeps the version it served"
+    )
+    info = stores.describe_store(env.meta, store)
+    assert [v["number"] for v in info["versions"]] == [1] and info["largest_used_version"] == 1
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}

@@ -85,3 +85,28 @@ def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tm
         "end_push_at_failed_step"
     }
     assert isinstance(dag.get_task("spark_push"), PushJobOperator)
+
+
+def test_version_creation_is_a_sensor_whose_rollback_branch_creates_nothing(tmp_path: Path) -> None:
+    """pre_store_version_creation is asked by a sensor in reschedule mode (its WAIT holds no worker slot), whose
+    branch goes on to create the version, or takes its abort or rollback task instead (VIP-4's ROLLBACK there:
+    the whole push stops, nothing is created)."""
+    dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
+    sensor = dag.get_task("pre_version_creation")
+    assert sensor.mode == "reschedule" and sensor.upstream_task_ids == {"schema_registration"}
+    assert dag.get_task("pre_version_creation_outcome").downstream_task_ids == {
+        "create_version",
+        "pre_version_creation_abort",
+        "pre_version_creation_rollback",
+    }
+
+
+def test_the_last_step_announces_the_store_as_an_airflow_asset(tmp_path: Path) -> None:
+    """Each store is an asset, `venice://<cluster>/<store>`: the rollout's last task has it as its outlet, so its
+    success (every region serving the version) is the asset event downstream DAGs are scheduled on."""
+    config = _config(tmp_path, "cluster.name=prod east\n")
+    dag = build_rollout_dag("users", REGIONS, config)
+    announce = dag.get_task("announce_version")
+    assert [(a.uri, a.group) for a in announce.outlets] == [("venice://prod%20east/users", "venice")]
+    assert announce.upstream_task_ids == {"finish_push_job"} and not announce.downstream_task_ids
+    assert not [t.task_id for t in dag.tasks if t.outlets and t is not announce]  # one event per rollout

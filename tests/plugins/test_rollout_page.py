@@ -1,5 +1,6 @@
-"""The rollout page without a running Airflow: its registration, its HTML (escaped), and its app refusing a request
-without a token (the check through real Airflow is in tests/airflow/test_rollout_runs.py)."""
+"""The rollout page without a running Airflow: its registration, its HTML (escaped, each step's start and duration,
+its headers), and its app refusing a request without a token (its layout in a real browser is
+test_rollout_page_layout.py; the check through real Airflow is in tests/airflow/test_rollout_runs.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from venice_core.controller.versions import RegionProgress
 from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
 
 EVIL = "<script>alert('x')</script>"
+T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 
 
 def test_the_plugin_mounts_the_pages_in_the_nav_and_as_tabs_of_the_dag_and_the_run() -> None:
@@ -42,7 +44,7 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
                 "dc-1",
                 1,
                 0,
-                {"pre_swap": Step("pre_swap", "dc_1.pre_swap", f"failed{EVIL}", 2, (answer, quiet))},
+                {"pre_swap": Step("pre_swap", f"dc_1.pre_swap{EVIL}", f"failed{EVIL}", 2, (answer, quiet), T0)},
                 RegionProgress(5, 10),
                 Stop("ABORT", "pre_swap", EVIL),
             ),
@@ -52,7 +54,61 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
     assert "<script>" not in html and "alert(&#x27;x&#x27;)" in html
     assert "&lt;script&gt;" in html and "ABORT" in html and "5 / 10 records (50%)" in html
     assert "class='failedscriptalertxscript'" in html  # a state becomes a class name of letters only
-    assert "title='Quiet&lt;script&gt;" in html and "1 hook(s) PROCEED at pre_store_version_swap in dc-1" in html
+    assert "title='Quiet&lt;script&gt;" in html
+    assert "1 hook(s) PROCEED at pre_store_version_swap in dc-1" in html.replace("<wbr>", "")
+    assert "title='dc_1.pre_swap&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;: failed&lt;script&gt;" in html
+
+
+def _timed(task_id: str, state: str, started: float | None, ended: float | None = None) -> Step:
+    return Step(task_id.rpartition(".")[2], task_id, state, 1, (), started, ended)
+
+
+def test_each_step_shows_its_start_and_how_long_it_took_or_has_been_going() -> None:
+    """Start (UTC) and duration in the cell and its title; a step still going (running, a sensor between pokes)
+    counts up to now; a step that never ran shows no time though Airflow stamped one."""
+    steps = {
+        "admitted": _timed("dc_0.admitted", "success", T0, T0 + 12.7),
+        "ingestion_complete": _timed("dc_0.ingestion_complete", "success", T0 + 13, T0 + 78),
+        "da_vinci_swap": _timed("dc_0.da_vinci_swap", "up_for_reschedule", T0 + 80, T0 + 81),  # between pokes
+        "pre_swap": _timed("dc_0.pre_swap", "skipped", T0 + 90, T0 + 90),
+        "server_swap": _timed("dc_0.server_swap", "none", None),
+    }
+    view = RolloutView(
+        "users",
+        "manual__1",
+        "running",
+        VersionInfo(2, "STARTED", ""),
+        (_timed("spark_push", "success", T0 - 7_400, T0 - 20),),
+        tuple(steps),
+        (RegionRow("dc-0", 1, 0, steps, None, None),),
+    )
+    html = render_page(view, now=T0 + 80 + 65.4)
+    took = "<span class='took'>1&nbsp;m&nbsp;05&nbsp;s</span>"
+    assert "<time datetime='2027-01-15T08:00:00+00:00'>08:00:00</time> <span class='took'>12&nbsp;s</span>" in html
+    assert f"<time datetime='2027-01-15T08:00:13+00:00'>08:00:13</time> {took}</div>" in html
+    assert f"<time datetime='2027-01-15T08:01:20+00:00'>08:01:20</time> {took} so far</div>" in html  # up to now
+    swap = "title='dc_0.da_vinci_swap: up_for_reschedule, started 2027-01-15 08:01:20 UTC, running for 1 m 05 s'"
+    assert swap in html
+    assert "title='spark_push: success, started 2027-01-15 05:56:40 UTC, took 2 h 03 m'" in html  # a run-level step
+    assert html.count("<div class='when'>") == 4  # not the skipped step, nor the one not started
+    assert "title='dc_0.pre_swap: skipped'" in html and "title='dc_0.server_swap: none'" in html
+
+
+def test_a_decisions_branches_share_its_header_and_long_names_are_shortened() -> None:
+    columns = ("admitted", "da_vinci_swap", "da_vinci_swap_outcome", "da_vinci_swap_abort", "leader_replication_done")
+    steps = {c: _timed(f"dc_0.{c}", "success", None) for c in columns}
+    job = tuple(_timed(n, "success", None) for n in ("end_of_push", "end_of_push_job", "end_of_push_job_outcome"))
+    view = RolloutView("users", "r", "success", None, job, columns, (RegionRow("dc-0", 1, 0, steps, None, None),))
+    html = render_page(view)
+    assert (
+        "<tr><th rowspan='2'>region</th><th rowspan='2' class='outcome'>outcome</th>"
+        "<th rowspan='2' title='admitted'>admitted</th><th colspan='3' title='da_vinci_swap'>DV swap</th>"
+        "<th rowspan='2' title='leader_replication_done'>leader repl done</th></tr>"
+        "<tr><th class='sub' title='da_vinci_swap'>ask</th><th class='sub' title='da_vinci_swap_outcome'>outcome</th>"
+        "<th class='sub' title='da_vinci_swap_abort'>abort</th></tr>"
+    ) in html
+    # `end_of_push_job` is not a branch of `end_of_push`.
+    assert "<th rowspan='2' title='end_of_push'>end of push</th><th colspan='2' title='end_of_push_job'>" in html
 
 
 def test_the_store_list_links_each_store_to_its_dags_tab_escaped() -> None:
@@ -89,3 +145,13 @@ def test_a_request_without_a_token_is_refused() -> None:
     }
     asyncio.run(LazyApp()(scope, receive, send))
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 401
+
+
+def test_a_long_hook_reason_is_clipped_in_its_cell_and_whole_in_its_title_escaped() -> None:
+    reason = "x" * 120 + EVIL
+    answer = Answer("Canary", "pre_store_version_swap", "dc-0", "WAIT", reason)
+    steps = {"pre_swap": Step("pre_swap", "dc_0.pre_swap", "running", 1, (answer,))}
+    view = RolloutView("users", "r", "running", None, (), ("pre_swap",), (RegionRow("dc-0", 1, 0, steps, None, None),))
+    html = render_page(view)
+    assert f"<span class='reason' title='{'x' * 120}&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;'>" in html
+    assert f">{'x' * 99}\u2026</span>" in html and "<script>" not in html

@@ -4,11 +4,15 @@ by a hook and sent as lifecycle events), and ways to watch, crash and read a run
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
+import urllib.parse
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
@@ -19,12 +23,14 @@ from venice_core.embedded import airflow
 from venice_core.errors import ComponentError
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.records import metrics_text
-from venice_core.jobs.airflow_push import dag_id
+from venice_core.jobs.airflow_push import asset_uri, dag_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.pubsub import admin
 
 REPO = Path(__file__).parents[2]
+USER_DAGS = REPO / "tests" / "airflow" / "dags"  # the config's airflow.user.dags.folder in the Airflow tests
+CONSUMER_DAG = "train_on_venice_store"  # tests/airflow/dags/asset_consumer.py
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 INTERVAL = 2.0
 EVENTS = "venice.store.lifecycle.hooks.configs.lifecycle.events"
@@ -200,3 +206,47 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
         return None if run is None else api.task_states(dag_id(store), run["dag_run_id"]).get(task_id)
     except ComponentError:  # Airflow restarting
         return None
+
+
+@dataclass(frozen=True)
+class ConsumedStore:
+    """The store the tests' downstream DAG (`tests/airflow/dags/asset_consumer.py`) is scheduled on, by its asset,
+    and what each of that DAG's runs received (the extras of the asset events that triggered it)."""
+
+    name: str
+    log: Path
+
+    @classmethod
+    def named(cls, folder: Path) -> ConsumedStore:
+        return cls(f"consumed_{uuid.uuid4().hex[:8]}", folder / "runs.jsonl")
+
+    @contextmanager
+    def in_environment(self) -> Iterator[None]:
+        """Its name and log in this process's environment, which the Airflow started meanwhile inherits."""
+        names = {"VENICE_TEST_CONSUMED_STORE": self.name, "VENICE_TEST_CONSUMED_LOG": str(self.log)}
+        os.environ.update(names)
+        try:
+            yield
+        finally:
+            for name in names:
+                os.environ.pop(name, None)
+
+    def runs(self) -> list[list[dict]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def wait_for_runs(self, count: int, timeout: float = 180) -> list[list[dict]]:
+        deadline = time.monotonic() + timeout
+        while len(runs := self.runs()) < count:
+            assert time.monotonic() < deadline, f"the downstream DAG ran {len(runs)} times, not {count}"
+            time.sleep(1)
+        return runs
+
+
+def asset_events(env: PlatformEnv, store: str) -> list[dict]:
+    """The events of the store's asset, as Airflow's REST API lists them (the Assets view's)."""
+    api = airflow.AirflowApi(env.config)
+    uri = asset_uri(env.config.cluster_name, store)
+    (asset,) = [
+        a for a in api.get(f"/api/v2/assets?uri_pattern={urllib.parse.quote(uri)}")["assets"] if a["uri"] == uri
+    ]
+    return api.get(f"/api/v2/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]

@@ -16,7 +16,7 @@ from playwright.sync_api import FrameLocator, Page, sync_playwright
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow
-from venice_core.jobs.airflow_push import dag_id
+from venice_core.jobs.airflow_push import asset_uri, dag_id
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -81,13 +81,14 @@ class RolloutTab:
     outcomes: dict[str, str]  # region -> its outcome cell in the step matrix ("" where the rollout did not stop)
     steps: dict[str, str]  # region -> its whole row of the step matrix
     listed: str  # the store's row in the list of stores (Browse > Rollouts)
+    asset: str  # the store's row in Airflow's Assets view
     screenshot: Path
 
 
 def rollout_tab(config: ClusterConfig, store: str, run_id: str, workdir: Path) -> RolloutTab:
     """Sign in to the embedded Airflow, open the run's Rollout tab and read it, then the store's row in Browse >
-    Rollouts. Screenshots in `workdir`: the tab in the UI (`rollout-tab.png`) and the whole page, which the UI's
-    frame cuts (`rollout-page.png`)."""
+    Rollouts and in Airflow's Assets view. Screenshots in `workdir`: the tab in the UI (`rollout-tab.png`) and the
+    whole page, which the UI's frame cuts (`rollout-page.png`)."""
     base, dag = airflow.base_url(config), dag_id(store)
     screenshot = workdir / "rollout-page.png"
     with chromium_page(workdir / "chromium-profile") as page:
@@ -111,6 +112,8 @@ def rollout_tab(config: ClusterConfig, store: str, run_id: str, workdir: Path) -
         page.screenshot(path=str(workdir / "rollout-tab.png"))
         stores = open_tab(page, base, "plugin/venice-rollouts", "Rollouts")
         listed = stores.locator(f"tr[data-store='{store}']").inner_text()
+        page.goto(f"{base}/assets")
+        asset = page.locator("tr", has_text=asset_uri(config.cluster_name, store)).first.inner_text()
         page.goto(f"{base}/venice/rollout/{dag}?run_id={urllib.parse.quote(run_id, safe='')}")
         page.screenshot(path=str(screenshot), full_page=True)
-    return RolloutTab(serving, version_status, outcomes, steps, listed, screenshot)
+    return RolloutTab(serving, version_status, outcomes, steps, listed, asset, screenshot)

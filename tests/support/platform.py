@@ -81,10 +81,10 @@ class PlatformEnv:
         """The platform's metadata store (one engine per env, kept for the session)."""
         return MetadataStore(self.config.metadata_db_url)
 
-    def create_user_store(self, prefix: str, partitions: int = 1, **options: Any) -> str:
-        """A new store, uniquely named, with the example user key and value schemas (`options` as
+    def create_user_store(self, prefix: str, partitions: int = 1, name: str | None = None, **options: Any) -> str:
+        """A new store, uniquely named (or `name`), with the example user key and value schemas (`options` as
         `controller.stores.create_store` takes them)."""
-        store = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        store = name or f"{prefix}_{uuid.uuid4().hex[:8]}"
         key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
         stores.create_store(self.meta, self.config, store, key, value, partitions=partitions, **options)
         return store

@@ -186,6 +186,7 @@ def test_a_sensors_first_poke_belongs_to_it_though_airflow_recorded_a_later_star
     steps = view.regions[0].steps
     assert steps["approval"].answers == () and steps["server_swap"].answers == ()  # a skipped task asked nothing
     assert [a.outcome for a in steps["pre_swap"].answers] == ["WAIT", "PROCEED"]
+    assert (steps["pre_swap"].started_at, steps["pre_swap"].ended_at) == (T0 + 10.5, T0 + 14.5)  # as Airflow's
     assert [a.function for a in view.job_steps[0].answers] == ["post_store_version_swap"]
 
 

@@ -1,4 +1,5 @@
-"""`venice davinci run` (a Da Vinci client as a long-lived process) and `venice davinci status`."""
+"""`venice davinci run` (a Da Vinci client as a long-lived process), `venice davinci sql` (read-only SQL on its
+DuckDB file, live or not) and `venice davinci status`."""
 
 from __future__ import annotations
 
@@ -58,11 +59,16 @@ def run(
     Da Vinci gate to new versions, swap the view when the region swaps. Restarts resume from the checkpoints."""
     from venice_core.config import load_config
     from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
+    from venice_core.davinci.sql_endpoint import SqlEndpoint
     from venice_core.errors import ConfigError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if duckdb_file is None and base_dir is None:
         raise ConfigError("give --duckdb FILE, or --base-dir DIR for a RocksDB copy")
+    if duckdb_file is not None and not duckdb_file.absolute().parent.is_dir():
+        folder = duckdb_file.absolute().parent
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"--duckdb {duckdb_file}: the folder {folder} {problem}")
     base = base_dir or duckdb_file.resolve().parent
     transformer = DuckDBRecordTransformer(duckdb_file) if duckdb_file is not None else None
     stop = threading.Event()
@@ -80,7 +86,11 @@ def run(
     if tune_gc:
         gc_settings.tune_for_throughput()
     client.start(wait=False)
+    endpoint = None
     try:
+        if transformer is not None:  # `venice davinci sql` asks this process: no other may open the file
+            endpoint = SqlEndpoint(duckdb_file, transformer.cursor).start()
+            typer.echo(f"{store}@{region}: read-only SQL at {endpoint.path} (venice davinci sql {duckdb_file} ...)")
         last = None
         while not stop.wait(progress_seconds):
             status = client.status()
@@ -94,8 +104,33 @@ def run(
                 typer.echo(line)
                 last = line
     finally:
+        if endpoint is not None:
+            endpoint.close()
         client.close()
         typer.echo(f"{store}@{region}: stopped (checkpoints committed)")
+
+
+@davinci_app.command("sql")
+def sql(
+    duckdb_file: Path = typer.Argument(..., help="The client's DuckDB file (`venice davinci run --duckdb FILE`)."),
+    query: str = typer.Argument(..., help="One read-only statement: a SELECT (or EXPLAIN of one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects, one per row."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV with a header line."),
+) -> None:
+    """Read-only SQL on a Da Vinci client's DuckDB file (the store's view is "<store>"): asked of the running
+    `venice davinci run` through its socket FILE.sock (a snapshot of committed batches; ingestion goes on), or
+    run on the file opened read-only when no client runs."""
+    from venice_core.cli import rows
+    from venice_core.davinci import read_only_sql, sql_endpoint
+    from venice_core.errors import ConfigError
+
+    if as_json and as_csv:
+        raise ConfigError("give --json or --csv, not both")
+    result = sql_endpoint.ask(duckdb_file, query)
+    if result is None:  # no client serves the file
+        result = read_only_sql.query_file(duckdb_file, query)
+    show = rows.as_json if as_json else rows.as_csv if as_csv else rows.as_table
+    typer.echo(show(result["columns"], result["rows"]))
 
 
 @davinci_app.command("status")

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from venice_core.cli import data, platform
+from venice_core.cli import airflow, data, platform
 from venice_core.cli.davinci import davinci_app
 from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
@@ -34,6 +34,7 @@ app.command("get")(data.get)
 app.command("write")(data.write)
 app.command("delete")(data.delete)
 app.command("server")(data.server)
+app.command("airflow", context_settings=airflow.CONTEXT_SETTINGS, options_metavar="[--help] ARGS...")(airflow.airflow)
 app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
 app.add_typer(rollout_app, name="rollout")

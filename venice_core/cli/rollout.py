@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import typer
 
 from venice_core.cli.context import metadata
 from venice_core.controller import da_vinci, stores, versions
+from venice_core.controller.job import job_reply
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
@@ -35,6 +37,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
+        job = job_reply(meta, store, version["number"]) if version else None
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
@@ -54,6 +57,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
             for r in answers
         ],
         "da_vinci_instances": instances,
+        "job": job,  # VIP-4's /job reply: each region's status and the time it last changed
     }
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -64,6 +68,8 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
             f"version {version['number']}: {version['status']}" + (f" ({version['reason']})" * bool(version["reason"]))
         )
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
+    for region, state in (job or {}).get("regions", {}).items():
+        typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}")
     for step in report["steps"]:
         typer.echo(f"  {step['task']:<40} {step['state']}")
     for record in answers:
@@ -72,6 +78,10 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     for row in instances:
         state = "live" if row["live"] else "gone"
         typer.echo(f"Da Vinci {row['instance']} in {row['region']}: v{row['version']} {row['status'] or '-'} ({state})")
+
+
+def _clock(epoch: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch)) if epoch else "-"
 
 
 @rollout_app.command("approve")

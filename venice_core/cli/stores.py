@@ -84,6 +84,7 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"hook configs:         {json.dumps(info['hook_configs'])}")
     typer.echo(f"hybrid:               {_hybrid_text(info['hybrid'])}")
     typer.echo(f"scheduled repush:     {_repush_text(info['repush_schedule'])}")
+    typer.echo(f"scheduled push:       {_push_text(info['push_schedule'])}")
     typer.echo(f"key schema:           {json.dumps(info['key_schema'])}")
     for schema in info["value_schemas"]:
         typer.echo(f"value schema {schema['id']}:       {json.dumps(schema['schema'])}")
@@ -95,14 +96,24 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
         typer.echo(f"version {version['number']}: {version['status']}  {regions}{hybrid}")
 
 
+def _calendar_text(schedule: dict) -> str:
+    holidays = f", {len(schedule['holidays'])} holidays" if schedule["holidays"] else ""
+    return f"({schedule['days']} {schedule['hours']} h {schedule['timezone']}{holidays})"
+
+
 def _repush_text(schedule: dict | None) -> str:
     if not schedule:
         return "no"
-    holidays = f", {len(schedule['holidays'])} holidays" if schedule["holidays"] else ""
     return (
         f"{schedule['cron']} when the current version is older than {schedule['ttl_seconds']} s "
-        f"({schedule['days']} {schedule['hours']} h {schedule['timezone']}{holidays})"
+        f"{_calendar_text(schedule)}"
     )
+
+
+def _push_text(schedule: dict | None) -> str:
+    if not schedule:
+        return "no"
+    return f"{schedule['cron']} from {schedule['input_template']} {_calendar_text(schedule)}"
 
 
 def _hybrid_text(hybrid: dict | None) -> str:
@@ -163,13 +174,35 @@ def update(
     no_repush_schedule: bool = typer.Option(
         False, "--no-repush-schedule", help="Turn the scheduled repush off (its DAG disappears)."
     ),
+    push_schedule: str = typer.Option(
+        None,
+        "--push-schedule",
+        metavar="CRON|daily",
+        help="Scheduled push: the venice_push__<store> DAG runs on its own, at a five-field cron expression in the "
+        "calendar's zone, or 'daily' (each working day at opening); only inside working hours. Needs --push-input.",
+    ),
+    push_input: str = typer.Option(
+        None,
+        "--push-input",
+        metavar="TEMPLATE",
+        help="A scheduled run's input: a Jinja template Airflow renders for the run, e.g. '/data/users/{{ ds }}/' "
+        "({{ ds }}: the run's logical date). A missing input fails the run, creating no version.",
+    ),
+    push_days: str = typer.Option(None, "--push-days", help="Working days of the push (default mon-fri)."),
+    push_hours: str = typer.Option(None, "--push-hours", help="Working hours of the push (default 9-17, 0-24)."),
+    push_timezone: str = typer.Option(None, "--push-timezone", help="IANA zone of the push (default UTC)."),
+    push_holidays: str = typer.Option(None, "--push-holidays", help="ISO dates without push, comma-separated."),
+    no_push_schedule: bool = typer.Option(
+        False, "--no-push-schedule", help="Turn the scheduled push off (the DAG runs only when triggered again)."
+    ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
     if no_hybrid and (rewind is not None or lag is not None):
         raise ConfigError("--no-hybrid cannot be given with --hybrid-rewind-seconds or --hybrid-offset-lag-threshold")
     calendar = {"days": repush_days, "hours": repush_hours, "timezone": repush_timezone, "holidays": repush_holidays}
+    push_calendar = {"days": push_days, "hours": push_hours, "timezone": push_timezone, "holidays": push_holidays}
     with metadata() as (config, meta):
-        stores.update_store(
+        warnings = stores.update_store(
             meta,
             config,
             store,
@@ -187,7 +220,13 @@ def update(
             repush_ttl_seconds=repush_ttl,
             repush_calendar=calendar,
             repush=False if no_repush_schedule else None,
+            push_schedule=push_schedule,
+            push_input=push_input,
+            push_calendar=push_calendar,
+            push=False if no_push_schedule else None,
         )
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"updated store '{store}'")
 
 

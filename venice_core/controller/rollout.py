@@ -38,20 +38,25 @@ class Decision:
 
     outcome: StoreVersionLifecycleEventOutcome
     reason: str = ""
+    regions: tuple[str, ...] = ()  # version creation's PROCEED: the regions it admits
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", StoreVersionLifecycleEventOutcome(self.outcome))
+        object.__setattr__(self, "regions", tuple(self.regions))
 
     @property
     def stops(self) -> bool:
         return self.outcome in (StoreVersionLifecycleEventOutcome.ABORT, StoreVersionLifecycleEventOutcome.ROLLBACK)
 
-    def to_json(self) -> dict[str, str]:
-        return {"outcome": self.outcome.value, "reason": self.reason}
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"outcome": self.outcome.value, "reason": self.reason}
+        if self.regions:
+            data["regions"] = list(self.regions)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Decision:
-        return cls(str(data["outcome"]), str(data.get("reason", "")))
+        return cls(str(data["outcome"]), str(data.get("reason", "")), tuple(data.get("regions") or ()))
 
 
 class RolloutStopped(VeniceError):
@@ -225,7 +230,9 @@ class Rollout:
                 versions.set_version_status(
                     self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
                 )
-            if unserved:
+            if self.version is None:  # stopped before the version was created
+                result = "no version was created; every region keeps the version it served"
+            elif unserved:
                 verb = "serves" if len(unserved) == 1 else "serve"
                 result = (
                     f"every region serves the version it served before; {', '.join(unserved)} {verb} no version "
@@ -236,6 +243,8 @@ class Rollout:
             raise RolloutStopped(f"rolled back by a lifecycle hook at {where}; {result}")
         if self.version:
             versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
+        if self.version is None:
+            raise RolloutStopped(f"aborted by a lifecycle hook at {where}; no version was created")
         served = ", ".join(swapped) or "no region"
         raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
 
@@ -249,17 +258,26 @@ class Rollout:
         self.check(self.ask(F.PRE_START_OF_PUSH_JOB), F.PRE_START_OF_PUSH_JOB)
         self.inform(F.POST_START_OF_PUSH_JOB)
 
-    def regions_for_new_version(self, number: int, rollout_order: list[str]) -> list[str]:
-        """The regions `pre_store_version_creation` admits for version `number` (ABORT or ROLLBACK leaves a region
-        out), each asked with the job status of the version about to be created (every region NOT_CREATED)."""
+    def decide_version_creation(self, number: int, rollout_order: list[str]) -> Decision | None:
+        """One ask of `pre_store_version_creation` in every region for version `number` (a sensor's poke), each with
+        the job status of the version about to be created (every region NOT_CREATED). A ROLLBACK from any region
+        stops the push: VIP-4's "back to the version the store had before the push, in all regions", so no region
+        may get it. An ABORT leaves its region out (as does a WAIT past the maximum wait). While a region answers
+        WAIT: None, asked again. Else PROCEED with the regions admitted, or ABORT when none is."""
         self.version = number
         try:
-            admitted = [r for r in rollout_order if self.ask(F.PRE_STORE_VERSION_CREATION, r) == "PROCEED"]
+            decided = {region: self.decide(F.PRE_STORE_VERSION_CREATION, region) for region in rollout_order}
         finally:
             self.version = None
+        rolled_back = [(r, d) for r, d in decided.items() if d is not None and d.outcome == "ROLLBACK"]
+        if rolled_back:
+            return Decision("ROLLBACK", "; ".join(f"{r}: {d.reason}" if d.reason else r for r, d in rolled_back))
+        if any(d is None for d in decided.values()):
+            return None
+        admitted = tuple(r for r, d in decided.items() if d is not None and d.outcome == "PROCEED")
         if not admitted:
-            self.stop("ABORT", F.PRE_STORE_VERSION_CREATION)
-        return admitted
+            return Decision("ABORT", "; ".join(f"{r}: {d.reason}" for r, d in decided.items() if d and d.reason))
+        return Decision("PROCEED", regions=admitted)
 
     def open_da_vinci_gates(self, regions: list[str]) -> None:
         """VIP-4's first design recommendation: at version creation, `pre_start_of_store_version_ingestion_for_da_vinci`

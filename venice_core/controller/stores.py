@@ -32,14 +32,9 @@ from venice_core.meta.models import (
 )
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.repush_schedule import (
-    DEFAULT_DAYS,
-    DEFAULT_HOURS,
-    DEFAULT_TIMEZONE,
-    RepushSchedule,
-    check_cron,
-    check_ttl,
-)
+from venice_core.push_schedule import PushSchedule, check_template
+from venice_core.repush_schedule import RepushSchedule, check_ttl
+from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
 STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
@@ -185,36 +180,31 @@ def _hybrid_updates(
     }
 
 
-def _repush_updates(
+def _schedule_updates(
     store: Store,
-    schedule: str | None,
-    ttl_seconds: object | None,
+    kind: type[Schedule],
+    cron: str | None,
+    settings: Mapping[str, object | None],
     calendar: Mapping[str, object] | None,
     enabled: bool | None,
+    needs: str,
 ) -> dict[str, Any]:
-    """The repush-schedule column an update sets (none if it leaves it alone); ConfigError for a bad value."""
+    """The schedule column an update sets (a repush's, a push's; none if it leaves it alone); ConfigError for a bad
+    value or combination. `settings` are the kind's own fields, checked; `needs` the options that set up a
+    schedule the store does not have yet."""
+    column = f"{kind.KIND}_schedule"
     calendar = {k: v for k, v in (calendar or {}).items() if v is not None}
+    given = {k: v for k, v in settings.items() if v is not None}
     if enabled is False:
-        if schedule is not None or ttl_seconds is not None or calendar:
-            raise ConfigError("turning the scheduled repush off takes no other repush setting")
-        return {"repush_schedule": None}
-    if schedule is None and ttl_seconds is None and not calendar:
+        if cron is not None or given or calendar:
+            raise ConfigError(f"turning the scheduled {kind.KIND} off takes no other {kind.KIND} setting")
+        return {column: None}
+    if cron is None and not given and not calendar:
         return {}
-    current = store.repush
-    if current is None and (schedule is None or ttl_seconds is None):
-        raise ConfigError(f"store '{store.name}' has no scheduled repush: set both --repush-schedule and --repush-ttl")
-    holidays = calendar.get("holidays")
-    if isinstance(holidays, str):
-        holidays = [h.strip() for h in holidays.split(",") if h.strip()]
-    merged = RepushSchedule(
-        check_cron(schedule) if schedule is not None else current.cron,  # type: ignore[union-attr]
-        check_ttl(ttl_seconds) if ttl_seconds is not None else current.ttl_seconds,  # type: ignore[union-attr]
-        str(calendar.get("days", current.days if current else DEFAULT_DAYS)),
-        str(calendar.get("hours", current.hours if current else DEFAULT_HOURS)),
-        str(calendar.get("timezone", current.timezone if current else DEFAULT_TIMEZONE)),
-        tuple(holidays if holidays is not None else (current.holidays if current else ())),  # type: ignore[arg-type]
-    )
-    return {"repush_schedule": merged.to_json()}
+    current = kind.of(getattr(store, column))
+    if current is None and (cron is None or len(given) < len(settings)):
+        raise ConfigError(f"store '{store.name}' has no scheduled {kind.KIND}: set both {needs}")
+    return {column: kind.updated(current, cron, calendar, **given).to_json()}
 
 
 def update_store(
@@ -236,9 +226,14 @@ def update_store(
     repush_ttl_seconds: int | str | None = None,
     repush_calendar: Mapping[str, object] | None = None,
     repush: bool | None = None,
+    push_schedule: str | None = None,
+    push_input: str | None = None,
+    push_calendar: Mapping[str, object] | None = None,
+    push: bool | None = None,
     topics: TopicAdmin = admin,
-) -> None:
+) -> list[str]:
     """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad.
+    Returns the warnings (hook configs set while no hook is configured to read them).
 
     Hybrid (see `venice_core.hybrid`): a rewind makes the store hybrid (its offset lag threshold defaults to
     DEFAULT_OFFSET_LAG_THRESHOLD), either setting alone changes a hybrid store's, and `hybrid=False` makes it
@@ -249,8 +244,10 @@ def update_store(
 
     Scheduled repush (see `venice_core.repush_schedule`): `repush_schedule` (cron or `daily`) and
     `repush_ttl_seconds` set it (both the first time), `repush_calendar` its working hours (`days`, `hours`,
-    `timezone`, `holidays`), `repush=False` turns it off."""
+    `timezone`, `holidays`), `repush=False` turns it off. Scheduled push (see `venice_core.push_schedule`), alike:
+    `push_schedule` and `push_input` (its template), `push_calendar`, `push=False`."""
     updates: dict[str, Any] = {}
+    warnings: list[str] = []
     if partitions is not None:
         updates["partition_count"] = _validate_partitions(partitions)
     if compression is not None:
@@ -266,10 +263,34 @@ def update_store(
         if hook_configs or remove_hook_configs:
             merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
             merged.update(hook_configs or {})
-            validate_store_hook_configs(config, name, merged)  # data, checked by the hooks, never code
+            # Data, checked by the hooks, never code; only the keys set now must be ones a hook reads.
+            warnings = validate_store_hook_configs(config, name, merged, changed=list(hook_configs or {}))
             updates["hook_configs"] = merged
         updates.update(_hybrid_updates(store, hybrid_rewind_seconds, hybrid_offset_lag_threshold, hybrid))
-        updates.update(_repush_updates(store, repush_schedule, repush_ttl_seconds, repush_calendar, repush))
+        ttl = None if repush_ttl_seconds is None else check_ttl(repush_ttl_seconds)
+        updates.update(
+            _schedule_updates(
+                store,
+                RepushSchedule,
+                repush_schedule,
+                {"ttl_seconds": ttl},
+                repush_calendar,
+                repush,
+                "--repush-schedule and --repush-ttl",
+            )
+        )
+        template = None if push_input is None else check_template(push_input)
+        updates.update(
+            _schedule_updates(
+                store,
+                PushSchedule,
+                push_schedule,
+                {"input_template": template},
+                push_calendar,
+                push,
+                "--push-schedule and --push-input",
+            )
+        )
         _check_fixed_partitions(store, updates)
         partition_count = updates.get("partition_count", store.partition_count)
         becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
@@ -281,6 +302,7 @@ def update_store(
         _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile
         for attribute, value in updates.items():
             setattr(store, attribute, value)
+    return warnings
 
 
 def _check_fixed_partitions(store: Store, updates: Mapping[str, Any]) -> None:
@@ -421,6 +443,7 @@ class StoreSettings:
     hook_configs: dict[str, str]
     hybrid: HybridSettings | None = None
     repush: RepushSchedule | None = None
+    push: PushSchedule | None = None
 
 
 def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
@@ -436,6 +459,7 @@ def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
             dict(store.hook_configs or {}),
             store.hybrid,
             store.repush,
+            store.push,
         )
 
 
@@ -463,6 +487,7 @@ def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
             "hook_configs": dict(store.hook_configs or {}),
             "hybrid": None if store.hybrid is None else store.hybrid.to_json(),
             "repush_schedule": None if store.repush is None else store.repush.to_json(),
+            "push_schedule": None if store.push is None else store.push.to_json(),
             "largest_used_version": store.largest_used_version,
             "regions": {region: current.get(region, {"current": 0, "backup": 0}) for region in store.rollout_order},
             "versions": [

@@ -6,16 +6,20 @@ reschedule, and Airflow 3.3's human-in-the-loop tasks wait in `awaiting_input` w
 Not `airflow standalone`, which costs a parent process importing Airflow (and a triggerer) and creates the
 database before it starts anything. The database is created once per Airflow version, as a template in the cache
 (`$VENICE_CACHE_DIR/airflow-db/`), and copied into a new Airflow home; a home's database from another Airflow
-version is migrated in place first."""
+version is migrated in place first. The settings are in the home's airflow.cfg too, so that Airflow's own CLI
+given AIRFLOW_HOME alone sees this same Airflow; `venice airflow` runs it in the components' environment."""
 
 from __future__ import annotations
 
 import base64
+import configparser
+import contextlib
 import importlib.metadata
 import json
 import os
 import secrets
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -23,11 +27,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from venice_core.config import ClusterConfig, process_env
-from venice_core.embedded.maven import cache_dir
+from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
+from venice_core.embedded.cache import cache_dir, filling, staging
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError
 from venice_core.jobs.spark_spec import DEFAULT_MASTER
@@ -68,49 +73,87 @@ def password(config: ClusterConfig) -> str:
     return json.loads(path.read_text())[USER]
 
 
+# How long a connection waits for another's write lock (sqlite3's default is 5 s). Airflow's components and task
+# processes all write to the one file; on two busy cores a write waited past 5 s and failed a trigger (500).
+SQLITE_BUSY_TIMEOUT_SECONDS = 60
+
+
 def _sqlite_url(path: Path) -> str:
-    return f"sqlite:///{path}"
+    return f"sqlite:///{path}?timeout={SQLITE_BUSY_TIMEOUT_SECONDS}"
+
+
+# The section of the home's airflow.cfg naming the venice config the DAG files read (`venice_plugin.platform_config`).
+PLATFORM_SECTION = "venice"
+
+
+def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tuple[str, str], str]:
+    """The platform's Airflow settings by (section, option): written into the home's `airflow.cfg` (so Airflow's
+    own CLI run with AIRFLOW_HOME alone sees the Airflow the components run) and set in the components'
+    environment too (`AIRFLOW__SECTION__OPTION`, which wins over a shell's own)."""
+    url = base_url(config)
+    venice = process_env(config)
+    return {
+        ("core", "dags_folder"): str(dags_folder or PROJECT_ROOT / "dags"),
+        ("core", "plugins_folder"): str(PROJECT_ROOT / "plugins"),
+        ("core", "executor"): "LocalExecutor",
+        ("core", "auth_manager"): "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        ("core", "load_examples"): "False",
+        ("core", "dags_are_paused_at_creation"): "False",
+        ("core", "parallelism"): "4",
+        ("core", "max_active_tasks_per_dag"): "4",
+        ("core", "simple_auth_manager_users"): f"{USER}:admin",
+        # The plugin (and the rollout module it imports) is loaded before the scheduler forks its executor's
+        # workers, so a task process starts with it imported instead of importing it again.
+        ("core", "lazy_load_plugins"): "False",
+        ("core", "execution_api_server_url"): f"{url}/execution/",
+        ("database", "sql_alchemy_conn"): _sqlite_url(home(config) / DB_FILE),
+        ("api", "host"): "127.0.0.1",
+        ("api", "port"): str(config.airflow_port),
+        ("api", "base_url"): url,
+        # The log servers of the workers and the triggerer, next to the API's port: Airflow's defaults (8793,
+        # 8794) would collide between two platforms on one machine.
+        ("logging", "worker_log_server_port"): str(config.airflow_port + 1),
+        ("logging", "trigger_log_server_port"): str(config.airflow_port + 2),
+        ("dag_processor", "refresh_interval"): "5",
+        # Parsing builds every store's DAG: every 20 s, not continuously. A push to a store whose DAG is not
+        # there yet asks for a parse at once (`AirflowApi.request_parse`).
+        ("dag_processor", "min_file_process_interval"): "20",
+        ("scheduler", "task_queued_timeout"): "600",
+        # The scheduler sleeps this long after a loop that queued nothing. Each loop moves a failure one task
+        # further down (upstream_failed) and notices finished tasks: at 1 s, a 29-step rollout takes ~26 s to
+        # end after a failed step, and every dependent task waits up to 1 s to start.
+        ("scheduler", "scheduler_idle_sleep_time"): "0.2",
+        # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s).
+        ("scheduler", "orphaned_tasks_check_interval"): "20",
+        # The venice config, as the components get it in their environment: its file, if any, and its data dir.
+        **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
+        (PLATFORM_SECTION, ENV_HOME.lower()): str(config.home),
+        **({("dag_processor", "dag_bundle_config_list"): _bundles(config)} if config.airflow_user_dags else {}),
+    }
+
+
+LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
+
+
+def _bundles(config: ClusterConfig) -> str:
+    """The DAG bundles with the users' own folder (`airflow.user.dags.folder`: a model-training DAG scheduled on a
+    store's asset, say) beside Airflow's default one, the platform's dags folder."""
+    return json.dumps(
+        [
+            {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}},
+            {"name": "user-dags", "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(config.airflow_user_dags)}},
+        ]
+    )
 
 
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
-    url = base_url(config)
+    """The environment of every `airflow` process the platform runs: its components and `venice airflow`."""
     env = process_env(config)
+    env.update({f"AIRFLOW__{s.upper()}__{o.upper()}": v for (s, o), v in settings(config, dags_folder).items()})
     env.update(
         {
             "AIRFLOW_HOME": str(home(config)),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _sqlite_url(home(config) / DB_FILE),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."
-            "SimpleAuthManager",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder or PROJECT_ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-            "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
-            "AIRFLOW__API__HOST": "127.0.0.1",
-            "AIRFLOW__API__PORT": str(config.airflow_port),
-            # The log servers of the workers and the triggerer, next to the API's port: Airflow's defaults (8793,
-            # 8794) would collide between two platforms on one machine.
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(config.airflow_port + 1),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(config.airflow_port + 2),
-            "AIRFLOW__API__BASE_URL": url,
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            # Parsing builds every store's DAG: every 20 s, not continuously. A push to a store whose DAG is not
-            # there yet asks for a parse at once (`AirflowApi.request_parse`).
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "20",
-            # The plugin (and the rollout module it imports) is loaded before the scheduler forks its executor's
-            # workers, so a task process starts with it imported instead of importing it again.
-            "AIRFLOW__CORE__LAZY_LOAD_PLUGINS": "False",
-            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
-            # The scheduler sleeps this long after a loop that queued nothing. Each loop moves a failure one task
-            # further down (upstream_failed) and notices finished tasks: at 1 s, a 29-step rollout takes ~26 s to
-            # end after a failed step, and every dependent task waits up to 1 s to start.
-            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
-            # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s).
-            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "20",
+            # Only here, not in airflow.cfg: a plain `airflow` command runs tasks without them (see the README).
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_MASTER}),
             "PYSPARK_PYTHON": sys.executable,
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
@@ -144,34 +187,69 @@ def _migrate(airflow: str, env: dict[str, str], database: Path) -> None:
 
 
 def _template(airflow: str, env: dict[str, str]) -> Path:
-    """An empty database of this Airflow version, migrated once into the cache (atomically: two starts at once
-    each migrate their own and the last rename wins)."""
+    """An empty database of this Airflow version, migrated once into the cache (two starts at once take turns:
+    the second finds the first's copy)."""
     template = cache_dir() / "airflow-db" / f"airflow-{_airflow_version()}.db"
-    if not template.exists():
-        template.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=template.parent) as scratch:
-            database = Path(scratch) / DB_FILE
-            _migrate(airflow, {**env, "AIRFLOW_HOME": scratch}, database)
-            os.replace(database, template)
+    if template.exists():
+        return template
+    with filling(template):
+        if not template.exists():
+            with tempfile.TemporaryDirectory(dir=template.parent) as scratch:
+                database = Path(scratch) / DB_FILE
+                _migrate(airflow, {**env, "AIRFLOW_HOME": scratch}, database)
+                os.replace(database, template)
     return template
 
 
-def _write_config(config: ClusterConfig) -> None:
-    """The home's `airflow.cfg`, once: the secrets every component must share (the Fernet key, the API's secret
-    key, the JWT secret the scheduler signs task tokens with). Everything else is Airflow's default or set by the
-    environment. Airflow writes one itself when there is none, but each component would race to write its own."""
+# The secrets every component must share, generated once and kept in airflow.cfg: the Fernet key, the API's secret
+# key, the JWT secret the scheduler signs task tokens with.
+SECRETS: dict[tuple[str, str], Callable[[], str]] = {
+    ("core", "fernet_key"): lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+    ("api", "secret_key"): lambda: secrets.token_urlsafe(16),
+    ("api_auth", "jwt_secret"): lambda: secrets.token_urlsafe(16),
+}
+
+
+CONFIG_HEADER = (
+    "# Written by the platform (venice_core/embedded/airflow.py) at each Airflow start and `venice airflow`:\n"
+    "# an edit here is overwritten. The secrets are generated once and kept.\n"
+)
+
+
+def _write_config(config: ClusterConfig, dags_folder: Path | None = None) -> None:
+    """The home's `airflow.cfg`: the platform's `settings` and the `SECRETS`, kept from the file there (one an
+    earlier start or Airflow itself wrote), else new. Written only when it changes, and atomically: a component
+    reading it meanwhile sees the old file or the new, and without one each component would race to write its
+    own."""
     path = home(config) / "airflow.cfg"
-    if path.exists():
-        return
-    fernet_key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
-    text = (
-        f"[core]\nfernet_key = {fernet_key}\n\n[api]\nsecret_key = {secrets.token_urlsafe(16)}\n\n"
-        f"[api_auth]\njwt_secret = {secrets.token_urlsafe(16)}\n"
+    current = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        current.read(path)  # nothing when there is no file
+    except configparser.Error as exc:
+        raise ComponentError(f"{path} is not an Airflow config file: {str(exc).splitlines()[0]}") from None
+    sections: dict[str, dict[str, str]] = {}
+    for (section, option), value in settings(config, dags_folder).items():
+        sections.setdefault(section, {})[option] = value.replace("%", "%%")  # Airflow interpolates %(name)s
+    for (section, option), generate in SECRETS.items():
+        sections.setdefault(section, {})[option] = current.get(section, option, fallback="") or generate()
+    text = CONFIG_HEADER + "".join(
+        f"\n[{section}]\n" + "".join(f"{option} = {value}\n" for option, value in options.items())
+        for section, options in sections.items()
     )
-    partial = path.with_name("airflow.cfg.partial")
+    if path.exists() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = staging(path)
     partial.write_text(text)
     partial.chmod(0o600)
     os.replace(partial, path)
+
+
+def _write_ahead_log(database: Path) -> None:
+    """SQLite's write-ahead log on the home's database (kept in the file): readers (the API server, the UI, every
+    task's heartbeat reads) no longer block the scheduler's writes, nor its writes them."""
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
 
 
 def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) -> None:
@@ -184,11 +262,41 @@ def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) 
         return
     if database.exists():
         _migrate(airflow, env, database)
+        _write_ahead_log(database)
     else:
-        partial = database.with_name(f"{DB_FILE}.partial")
+        partial = staging(database)
         shutil.copyfile(_template(airflow, env), partial)
+        _write_ahead_log(partial)
         os.replace(partial, database)
     stamp.write_text(version)
+
+
+def _command() -> str:
+    """The venv's `airflow` command."""
+    airflow = shutil.which("airflow", path=str(Path(sys.executable).parent))
+    if airflow is None:
+        raise ComponentError("the `airflow` command is not installed in this environment: run `make install`")
+    return airflow
+
+
+def prepare(config: ClusterConfig, dags_folder: Path | None = None) -> tuple[str, dict[str, str]]:
+    """The Airflow home ready for any `airflow` command, without starting anything: the admin password, the
+    `airflow.cfg`, the database at this Airflow version. Returns the `airflow` command and its environment."""
+    airflow = _command()
+    password(config)
+    _write_config(config, dags_folder)
+    env = environment(config, dags_folder)
+    _prepare_database(config, airflow, env)
+    return airflow, env
+
+
+def run_cli(config: ClusterConfig, args: list[str]) -> int:
+    """Airflow's own CLI (`airflow ARGS...`) against the platform's Airflow, in the components' environment and
+    the caller's directory and terminal; returns its exit status (128 + N when signal N ended it, as a shell
+    says)."""
+    airflow, env = prepare(config)
+    code = subprocess.run([airflow, *args], env=env).returncode
+    return code if code >= 0 else 128 - code
 
 
 def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
@@ -197,13 +305,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
     procs = processes(config)
     if all(proc.pid() is not None for proc in procs):
         return f"airflow is already running (pids {_pid_list(config)}) on {base_url(config)}"
-    airflow = shutil.which("airflow", path=str(Path(sys.executable).parent))
-    if airflow is None:
-        raise ComponentError("the `airflow` command is not installed in this environment: run `make install`")
-    password(config)
-    _write_config(config)
-    env = environment(config, dags_folder)
-    _prepare_database(config, airflow, env)
+    airflow, env = prepare(config, dags_folder)
     for name, proc in zip(COMPONENTS, procs, strict=True):
         if proc.pid() is None:
             proc.start([airflow, name], env=env, cwd=home(config))
@@ -284,6 +386,10 @@ class AirflowApi:
             raise ComponentError(f"Airflow answered {exc.code} to {method} {path}: {exc.read()[:300]!r}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise AirflowUnreachable(f"Airflow at {self.url} is unreachable: {exc}") from None
+
+    def get(self, path: str) -> dict:
+        """Any read of Airflow's REST API (`/api/v2/...`), signed in."""
+        return self._call("GET", path)
 
     def has_dag(self, dag_id: str) -> bool:
         try:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from venice_core.status import JobStatus
 
@@ -65,10 +65,23 @@ VERSION_PROCEED = StoreVersionLifecycleEventOutcome.PROCEED
 
 
 class StoreLifecycleHooks:
-    """Base class of operator hooks; `configs` are the `venice.store.lifecycle.hooks.configs.*` values, clipped."""
+    """Base class of operator hooks; `configs` are the `venice.store.lifecycle.hooks.configs.*` values, clipped.
+
+    A hook declares the store-level config keys it reads (`venice store update --hook-config`): exactly
+    (`hook_config_keys`) or by prefix (`hook_config_prefixes`). A key that no configured hook reads is refused
+    (`hooks.validation`). A hook that declares nothing (`hook_config_keys` None, the default) may read any key, so
+    no key is refused while it is configured: a hook written before the declaration keeps working."""
+
+    hook_config_keys: ClassVar[frozenset[str] | None] = None
+    hook_config_prefixes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, configs: Mapping[str, str]) -> None:
         self.configs = dict(configs)
+
+    @classmethod
+    def reads_hook_config(cls, key: str) -> bool:
+        """Does this hook read the store-level config `key`? (Undeclared: it may.)"""
+        return cls.hook_config_keys is None or key in cls.hook_config_keys or key.startswith(cls.hook_config_prefixes)
 
     # Store-level config validation and the push job's start.
     def validate_hook_config(self, ctx: HookContext) -> StoreLifecycleEventOutcome:

@@ -59,6 +59,7 @@ class Configured(StoreLifecycleHooks):
 
 class MinDelayBetweenRegions(Configured):
     KEY = "min.delay.between.regions.seconds"
+    hook_config_keys = frozenset({KEY})
 
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         value = self.setting(ctx, self.KEY, "0")
@@ -82,6 +83,7 @@ class MinDelayBetweenRegions(Configured):
 
 class SwapWindow(Configured):
     ENABLING = ("swap.window.days", "swap.window.hours", "swap.window.holidays")
+    hook_config_keys = frozenset({*ENABLING, "swap.window.timezone", "swap.window.jitter.seconds"})
 
     def calendar(self, ctx: HookContext) -> BusinessCalendar | None:
         """The window's calendar; None (every hour allowed) until a setting restricts it."""
@@ -119,6 +121,16 @@ class SwapWindow(Configured):
 
 
 class HealthCheck(Configured):
+    hook_config_keys = frozenset(
+        {
+            "health.check.url",
+            "health.check.prometheus.url",
+            "health.check.prometheus.query",
+            "health.check.prometheus.max",
+            "health.check.timeout.seconds",
+        }
+    )
+
     def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
         url = self.setting(ctx, "health.check.url")
         prometheus = self.setting(ctx, "health.check.prometheus.url")
@@ -167,6 +179,7 @@ class HealthCheck(Configured):
 
 class ManualApproval(Configured):
     KEY = "manual.approval.regions"
+    hook_config_keys = frozenset({KEY})
 
     def needs_approval(self, ctx: HookContext) -> bool:
         value = (self.setting(ctx, self.KEY, "") or "").strip()

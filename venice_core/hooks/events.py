@@ -56,6 +56,9 @@ def event_of(function: str, ctx: HookContext) -> dict[str, Any]:
 
 
 class LifecycleEvents(Configured):
+    hook_config_keys = frozenset({TOPIC, WEBHOOK, TIMEOUT})
+    hook_config_prefixes = (KAFKA_PREFIX,)  # the producer's own properties
+
     def __init__(self, configs: dict[str, str]) -> None:
         super().__init__(configs)
         self._producers: dict[tuple[tuple[str, str], ...], Producer] = {}

@@ -54,6 +54,25 @@ def invocations(meta: MetadataStore, push_job_id: str, after_id: int = 0) -> lis
         return list(session.scalars(query))
 
 
+def latest_answers(meta: MetadataStore, push_job_id: str) -> list[dict[str, object]]:
+    """Each hook's latest answer at each function (and region) of a push, in the order they were first asked: what
+    VIP-4's `/job` reply shows of the hooks."""
+    latest: dict[tuple[str, str, str | None], HookInvocationRecord] = {}
+    for record in invocations(meta, push_job_id):
+        latest[(record.hook_class, record.function, record.region)] = record
+    return [
+        {
+            "hook": r.hook_class,
+            "function": r.function,
+            "region": r.region,
+            "outcome": r.outcome,
+            "reason": r.error or r.reason,
+            "at": r.created_at,
+        }
+        for r in latest.values()
+    ]
+
+
 def is_notable(record: HookInvocationRecord) -> bool:
     """An answer worth showing a person following a rollout: anything but PROCEED, or a hook's failure."""
     return record.outcome not in (None, "PROCEED") or record.error is not None

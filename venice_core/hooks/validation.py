@@ -1,12 +1,14 @@
-"""Store-level hook configs are checked by every configured hook's validate_hook_config before they are saved."""
+"""Store-level hook configs are checked before they are saved: each key set must be one that a configured hook
+reads (`StoreLifecycleHooks.hook_config_keys`), then every configured hook's validate_hook_config sees them all."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 
-from venice_core.config import ClusterConfig
+from venice_core.config import HOOKS, ClusterConfig
 from venice_core.errors import VeniceError
-from venice_core.hooks.api import HookContext
+from venice_core.hooks.api import HookContext, StoreLifecycleHooks
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 
@@ -15,10 +17,21 @@ class InvalidHookConfig(VeniceError):
     http_status = 400
 
 
-def validate_store_hook_configs(config: ClusterConfig, store: str, configs: Mapping[str, str]) -> None:
+def validate_store_hook_configs(
+    config: ClusterConfig, store: str, configs: Mapping[str, str], changed: Collection[str] | None = None
+) -> list[str]:
+    """Refuse (InvalidHookConfig) a key of `changed` (the keys this update sets; default all) that no configured
+    hook reads, then configs a hook's validate_hook_config refuses. Keys already saved are not checked again, so a
+    store whose keys predate a change of the hook list can still be updated. Returns the warnings: with no hook
+    configured, nothing reads or checks the keys set."""
+    keys = list(configs if changed is None else changed)
     hooks = load_hooks(config.hooks)
     if not hooks:
-        return
+        if not keys:
+            return []
+        quoted = ", ".join(f"'{key}'" for key in keys)
+        return [f"no lifecycle hook is configured ({HOOKS}): nothing reads hook config {quoted} of '{store}'"]
+    check_keys(store, [hook for _, hook in hooks], keys)
     executor = HookExecutor(config.hooks, hooks)
     try:
         ctx = HookContext(cluster=config.cluster_name, store=store, store_hook_configs=dict(configs))
@@ -28,4 +41,21 @@ def validate_store_hook_configs(config: ClusterConfig, store: str, configs: Mapp
     if decision.outcome != "PROCEED":
         raise InvalidHookConfig(
             f"store-level hook config of '{store}' refused: {decision.reason or 'a hook refused it'}"
+        )
+    return []
+
+
+def check_keys(store: str, hooks: list[StoreLifecycleHooks], keys: Collection[str]) -> None:
+    """InvalidHookConfig naming the first key no hook reads, the hooks, and the nearest key any of them knows."""
+    for key in keys:
+        if any(hook.reads_hook_config(key) for hook in hooks):
+            continue
+        names = ", ".join(type(hook).__name__ for hook in hooks)
+        known = {k for hook in hooks for k in hook.hook_config_keys or ()}
+        known |= {f"{prefix}*" for hook in hooks for prefix in hook.hook_config_prefixes}
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.0)
+        nearest = f"; nearest known key: '{near[0]}'" if near else "; they read no store-level key"
+        raise InvalidHookConfig(
+            f"store-level hook config of '{store}' refused: unknown key '{key}': none of the configured hooks "
+            f"({names}) reads it{nearest}"
         )

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions
@@ -18,6 +19,7 @@ from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.jobs import repush_config
 from venice_core.jobs.input_schema import check_push_input
+from venice_core.jobs.push_confs import check_push_confs
 from venice_core.meta import MetadataStore
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
@@ -50,6 +52,15 @@ def dag_id(store: str) -> str:
 def store_of(dag: str) -> str:
     """The store of a rollout DAG (`dag_id`'s inverse)."""
     return dag.removeprefix(DAG_PREFIX)
+
+
+ASSET_SCHEME = "venice"
+
+
+def asset_uri(cluster: str, store: str) -> str:
+    """The store as an Airflow asset, `venice://<cluster>/<store>`: a rollout that ends with every region serving
+    its version emits an event of it, which downstream DAGs scheduled on it run after."""
+    return f"{ASSET_SCHEME}://{quote(cluster, safe='')}/{quote(store, safe='')}"
 
 
 def run_confs(run_conf: Mapping[str, Any] | None) -> dict[str, str]:
@@ -87,7 +98,8 @@ def push(
 
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
-    check_push_input(meta, store, input_path, key_field, value_field)  # before Airflow is asked anything
+    check_push_confs(confs)  # before Airflow is asked anything
+    check_push_input(meta, store, input_path, key_field, value_field)
     params = {
         "source": SOURCE_FILES_PARAM,
         "input": input_path,

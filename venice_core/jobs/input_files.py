@@ -57,17 +57,24 @@ def input_files(path: str, fmt: str) -> list[Path]:
     return files
 
 
+def check_readable(path: str) -> None:
+    """A local input exists and can be read (PushJobError names the path); a remote one is the job's to check."""
+    if is_remote(path):
+        return
+    root = Path(path)
+    if not root.exists():
+        raise PushJobError(f"input path {path} does not exist")
+    if not os.access(root, os.R_OK) or (root.is_dir() and not os.access(root, os.X_OK)):
+        raise PushJobError(f"input path {path} is not readable")
+
+
 def read_input_schema(path: str, fmt: str | None = None) -> Any | None:
     """The Spark StructType the push job would read from `path`, or None for input only the job can read (a URL,
     or JSON whose types only Spark's inference can reconcile). Input that exists but cannot be read as its format
     is a PushJobError naming the file."""
     if is_remote(path):
         return None
-    root = Path(path)
-    if not root.exists():
-        raise PushJobError(f"input path {path} does not exist")
-    if not os.access(root, os.R_OK) or (root.is_dir() and not os.access(root, os.X_OK)):
-        raise PushJobError(f"input path {path} is not readable")
+    check_readable(path)
     fmt = input_format(path, fmt)
     files = input_files(path, fmt)
     try:

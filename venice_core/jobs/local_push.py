@@ -19,6 +19,7 @@ from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
 from venice_core.jobs import repush_config
 from venice_core.jobs.input_schema import check_push_input
+from venice_core.jobs.push_confs import check_push_confs
 from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec, submit_env
 from venice_core.meta import MetadataStore
@@ -64,7 +65,8 @@ def push(
     """Run a whole push in this process, step by step (`jobs.rollout_steps`); returns the new version number
     once every region serves it."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
-    check_push_input(meta, store, input_path, key_field, value_field)  # before anything is created
+    check_push_confs(request.confs)  # before anything is created
+    check_push_input(meta, store, input_path, key_field, value_field)
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
     return _roll_out(config, meta, request, f"{store}-{uuid.uuid4().hex[:12]}", progress, run_job)
 
@@ -93,10 +95,12 @@ def _roll_out(
 def prepare_repush(
     config: ClusterConfig, meta: MetadataStore, store: str, confs: dict[str, str], check_in_flight: bool = True
 ) -> tuple[repush_config.RepushConfig, repush_config.RepushSource, dict[str, str]]:
-    """Everything a repush checks before anything is created (each refusal one error): its confs, its source
-    (region, topic, broker), TTL on a hybrid store only, no push of the store in flight. The confs returned pin
-    the resolved source (`repush_config.resolved_confs`)."""
-    repush = repush_config.parse({**confs, repush_config.SOURCE_KAFKA: "true"})
+    """Everything a repush checks before anything is created (each refusal one error): its confs (no unknown key),
+    its source (region, topic, broker), TTL on a hybrid store only, no push of the store in flight. The confs
+    returned pin the resolved source (`repush_config.resolved_confs`)."""
+    as_repush = {**confs, repush_config.SOURCE_KAFKA: "true"}
+    check_push_confs(as_repush)
+    repush = repush_config.parse(as_repush)
     source = repush_config.resolve(meta, config, store, repush)
     in_flight = versions.version_in_flight(meta, store) if check_in_flight else None
     if in_flight is not None:

@@ -42,6 +42,22 @@ REPUSH_TTL_START_TIMESTAMP = "repush.ttl.start.timestamp"
 REWIND_TIME_IN_SECONDS_OVERRIDE = "rewind.time.in.seconds.override"
 # Ours, not Venice's: each source partition's end offset, pinned when the version is created (JSON {"0": n, ...}).
 KAFKA_INPUT_END_OFFSETS = "kafka.input.end.offsets"
+# Every conf a repush reads (`jobs.push_confs` refuses any other but Spark's), the pinned end offsets included.
+REPUSH_CONFS = frozenset(
+    {
+        SOURCE_KAFKA,
+        KAFKA_INPUT_TOPIC,
+        KAFKA_INPUT_FABRIC,
+        KAFKA_INPUT_BROKER_URL,
+        KAFKA_INPUT_MAX_RECORDS_PER_MAPPER,
+        KAFKA_INPUT_COMBINER_ENABLED,
+        REPUSH_TTL_ENABLE,
+        REPUSH_TTL_SECONDS,
+        REPUSH_TTL_START_TIMESTAMP,
+        REWIND_TIME_IN_SECONDS_OVERRIDE,
+        KAFKA_INPUT_END_OFFSETS,
+    }
+)
 
 DEFAULT_MAX_RECORDS_PER_MAPPER = 5_000_000
 # Venice's DEFAULT_RE_PUSH_REWIND_IN_SECONDS_OVERRIDE: a repush itself can take hours, so the new version of a

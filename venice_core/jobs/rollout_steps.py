@@ -25,8 +25,9 @@ from venice_core.errors import ConfigError, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.jobs import repush_config
-from venice_core.jobs.input_files import read_input_schema
+from venice_core.jobs.input_files import check_readable, read_input_schema
 from venice_core.jobs.input_schema import input_value, match_value_schema
+from venice_core.jobs.push_confs import check_push_confs
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.status import ExecutionStatus
 
@@ -44,6 +45,7 @@ class StepKind(StrEnum):
     DECISION = "decision"  # the hooks decide: WAIT is asked again, then PROCEED, ABORT or ROLLBACK
     SPARK = "spark"  # the push job: spark-submit, or the DAG's SparkSubmitOperator
     APPROVAL = "approval"  # a person approves a region's swap in Airflow's UI (only with ManualApproval configured)
+    ANNOUNCE = "announce"  # tells the store's consumers its new version serves everywhere (the DAG: an asset event)
 
 
 class Scope(StrEnum):
@@ -104,6 +106,7 @@ class StepInputs:
     created: CreatedVersion | None = None
     region: str | None = None
     job_result: dict[str, Any] | None = None  # the push job's result (record counts), for END_OF_PUSH
+    admitted: tuple[str, ...] = ()  # the regions `pre_version_creation` admitted, for version creation
 
     @property
     def version(self) -> CreatedVersion:
@@ -120,6 +123,7 @@ class Step:
     run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
     function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
+    admitted_by: str | None = None  # the decision step whose admitted regions this step takes (version creation)
     poll_seconds: float = 2.0  # a CONDITION: how often it is checked (a sensor's poke interval), and how long
     timeout_seconds: float = INGESTION_TIMEOUT_SECONDS
 
@@ -129,8 +133,15 @@ class Step:
 
 
 # The runs, in step order.
-def _start_of_push_job(s: StepInputs) -> None:
+def _start_of_push_job(s: StepInputs) -> str:
+    """The push's confs and input checked, then the hooks asked. Returns the input the push reads, which the
+    later steps of a DAG run take from here (a scheduled run's rendered template: a schedule edited or turned off
+    meanwhile does not change the push in flight)."""
+    check_push_confs(s.request.confs)  # a DAG run triggered from the UI form is checked here, before any hook
+    if s.request.input_path and not repush_config.is_repush(s.request.confs):
+        check_readable(s.request.input_path)  # a missing input (a scheduled run's) ends the push before any hook
     s.rollout.start_of_push_job()
+    return s.request.input_path
 
 
 def _schema_registration(s: StepInputs) -> int | None:
@@ -160,12 +171,24 @@ def _schema_registration(s: StepInputs) -> int | None:
     return schema_id
 
 
+def _pre_version_creation(s: StepInputs) -> Decision | None:
+    """`pre_store_version_creation`, asked for every region at each poke (`Rollout.decide_version_creation`):
+    WAIT asks again, ROLLBACK stops the push before anything is created, PROCEED names the regions that get the
+    version. A re-run of a push whose version exists decides nothing again: its regions are the version's."""
+    r = s.rollout
+    version = versions.version_of_push(r.meta, r.store, r.push_job_id)
+    if version is not None:
+        return Decision("PROCEED", regions=tuple(versions.version_regions(version)))
+    order = stores.store_settings(r.meta, r.store).rollout_order
+    return r.decide_version_creation(versions.next_version_number(r.meta, r.store), order)
+
+
 def _create_version(s: StepInputs) -> CreatedVersion:
-    """Ask `pre_store_version_creation` for every region (the regions it admits get the version) and the Da Vinci
-    ingestion gate for every admitted region, create the version, send START_OF_PUSH. A re-run resumes the
-    version its push already created. A repush's source is resolved here, just before its version is created, and
-    pinned into the version (`repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end
-    offset), so a retried job reads exactly the same records."""
+    """Create the version for the regions `pre_version_creation` admitted, ask the Da Vinci ingestion gate for each
+    of them, send START_OF_PUSH. A re-run resumes the version its push already created. A repush's source is
+    resolved here, just before its version is created, and pinned into the version
+    (`repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried job reads
+    exactly the same records."""
     r = s.rollout
     settings = stores.store_settings(r.meta, r.store)
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)
@@ -174,8 +197,9 @@ def _create_version(s: StepInputs) -> CreatedVersion:
         r.version = version.number
         job_confs = dict(version.lifecycle.job_confs)
     else:
-        number = versions.next_version_number(r.meta, r.store)
-        regions = r.regions_for_new_version(number, settings.rollout_order)
+        if not s.admitted:
+            raise VeniceError("version creation needs the regions pre_version_creation admitted")
+        regions = list(s.admitted)
         job_confs, rewind, replay_after = _repush_source(r, s.request)
         version = versions.create_version(
             r.meta,
@@ -280,10 +304,37 @@ def _finish_push_job(s: StepInputs) -> list[int]:
     return retired
 
 
+def _announce_version(s: StepInputs) -> dict[str, Any] | None:
+    """What the store's consumers are told once the push is over: the version, the regions serving it, its record
+    count, the push job. None unless every region of the store serves it (a push stopped part-way, an ABORT at
+    the end, a region left out at creation): then nothing is announced."""
+    r, created = s.rollout, s.version
+    order = stores.store_settings(r.meta, r.store).rollout_order
+    serving = set(versions.regions_serving(r.meta, r.store, created.number))
+    if not set(order) <= serving:
+        r.progress(f"version {created.number} does not serve in every region: nothing announced")
+        return None
+    counts = versions.get_version(r.meta, r.store, created.number).lifecycle.record_counts or {}
+    return {
+        "store": r.store,
+        "version": created.number,
+        "regions": order,
+        "records": sum(counts.values()),
+        "push_job_id": created.push_job_id,
+        "repush": repush_config.is_repush(s.request.confs),
+    }
+
+
 STEPS: tuple[Step, ...] = (
     Step("start_of_push_job", StepKind.ACTION, run=_start_of_push_job),
     Step("schema_registration", StepKind.ACTION, run=_schema_registration),
-    Step("create_version", StepKind.ACTION, run=_create_version),
+    Step(
+        "pre_version_creation",
+        StepKind.DECISION,
+        run=_pre_version_creation,
+        function=F.PRE_STORE_VERSION_CREATION,
+    ),
+    Step("create_version", StepKind.ACTION, run=_create_version, admitted_by="pre_version_creation"),
     Step(
         "da_vinci_ingestion_gate",
         StepKind.DECISION,
@@ -304,6 +355,7 @@ STEPS: tuple[Step, ...] = (
     Step("post_swap", StepKind.DECISION, Scope.REGION, _post_swap, F.POST_STORE_VERSION_SWAP),
     Step("end_of_push_job", StepKind.DECISION, run=_end_of_push_job, function=F.PRE_END_OF_PUSH_JOB),
     Step("finish_push_job", StepKind.ACTION, run=_finish_push_job),
+    Step("announce_version", StepKind.ANNOUNCE, run=_announce_version),
 )
 
 
@@ -421,3 +473,5 @@ def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float],
         sleep(inputs.rollout.config.hooks.wait_interval_seconds)
     if decision.stops:
         stop(inputs, current, decision)
+    if decision.regions:
+        inputs.admitted = decision.regions

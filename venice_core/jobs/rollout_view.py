@@ -31,6 +31,8 @@ from venice_core.status import VersionStatus
 
 DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)
 NOT_RUN = frozenset({"none", "scheduled", "queued", "skipped", "upstream_failed", "removed"})
+ENDED = frozenset({"success", "failed"})
+NEVER_RAN = frozenset({"skipped", "upstream_failed", "removed"})  # Airflow stamps their start and end at once
 
 
 def decision(step: str) -> str | None:
@@ -80,6 +82,17 @@ class Step:
     state: str
     tries: int
     answers: tuple[Answer, ...] = ()
+    started_at: float | None = None  # the earliest start of any try or reschedule, epoch seconds
+    ended_at: float | None = None  # the last try's end (a rescheduled sensor's: its last poke's)
+
+    def elapsed(self, now: float) -> tuple[float, bool] | None:
+        """How long the step took, and whether it is still going (then the time so far: a sensor between pokes, a
+        try waiting for its retry); None for a step that never started."""
+        if self.started_at is None or self.state in NEVER_RAN:
+            return None
+        if self.state in ENDED:
+            return (self.ended_at - self.started_at, False) if self.ended_at is not None else None
+        return now - self.started_at, True
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,8 @@ def rollout_view(
     by_region: dict[str, list[Step]] = {r: [] for r in order}
     for task in ordered:
         group, _, name = task.task_id.partition(".")
-        step = Step(name or group, task.task_id, task.state, task.tries, tuple(placed.get(task.task_id, ())))
+        answers = tuple(placed.get(task.task_id, ()))
+        step = Step(name or group, task.task_id, task.state, task.tries, answers, task.started_at, task.ended_at)
         if name and group in groups:
             by_region[groups[group]].append(step)
         else:

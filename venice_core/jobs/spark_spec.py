@@ -76,18 +76,23 @@ def submit_env(config: ClusterConfig) -> dict[str, str]:
     return {**process_env(config), "PYSPARK_PYTHON": sys.executable}
 
 
+# The push confs read here (`jobs.push_confs` refuses any other): the push job's flags, and the prefixes passed to
+# Spark (a push's `spark.*` properties, and the tests' fault injections, as `spark.venice.push.test.*`).
+JOB_FLAGS = {"allow.duplicate.key": "--allow-duplicate-key", "allow.empty.input": "--allow-empty"}
+SPARK_PREFIX, TEST_FAULT_PREFIX = "spark.", "venice.push.test."
+
+
 def spark_confs(confs: dict[str, str]) -> dict[str, str]:
     """The Spark properties among a push's configs: `spark.*` as given, and the test fault injections (spark-submit
     passes on only `spark.*` properties)."""
-    picked = {key: value for key, value in confs.items() if key.startswith("spark.")}
-    picked.update({f"spark.{key}": value for key, value in confs.items() if key.startswith("venice.push.test.")})
+    picked = {key: value for key, value in confs.items() if key.startswith(SPARK_PREFIX)}
+    picked.update({f"{SPARK_PREFIX}{key}": value for key, value in confs.items() if key.startswith(TEST_FAULT_PREFIX)})
     return picked
 
 
 def job_flags(confs: dict[str, str]) -> list[str]:
     """The push job's flags for a push's configs (`allow.duplicate.key`, `allow.empty.input`)."""
-    wanted = {"allow.duplicate.key": "--allow-duplicate-key", "allow.empty.input": "--allow-empty"}
-    return [flag for key, flag in wanted.items() if str(confs.get(key, "false")).lower() == "true"]
+    return [flag for key, flag in JOB_FLAGS.items() if str(confs.get(key, "false")).lower() == "true"]
 
 
 def _version_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:

@@ -11,6 +11,7 @@ from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+from venice_core.push_schedule import PushSchedule
 from venice_core.repush_schedule import RepushSchedule
 
 
@@ -39,12 +40,18 @@ class Store(Base):
     hybrid_offset_lag_threshold: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # A scheduled repush (`venice_core.repush_schedule`); NULL: none.
     repush_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A scheduled push (`venice_core.push_schedule`); NULL: none.
+    push_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
 
     @property
     def repush(self) -> RepushSchedule | None:
         return RepushSchedule.of(self.repush_schedule)
+
+    @property
+    def push(self) -> PushSchedule | None:
+        return PushSchedule.of(self.push_schedule)
 
     @property
     def hybrid(self) -> HybridSettings | None:

@@ -1,0 +1,48 @@
+"""The embedded Airflow home's `airflow.cfg`: the platform's settings, the secrets kept across rewrites, values read
+back as Airflow's parser (configparser with `%` interpolation) reads them."""
+
+from __future__ import annotations
+
+import configparser
+from pathlib import Path
+
+from tests.support.platform import make_platform_env
+from venice_core.embedded import airflow
+
+
+def _read(path: Path) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()  # BasicInterpolation, as Airflow's own parser
+    parser.read(path)
+    return parser
+
+
+def test_the_cfg_holds_the_platforms_settings_and_keeps_its_secrets(tmp_path: Path) -> None:
+    env = make_platform_env(tmp_path / "100%home")  # a `%` in every path: escaped for Airflow's interpolation
+    config = env.config
+    path = airflow.home(config) / "airflow.cfg"
+    path.parent.mkdir(parents=True)
+    path.write_text("[core]\nfernet_key = kept-fernet\nload_examples = True\n\n[api_auth]\njwt_secret = kept-jwt\n")
+
+    airflow._write_config(config)
+    cfg = _read(path)
+    for (section, option), value in airflow.settings(config).items():
+        assert cfg.get(section, option) == value, (section, option)
+    assert cfg.get("core", "load_examples") == "False"
+    assert cfg.get("database", "sql_alchemy_conn") == (
+        f"sqlite:///{tmp_path}/100%home/airflow/airflow.db?timeout={airflow.SQLITE_BUSY_TIMEOUT_SECONDS}"
+    )
+    assert cfg.get("venice", "venice_config") == str(env.properties)
+    # Secrets found in the file (Airflow's own, or an earlier start's) are kept; a missing one is generated.
+    assert (cfg.get("core", "fernet_key"), cfg.get("api_auth", "jwt_secret")) == ("kept-fernet", "kept-jwt")
+    secret_key = cfg.get("api", "secret_key")
+    assert secret_key
+
+    text, mtime = path.read_text(), path.stat().st_mtime_ns
+    airflow._write_config(config)
+    assert path.read_text() == text and path.stat().st_mtime_ns == mtime  # unchanged: not rewritten
+
+    airflow._write_config(config, dags_folder=tmp_path / "other-dags")  # a setting changed: rewritten
+    cfg = _read(path)
+    assert cfg.get("core", "dags_folder") == str(tmp_path / "other-dags")
+    assert cfg.get("api", "secret_key") == secret_key
+    assert path.stat().st_mode & 0o777 == 0o600

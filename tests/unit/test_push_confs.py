@@ -1,0 +1,63 @@
+"""A push's and a repush's confs: a key nothing reads is refused with the nearest known one, every key the
+platform itself puts into confs passes. Pure: no broker, no metadata store."""
+
+from __future__ import annotations
+
+import pytest
+
+from venice_core.errors import ConfigError
+from venice_core.jobs import repush_config as rc
+from venice_core.jobs.airflow_push import SOURCE_KAFKA_PARAM, run_confs
+from venice_core.jobs.push_confs import check_push_confs
+
+SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 2, "NO_OP", True, 5_000, (10, 12))
+
+
+@pytest.mark.parametrize(
+    ("confs", "message"),
+    [
+        (
+            {"source.kafka": "true", "repush.ttl.enabel": "true"},
+            "unknown repush conf 'repush.ttl.enabel' (did you mean 'repush.ttl.enable'?)",
+        ),
+        (
+            {"allow.duplicat.key": "true"},
+            "unknown push conf 'allow.duplicat.key' (did you mean 'allow.duplicate.key'?)",
+        ),
+        (
+            {"spark.master": "local[1]", "no.such.key": "1"},
+            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, source.kafka, spark.*)",
+        ),
+        (
+            {"repush.ttl.enable": "true"},
+            "unknown push conf 'repush.ttl.enable' (a repush conf: repush with `venice repush`)",
+        ),
+        (
+            {"source.kafka": "true", "allow.empty.input": "true"},
+            "unknown repush conf 'allow.empty.input' (a push conf, which a repush does not read)",
+        ),
+    ],
+)
+def test_an_unknown_conf_is_refused_naming_it_and_the_nearest_known_one(confs: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs(confs)
+    assert str(refused.value) == message
+
+
+def test_the_confs_users_and_the_platform_set_pass() -> None:
+    check_push_confs(
+        {
+            "allow.duplicate.key": "true",
+            "allow.empty.input": "true",
+            "spark.master": "local[1]",
+            "spark.executor.memory": "1g",
+            "venice.push.test.fail.partition": "1",  # the tests' fault injection, passed to Spark
+        }
+    )
+    asked = {"repush.ttl.enable": "true", "repush.ttl.seconds": "60", "kafka.input.combiner.enabled": "true"}
+    check_push_confs(run_confs({"source": SOURCE_KAFKA_PARAM, "conf": asked}))  # a DAG run's, from its form
+    pinned = rc.resolved_confs({**asked, "source.kafka": "true"}, SOURCE)  # what version creation pins
+    assert {rc.KAFKA_INPUT_END_OFFSETS, rc.REPUSH_TTL_START_TIMESTAMP, rc.KAFKA_INPUT_BROKER_URL} <= set(pinned)
+    check_push_confs(pinned)
+    every = {key: "1" for key in rc.REPUSH_CONFS}
+    check_push_confs({**every, "source.kafka": "true", "spark.master": "local[1]"})
