@@ -235,7 +235,9 @@ def _float(settings: Mapping[str, _Setting], key: str) -> float:
 
 
 def _path(settings: Mapping[str, _Setting], key: str) -> Path | None:
-    return Path(settings[key].value).expanduser() if key in settings else None
+    """An absolute path (a relative one is taken from where the config is loaded, not from where a component that
+    reads it runs)."""
+    return Path(settings[key].value).expanduser().absolute() if key in settings else None
 
 
 def _bool(settings: Mapping[str, _Setting], key: str) -> bool:

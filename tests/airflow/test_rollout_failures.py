@@ -19,6 +19,7 @@ from tests.integration.test_push_e2e import _assert_serves, _expected
 from tests.support.airflow_runs import (
     CLUSTER_SETTINGS,
     HOOKS,
+    asset_events,
     cluster_settings,
     crash_and_restart_airflow,
     failed_attempts,
@@ -203,6 +204,7 @@ def test_a_repush_through_airflow_aborted_at_the_second_region_behaves_like_a_pu
     client = ReadClient("127.0.0.1", env.config.server_port("dc-0"))
     keys = sorted(expected)
     assert client.batch_get(store, keys) == expected  # version 2, rebuilt from version 1's topic
+    assert asset_events(env, store) == []  # not every region serves it: nothing announced
 
 
 def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_alerts(

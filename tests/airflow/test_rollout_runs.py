@@ -404,6 +404,9 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
     ABORTs in dc-1 at version creation, is killed there: the client stays on version 1 and never sees version 3."""
     store = airflow_env.create_user_store("afg")
     meta, config = airflow_env.meta, airflow_env.config
+    # The gates WAIT through the whole push: a sensor poked every 2 s for minutes on a loaded machine meets Airflow's
+    # reschedule race (apache/airflow#71172) more often than its retries absorb; every 10 s it all but never does.
+    slower = {"venice.store.lifecycle.hooks.wait.interval.seconds": "10"}
     v1 = _expected(generate(tmp_path / "v1", 50, files=1))
     airflow_env.push(store, RecordsJob(v1))  # v1, directly
     gate = "answer.pre_start_of_store_version_ingestion_for_da_vinci"
@@ -415,21 +418,22 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
     )
     client.start(timeout=60)
     try:
-        push = airflow_env.venice_background(
-            "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1, seed=2))
-        )
-        try:
-            wait_for_step(airflow_env, store, "dc_1.ingestion_complete", "success", push)
-            assert step_state(airflow_env, store, "dc_1.da_vinci_ingestion_gate") == "up_for_reschedule"
-            assert client.sql(tables) == [(f"{store}_v1",)] and client.serving == 1  # held off version 2
-            stores.update_store(meta, config, store, remove_hook_configs=[f"{gate}.dc-1"])  # dc-1's gate: PROCEED
-            wait_for_step(airflow_env, store, "dc_1.post_swap", "success", push)
-            wait_for("the client to swap to version 2 with its region", lambda: client.serving == 2)
-            stores.update_store(meta, config, store, hook_configs={f"{gate}.dc-2": "ROLLBACK"})
-            out, err = push.communicate(timeout=600)
-        finally:
-            if push.poll() is None:
-                push.kill()
+        with cluster_settings(airflow_env, **slower):
+            push = airflow_env.venice_background(
+                "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1, seed=2))
+            )
+            try:
+                wait_for_step(airflow_env, store, "dc_1.ingestion_complete", "success", push)
+                assert step_state(airflow_env, store, "dc_1.da_vinci_ingestion_gate") == "up_for_reschedule"
+                assert client.sql(tables) == [(f"{store}_v1",)] and client.serving == 1  # held off version 2
+                stores.update_store(meta, config, store, remove_hook_configs=[f"{gate}.dc-1"])  # dc-1's gate: PROCEED
+                wait_for_step(airflow_env, store, "dc_1.post_swap", "success", push)
+                wait_for("the client to swap to version 2 with its region", lambda: client.serving == 2)
+                stores.update_store(meta, config, store, hook_configs={f"{gate}.dc-2": "ROLLBACK"})
+                out, err = push.communicate(timeout=600)
+            finally:
+                if push.poll() is None:
+                    push.kill()
         assert push.returncode == 3, out + err
         assert "failed at dc_2.da_vinci_ingestion_gate_rollback; version 2 is ROLLED_BACK" in err, err
         assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}

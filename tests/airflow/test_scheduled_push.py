@@ -85,7 +85,11 @@ def test_scheduled_runs_push_the_day_dataset_and_fail_at_once_on_a_missing_input
     while env.serving(good) != {"dc-0": 1, "dc-1": 1, "dc-2": 1}:
         assert time.monotonic() < deadline, failed_attempts(env, good)
         time.sleep(3)
-    assert api.run(dag_id(good), pushing)["state"] == "success"
+    deadline = time.monotonic() + 300
+    while (state := api.run(dag_id(good), pushing)["state"]) not in ("success", "failed"):  # its last steps
+        assert time.monotonic() < deadline, state
+        time.sleep(2)
+    assert state == "success", failed_attempts(env, good)
     deadline = time.monotonic() + 300
     while api.active_runs(dag_id(good)) or api.active_runs(dag_id(bad)):  # a run made meanwhile stops at its start
         assert time.monotonic() < deadline

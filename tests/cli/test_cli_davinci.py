@@ -3,10 +3,14 @@ what `status` lists (the registered instances, live or gone)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+
+import duckdb
 
 from tests.support.platform import PlatformEnv
 from venice_core.controller import da_vinci
+from venice_core.davinci.sql_endpoint import SqlEndpoint
 from venice_core.status import ExecutionStatus
 
 
@@ -16,6 +20,10 @@ def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp
     missing = tmp_path / "no" / "such" / "c.duckdb"
     plain = tmp_path / "plain"
     plain.write_text("")
+    # FILE.sock not a socket, or served by another live client: refused before the client starts (before the
+    # region server is even asked).
+    blocked, served = tmp_path / "blocked.duckdb", tmp_path / "served.duckdb"
+    Path(f"{blocked}.sock").write_text("")
     cases = [
         (["davinci", "run", store, "--region", "dc-0"], "give --duckdb FILE, or --base-dir DIR"),
         (["davinci", "run", "nope", "--region", "dc-0", "--duckdb", str(file)], "store 'nope'"),
@@ -27,13 +35,17 @@ def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp
         (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(plain / "c.duckdb")], "is not a folder"),
         # No region server runs here: one clear error, before any file is created.
         (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(file)], "region server of dc-0 at"),
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(blocked)], "blocked.duckdb.sock exists and is"),
+        (["davinci", "run", store, "--region", "dc-0", "--duckdb", str(served)], "another Da Vinci client serves"),
     ]
-    for argv, message in cases:
-        result = cli_env.cli(*argv)
-        assert result.returncode != 0, (argv, result.stdout)
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and message in errors[0], (argv, result.stderr)
+    with duckdb.connect() as con, contextlib.closing(SqlEndpoint(served, con.cursor).start()):
+        for argv, message in cases:
+            result = cli_env.cli(*argv)
+            assert result.returncode != 0, (argv, result.stdout)
+            errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+            assert len(errors) == 1 and message in errors[0], (argv, result.stderr)
     assert not file.exists() and not (tmp_path / "no").exists()
+    assert not blocked.exists() and not served.exists()
 
 
 def test_status_lists_instances_live_and_gone(cli_env: PlatformEnv) -> None:

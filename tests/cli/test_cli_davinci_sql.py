@@ -23,6 +23,7 @@ from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
 from tests.support.reads import eventually
 from venice_core.controller import stores
+from venice_core.davinci import sql_endpoint
 from venice_core.writer import OnlineWriter
 
 REGION = "dc-1"
@@ -35,6 +36,13 @@ REFUSED = [  # statement -> what its one error line says
     ("SET threads = 1", "SET refused"),
     ("PRAGMA enable_profiling", "PRAGMA refused"),
     ("CHECKPOINT", "CALL refused"),
+    # A SELECT that checkpoints, writes in a CTE, runs SQL of its own or reads a file: refused by DuckDB's parse tree.
+    ("SELECT * FROM checkpoint()", "checkpoint() refused"),
+    ("FROM force_checkpoint()", "force_checkpoint() refused"),
+    ('WITH x AS (DELETE FROM "s_v1" RETURNING *) SELECT count(*) FROM x', "DELETE inside the query refused"),
+    ("SELECT * FROM query('DELETE FROM \"s_v1\"')", "query() refused"),
+    ("SELECT * FROM read_csv('{dir}/dv.duckdb')", "read_csv() refused"),
+    ("SELECT * FROM '{dir}/out.csv'", "as a file refused"),
     ("EXPLAIN ANALYZE INSERT INTO \"s_v1\" VALUES ('z', 'z', 0, NULL)", "EXPLAIN refused"),
     ('SELECT 1; DROP TABLE "s_v1"', "one read-only statement at a time, got 2"),
     ("  ", "no SQL statement given"),
@@ -88,6 +96,23 @@ def test_sql_on_a_file_no_client_runs_on(cli_env: PlatformEnv, tmp_path: Path) -
     for statement, message in bad.items():
         assert message in _error(cli_env.cli("davinci", "sql", str(file), statement)), statement
     assert "no DuckDB file" in _error(cli_env.cli("davinci", "sql", str(tmp_path / "none.duckdb"), "SELECT 1"))
+    for args, message in [
+        (["SELECT 1 a, 2 a", "--json"], "'a' appear more than once"),
+        (["SELECT 1", "--max-rows", "0"], "--max-rows must be 1 or more"),
+    ]:
+        assert message in _error(cli_env.cli("davinci", "sql", str(file), *args)), args
+
+    # At most --max-rows rows are fetched (10,000 by default): said in the table's footer, on stderr beside CSV.
+    many = "SELECT * FROM range(1000000000) AS r(n)"
+    assert cli_env.cli("davinci", "sql", str(file), many, "--max-rows", "2", check=True).stdout.splitlines() == [
+        "n",
+        "-",
+        "0",
+        "1",
+        "(first 2 rows; --max-rows to see more)",
+    ]
+    cut = cli_env.cli("davinci", "sql", str(file), many, "--csv", check=True)
+    assert len(cut.stdout.splitlines()) == 10_001 and "(first 10000 rows; --max-rows to see more)" in cut.stderr
     assert "--json or --csv" in _error(cli_env.cli("davinci", "sql", str(file), "SELECT 1", "--json", "--csv"))
 
     # A process holding the file without serving SQL (a DuckDB shell, a client inside an application): named.
@@ -123,6 +148,29 @@ def _client(env: PlatformEnv, store: str, file: Path, log: Path) -> Iterator[sub
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+@contextlib.contextmanager
+def _trickler(sock: Path) -> Iterator[None]:
+    """An asker of the endpoint at `sock` sending one byte every 0.2 s, until the endpoint cuts it off or 90 s."""
+    connection = sql_endpoint._connect(sock, timeout=5)
+    assert connection is not None
+    stop = threading.Event()
+
+    def trickle() -> None:
+        deadline = time.monotonic() + 90
+        with contextlib.suppress(OSError):
+            while not stop.wait(0.2) and time.monotonic() < deadline:
+                connection.send(b" ")
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        connection.close()
 
 
 def _value(i: int) -> dict[str, Any]:
@@ -191,6 +239,14 @@ def test_sql_on_a_live_client_while_it_ingests(platform_env: PlatformEnv, tmp_pa
         assert first.poll() is None and count() == 700
         assert not (tmp_path / "other.duckdb").exists() and not (tmp_path / "out.csv").exists()
 
+        # The live client fetches at most --max-rows rows; a symlink to the file finds the same endpoint.
+        cut = sql("SELECT * FROM range(1000000000)", "--max-rows", "3", "--json")
+        assert json.loads(cut.stdout) == [{"range": i} for i in range(3)] and "(first 3 rows;" in cut.stderr
+        link = tmp_path / "link.duckdb"
+        link.symlink_to(file)
+        linked = env.cli("davinci", "sql", str(link), f'SELECT count(*) AS n FROM "{store}"', "--csv")
+        assert linked.stdout.splitlines() == ["n", "700"], linked.stderr
+
         # Killed: its socket stays behind, and `sql` falls back to the file, read-only.
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
@@ -201,7 +257,13 @@ def test_sql_on_a_live_client_while_it_ingests(platform_env: PlatformEnv, tmp_pa
     with _client(env, store, file, tmp_path / "second.log") as second:
         assert "left by a client that did not stop cleanly" in (tmp_path / "second.log").read_text()
         assert count() == 700 and sock.is_socket()
-        os.killpg(second.pid, signal.SIGINT)
-        assert second.wait(timeout=60) == 0, (tmp_path / "second.log").read_text()
+        # An asker sending a byte at a time neither holds the endpoint's close nor delays Ctrl-C.
+        with _trickler(sock):
+            time.sleep(1)
+            os.killpg(second.pid, signal.SIGINT)
+            started = time.monotonic()
+            assert second.wait(timeout=60) == 0, (tmp_path / "second.log").read_text()
+            stopped_in = time.monotonic() - started
+        assert stopped_in < 20, stopped_in  # it waited for the asker: 60 s and more
     assert not sock.exists()
     assert sql(f'SELECT count(*) AS n FROM "{store}"').stdout.splitlines() == ["  n", "---", "700", "(1 row)"]

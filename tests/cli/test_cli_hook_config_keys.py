@@ -36,11 +36,11 @@ def test_a_key_no_configured_hook_reads_is_refused_with_the_nearest_known_key(tm
     hooks = "MinDelayBetweenRegions, SwapWindow, LifecycleEvents"
     assert _refused(env, "swap.window.days=mon-fri", "min.delay.seconds=60") == (
         "error: store-level hook config of 'users' refused: unknown key 'min.delay.seconds': none of the configured "
-        f"hooks ({hooks}) reads it; nearest known key: 'min.delay.between.regions.seconds'"
+        f"hooks ({hooks}) reads it; did you mean 'min.delay.between.regions.seconds'?"
     )
     assert _refused(env, "lifecycle.events.topik=events") == (
         "error: store-level hook config of 'users' refused: unknown key 'lifecycle.events.topik': none of the "
-        f"configured hooks ({hooks}) reads it; nearest known key: 'lifecycle.events.topic'"
+        f"configured hooks ({hooks}) reads it; did you mean 'lifecycle.events.topic'?"
     )
     assert "unknown key 'no.such.key'" in _refused(env, "no.such.key=5")
     # Declared keys, and a key under a declared prefix (the event producer's own properties), are taken.
@@ -60,20 +60,22 @@ def test_a_key_no_configured_hook_reads_is_refused_with_the_nearest_known_key(tm
     meta.dispose()
 
 
-def test_a_hook_declaring_no_keys_accepts_any(tmp_path: Path) -> None:
+def test_a_hook_declaring_no_keys_accepts_any_with_a_warning(tmp_path: Path) -> None:
     """RecordEveryCall records whatever configs it is given: it declares no keys, so nothing is refused beside it
-    (as for any user hook written before hooks declared their keys)."""
+    (as for any user hook written before hooks declared their keys), but a key no declaring hook reads is said."""
     env, meta = hooks_env(tmp_path, f"{BUILTIN}.ManualApproval")
-    assert _refused(env, "no.such.key=5").endswith(
-        "(ManualApproval) reads it; nearest known key: 'manual.approval.regions'"
-    )
+    assert _refused(env, "no.such.key=5").endswith("(ManualApproval) reads it; they read: manual.approval.regions")
     text = env.properties.read_text()
     env.properties.write_text(
         text.replace(f"{BUILTIN}.ManualApproval", f"{BUILTIN}.ManualApproval,{HOOKS}.RecordEveryCall")
     )
     result = env.cli("store", "update", "users", "--hook-config", "no.such.key=5", check=True)
-    assert result.stderr == ""
-    assert _hook_configs(env) == {"no.such.key": "5"}
+    assert result.stderr == (
+        "warning: hook config 'no.such.key' of 'users' is read by none of the hooks that declare their keys; kept for "
+        "RecordEveryCall, which declare none (hook_config_keys)\n"
+    )
+    assert env.cli("store", "update", "users", "--hook-config", "manual.approval.regions=dc-1", check=True).stderr == ""
+    assert _hook_configs(env) == {"no.such.key": "5", "manual.approval.regions": "dc-1"}
     meta.dispose()
 
 

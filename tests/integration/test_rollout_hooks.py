@@ -236,6 +236,7 @@ def test_version_creation_waits_then_a_rollback_there_stops_the_push_in_every_re
     asked = invocations(env.meta, stores.describe_store(env.meta, store)["versions"][0]["push_job_id"])
     creation = [(r.region, r.outcome) for r in asked if r.function == "pre_store_version_creation"]
     assert creation.count(("dc-2", "WAIT")) == 2 and creation[-1] == ("dc-2", "PROCEED"), creation
+    assert creation.count(("dc-0", "PROCEED")) == creation.count(("dc-1", "PROCEED")) == 1, creation  # not re-asked
     assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
 
     stores.update_store(

@@ -83,13 +83,15 @@ def run(
         partitions=_partitions(partitions),
         ingest_workers=ingest_workers,
     )
+    # `venice davinci sql` asks this process (no other may open the file): a path that is no socket, or that
+    # another live client serves, is refused before ingestion begins.
+    endpoint = SqlEndpoint(duckdb_file, transformer.cursor).check() if transformer is not None else None
     if tune_gc:
         gc_settings.tune_for_throughput()
     client.start(wait=False)
-    endpoint = None
     try:
-        if transformer is not None:  # `venice davinci sql` asks this process: no other may open the file
-            endpoint = SqlEndpoint(duckdb_file, transformer.cursor).start()
+        if endpoint is not None:
+            endpoint.start()
             typer.echo(f"{store}@{region}: read-only SQL at {endpoint.path} (venice davinci sql {duckdb_file} ...)")
         last = None
         while not stop.wait(progress_seconds):
@@ -116,6 +118,7 @@ def sql(
     query: str = typer.Argument(..., help="One read-only statement: a SELECT (or EXPLAIN of one)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects, one per row."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV with a header line."),
+    max_rows: int = typer.Option(10_000, "--max-rows", help="Print at most this many rows (none more is fetched)."),
 ) -> None:
     """Read-only SQL on a Da Vinci client's DuckDB file (the store's view is "<store>"): asked of the running
     `venice davinci run` through its socket FILE.sock (a snapshot of committed batches; ingestion goes on), or
@@ -126,11 +129,18 @@ def sql(
 
     if as_json and as_csv:
         raise ConfigError("give --json or --csv, not both")
-    result = sql_endpoint.ask(duckdb_file, query)
+    if max_rows < 1:
+        raise ConfigError(f"--max-rows must be 1 or more, got {max_rows}")
+    result = sql_endpoint.ask(duckdb_file, query, max_rows)
     if result is None:  # no client serves the file
-        result = read_only_sql.query_file(duckdb_file, query)
-    show = rows.as_json if as_json else rows.as_csv if as_csv else rows.as_table
-    typer.echo(show(result["columns"], result["rows"]))
+        result = read_only_sql.query_file(duckdb_file, query, max_rows)
+    note = rows.truncation_note(len(result["rows"]), result.get("truncated"))
+    if not (as_json or as_csv):
+        typer.echo(rows.as_table(result["columns"], result["rows"], note))
+        return
+    typer.echo((rows.as_json if as_json else rows.as_csv)(result["columns"], result["rows"]))
+    if note is not None:  # stdout holds the rows only
+        typer.echo(note, err=True)
 
 
 @davinci_app.command("status")

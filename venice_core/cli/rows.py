@@ -7,6 +7,8 @@ import io
 import json
 from typing import Any
 
+from venice_core.errors import ConfigError
+
 
 def _text(value: Any, null: str) -> str:
     if value is None:
@@ -20,8 +22,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def as_table(columns: list[str], rows: list[list[Any]]) -> str:
-    """Columns padded to their widest cell, numbers to the right; NULL for a null; the row count last."""
+def truncation_note(count: int, truncated: str | None) -> str | None:
+    """What a result cut short says (the table's last line; on stderr beside JSON or CSV); None if it is whole."""
+    if truncated == "rows":
+        return f"(first {count} row{'' if count == 1 else 's'}; --max-rows to see more)"
+    if truncated == "bytes":
+        return f"(first {count} row{'' if count == 1 else 's'}: the reply's size limit; select fewer rows or columns)"
+    return None
+
+
+def as_table(columns: list[str], rows: list[list[Any]], note: str | None = None) -> str:
+    """Columns padded to their widest cell, numbers to the right; NULL for a null; the row count last (or `note`,
+    `truncation_note`'s)."""
     cells = [[_text(v, "NULL") for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     numeric = [bool(rows) and all(_is_number(r[i]) for r in rows if r[i] is not None) for i in range(len(columns))]
@@ -32,12 +44,19 @@ def as_table(columns: list[str], rows: list[list[Any]]) -> str:
         ).rstrip()
 
     out = [line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)]
-    out.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    out.append(note or f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
     return "\n".join(out)
 
 
 def as_json(columns: list[str], rows: list[list[Any]]) -> str:
-    """A list of objects, one per row."""
+    """A list of objects, one per row. Duplicate column names are refused (an object keeps one of them): renaming
+    them would print names the query never gave."""
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise ConfigError(
+            f"--json needs distinct column names, and {', '.join(map(repr, duplicates))} appear more than once: "
+            "give the columns aliases (AS), or print a table or --csv"
+        )
     return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=2)
 
 

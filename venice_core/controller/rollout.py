@@ -23,7 +23,7 @@ from venice_core.hooks.api import HookContext, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
-from venice_core.hooks.records import first_asked_at, recorder
+from venice_core.hooks.records import first_asked_at, recorder, settled_answers
 from venice_core.meta import MetadataStore
 from venice_core.status import VersionStatus
 
@@ -263,10 +263,18 @@ class Rollout:
         the job status of the version about to be created (every region NOT_CREATED). A ROLLBACK from any region
         stops the push: VIP-4's "back to the version the store had before the push, in all regions", so no region
         may get it. An ABORT leaves its region out (as does a WAIT past the maximum wait). While a region answers
-        WAIT: None, asked again. Else PROCEED with the regions admitted, or ABORT when none is."""
+        WAIT: None, asked again; a region that has answered otherwise is not asked again (its answer stands). Else
+        PROCEED with the regions admitted, or ABORT when none is."""
+        settled = settled_answers(self.meta, self.push_job_id, F.PRE_STORE_VERSION_CREATION)
+        decided: dict[str, Decision | None] = {}
         self.version = number
         try:
-            decided = {region: self.decide(F.PRE_STORE_VERSION_CREATION, region) for region in rollout_order}
+            for region in rollout_order:
+                if region in settled:
+                    outcome, reason = settled[region]
+                    decided[region] = Decision(outcome, reason if outcome != "PROCEED" else "")
+                else:
+                    decided[region] = self.decide(F.PRE_STORE_VERSION_CREATION, region)
         finally:
             self.version = None
         rolled_back = [(r, d) for r, d in decided.items() if d is not None and d.outcome == "ROLLBACK"]

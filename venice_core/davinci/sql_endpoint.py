@@ -14,6 +14,7 @@ import socket
 import socketserver
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ from venice_core.errors import ComponentError, ConfigError, VeniceError
 log = logging.getLogger(__name__)
 
 QUERY_TIMEOUT_SECONDS = 60.0  # a query still running then is interrupted: it holds a cursor of the live client
+REPLY_SECONDS = 30.0  # a request's one deadline: QUERY_TIMEOUT_SECONDS and this, its reading and reply included
 MAX_REQUEST_BYTES = 1 << 20
+MAX_REPLY_BYTES = 32 << 20  # of rows as JSON: a big SELECT * is cut there, never held whole by the live client
+DEFAULT_MAX_ROWS = 10_000
+MAX_QUERIES = 2  # at once: each takes cores the client's ingestion needs
+BUSY_WAIT_SECONDS = 5.0  # a query beyond MAX_QUERIES waits this long for a turn, then is answered busy
+MAX_CONNECTIONS = 16  # open at once (a thread each); more are answered busy at once
+CLOSE_WAIT_SECONDS = 2.0  # for interrupted queries to end when the endpoint closes
 SUN_PATH_MAX = 107  # AF_UNIX's limit on a socket path, in bytes
 
 
@@ -66,47 +74,116 @@ def _connect(path: Path, timeout: float) -> socket.socket | None:
         raise ComponentError(f"cannot reach the Da Vinci client's SQL endpoint {path}: {exc.strerror or exc}") from None
 
 
-class _Server(socketserver.ThreadingUnixStreamServer):
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True  # a handler never keeps the process alive
+    block_on_close = False  # `server_close` waits for no handler: `SqlEndpoint.close` ends their connections
     endpoint: SqlEndpoint
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.endpoint._admit(request):
+            super().process_request(request, client_address)
+            return
+        # Beyond MAX_CONNECTIONS (or stopping): answered at once, without a thread. A fresh connection's send
+        # buffer is empty: this never blocks the accepting thread.
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(_error(f"the Da Vinci client is busy ({MAX_CONNECTIONS} connections open): try again"))
+        self.shutdown_request(request)
 
-class _Handler(socketserver.StreamRequestHandler):
+    def shutdown_request(self, request: Any) -> None:
+        self.endpoint._release(request)
+        super().shutdown_request(request)
+
+
+class _Handler(socketserver.BaseRequestHandler):
     server: _Server
-    timeout = 30  # an asker that neither sends nor reads does not hold the endpoint's close
 
     def handle(self) -> None:
+        endpoint = self.server.endpoint
+        deadline = time.monotonic() + endpoint.request_timeout  # one for the request, the query and the reply
         try:
-            request = self.rfile.read(MAX_REQUEST_BYTES + 1)
-            if len(request) > MAX_REQUEST_BYTES:
-                reply: dict[str, Any] = {"error": f"query longer than {MAX_REQUEST_BYTES} bytes"}
+            request = _read(self.request, deadline)
+            if request is None:
+                reply = _error(f"query longer than {MAX_REQUEST_BYTES} bytes")
             else:
-                reply = self.server.endpoint.answer(request)
-            self.wfile.write(json.dumps(reply).encode())
-        except OSError as exc:  # the asker gone or silent: nothing to answer
+                reply = endpoint.answer(request, deadline)
+            self.request.settimeout(max(deadline - time.monotonic(), 0.001))
+            self.request.sendall(reply)  # the timeout bounds the whole sendall
+        except OSError as exc:  # the asker gone, too slow, or the endpoint closing: nothing to answer
             log.debug("SQL endpoint: %s", exc)
+
+
+def _read(sock: socket.socket, deadline: float) -> bytes | None:
+    """The request, up to the asker's EOF, by `deadline` (TimeoutError past it: an asker sending a byte at a time
+    gains nothing); None if longer than MAX_REQUEST_BYTES."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request took too long")
+        sock.settimeout(remaining)
+        part = sock.recv(1 << 16)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        size += len(part)
+        if size > MAX_REQUEST_BYTES:
+            return None
+
+
+def _error(message: str, refused: bool = False) -> bytes:
+    return json.dumps({"error": message, **({"refused": True} if refused else {})}).encode()
 
 
 class SqlEndpoint:
     """Serves read-only SQL on `<duckdb_file>.sock` for as long as it runs; `cursor` opens a cursor of the client's
-    connection (`DuckDBRecordTransformer.cursor`)."""
+    connection (`DuckDBRecordTransformer.cursor`). At most `max_queries` queries run at once (each takes cores
+    ingestion needs): another waits up to `busy_wait` seconds, then is answered busy."""
 
     def __init__(
         self,
         duckdb_file: Path,
         cursor: Callable[[], duckdb.DuckDBPyConnection],
         timeout: float = QUERY_TIMEOUT_SECONDS,
+        *,
+        request_timeout: float | None = None,
+        max_queries: int = MAX_QUERIES,
+        busy_wait: float = BUSY_WAIT_SECONDS,
     ) -> None:
-        self.path = socket_path(Path(duckdb_file).absolute())
+        self.path = socket_path(Path(duckdb_file).resolve())  # a symlinked path finds the same endpoint
         self.cursor, self.timeout = cursor, timeout
+        self.request_timeout = timeout + REPLY_SECONDS if request_timeout is None else request_timeout
+        self.busy_wait = busy_wait
+        self._queries = threading.BoundedSemaphore(max_queries)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._inode: tuple[int, int] | None = None
         self._running: set[duckdb.DuckDBPyConnection] = set()
+        self._connections: set[socket.socket] = set()
         self._closing = False
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as a query ends
+
+    def check(self) -> SqlEndpoint:
+        """Refuse a path that is not a socket, or that another live client serves; remove a killed client's. Called
+        before the client starts, so neither is found only once ingestion began."""
+        try:
+            mode = self.path.lstat().st_mode
+        except FileNotFoundError:
+            return self
+        if not stat.S_ISSOCK(mode):
+            raise ConfigError(f"{self.path} exists and is not a socket: move it away (the client serves SQL there)")
+        live = _connect(self.path, timeout=1)
+        if live is not None:
+            live.close()
+            raise DuckDBFileBusy(f"another Da Vinci client serves SQL at {self.path}")
+        self.path.unlink(missing_ok=True)
+        log.info("removed %s, left by a client that did not stop cleanly", self.path)
+        return self
 
     def start(self) -> SqlEndpoint:
-        self._clear_stale()
+        self.check()
         server = _Server("", _Handler, bind_and_activate=False)
         server.endpoint = self
         # Bound under a temporary name, made 0600, then renamed into place: never reachable with the umask's mode.
@@ -132,80 +209,116 @@ class SqlEndpoint:
         log.info("read-only SQL served at %s", self.path)
         return self
 
-    def _clear_stale(self) -> None:
-        """A socket a killed client left is removed; a live one (another client on this file) refused."""
-        try:
-            mode = self.path.lstat().st_mode
-        except FileNotFoundError:
-            return
-        if not stat.S_ISSOCK(mode):
-            raise ConfigError(f"{self.path} exists and is not a socket: move it away (the client serves SQL there)")
-        live = _connect(self.path, timeout=1)
-        if live is not None:
-            live.close()
-            raise DuckDBFileBusy(f"another Da Vinci client serves SQL at {self.path}")
-        self.path.unlink(missing_ok=True)
-        log.info("removed %s, left by a client that did not stop cleanly", self.path)
+    def _admit(self, connection: socket.socket) -> bool:
+        with self._lock:
+            if self._closing or len(self._connections) >= MAX_CONNECTIONS:
+                return False
+            self._connections.add(connection)
+            return True
 
-    def answer(self, request: bytes) -> dict[str, Any]:
-        """One request's reply: the result, or an error (the client goes on whatever the query does)."""
+    def _release(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+    def answer(self, request: bytes, deadline: float | None = None) -> bytes:
+        """One request's reply, as JSON: the result, or an error (the client goes on whatever the query does)."""
+        deadline = time.monotonic() + self.request_timeout if deadline is None else deadline
         try:
-            sql = json.loads(request)["sql"]
-            if not isinstance(sql, str):
+            parsed = json.loads(request)
+            sql, max_rows = parsed["sql"], parsed.get("max_rows", DEFAULT_MAX_ROWS)
+            if not isinstance(sql, str) or type(max_rows) is not int or max_rows < 1:
                 raise TypeError(sql)
-        except (ValueError, KeyError, TypeError):
-            return {"error": 'bad request: expected {"sql": "<query>"}'}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return _error('bad request: expected {"sql": "<query>", "max_rows": <a positive number>}')
+        if not self._queries.acquire(timeout=max(0.0, min(self.busy_wait, deadline - time.monotonic()))):
+            return _error("the Da Vinci client is busy (it runs few queries at once, beside ingestion): try again")
+        try:
+            return self._run(sql, max_rows, deadline)
+        finally:
+            self._queries.release()
+
+    def _run(self, sql: str, max_rows: int, deadline: float) -> bytes:
         try:
             cursor = self.cursor()
         except VeniceError as exc:  # the client is closing its file
-            return {"error": str(exc)}
+            return _error(str(exc))
         with self._lock:
             if self._closing:
                 cursor.close()
-                return {"error": "the Da Vinci client is stopping"}
+                return _error("the Da Vinci client is stopping")
             self._running.add(cursor)
         try:
-            return read_only_sql.run(cursor, sql, self.timeout)
+            timeout = max(0.001, min(self.timeout, deadline - time.monotonic()))
+            return read_only_sql.run_json(cursor, sql, timeout, max_rows, MAX_REPLY_BYTES).encode()
         except QueryRefused as exc:
-            return {"error": str(exc), "refused": True}
+            return _error(str(exc), refused=True)
         except VeniceError as exc:
-            return {"error": str(exc)}
+            return _error(str(exc))
         except Exception as exc:  # noqa: BLE001 - an error reply, never a crashed client
             log.exception("SQL endpoint: query failed")
-            return {"error": f"query failed: {exc}"}
+            return _error(f"query failed: {exc}")
         finally:
             with self._lock:
                 self._running.discard(cursor)
+                self._idle.notify_all()
             cursor.close()
 
     def close(self) -> None:
-        """Stop answering (running queries interrupted) and remove the socket, if it is still this endpoint's."""
+        """Stop answering and remove the socket, if it is still this endpoint's: running queries interrupted, open
+        connections shut (a slow asker holds nothing), no handler waited for beyond CLOSE_WAIT_SECONDS."""
         server, self._server = self._server, None
         if server is None:
             return
-        server.shutdown()
         with self._lock:
             self._closing = True
             for cursor in self._running:
                 cursor.interrupt()
-        server.server_close()  # waits for the requests' threads
+            for connection in self._connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+        server.shutdown()  # the accepting loop, within its 0.5 s poll
+        server.server_close()  # the listening socket only (block_on_close is off)
+        with self._idle:  # interrupted queries end at once: the client closes their connection next
+            self._idle.wait_for(lambda: not self._running, CLOSE_WAIT_SECONDS)
         with contextlib.suppress(FileNotFoundError):
             info = self.path.lstat()
             if (info.st_dev, info.st_ino) == self._inode:
                 self.path.unlink()
 
 
-def ask(duckdb_file: Path, sql: str, timeout: float = QUERY_TIMEOUT_SECONDS + 30) -> dict[str, Any] | None:
-    """`sql` run by the client serving `duckdb_file` (`read_only_sql.run`'s result); None if no client serves it."""
-    path = socket_path(Path(duckdb_file).absolute())
+def _read_reply(sock: socket.socket) -> bytes:
+    """Up to the endpoint's EOF. An endpoint that answered before reading the whole request (busy, too long)
+    resets the connection after its reply: the reply counts."""
+    parts: list[bytes] = []
+    while True:
+        try:
+            part = sock.recv(1 << 16)
+        except ConnectionResetError:
+            if not parts:
+                raise
+            part = b""
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+
+
+def ask(
+    duckdb_file: Path,
+    sql: str,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout: float = QUERY_TIMEOUT_SECONDS + REPLY_SECONDS,
+) -> dict[str, Any] | None:
+    """`sql` run by the client serving `duckdb_file` (`read_only_sql.run`'s result: at most `max_rows` rows, and
+    MAX_REPLY_BYTES of them); None if no client serves it."""
+    path = socket_path(Path(duckdb_file).resolve())  # as the endpoint names it: a symlink finds the same one
     sock = _connect(path, timeout)
     if sock is None:
         return None
     with sock:
         try:
-            sock.sendall(json.dumps({"sql": sql}).encode())
+            sock.sendall(json.dumps({"sql": sql, "max_rows": max_rows}).encode())
             sock.shutdown(socket.SHUT_WR)
-            data = b"".join(iter(lambda: sock.recv(1 << 16), b""))
+            data = _read_reply(sock)
         except OSError as exc:
             raise ComponentError(f"the Da Vinci client at {path} stopped answering: {exc}") from None
     if not data:

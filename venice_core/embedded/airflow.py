@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
-from venice_core.embedded.cache import cache_dir, filling, staging
+from venice_core.embedded.cache import cache_dir, clear_staging, filling, staging
 from venice_core.embedded.process import ManagedProcess
-from venice_core.errors import ComponentError
+from venice_core.errors import ComponentError, ConfigError
 from venice_core.jobs.spark_spec import DEFAULT_MASTER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -261,9 +261,15 @@ def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) 
     if database.exists() and stamp.exists() and stamp.read_text() == version:
         return
     if database.exists():
+        if running := [p.name for p in processes(config) if p.pid() is not None]:
+            raise ComponentError(
+                f"Airflow's database in {home(config)} needs a migration to Airflow {version}, but "
+                f"{', '.join(running)} still run on it: stop them first (`venice down`)"
+            )
         _migrate(airflow, env, database)
         _write_ahead_log(database)
     else:
+        clear_staging(database)
         partial = staging(database)
         shutil.copyfile(_template(airflow, env), partial)
         _write_ahead_log(partial)
@@ -283,10 +289,15 @@ def prepare(config: ClusterConfig, dags_folder: Path | None = None) -> tuple[str
     """The Airflow home ready for any `airflow` command, without starting anything: the admin password, the
     `airflow.cfg`, the database at this Airflow version. Returns the `airflow` command and its environment."""
     airflow = _command()
-    password(config)
-    _write_config(config, dags_folder)
-    env = environment(config, dags_folder)
-    _prepare_database(config, airflow, env)
+    if config.airflow_user_dags is not None and not config.airflow_user_dags.is_dir():
+        raise ConfigError(f"airflow.user.dags.folder: {config.airflow_user_dags} is not a folder")
+    # One preparation at a time (`venice up` beside `venice airflow` on a fresh home): each would write its own
+    # secrets into airflow.cfg, and components started with another's would refuse each other's tokens.
+    with filling(home(config) / "airflow.cfg"):
+        password(config)
+        _write_config(config, dags_folder)
+        env = environment(config, dags_folder)
+        _prepare_database(config, airflow, env)
     return airflow, env
 
 
@@ -306,6 +317,8 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
     if all(proc.pid() is not None for proc in procs):
         return f"airflow is already running (pids {_pid_list(config)}) on {base_url(config)}"
     airflow, env = prepare(config, dags_folder)
+    if all(proc.pid() is None for proc in procs):
+        _write_ahead_log(home(config) / DB_FILE)  # a home made before the platform used SQLite's write-ahead log
     for name, proc in zip(COMPONENTS, procs, strict=True):
         if proc.pid() is None:
             proc.start([airflow, name], env=env, cwd=home(config))

@@ -10,7 +10,9 @@ lock finds the entry whole and keeps it, and no reader ever sees half an entry.
 from __future__ import annotations
 
 import fcntl
+import glob
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,7 @@ def filling(entry: Path) -> Iterator[None]:
     with open(entry.with_name(f"{entry.name}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            clear_staging(entry)  # what a filler killed mid-way left
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -41,3 +44,12 @@ def filling(entry: Path) -> Iterator[None]:
 def staging(entry: Path) -> Path:
     """A name beside the entry for this process's copy while it fills it (renamed to the entry when whole)."""
     return entry.with_name(f"{entry.name}.partial-{os.getpid()}")
+
+
+def clear_staging(entry: Path) -> None:
+    """Remove the entry's staging copies (call it holding the entry's lock: no one else is filling it)."""
+    for leftover in entry.parent.glob(f"{glob.escape(entry.name)}.partial*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)

@@ -34,7 +34,6 @@ def fetch_jars(pom: Path, transitive: bool = True) -> Path:
             return target
         shutil.rmtree(target, ignore_errors=True)  # a folder without its mark is not whole
         partial = staging(target)
-        shutil.rmtree(partial, ignore_errors=True)
         argv = [
             mvn,
             "-q",

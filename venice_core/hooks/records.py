@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from venice_core.hooks.api import HookContext
-from venice_core.hooks.executor import HookInvocation, Recorder
+from venice_core.hooks.executor import HookInvocation, Recorder, combine
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.metrics import render
@@ -44,6 +44,26 @@ def first_asked_at(meta: MetadataStore, push_job_id: str, function: str, region:
     query = query.where(r.region.is_(None) if region is None else r.region == region)
     with meta.session() as session:
         return session.execute(query).scalar()
+
+
+def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dict[str | None, tuple[str, str]]:
+    """Each region's settled answer at `function` in this push: the latest answers of the hooks there, combined as
+    one invocation's are, with their reasons, unless that is WAIT (a region still waiting, or never asked, is
+    absent). A step asking several regions at each poke asks only the unsettled ones again."""
+    r = HookInvocationRecord
+    latest: dict[str | None, dict[str, HookInvocationRecord]] = {}
+    with meta.session() as session:
+        for record in session.scalars(
+            select(r).where(r.push_job_id == push_job_id, r.function == function).order_by(r.id)
+        ):
+            latest.setdefault(record.region, {})[record.hook_class] = record
+    settled = {}
+    for region, answers in latest.items():
+        outcome = combine([a.outcome for a in answers.values() if a.outcome])
+        if outcome != "WAIT":
+            reasons = [a.error or a.reason for a in answers.values() if a.outcome == outcome and (a.error or a.reason)]
+            settled[region] = (outcome, "; ".join(reasons))
+    return settled
 
 
 def invocations(meta: MetadataStore, push_job_id: str, after_id: int = 0) -> list[HookInvocationRecord]:

@@ -31,7 +31,7 @@ def validate_store_hook_configs(
             return []
         quoted = ", ".join(f"'{key}'" for key in keys)
         return [f"no lifecycle hook is configured ({HOOKS}): nothing reads hook config {quoted} of '{store}'"]
-    check_keys(store, [hook for _, hook in hooks], keys)
+    warnings = check_keys(store, [hook for _, hook in hooks], keys)
     executor = HookExecutor(config.hooks, hooks)
     try:
         ctx = HookContext(cluster=config.cluster_name, store=store, store_hook_configs=dict(configs))
@@ -42,20 +42,31 @@ def validate_store_hook_configs(
         raise InvalidHookConfig(
             f"store-level hook config of '{store}' refused: {decision.reason or 'a hook refused it'}"
         )
-    return []
+    return warnings
 
 
-def check_keys(store: str, hooks: list[StoreLifecycleHooks], keys: Collection[str]) -> None:
-    """InvalidHookConfig naming the first key no hook reads, the hooks, and the nearest key any of them knows."""
+def check_keys(store: str, hooks: list[StoreLifecycleHooks], keys: Collection[str]) -> list[str]:
+    """InvalidHookConfig naming the first key no hook reads, the hooks, and the nearest key any of them knows. A
+    key only a hook that declares no keys may read is kept, with a warning (such a hook cannot say what it reads)."""
+    warnings = []
+    declared = [hook for hook in hooks if hook.hook_config_keys is not None]
     for key in keys:
-        if any(hook.reads_hook_config(key) for hook in hooks):
+        if any(hook.reads_hook_config(key) for hook in declared):
+            continue
+        undeclared = [type(hook).__name__ for hook in hooks if hook.hook_config_keys is None]
+        if undeclared:
+            warnings.append(
+                f"hook config '{key}' of '{store}' is read by none of the hooks that declare their keys; kept "
+                f"for {', '.join(undeclared)}, which declare none (hook_config_keys)"
+            )
             continue
         names = ", ".join(type(hook).__name__ for hook in hooks)
         known = {k for hook in hooks for k in hook.hook_config_keys or ()}
         known |= {f"{prefix}*" for hook in hooks for prefix in hook.hook_config_prefixes}
-        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.0)
-        nearest = f"; nearest known key: '{near[0]}'" if near else "; they read no store-level key"
+        near = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"; did you mean '{near[0]}'?" if near else f"; they read: {', '.join(sorted(known)) or 'no key'}"
         raise InvalidHookConfig(
             f"store-level hook config of '{store}' refused: unknown key '{key}': none of the configured hooks "
-            f"({names}) reads it{nearest}"
+            f"({names}) reads it{hint}"
         )
+    return warnings
