@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +38,7 @@ from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
 from venice_core.jobs import stream_control
+from venice_core.jobs.airflow_push import dag_id
 from venice_core.pubsub import admin
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -264,3 +267,63 @@ def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_a
     finally:
         producer.stop()
         job.stop(timeout=10)
+
+
+def _first_scheduled_run_ended(env: PlatformEnv, store: str, timeout: float) -> dict:
+    """The store's first scheduled run, once it has ended."""
+    api, deadline, dag = airflow.AirflowApi(env.config), time.monotonic() + timeout, dag_id(store)
+    while not api.has_dag(dag):  # the dag-processor parses the DAG file every 20 s
+        assert time.monotonic() < deadline, f"{dag} never appeared"
+        time.sleep(2)
+    while True:
+        runs = api.get(f"/api/v2/dags/{dag}/dagRuns?run_type=scheduled&order_by=run_after&limit=1")["dag_runs"]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            return runs[0]
+        assert time.monotonic() < deadline, f"no scheduled run of {dag} ended: {runs}"
+        time.sleep(2)
+
+
+def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fails_at_once(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Two stores pushed every minute, all day, every day (`--push-schedule`), side by side. One's `--push-input`
+    names the folder of the day's dataset (`{{ ds }}`): its first scheduled run renders the template for its
+    logical date, pins it (its first step's XCom), finds the input and reads its schema, and is then stopped by a
+    hook at version creation (the rest is any push's, tested above; here it would only cost a Spark job). The
+    other's names a folder that does not exist: its run fails at its first step, once (no retry), saying which
+    path, with no version."""
+    env = airflow_env
+    good, bad = env.create_user_store("asch"), env.create_user_store("asmiss")
+    env.cli("store", "update", good, "--hook-config", "answer.pre_store_version_creation=ABORT", check=True)
+    days = {(datetime.now(UTC) + timedelta(minutes=m)).strftime("%Y-%m-%d") for m in (-2, 5)}  # around midnight too
+    for day in days:  # the dates of the first runs
+        generate(tmp_path / "data" / day, 20, files=1)
+    schedule = ["--push-schedule", "* * * * *", "--push-days", "mon-sun", "--push-hours", "0-24"]
+    env.cli("store", "update", good, *schedule, "--push-input", str(tmp_path / "data" / "{{ ds }}"), check=True)
+    env.cli("store", "update", bad, *schedule, "--push-input", str(tmp_path / "missing" / "{{ ds }}") + "/", check=True)
+    api = airflow.AirflowApi(env.config)
+    try:
+        failed = _first_scheduled_run_ended(env, bad, timeout=300)
+        stopped = _first_scheduled_run_ended(env, good, timeout=300)
+    finally:  # no more runs after this test
+        for store in (good, bad):
+            env.cli("store", "update", store, "--no-push-schedule", check=True)
+    assert failed["state"] == "failed"
+    ds = failed["logical_date"][:10]
+    first = next(
+        t for t in api.task_instances(dag_id(bad), failed["dag_run_id"]) if t["task_id"] == "start_of_push_job"
+    )
+    assert (first["state"], first["try_number"]) == ("failed", 1)
+    log = airflow.home(env.config) / "logs" / f"dag_id={dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
+    said = (log / "task_id=start_of_push_job" / "attempt=1.log").read_text()
+    assert f"input path {tmp_path}/missing/{ds}/ does not exist" in said
+    assert stores.describe_store(env.meta, bad)["versions"] == []
+
+    run = urllib.parse.quote(stopped["dag_run_id"])
+    states = api.task_states(dag_id(good), stopped["dag_run_id"])
+    assert states["schema_registration"] == "success" and states["pre_version_creation_abort"] == "failed", states
+    pinned = api.get(
+        f"/api/v2/dags/{dag_id(good)}/dagRuns/{run}/taskInstances/start_of_push_job/xcomEntries/return_value"
+    )
+    assert pinned["value"] == str(tmp_path / "data" / stopped["logical_date"][:10])
+    assert stores.describe_store(env.meta, good)["versions"] == []
