@@ -33,13 +33,13 @@ def run_input(store: str, context: Mapping[str, Any]) -> str:
     ConfigError (final: the run fails at its first step, without retries) when it cannot be rendered. Resolved
     once, by the run's first step (whose XCom the later steps read), so a template edited or a schedule turned off
     meanwhile leaves the push in flight alone."""
-    pinned = context["ti"].xcom_pull(task_ids=STEPS[0].name)
-    if pinned is not None:
-        return str(pinned)
     params = context["params"]
     given = str(params.get("input") or "")
     if repush_config.is_repush(run_confs(params)) or (given and not is_scheduled(context)):
         return given  # a repush reads its own version topic; a triggered push, the input it was given
+    pinned = context["ti"].xcom_pull(task_ids=STEPS[0].name)  # asked only of runs that push the template
+    if pinned is not None:
+        return str(pinned)
     with metadata() as (_, meta):
         schedule = stores.store_settings(meta, store).push
     if schedule is None:

@@ -11,34 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 from airflow.sdk.exceptions import AirflowSkipException
 from venice_plugin.repush_dag import check_version_age
 from venice_plugin.timetables import BusinessHoursTimetable
 
 from tests.support.dag_files import parse_dag_file
-from tests.support.platform import make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.jobs import repush_config
-from venice_core.meta import MetadataStore
 from venice_core.meta.models import RegionCurrentVersion, Version
 
 DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
-
-
-@pytest.fixture
-def platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    env = make_platform_env(tmp_path / "home")
-    monkeypatch.setenv("VENICE_CONFIG", str(env.properties))  # what the DAG file and the tasks load
-    monkeypatch.delenv("VENICE_HOME", raising=False)
-    monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    yield env.config, meta
-    meta.dispose()
 
 
 def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import pendulum
 import pytest
 from airflow.sdk import DAG
 from airflow.sdk.api.datamodels._generated import DagRun, TIRunContext
-from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from airflow.timetables.base import DataInterval, TimeRestriction
@@ -23,31 +22,17 @@ from venice_plugin.timetables import BusinessHoursTimetable
 
 from scripts.generate_dataset import generate
 from tests.support.dag_files import parse_dag_file
-from tests.support.platform import make_platform_env
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
 from venice_core.jobs.airflow_push import push_job_id
 from venice_core.jobs.rollout_steps import PushRequest
-from venice_core.meta import MetadataStore
 from venice_core.push_schedule import PushSchedule
 
 DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
 MONDAY_10 = datetime(2026, 11, 23, 10, tzinfo=UTC)
-
-
-@pytest.fixture
-def platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    env = make_platform_env(tmp_path / "home")
-    monkeypatch.setenv("VENICE_CONFIG", str(env.properties))  # what the DAG file and the tasks load
-    monkeypatch.delenv("VENICE_HOME", raising=False)
-    monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    yield env.config, meta
-    meta.dispose()
 
 
 def _store(platform: Any, prefix: str, template: str | None = None) -> str:

@@ -123,14 +123,11 @@ class DuckDBRecordTransformer(RecordTransformer):
             return self
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            con = duckdb.connect(str(self.path))
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise DuckDBFileBusy(
-                    f"DuckDB file {self.path} is held by another process (a Da Vinci client or a DuckDB shell): "
-                    f"stop it or use another file ({str(exc).splitlines()[0]})"
-                ) from None
-            raise ConfigError(f"cannot open DuckDB file {self.path}: {exc}") from None
+            con = connect_file(
+                self.path,
+                read_only=False,
+                when_held="by another process (a Da Vinci client or a DuckDB shell): stop it or use another file",
+            )
         except (PermissionError, duckdb.PermissionException) as exc:
             raise ConfigError(f"cannot create DuckDB file {self.path}: {exc}") from None
         con.execute(f"SET checkpoint_threshold = '{WAL_CHECKPOINT_THRESHOLD}'")
@@ -433,12 +430,24 @@ class DuckDBVersionTable:
             name = column.name
             data = [v.get(name) for v in values]
             if column.as_json:
-                data = [None if d is None else json.dumps(d, default=_json_default) for d in data]
+                data = [None if d is None else json.dumps(d, default=json_default) for d in data]
             table = table.append_column(name, pa.array(data, column.arrow_type))
         return table
 
 
-def _json_default(value: Any) -> Any:
+def connect_file(path: Path, read_only: bool, when_held: str) -> duckdb.DuckDBPyConnection:
+    """A connection to the DuckDB file. One that another process holds (DuckDB locks a file it writes) is
+    DuckDBFileBusy saying `when_held` (who may hold it, what to do); any other failure to open it, ConfigError."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        first = str(exc).splitlines()[0]
+        if "lock" in str(exc).lower():
+            raise DuckDBFileBusy(f"DuckDB file {path} is held {when_held} ({first})") from None
+        raise ConfigError(f"cannot open DuckDB file {path}: {first}") from None
+
+
+def json_default(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     return str(value)

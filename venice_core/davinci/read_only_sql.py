@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from venice_core.davinci.duckdb_store import DuckDBFileBusy, _json_default
+from venice_core.davinci.duckdb_store import connect_file, json_default
 from venice_core.errors import ConfigError, VeniceError
 
 FETCH_CHUNK = 2048  # rows fetched at a time
@@ -163,7 +163,7 @@ def _fetch(
             if max_rows is not None and len(texts) == max_rows:  # the one row more: there are more
                 return texts, "rows"
             # DuckDB's dates, decimals, blobs as the client's JSON columns are: text (blobs in hex).
-            text = json.dumps(row, default=_json_default)
+            text = json.dumps(row, default=json_default)
             size += len(text) + 1  # ASCII (json.dumps escapes the rest): characters are bytes
             if max_bytes is not None and size > max_bytes:
                 return texts, "bytes"
@@ -226,16 +226,11 @@ def query_file(path: Path, sql: str, max_rows: int | None = None) -> dict[str, A
     check(sql)  # refused without opening anything
     if not path.is_file():
         raise ConfigError(f"no DuckDB file {path}")
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise DuckDBFileBusy(
-                f"DuckDB file {path} is held by a process that serves no SQL endpoint (a Da Vinci client inside an "
-                f"application, a DuckDB shell): query it there ({_first_line(exc)})"
-            ) from None
-        raise ConfigError(f"cannot open DuckDB file {path}: {_first_line(exc)}") from None
-    with con:
+    held = (
+        "by a process that serves no SQL endpoint (a Da Vinci client inside an application, a DuckDB shell): "
+        "query it there"
+    )
+    with connect_file(path, read_only=True, when_held=held) as con:
         return run(con, sql, max_rows=max_rows)
 
 

@@ -50,18 +50,15 @@ def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dic
     """Each region's settled answer at `function` in this push: the latest answers of the hooks there, combined as
     one invocation's are, with their reasons, unless that is WAIT (a region still waiting, or never asked, is
     absent). A step asking several regions at each poke asks only the unsettled ones again."""
-    r = HookInvocationRecord
-    latest: dict[str | None, dict[str, HookInvocationRecord]] = {}
-    with meta.session() as session:
-        for record in session.scalars(
-            select(r).where(r.push_job_id == push_job_id, r.function == function).order_by(r.id)
-        ):
-            latest.setdefault(record.region, {})[record.hook_class] = record
+    by_region: dict[str | None, list[HookInvocationRecord]] = {}
+    for record in _latest(meta, push_job_id):
+        if record.function == function:
+            by_region.setdefault(record.region, []).append(record)
     settled = {}
-    for region, answers in latest.items():
-        outcome = combine([a.outcome for a in answers.values() if a.outcome])
+    for region, answers in by_region.items():
+        outcome = combine([a.outcome for a in answers if a.outcome])
         if outcome != "WAIT":
-            reasons = [a.error or a.reason for a in answers.values() if a.outcome == outcome and (a.error or a.reason)]
+            reasons = [a.error or a.reason for a in answers if a.outcome == outcome and (a.error or a.reason)]
             settled[region] = (outcome, "; ".join(reasons))
     return settled
 
@@ -74,12 +71,17 @@ def invocations(meta: MetadataStore, push_job_id: str, after_id: int = 0) -> lis
         return list(session.scalars(query))
 
 
-def latest_answers(meta: MetadataStore, push_job_id: str) -> list[dict[str, object]]:
-    """Each hook's latest answer at each function (and region) of a push, in the order they were first asked: what
-    VIP-4's `/job` reply shows of the hooks."""
+def _latest(meta: MetadataStore, push_job_id: str) -> list[HookInvocationRecord]:
+    """Each hook's latest invocation at each function (and region) of a push, in the order they were first asked."""
     latest: dict[tuple[str, str, str | None], HookInvocationRecord] = {}
     for record in invocations(meta, push_job_id):
         latest[(record.hook_class, record.function, record.region)] = record
+    return list(latest.values())
+
+
+def latest_answers(meta: MetadataStore, push_job_id: str) -> list[dict[str, object]]:
+    """Each hook's latest answer at each function (and region) of a push, in the order they were first asked: what
+    VIP-4's `/job` reply shows of the hooks."""
     return [
         {
             "hook": r.hook_class,
@@ -89,7 +91,7 @@ def latest_answers(meta: MetadataStore, push_job_id: str) -> list[dict[str, obje
             "reason": r.error or r.reason,
             "at": r.created_at,
         }
-        for r in latest.values()
+        for r in _latest(meta, push_job_id)
     ]
 
 

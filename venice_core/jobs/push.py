@@ -20,7 +20,7 @@ from typing import Any
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
-from venice_core.jobs.input_files import input_format, is_remote
+from venice_core.jobs.input_files import check_readable, input_format
 from venice_core.jobs.input_schema import input_value, match_value_schema
 from venice_core.jobs.push_tasks import PushJobError, record_counts, serialize_batches, write_batches, write_sorted
 from venice_core.meta import MetadataStore
@@ -33,8 +33,7 @@ FAIL_AFTER_CONF = "spark.venice.push.test.fail.after.records"
 def read_input(spark: Any, path: str, fmt: str) -> Any:
     from pyspark.errors import AnalysisException
 
-    if not is_remote(path) and not Path(path).exists():
-        raise PushJobError(f"input path {path} does not exist")
+    check_readable(path)
     try:
         if fmt == "json":
             return spark.read.option("mode", "FAILFAST").json(path)
