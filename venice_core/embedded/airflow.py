@@ -41,7 +41,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0
 USER = "admin"
 # The components, in start order: the API server takes longest to start (it builds every route's models).
-COMPONENTS = ("api-server", "scheduler", "dag-processor")
+COMPONENTS = ("api-server", "dag-processor", "scheduler")
 DB_FILE = "airflow.db"
 
 
@@ -125,6 +125,10 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         ("scheduler", "scheduler_idle_sleep_time"): "0.2",
         # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s).
         ("scheduler", "orphaned_tasks_check_interval"): "20",
+        # A task's calls to the execution API ride out an API server restart (Airflow's default, 5 tries, gives up
+        # within seconds, and the task fails with it).
+        ("workers", "execution_api_retries"): "10",
+        ("workers", "execution_api_retry_wait_max"): "30",
         # The venice config, as the components get it in their environment: its file, if any, and its data dir.
         **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
         (PLATFORM_SECTION, ENV_HOME.lower()): str(config.home),
@@ -162,13 +166,23 @@ def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[
     return env
 
 
-def is_healthy(config: ClusterConfig) -> bool:
+def _health(config: ClusterConfig) -> dict | None:
+    """The API server's health report, or None while it does not answer."""
     try:
         with urllib.request.urlopen(f"{base_url(config)}/api/v2/monitor/health", timeout=3) as response:
-            body = json.load(response)
-        return body.get("scheduler", {}).get("status") == "healthy"
+            return json.load(response)
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+
+
+def answers(config: ClusterConfig) -> bool:
+    """The API server answers (whatever the state of the other components)."""
+    return _health(config) is not None
+
+
+def is_healthy(config: ClusterConfig) -> bool:
+    """The API server answers and reports a healthy scheduler."""
+    return ((_health(config) or {}).get("scheduler") or {}).get("status") == "healthy"
 
 
 def _airflow_version() -> str:
@@ -319,11 +333,25 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
     airflow, env = prepare(config, dags_folder)
     if all(proc.pid() is None for proc in procs):
         _write_ahead_log(home(config) / DB_FILE)  # a home made before the platform used SQLite's write-ahead log
-    for name, proc in zip(COMPONENTS, procs, strict=True):
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    # The scheduler last, once the API server answers: at its start it resets the tasks a crashed scheduler was
+    # running and queues them again at once, and a task whose process cannot reach the execution API fails (three
+    # tries in a few seconds, on a busy machine, while the API server was still importing).
+    for index, (name, proc) in enumerate(zip(COMPONENTS, procs, strict=True)):
+        if name == "scheduler":
+            _wait(config, procs[:index], deadline, answers)
         if proc.pid() is None:
             proc.start([airflow, name], env=env, cwd=home(config))
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while not is_healthy(config):
+    _wait(config, procs, deadline, is_healthy)
+    return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
+
+
+def _wait(
+    config: ClusterConfig, procs: list[ManagedProcess], deadline: float, ready: Callable[[ClusterConfig], bool]
+) -> None:
+    """Until `ready` holds; if one of `procs` (the components started) dies or the deadline passes, stop every
+    component and raise."""
+    while not ready(config):
         dead = next((proc for proc in procs if proc.pid() is None), None)
         if dead is not None or time.monotonic() > deadline:
             stop(config)
@@ -333,7 +361,6 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
                 )
             raise ComponentError(f"airflow did not become healthy within {START_TIMEOUT_SECONDS:.0f}s")
         time.sleep(0.5)
-    return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
 
 
 def _pid_list(config: ClusterConfig) -> str:
