@@ -32,7 +32,7 @@ from tests.support.airflow_runs import (
 )
 from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.jobs import RecordsJob
-from tests.support.platform import PlatformEnv
+from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.reads import wait_for
 from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams, versions
@@ -97,6 +97,21 @@ def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_
     assert "no-such-path" in missing.stderr
     assert api.latest_run(f"venice_push__{store}")["dag_run_id"] == last_run  # nothing triggered
     assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_a_new_store_has_its_dag_within_seconds(airflow_env: PlatformEnv) -> None:
+    """`venice store create` asks Airflow to parse the stores' DAG file at once (the periodic parse is every two
+    minutes): the new store's DAG is there within seconds. The parse request names the file by the token
+    Airflow's own API gives it."""
+    env, api = airflow_env, airflow.AirflowApi(airflow_env.config)
+    store = f"afd_{uuid.uuid4().hex[:8]}"
+    env.cli(
+        "store", "create", store, "--key-schema", str(SCHEMAS / "user_key.avsc"),
+        "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,
+    )  # fmt: skip
+    wait_for("the new store's DAG", lambda: api.has_dag(dag_id(store)), timeout=60)
+    listed = api.get(f"/api/v2/dags?dag_id_pattern={dag_id(store)}")["dags"]
+    assert [d["file_token"] for d in listed] == [api._file_token("venice_rollout.py")]
 
 
 def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:

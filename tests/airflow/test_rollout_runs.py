@@ -424,7 +424,10 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
             )
             try:
                 wait_for_step(airflow_env, store, "dc_1.ingestion_complete", "success", push)
-                assert step_state(airflow_env, store, "dc_1.da_vinci_ingestion_gate") == "up_for_reschedule"
+                # Still waiting: between pokes, or in one (a poke in progress is `running`, one due `queued`).
+                gate_state = step_state(airflow_env, store, "dc_1.da_vinci_ingestion_gate")
+                assert gate_state in ("up_for_reschedule", "scheduled", "queued", "running"), gate_state
+                assert not da_vinci.gate_open(meta, store, 2, "dc-1")
                 assert client.sql(tables) == [(f"{store}_v1",)] and client.serving == 1  # held off version 2
                 stores.update_store(meta, config, store, remove_hook_configs=[f"{gate}.dc-1"])  # dc-1's gate: PROCEED
                 wait_for_step(airflow_env, store, "dc_1.post_swap", "success", push)

@@ -201,11 +201,24 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
     """A step's state in the store's latest run, read in-process: a `venice rollout status` process a second
     would cost a CPU-second each while a test waits (the CLI's own tests cover that command)."""
     try:
-        api = airflow.AirflowApi(env.config)
+        api = _signed_in(env)
         run = api.latest_run(dag_id(store))
         return None if run is None else api.task_states(dag_id(store), run["dag_run_id"]).get(task_id)
     except ComponentError:  # Airflow restarting
+        _SIGNED_IN.pop(airflow.base_url(env.config), None)
         return None
+
+
+_SIGNED_IN: dict[str, airflow.AirflowApi] = {}
+
+
+def _signed_in(env: PlatformEnv) -> airflow.AirflowApi:
+    """One signed-in client per Airflow for the polls of a test: signing in at each poll (every second while a test
+    waits) cost the API server a request and a token each time."""
+    url = airflow.base_url(env.config)
+    if url not in _SIGNED_IN:
+        _SIGNED_IN[url] = airflow.AirflowApi(env.config)
+    return _SIGNED_IN[url]
 
 
 @dataclass(frozen=True)

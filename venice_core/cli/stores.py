@@ -12,6 +12,7 @@ from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ConfigError
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
+from venice_core.jobs.airflow_push import reparse_store_dags
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)
@@ -56,6 +57,7 @@ def create(
             auto_register_schemas=auto_register,
             versions_to_preserve=versions_to_preserve,
         )
+        reparse_store_dags(config)
     typer.echo(f"created store '{store}' ({partitions} partitions, value schema 1)")
 
 
@@ -225,6 +227,7 @@ def update(
             push_calendar=push_calendar,
             push=False if no_push_schedule else None,
         )
+        reparse_store_dags(config)  # its rollout order or schedules may shape its DAGs
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"updated store '{store}'")
@@ -235,6 +238,7 @@ def delete(store: str = StoreArg) -> None:
     """Delete a store, all its versions and its topics in every region."""
     with metadata() as (config, meta):
         stores.delete_store(meta, config, store)
+        reparse_store_dags(config)
     typer.echo(f"deleted store '{store}'")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -14,6 +15,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import versions
 from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
+from venice_core.embedded import airflow
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
@@ -39,6 +41,8 @@ class RunInFlight(VeniceError):
 
 
 DAG_PREFIX = "venice_push__"
+ROLLOUT_DAG_FILE = "venice_rollout.py"  # in dags/: every store's rollout DAG and scheduled repush DAG
+PARSE_PATIENCE_SECONDS = 10  # a DAG asked for and not there yet after this long: say what the push waits for
 REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
 # The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
 SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
@@ -149,7 +153,7 @@ def trigger_and_follow(
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = dag_id(store)
-    wait_for_dag(api, dag, DAG_PREFIX, view, "is the store new?")
+    wait_for_dag(api, dag, ROLLOUT_DAG_FILE, view, "is the store new?")
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
         raise RunInFlight(
@@ -171,15 +175,30 @@ def trigger_and_follow(
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
 
-def wait_for_dag(api: AirflowApi, dag: str, prefix: str, view: FollowView, hint: str) -> None:
-    """Until Airflow has the DAG (asking its dag-processor to parse the file of DAGs named `prefix...` now)."""
+def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hint: str) -> None:
+    """Until Airflow has the DAG, asking its dag-processor to parse the DAG's file (in dags/) now."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    if not api.has_dag(dag) and not api.request_parse(prefix):
-        view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
+    if api.has_dag(dag):
+        return
+    api.request_parse(dag_file)
+    said = time.monotonic() + PARSE_PATIENCE_SECONDS
     while not api.has_dag(dag):
         if time.monotonic() > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")
-        time.sleep(2)
+        if said is not None and time.monotonic() > said:
+            view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
+            said = None
+        time.sleep(1)
+
+
+def reparse_store_dags(config: ClusterConfig) -> None:
+    """After a store is created, changed or deleted: Airflow's DAGs of the stores follow within seconds, not at
+    the dag-processor's next periodic parse. Nothing when Airflow is off or not running here (it parses every
+    file at its start), nor when it does not answer (the periodic parse catches up)."""
+    if not config.airflow_enabled or not airflow.pids(config):
+        return
+    with contextlib.suppress(ComponentError):
+        AirflowApi(config).request_parse(ROLLOUT_DAG_FILE)
 
 
 def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:

@@ -15,6 +15,8 @@ from venice_core.jobs import stream_control, stream_upgrade
 from venice_core.jobs.airflow_push import PlainView, RunFollower, follow, wait_for_dag
 from venice_core.meta import MetadataStore
 
+STREAMS_DAG_FILE = "venice_streams.py"  # in dags/: every stream pipeline's upgrade DAG
+
 
 def drain_or_upgrade(
     config: ClusterConfig,
@@ -38,7 +40,7 @@ def drain_or_upgrade(
     view = PlainView(progress)
     api = api or AirflowApi(config)
     dag = stream_upgrade.dag_id(name)
-    wait_for_dag(api, dag, stream_upgrade.DAG_PREFIX, view, "is the pipeline new?")
+    wait_for_dag(api, dag, STREAMS_DAG_FILE, view, "is the pipeline new?")
     params = {
         "upgrade": upgrade_args is not None,
         "args": dict(upgrade_args or {}),
