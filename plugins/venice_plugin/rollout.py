@@ -61,6 +61,7 @@ from venice_core.jobs.rollout_steps import (
     StepKind,
     stop,
 )
+from venice_core.jobs.rollout_view import region_group
 from venice_core.jobs.spark_spec import push_job_spec
 from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
@@ -75,10 +76,6 @@ FINAL = (RolloutStopped, SchemaError, IncompatibleSchema, PushJobError, Ingestio
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
     return config.home / "push-results" / f"{job_id}.json"
-
-
-def group_id(region: str) -> str:
-    return region.replace("-", "_")
 
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
@@ -300,7 +297,7 @@ class _Renderer:
         return wait().operator
 
     def admission(self, step: Step, region: str, admitted_next: str) -> BaseOperator:
-        store, group = self.store, group_id(region)
+        store, group = self.store, region_group(region)
 
         @task.branch(task_id=step.name)
         def admitted(**context: Any) -> str:
@@ -321,7 +318,7 @@ class _Renderer:
             return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
 
         sensor = ask().operator
-        prefix = f"{group_id(region)}." if region else ""
+        prefix = f"{region_group(region)}." if region else ""
 
         def branch(proceed_to: str) -> BaseOperator:
             @task.branch(task_id=f"{step.name}_outcome")
@@ -383,7 +380,7 @@ def build_rollout_dag(
         },
     ) as dag:
         groups = {
-            region: TaskGroup(group_id=group_id(region), tooltip=f"rollout to {region}") for region in rollout_order
+            region: TaskGroup(group_id=region_group(region), tooltip=f"rollout to {region}") for region in rollout_order
         }
         tail: BaseOperator | None = None  # the last task of the chain so far
         pending: Callable[[str], BaseOperator] | None = None  # a decision's branch, waiting for its next step
@@ -439,7 +436,7 @@ def _render_region(
 ) -> tuple[BaseOperator, None]:
     """One region's group: admitted -> the region's steps -> region_done, or admitted -> not_admitted ->
     region_done for a region version creation left out."""
-    group = group_id(region)
+    group = region_group(region)
     kept = [s for s in steps if s.kind is not StepKind.APPROVAL or render.manual_approval]
     admission, rest = kept[0], kept[1:]
     admitted = render.admission(admission, region, rest[0].name)

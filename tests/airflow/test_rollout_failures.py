@@ -99,17 +99,19 @@ def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_
     assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
 
 
-def test_a_new_store_has_its_dag_within_seconds(airflow_env: PlatformEnv) -> None:
+def test_a_new_store_created_asks_airflow_for_its_dag(airflow_env: PlatformEnv) -> None:
     """`venice store create` asks Airflow to parse the stores' DAG file at once (the periodic parse is every two
-    minutes): the new store's DAG is there within seconds. The parse request names the file by the token
-    Airflow's own API gives it."""
+    minutes), and the new store's DAG appears. The parse request names the file by the token Airflow's own API
+    gives it."""
     env, api = airflow_env, airflow.AirflowApi(airflow_env.config)
     store = f"afd_{uuid.uuid4().hex[:8]}"
     env.cli(
         "store", "create", store, "--key-schema", str(SCHEMAS / "user_key.avsc"),
         "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,
     )  # fmt: skip
-    wait_for("the new store's DAG", lambda: api.has_dag(dag_id(store)), timeout=60)
+    # (Within seconds, unless the request met a parse of the file in progress, which drops it: then at the
+    # periodic parse, at most two minutes later.)
+    wait_for("the new store's DAG", lambda: api.has_dag(dag_id(store)), timeout=180)
     listed = api.get(f"/api/v2/dags?dag_id_pattern={dag_id(store)}")["dags"]
     assert [d["file_token"] for d in listed] == [api._file_token("venice_rollout.py")]
 

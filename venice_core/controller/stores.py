@@ -45,13 +45,18 @@ MAX_PARTITIONS = 1024
 MAX_HYBRID_SETTING = 2**31 - 1  # an INTEGER column on PostgreSQL as on SQLite
 
 
-def validate_store_name(name: str) -> str:
+def check_name(kind: str, name: str, error: type[VeniceError]) -> str:
+    """The one naming rule of stores and pipelines (a name is also part of topics, DAG ids and directories)."""
     if not STORE_NAME_PATTERN.match(name or ""):
-        raise InvalidStoreName(
-            f"invalid store name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
+        raise error(
+            f"invalid {kind} name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
             "(at most 128 characters)"
         )
     return name
+
+
+def validate_store_name(name: str) -> str:
+    return check_name("store", name, InvalidStoreName)
 
 
 def _validate_partitions(partitions: int) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from venice_core.controller.stores import STORE_NAME_PATTERN
+from venice_core.controller.stores import check_name
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.meta.db import MetadataStore
 from venice_core.meta.models import StreamPipeline
@@ -76,12 +76,7 @@ def _record(row: StreamPipeline) -> PipelineRecord:
 
 def validate_pipeline_name(name: str) -> str:
     """A store name's rule: the name is also a directory under the data dir."""
-    if not STORE_NAME_PATTERN.match(name or ""):
-        raise ConfigError(
-            f"invalid pipeline name {name!r}: it must start with a letter and hold only letters, digits, '_' and "
-            "'-' (at most 128 characters)"
-        )
-    return name
+    return check_name("pipeline", name, ConfigError)
 
 
 def new_run(

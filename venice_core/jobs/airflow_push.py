@@ -176,16 +176,20 @@ def trigger_and_follow(
 
 
 def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hint: str) -> None:
-    """Until Airflow has the DAG, asking its dag-processor to parse the DAG's file (in dags/) now."""
+    """Until Airflow has the DAG, asking its dag-processor to parse the DAG's file (in dags/) now, and again every
+    few seconds: a request that arrives while the file is being parsed is dropped (the dag-processor does not
+    start a second parse of a file in progress)."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    if api.has_dag(dag):
-        return
-    api.request_parse(dag_file)
     said = time.monotonic() + PARSE_PATIENCE_SECONDS
+    asked = 0.0
     while not api.has_dag(dag):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")
-        if said is not None and time.monotonic() > said:
+        if now - asked > PARSE_PATIENCE_SECONDS:
+            api.request_parse(dag_file)
+            asked = now
+        if said is not None and now > said:
             view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
             said = None
         time.sleep(1)
@@ -193,8 +197,9 @@ def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hin
 
 def reparse_store_dags(config: ClusterConfig) -> None:
     """After a store is created, changed or deleted: Airflow's DAGs of the stores follow within seconds, not at
-    the dag-processor's next periodic parse. Nothing when Airflow is off or not running here (it parses every
-    file at its start), nor when it does not answer (the periodic parse catches up)."""
+    the dag-processor's next periodic parse (which also catches up when this request is dropped, as one arriving
+    during a parse of the file is). Nothing when Airflow is off or not running here (it parses every file at its
+    start), nor when it does not answer."""
     if not config.airflow_enabled or not airflow.pids(config):
         return
     with contextlib.suppress(ComponentError):

@@ -123,8 +123,9 @@ class DrainReport:
         return asdict(self)
 
 
-class DrainFailed(VeniceError):
-    """The drain could not verify what it committed (a bug, not a timeout)."""
+class DrainUnverified(VeniceError):
+    """The drain could not verify what it committed (a bug, not a timeout; not `stream_upgrade.DrainFailed`, a
+    drain run that failed)."""
 
 
 class DrainTimedOut(VeniceError):
@@ -220,9 +221,9 @@ class Drainer:
         and the source is at the cut."""
         planned, committed = last_batch(self.checkpoint, "offsets"), last_batch(self.checkpoint, "commits")
         if planned != committed:
-            raise DrainFailed(f"batch {planned} was planned but the commit log ends at {committed}")
+            raise DrainUnverified(f"batch {planned} was planned but the commit log ends at {committed}")
         offsets = batch_end_offsets(self.checkpoint, planned) if planned is not None else dict(cut)
         short = {p: (offsets.get(p, 0), c) for p, c in cut.items() if offsets.get(p, 0) < c}
         if short:
-            raise DrainFailed(f"the source stopped short of the cut: {short}")
+            raise DrainUnverified(f"the source stopped short of the cut: {short}")
         return planned, offsets
