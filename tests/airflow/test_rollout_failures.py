@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import _assert_serves, _expected
 from tests.support.airflow_runs import (
     CLUSTER_SETTINGS,
     HOOKS,
@@ -31,9 +30,10 @@ from tests.support.airflow_runs import (
     wait_for_step,
 )
 from tests.support.drain import SteadyProducer, rt_puts
+from tests.support.inputs import expected_records
 from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
-from tests.support.reads import wait_for
+from tests.support.reads import assert_serves, wait_for
 from venice_core.client import ReadClient, serde
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
@@ -167,7 +167,7 @@ def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_
     assert push.returncode == 0, (out + err, failed_attempts(airflow_env, store))
     assert "still following the run" in out  # the follower rode out the restarts
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    _assert_serves(airflow_env, store, _expected(data))
+    assert_serves(airflow_env, store, expected_records(data))
     status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     assert status["state"] == "success" and status["version"]["status"] == "ONLINE"
     steps = {s["task"]: s for s in status["steps"]}
@@ -181,7 +181,7 @@ def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env:
     run fails and its failure callback kills the version; the previous one keeps serving. (A step that runs again
     and succeeds, writing duplicates that ingestion skips, is the Airflow-crash test above.)"""
     store = airflow_env.create_user_store("afr", 2)
-    airflow_env.push(store, RecordsJob(_expected(generate(tmp_path / "v1", 100, files=1))))  # v1, directly
+    airflow_env.push(store, RecordsJob(expected_records(generate(tmp_path / "v1", 100, files=1))))  # v1, directly
     push = airflow_env.venice_background("push", store, "--input", str(generate(tmp_path / "v2", 100, files=1)))
     out, err = kill_spark_push(store, push, times=3)
     assert push.returncode == 3, out + err
@@ -202,7 +202,7 @@ def test_a_repush_through_airflow_aborted_at_the_second_region_behaves_like_a_pu
     1, pinned with each partition's end offset, and what dc-0 serves is the source's data."""
     env = airflow_env
     store = env.create_user_store("afrp", 2)
-    expected = _expected(generate(tmp_path / "v1", 200, files=1))
+    expected = expected_records(generate(tmp_path / "v1", 200, files=1))
     env.push(store, RecordsJob(expected))  # v1, directly
     env.cli("store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True)
 

@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.integration.test_push_e2e import _assert_serves, _expected, _write
 from tests.support.airflow_runs import (
     HOOKS,
     INTERVAL,
@@ -36,9 +35,10 @@ from tests.support.airflow_runs import (
 )
 from tests.support.browser import rollout_tab, status_without_valid_token
 from tests.support.da_vinci import heartbeating_instance
+from tests.support.inputs import expected_records, write_rows
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import wait_for
+from tests.support.reads import assert_serves, wait_for
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import da_vinci, stores, versions
@@ -113,9 +113,9 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     for region in airflow_env.config.region_names:  # and each region's ingestion, to the last record
         assert re.search(rf"^  {region} ingestion: [\d,]+ of [\d,]+ records \(100%\)$", out, re.M), out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    expected = _expected(data)
+    expected = expected_records(data)
     assert expected.pop("twice")["age"] in (1, 2)  # one of the two, as the input allowed
-    _assert_serves(airflow_env, store, expected)
+    assert_serves(airflow_env, store, expected)
     for region in airflow_env.config.region_names:
         assert ReadClient("127.0.0.1", airflow_env.config.server_port(region)).get(store, "twice")["age"] in (1, 2)
 
@@ -212,7 +212,7 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     (DuckDB) in dc-1 ingests v2 once dc-1's gate opens, the rollout's Da Vinci swap in dc-1 waits for it, and after
     the ABORT before dc-1's swap the client's view stays on v1."""
     store = airflow_env.create_user_store("afw")
-    v1 = _expected(generate(tmp_path / "v1", 50, files=1))
+    v1 = expected_records(generate(tmp_path / "v1", 50, files=1))
     airflow_env.push(store, RecordsJob(v1))  # v1, directly
     client = DaVinciClient(
         store,
@@ -350,9 +350,9 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     hook, configured meanwhile, stops it at once: a whole second rollout would cost the suite a minute)."""
     store = airflow_env.create_user_store("afb", 1)
     good = generate(tmp_path / "good", 100, files=1)
-    airflow_env.push(store, RecordsJob(_expected(good)))  # v1, directly
+    airflow_env.push(store, RecordsJob(expected_records(good)))  # v1, directly
     rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
-    bad = _write(tmp_path / "bad", rows)
+    bad = write_rows(tmp_path / "bad", rows)
     later = generate(tmp_path / "later", 10, files=1, seed=7)
     api, dag = airflow.AirflowApi(airflow_env.config), f"venice_push__{store}"
     push = airflow_env.venice_background("push", store, "--input", str(bad))
@@ -391,7 +391,7 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
         "AnswerFromConfig answered ABORT at pre_start_of_push_job"
     )
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
-    _assert_serves(airflow_env, store, _expected(good))
+    assert_serves(airflow_env, store, expected_records(good))
 
 
 def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_returns_every_region_and_the_client(
@@ -407,7 +407,7 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
     # The gates WAIT through the whole push: a sensor poked every 2 s for minutes on a loaded machine meets Airflow's
     # reschedule race (apache/airflow#71172) more often than its retries absorb; every 10 s it all but never does.
     slower = {"venice.store.lifecycle.hooks.wait.interval.seconds": "10"}
-    v1 = _expected(generate(tmp_path / "v1", 50, files=1))
+    v1 = expected_records(generate(tmp_path / "v1", 50, files=1))
     airflow_env.push(store, RecordsJob(v1))  # v1, directly
     gate = "answer.pre_start_of_store_version_ingestion_for_da_vinci"
     stores.update_store(meta, config, store, hook_configs={f"{gate}.dc-1": "WAIT", f"{gate}.dc-2": "WAIT"})

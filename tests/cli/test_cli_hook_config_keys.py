@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.test_cli_hooks import _env as hooks_env
-from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env, metadata_env
 from venice_core.meta import MetadataStore
 
 BUILTIN = "venice_core.hooks.builtin"
@@ -29,7 +28,7 @@ def _refused(env: PlatformEnv, *pairs: str) -> str:
 
 
 def test_a_key_no_configured_hook_reads_is_refused_with_the_nearest_known_key(tmp_path: Path) -> None:
-    env, meta = hooks_env(
+    env, meta = metadata_env(
         tmp_path, f"{BUILTIN}.MinDelayBetweenRegions,{BUILTIN}.SwapWindow,venice_core.hooks.events.LifecycleEvents"
     )
     env.cli("store", "update", "users", "--hook-config", "min.delay.between.regions.seconds=60", check=True)
@@ -63,7 +62,7 @@ def test_a_key_no_configured_hook_reads_is_refused_with_the_nearest_known_key(tm
 def test_a_hook_declaring_no_keys_accepts_any_with_a_warning(tmp_path: Path) -> None:
     """RecordEveryCall records whatever configs it is given: it declares no keys, so nothing is refused beside it
     (as for any user hook written before hooks declared their keys), but a key no declaring hook reads is said."""
-    env, meta = hooks_env(tmp_path, f"{BUILTIN}.ManualApproval")
+    env, meta = metadata_env(tmp_path, f"{BUILTIN}.ManualApproval")
     assert _refused(env, "no.such.key=5").endswith("(ManualApproval) reads it; they read: manual.approval.regions")
     text = env.properties.read_text()
     env.properties.write_text(

@@ -6,37 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import metadata_env
 from venice_core.hooks import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
-from venice_core.meta import MetadataStore
 
 REPO = Path(__file__).parents[2]
 SCHEMAS = REPO / "examples" / "schemas"
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 
 
-def _env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, MetadataStore]:
-    env = make_platform_env(tmp_path / "home", {"venice.store.lifecycle.hooks": hooks, **extra})
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()  # no broker needed for metadata commands
-    env.cli(
-        "store",
-        "create",
-        "users",
-        "--key-schema",
-        str(SCHEMAS / "user_key.avsc"),
-        "--value-schema",
-        str(SCHEMAS / "user_value_v1.avsc"),
-        check=True,
-    )
-    return env, meta
-
-
 def test_invalid_store_level_hook_config_is_refused_with_the_reason(tmp_path: Path) -> None:
-    env, meta = _env(tmp_path, f"{HOOKS}.StrictConfig")
+    env, meta = metadata_env(tmp_path, f"{HOOKS}.StrictConfig")
     env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)
     result = env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=soon")
     assert result.returncode != 0
@@ -52,7 +34,7 @@ def test_invalid_store_level_hook_config_is_refused_with_the_reason(tmp_path: Pa
 
 
 def test_unloadable_hook_class_is_one_clear_error(tmp_path: Path) -> None:
-    env, meta = _env(tmp_path, "no_such_module.Hooks")
+    env, meta = metadata_env(tmp_path, "no_such_module.Hooks")
     result = env.cli("store", "update", "users", "--hook-config", "a=b")
     assert result.returncode != 0
     assert result.stderr.strip().startswith(
@@ -62,7 +44,7 @@ def test_unloadable_hook_class_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path) -> None:
-    env, meta = _env(
+    env, meta = metadata_env(
         tmp_path,
         f"{HOOKS}.AnswerFromConfig,{HOOKS}.Raising",
         **{"venice.store.lifecycle.hooks.failure.policy": "ABORT"},
@@ -98,7 +80,7 @@ def test_an_invalid_outcome_is_recorded_and_counted_apart(tmp_path: Path) -> Non
 
     from venice_core.meta.models import HookInvocationRecord
 
-    env, meta = _env(tmp_path, f"{HOOKS}.AnswerFromConfig")
+    env, meta = metadata_env(tmp_path, f"{HOOKS}.AnswerFromConfig")
     run = HookExecutor(env.config.hooks, load_hooks(env.config.hooks), recorder(meta, "job-1"))
     ctx = HookContext(cluster="c", store="users", store_hook_configs={"answer.pre_start_of_push_job": "WAIT"})
     assert run.invoke("pre_start_of_push_job", ctx).outcome == "PROCEED"  # the default failure policy
@@ -121,7 +103,7 @@ def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_p
     from venice_core.controller.rollout import Rollout
     from venice_core.meta.models import Version
 
-    env, meta = _env(tmp_path, "venice_core.hooks.builtin.ManualApproval")
+    env, meta = metadata_env(tmp_path, "venice_core.hooks.builtin.ManualApproval")
     refused = env.cli("rollout", "approve", "users", "--region", "dc-1")
     assert refused.returncode == 1 and refused.stderr == "error: store 'users' has no push in flight to approve\n"
     with meta.session() as session:  # a push in flight (its topics are not needed here)

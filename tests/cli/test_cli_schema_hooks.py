@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
-from tests.cli.test_cli_hooks import _env as hooks_env
 from tests.hooks_fixtures.sample_hooks import SchemaRegistrations
-from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.platform import SCHEMAS, PlatformEnv, metadata_env
 from venice_core.controller import stores
 from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.errors import IncompatibleSchema
@@ -31,7 +30,7 @@ PROFILE = {"name": "Ada", "age": 36, "score": 1.5}
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[PlatformEnv]:
     """A store `users` that auto-registers, and two hooks: one answering from store configs, one remembering."""
-    env, meta = hooks_env(tmp_path, f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations")
+    env, meta = metadata_env(tmp_path, f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations")
     meta.dispose()
     env.cli("store", "update", "users", "--auto-register-schemas", check=True)
     SchemaRegistrations.calls.clear()

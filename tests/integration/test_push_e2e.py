@@ -11,33 +11,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripts.generate_dataset import generate
+from tests.support.inputs import expected_records, write_rows
 from tests.support.jobs import InProcessSparkJob, RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import assert_serves
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
 from venice_core.errors import VeniceError
 from venice_core.jobs.local_push import PushFailed
 from venice_core.jobs.spark_spec import PushJobRequest
-
-SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
-
-
-def _expected(path: Path) -> dict[str, dict]:
-    table = pq.read_table(path).to_pylist()
-    return {row.pop("key"): row for row in table}
-
-
-def _assert_serves(env: PlatformEnv, store: str, expected: dict[str, dict]) -> None:
-    config = env.config
-    keys = sorted(expected)
-    for region in config.region_names:
-        client = ReadClient("127.0.0.1", config.server_port(region))
-        got = {}
-        for start in range(0, len(keys), 500):
-            got.update(client.batch_get(store, keys[start : start + 500]))
-        assert got == expected, f"region {region} differs"
-        assert client.get(store, keys[0]) == expected[keys[0]]
-        assert client.get(store, "no-such-key") is None
 
 
 @pytest.mark.spark
@@ -51,20 +33,20 @@ def test_push_through_spark_submit_serves_everywhere_and_a_refused_push_changes_
     first = generate(tmp_path / "v1", 3000, files=2, seed=0)
     result = platform_env.venice("push", store, "--input", str(first))
     assert result.returncode == 0, result.stderr
-    _assert_serves(platform_env, store, _expected(first))
+    assert_serves(platform_env, store, expected_records(first))
 
     rows = [{"key": "a", "name": "n", "age": 1, "score": 1.0}, {"key": "a", "name": "m", "age": 2, "score": 2.0}]
-    result = platform_env.venice("push", store, "--input", str(_write(tmp_path / "bad", rows)))
+    result = platform_env.venice("push", store, "--input", str(write_rows(tmp_path / "bad", rows)))
     assert result.returncode != 0
     assert (
         result.stderr.startswith("error: push job failed: duplicate key with different values in the input")
         and len(result.stderr.splitlines()) == 1
     ), result.stderr
-    _assert_serves(platform_env, store, _expected(first))
+    assert_serves(platform_env, store, expected_records(first))
 
     second = generate(tmp_path / "v2", 2500, files=2, seed=1)
     assert platform_env.push(store, spark_job, second) == 3
-    _assert_serves(platform_env, store, _expected(second))
+    assert_serves(platform_env, store, expected_records(second))
     info = stores.describe_store(platform_env.meta, store)
     assert all(r == {"current": 3, "backup": 1} for r in info["regions"].values())
     assert {v["number"]: v["status"] for v in info["versions"]} == {1: "ONLINE", 3: "ONLINE"}  # 2 was killed
@@ -79,7 +61,7 @@ def test_retried_spark_task_leaves_no_duplicates_or_gaps(
     data = generate(tmp_path / "in", 4000, files=2)
     confs = {"venice.push.test.fail.partition": "1", "venice.push.test.fail.after.records": "700"}
     platform_env.push(store, spark_job, data, confs=confs)
-    _assert_serves(platform_env, store, _expected(data))
+    assert_serves(platform_env, store, expected_records(data))
     metrics = ReadClient("127.0.0.1", platform_env.config.server_port("dc-1"))._request("GET", "/metrics")[2].decode()
     duplicates = [
         float(line.split()[-1])
@@ -87,12 +69,6 @@ def test_retried_spark_task_leaves_no_duplicates_or_gaps(
         if line.startswith("venice_ingestion_duplicates_total") and f'store="{store}"' in line
     ]
     assert sum(duplicates) >= 700  # the retried task re-sent what the first attempt had written
-
-
-def _write(path: Path, rows: list[dict]) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path / "part-0.parquet")
-    return path
 
 
 @pytest.mark.parametrize(
@@ -121,7 +97,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
     (and by the job too, which is what checks input the push cannot read locally); what only the data shows, by the
     Spark job, which kills the version. Either way the previous version keeps serving."""
     store = platform_env.create_user_store("push", 1)
-    good = _expected(generate(tmp_path / "good", 200, files=1))
+    good = expected_records(generate(tmp_path / "good", 200, files=1))
     platform_env.push(store, RecordsJob(good))
     if not rows:
         schema = pa.schema([("key", pa.string()), ("name", pa.string()), ("age", pa.int32()), ("score", pa.float64())])
@@ -129,7 +105,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         pq.write_table(schema.empty_table(), tmp_path / "bad" / "part-0.parquet")
         bad = tmp_path / "bad"
     else:
-        bad = _write(tmp_path / "bad", rows)
+        bad = write_rows(tmp_path / "bad", rows)
     if refused_before_a_version:
         with pytest.raises(VeniceError, match=re.escape(message)):
             platform_env.push(store, spark_job, bad)
@@ -145,7 +121,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
         assert stores.describe_store(platform_env.meta, store)["versions"][-1]["status"] == "KILLED"
     assert str(failed.value).startswith("push job failed: ") and message in str(failed.value)
     assert len(str(failed.value).splitlines()) == 1
-    _assert_serves(platform_env, store, good)
+    assert_serves(platform_env, store, good)
 
 
 def test_unknown_store_missing_input_and_concurrent_push(platform_env: PlatformEnv, tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.integration.test_push_e2e import SCHEMAS, _assert_serves
 from tests.support.jobs import InProcessSparkJob
-from tests.support.platform import PlatformEnv
+from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.reads import assert_serves
 from venice_core.controller import stores
 
 
@@ -30,7 +30,7 @@ def test_json_input_with_key_and_value_fields(
         for key, profile in expected.items():
             out.write(json.dumps({"id": key, "profile": profile, "ignored": 1}) + "\n")
     platform_env.push(store, spark_job, tmp_path / "in", key_field="id", value_field="profile")
-    _assert_serves(platform_env, store, expected)
+    assert_serves(platform_env, store, expected)
 
 
 def test_avro_input(platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_avro_input(platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp
     with open(tmp_path / "in" / "part-0.avro", "wb") as out:
         fastavro.writer(out, fastavro.parse_schema(schema), [{"key": k, **v} for k, v in expected.items()])
     platform_env.push(store, spark_job, tmp_path / "in")
-    _assert_serves(platform_env, store, expected)
+    assert_serves(platform_env, store, expected)
 
 
 def test_zstd_compression(platform_env: PlatformEnv, spark_job: InProcessSparkJob, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_zstd_compression(platform_env: PlatformEnv, spark_job: InProcessSparkJo
     )
     platform_env.push(store, spark_job, tmp_path / "in")
     assert stores.describe_store(platform_env.meta, store)["versions"][-1]["compression"] == "ZSTD"
-    _assert_serves(platform_env, store, {k: {**v, "score": float(v["score"])} for k, v in expected.items()})
+    assert_serves(platform_env, store, {k: {**v, "score": float(v["score"])} for k, v in expected.items()})
 
 
 def test_auto_registration_of_a_compatible_schema(
@@ -72,4 +72,4 @@ def test_auto_registration_of_a_compatible_schema(
     schemas = stores.describe_store(platform_env.meta, store)["value_schemas"]
     assert [s["id"] for s in schemas] == [1, 2]
     assert {"name": "city", "type": ["null", "string"], "default": None} in schemas[1]["schema"]["fields"]
-    _assert_serves(platform_env, store, expected)
+    assert_serves(platform_env, store, expected)

@@ -119,3 +119,16 @@ def make_platform_env(home: Path, extra: dict[str, str] | None = None) -> Platfo
     env = {**os.environ, "VENICE_CONFIG": str(properties)}
     env.pop("VENICE_HOME", None)
     return PlatformEnv(home=home, properties=properties, env=env)
+
+
+def metadata_env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv, MetadataStore]:
+    """A platform config with `hooks` (and `extra` settings) whose metadata store is migrated and holds the store
+    `users`: enough for the CLI's metadata commands, nothing started."""
+    env = make_platform_env(tmp_path / "home", {"venice.store.lifecycle.hooks": hooks, **extra})
+    meta = MetadataStore(env.config.metadata_db_url)
+    meta.migrate()
+    env.cli(
+        "store", "create", "users", "--key-schema", str(SCHEMAS / "user_key.avsc"),
+        "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,
+    )  # fmt: skip
+    return env, meta

@@ -55,3 +55,17 @@ def reads_equal(
         return True
 
     return check
+
+
+def assert_serves(env: PlatformEnv, store: str, expected: dict[str, dict]) -> None:
+    """Every region serves exactly `expected` (by batch get and get), and nothing for an unknown key."""
+    config = env.config
+    keys = sorted(expected)
+    for region in config.region_names:
+        client = ReadClient("127.0.0.1", config.server_port(region))
+        got = {}
+        for start in range(0, len(keys), 500):
+            got.update(client.batch_get(store, keys[start : start + 500]))
+        assert got == expected, f"region {region} differs"
+        assert client.get(store, keys[0]) == expected[keys[0]]
+        assert client.get(store, "no-such-key") is None
