@@ -179,8 +179,11 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
 
 
 STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
-# A streaming job runs for good beside the platform: two local cores, and less memory than a push.
-STREAM_MASTER = "local[2]"
+# A streaming job runs for good beside the platform: two local cores, and less memory than a push. A failed task is
+# retried (up to 4 tries, as on a cluster): a batch's writes carry the same producer GUIDs and sequence numbers
+# again, skipped as duplicates; without it one transient failure (a Python worker that did not connect back within
+# Spark's 10 s on a saturated machine) stopped the whole pipeline.
+STREAM_MASTER = "local[2,4]"
 STREAM_DRIVER_MEMORY = "1g"
 # A stateful pipeline's shuffle: as many partitions (state stores) as cores, not Spark's 200 (fixed by a query's
 # checkpoint at its first start).
