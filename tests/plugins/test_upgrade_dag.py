@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 from venice_plugin.upgrade_dag import ALERT, DRAINED, START, next_after_drain
 
 from tests.support.dag_files import parse_dag_file
-from tests.support.platform import make_platform_env
+from venice_core.config import ClusterConfig
 from venice_core.controller import streams
 from venice_core.meta import MetadataStore
 
@@ -25,24 +24,16 @@ def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[
 
 
 def test_one_upgrade_dag_per_pipeline_drain_then_start_or_alert(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    platform: tuple[ClusterConfig, MetadataStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = make_platform_env(tmp_path / "home")
-    monkeypatch.setenv("VENICE_CONFIG", str(env.properties))
-    monkeypatch.delenv("VENICE_HOME", raising=False)
-    monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
-    meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
-    try:
-        assert _parse(monkeypatch) == {}
-        for name in ("clicks", "views"):
-            streams.new_run(meta, name, "s", "dc-0", "events", {})
-        dags = _parse(monkeypatch)
-        assert sorted(dags) == ["venice_upgrade__clicks", "venice_upgrade__views"]
-        assert sorted(_parse(monkeypatch, running="venice_upgrade__views")) == ["venice_upgrade__views"]
-        assert _parse(monkeypatch, running="venice_push__views") == {}
-    finally:
-        meta.dispose()
+    _, meta = platform
+    assert _parse(monkeypatch) == {}
+    for name in ("clicks", "views"):
+        streams.new_run(meta, name, "s", "dc-0", "events", {})
+    dags = _parse(monkeypatch)
+    assert sorted(dags) == ["venice_upgrade__clicks", "venice_upgrade__views"]
+    assert sorted(_parse(monkeypatch, running="venice_upgrade__views")) == ["venice_upgrade__views"]
+    assert _parse(monkeypatch, running="venice_push__views") == {}
     dag = dags["venice_upgrade__clicks"]
     downstream = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
     assert downstream == {
