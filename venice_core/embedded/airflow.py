@@ -235,14 +235,23 @@ CONFIG_HEADER = (
 )
 
 
-def _config_value(airflow_home: Path, section: str, option: str) -> str:
-    """A value of the home's airflow.cfg, as the platform wrote it."""
+def _read_config(path: Path) -> configparser.ConfigParser:
+    """An airflow.cfg as the platform writes it (no interpolation; empty when there is no file)."""
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
-        parser.read(airflow_home / "airflow.cfg")
-        return parser.get(section, option).replace("%%", "%")
+        parser.read(path)
     except configparser.Error as exc:
-        raise ComponentError(f"{airflow_home / 'airflow.cfg'}: no [{section}] {option}: {exc}") from None
+        raise ComponentError(f"{path} is not an Airflow config file: {str(exc).splitlines()[0]}") from None
+    return parser
+
+
+def _config_value(airflow_home: Path, section: str, option: str) -> str:
+    """A value of the home's airflow.cfg, as the platform wrote it."""
+    path = airflow_home / "airflow.cfg"
+    try:
+        return _read_config(path).get(section, option).replace("%%", "%")
+    except configparser.Error as exc:
+        raise ComponentError(f"{path}: no [{section}] {option}: {exc}") from None
 
 
 def _write_config(config: ClusterConfig, dags_folder: Path | None = None) -> None:
@@ -251,11 +260,7 @@ def _write_config(config: ClusterConfig, dags_folder: Path | None = None) -> Non
     reading it meanwhile sees the old file or the new, and without one each component would race to write its
     own."""
     path = home(config) / "airflow.cfg"
-    current = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        current.read(path)  # nothing when there is no file
-    except configparser.Error as exc:
-        raise ComponentError(f"{path} is not an Airflow config file: {str(exc).splitlines()[0]}") from None
+    current = _read_config(path)
     sections: dict[str, dict[str, str]] = {}
     for (section, option), value in settings(config, dags_folder).items():
         sections.setdefault(section, {})[option] = value.replace("%", "%%")  # Airflow interpolates %(name)s
