@@ -78,6 +78,10 @@ def password(config: ClusterConfig) -> str:
 # How long a connection waits for another's write lock (sqlite3's default is 5 s). Airflow's components and task
 # processes all write to the one file; on two busy cores a write waited past 5 s and failed a trigger (500).
 SQLITE_BUSY_TIMEOUT_SECONDS = 60
+# How long a REST call waits for Airflow's answer: past the database's own wait for a lock, so that an API server
+# slowed by a long write (seen on a loaded two-core machine) answers late rather than being called unreachable. An
+# Airflow that is down is refused at once, whatever this is.
+API_READ_TIMEOUT_SECONDS = SQLITE_BUSY_TIMEOUT_SECONDS + 30
 
 
 def _sqlite_url(path: Path) -> str:
@@ -444,7 +448,7 @@ class AirflowApi:
         headers = self.headers if authorised else {"Content-Type": "application/json"}
         request = urllib.request.Request(f"{self.url}{path}", data=body, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=API_READ_TIMEOUT_SECONDS) as response:
                 payload = response.read()
                 return json.loads(payload) if payload.strip() else {}
         except urllib.error.HTTPError as exc:
