@@ -2,9 +2,9 @@
 
 - An ACTION is a task; a CONDITION (a region's ingestion) a sensor; the Spark push a `SparkSubmitOperator`.
 - A DECISION is a sensor in reschedule mode that asks the hooks at each poke (WAIT = poke again after
-  `wait.interval.seconds`, no worker slot held; past `wait.max.seconds` the poke itself answers ABORT), then a
-  branch, `<step>_outcome`, that takes the next step on PROCEED, or the step's `<step>_abort` / `<step>_rollback`
-  task, which applies the stop and fails the run. The grid shows which way each rollout went.
+  `wait.interval.seconds`, no worker slot held; past `wait.max.seconds` the poke itself answers ABORT) and is
+  its own branch (`DecisionSensor`): it takes the next step on PROCEED, or the step's `<step>_abort` /
+  `<step>_rollback` task, which applies the stop and fails the run. The grid shows which way each rollout went.
 - Each region is a task group: `admitted` branches past a region that version creation left out (to
   `not_admitted`), and `region_done` joins both ways, so the next region starts after either.
 - The Da Vinci ingestion gate is asked for every region at version creation; a region it left WAITing has its
@@ -18,7 +18,7 @@ Airflow's stale-event race on reschedule sensors) is retried `rollout.step.retri
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -28,7 +28,7 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import DAG, Asset, Param, PokeReturnValue, TaskGroup, task
+from airflow.sdk import DAG, Asset, BaseSensorOperator, BranchMixIn, Param, PokeReturnValue, TaskGroup, task
 from airflow.sdk.bases.operator import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -188,6 +188,36 @@ class SwapApprovalOperator(HITLOperator):
         return result
 
 
+class DecisionSensor(BaseSensorOperator, BranchMixIn):
+    """A DECISION: asks the hooks at each poke (reschedule mode: a WAIT holds no worker slot) and, once they have
+    decided, branches itself: PROCEED follows the next step, ABORT or ROLLBACK the step's `_abort` / `_rollback`
+    task, and the others are skipped. One task run per decision, where a sensor and a branch task took two."""
+
+    inherits_from_skipmixin = True
+
+    def __init__(self, *, store: str, step: Step, region: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store, self.step, self.region = store, step, region
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        with _inputs(self.store, context, self.region) as inputs:
+            decision = self.step.run(inputs)
+        return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
+
+    def execute(self, context: Any) -> dict[str, str]:
+        decided: dict[str, str] = super().execute(context)
+        # Branching ends the task before Airflow keeps its return value: the stops and `create_version` read it.
+        context["ti"].xcom_push(key="return_value", value=decided)
+        decision = Decision.from_json(decided)
+        if decision.stops:
+            self.do_branch(context, f"{self.task_id}_{decision.outcome.value.lower()}")
+        else:
+            self.do_branch(
+                context, sorted(self.downstream_task_ids - {f"{self.task_id}_abort", f"{self.task_id}_rollback"})
+            )
+        return decided
+
+
 class PushJobOperator(SparkSubmitOperator):
     """The Spark push job, as `jobs.spark_spec.push_job_spec` renders it for this run (the same spec spark-submit
     runs in `venice push --local`). Input it refuses (it writes why to its result file) ends the push at once:
@@ -306,34 +336,13 @@ class _Renderer:
 
         return admitted().operator
 
-    def decision(self, step: Step, region: str | None) -> tuple[BaseOperator, Callable[[str], BaseOperator]]:
-        """The sensor, and a maker of its branch (given the task id PROCEED leads to): the branch and the stops
-        are made once the next step is known."""
-        store = self.store
-
-        @task.sensor(task_id=step.name, **self.decision_sensor)
-        def ask(**context: Any) -> PokeReturnValue:
-            with _inputs(store, context, region) as inputs:
-                decision = step.run(inputs)
-            return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
-
-        sensor = ask().operator
-        prefix = f"{region_group(region)}." if region else ""
-
-        def branch(proceed_to: str) -> BaseOperator:
-            @task.branch(task_id=f"{step.name}_outcome")
-            def outcome(decided: dict[str, str]) -> str:
-                kind = Decision.from_json(decided).outcome
-                return f"{prefix}{step.name}_{kind.lower()}" if kind in ("ABORT", "ROLLBACK") else proceed_to
-
-            chosen = outcome(sensor.output).operator
-            stops = [self.stop(step, region, sensor, "abort")]
-            if step.can_rollback:
-                stops.append(self.stop(step, region, sensor, "rollback"))
-            chosen >> stops
-            return chosen
-
-        return sensor, branch
+    def decision(self, step: Step, region: str | None) -> BaseOperator:
+        """The decision's sensor, and its `_abort` (and `_rollback`) tasks beside the next step."""
+        sensor = DecisionSensor(task_id=step.name, store=self.store, step=step, region=region, **self.decision_sensor)
+        self.stop(step, region, sensor, "abort")
+        if step.can_rollback:
+            self.stop(step, region, sensor, "rollback")
+        return sensor
 
     def stop(self, step: Step, region: str | None, sensor: BaseOperator, kind: str) -> BaseOperator:
         store = self.store
@@ -383,46 +392,38 @@ def build_rollout_dag(
             region: TaskGroup(group_id=region_group(region), tooltip=f"rollout to {region}") for region in rollout_order
         }
         tail: BaseOperator | None = None  # the last task of the chain so far
-        pending: Callable[[str], BaseOperator] | None = None  # a decision's branch, waiting for its next step
         region_steps = [s for s in STEPS if s.scope is Scope.REGION]
-        gate_holds: dict[str, dict[str, Callable[[str], BaseOperator]]] = {}  # region -> held step -> gate branch
+        gate_holds: dict[str, dict[str, BaseOperator]] = {}  # region -> held step -> the gate's sensor
 
-        def link(entry: BaseOperator, exit_: BaseOperator | None = None) -> None:
-            nonlocal tail, pending
-            if pending is not None:
-                pending(entry.task_id) >> entry
-                pending = None
-            elif tail is not None:
+        def link(entry: BaseOperator) -> None:
+            nonlocal tail
+            if tail is not None:
                 tail >> entry
-            tail = exit_ or entry
+            tail = entry
 
         for step in STEPS:
             if step.scope is Scope.REGION:
                 if step is region_steps[0]:
                     for region in rollout_order:
                         with groups[region]:
-                            tail, pending = _render_region(render, region, region_steps, tail, pending, gate_holds)
+                            tail = _render_region(render, region, region_steps, tail, gate_holds)
                 continue
             if step.scope is Scope.EVERY_REGION:  # beside the chain, from the task before it
                 anchor = tail
                 for region in rollout_order:
                     with groups[region]:
-                        sensor, branch = render.decision(step, region)
+                        sensor = render.decision(step, region)
                     anchor >> sensor
-                    gate_holds.setdefault(region, {})[step.holds or ""] = branch
+                    gate_holds.setdefault(region, {})[step.holds or ""] = sensor
                 continue
             if step.kind is StepKind.SPARK:
                 link(PushJobOperator(task_id=step.name, store=store))
             elif step.kind is StepKind.ANNOUNCE:
                 link(render.announce(step))
             elif step.kind is StepKind.DECISION:
-                sensor, branch = render.decision(step, None)
-                link(sensor)
-                pending = branch
+                link(render.decision(step, None))
             else:
                 link(render.action(step, None))
-        if pending is not None:
-            raise ValueError("the last step of a rollout cannot be a decision")
     return dag
 
 
@@ -431,42 +432,31 @@ def _render_region(
     region: str,
     steps: list[Step],
     tail: BaseOperator | None,
-    pending: Callable[[str], BaseOperator] | None,
-    gate_holds: dict[str, dict[str, Callable[[str], BaseOperator]]],
-) -> tuple[BaseOperator, None]:
+    gate_holds: dict[str, dict[str, BaseOperator]],
+) -> BaseOperator:
     """One region's group: admitted -> the region's steps -> region_done, or admitted -> not_admitted ->
     region_done for a region version creation left out."""
-    group = region_group(region)
     kept = [s for s in steps if s.kind is not StepKind.APPROVAL or render.manual_approval]
     admission, rest = kept[0], kept[1:]
     admitted = render.admission(admission, region, rest[0].name)
-    if pending is not None:
-        pending(admitted.task_id) >> admitted
-    elif tail is not None:
+    if tail is not None:
         tail >> admitted
     not_admitted = EmptyOperator(task_id=NOT_ADMITTED)
     done = EmptyOperator(task_id=REGION_DONE, trigger_rule="none_failed_min_one_success")
     admitted >> not_admitted >> done
     previous: BaseOperator = admitted
-    branch: Callable[[str], BaseOperator] | None = None
     for step in rest:
         if step.kind is StepKind.DECISION:
-            entry, next_branch = render.decision(step, region)
+            entry = render.decision(step, region)
         elif step.kind is StepKind.CONDITION:
-            entry, next_branch = render.condition(step, region), None
+            entry = render.condition(step, region)
         elif step.kind is StepKind.APPROVAL:
-            entry, next_branch = SwapApprovalOperator(task_id=step.name, store=render.store, region=region), None
+            entry = SwapApprovalOperator(task_id=step.name, store=render.store, region=region)
         else:
-            entry, next_branch = render.action(step, region), None
-        if branch is not None:
-            branch(entry.task_id) >> entry
-        else:
-            previous >> entry
+            entry = render.action(step, region)
+        previous >> entry
         if step.name in gate_holds.get(region, {}):  # a gate that holds this step (the Da Vinci swap)
-            gate_holds[region][step.name](entry.task_id) >> entry
-        previous, branch = entry, next_branch
-    if branch is not None:
-        branch(f"{group}.{REGION_DONE}") >> done
-    else:
-        previous >> done
-    return done, None
+            gate_holds[region][step.name] >> entry
+        previous = entry
+    previous >> done
+    return done

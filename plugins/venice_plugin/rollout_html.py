@@ -36,7 +36,7 @@ th { background: #edf2f7; text-align: left; }
 # a column is as narrow as its longest word (a state, a start time, a shortened step name: the full name is in the
 # header's title); hook answers may wrap anywhere and take the width left, their reasons clipped.
 IN_PROGRESS = ("queued", "running")  # run states
-BRANCHES = ("outcome", "abort", "rollback")  # a decision's branch tasks: `<decision>_<branch>`
+BRANCHES = ("abort", "rollback")  # the tasks a decision may branch to besides the next step: `<decision>_<branch>`
 SHORT = {"da_vinci": "DV", "ingestion": "ingest", "replication": "repl", "registration": "reg"}
 CLIP = 100  # characters of a hook's reason shown in a step's cell (all of it in the title)
 

@@ -196,7 +196,8 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     ), result.stderr
     status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     states = {s["task"]: s["state"] for s in status["steps"]}
-    assert states["pre_version_creation_outcome"] == "success" and states["pre_version_creation_rollback"] == "failed"
+    assert states["pre_version_creation"] == "success" and states["pre_version_creation_rollback"] == "failed"
+    assert states["pre_version_creation_abort"] == "skipped"
     assert states["create_version"] == states["spark_push"] == states["announce_version"] == "skipped", states
     assert stores.describe_store(meta, store)["largest_used_version"] == 1
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
@@ -329,7 +330,7 @@ def test_rollback_of_a_first_version_takes_its_branch_and_leaves_no_region_servi
     assert airflow_env.serving(store) == {"dc-0": 0, "dc-1": 0, "dc-2": 0}
     status = json.loads(airflow_env.cli("rollout", "status", store, "--json", check=True).stdout)
     states = {s["task"]: s["state"] for s in status["steps"]}
-    assert states["dc_1.post_swap_outcome"] == "success" and states["dc_1.post_swap_rollback"] == "failed"
+    assert states["dc_1.post_swap"] == "success" and states["dc_1.post_swap_rollback"] == "failed"
     assert states["dc_1.post_swap_abort"] == "skipped" and states["dc_1.region_done"] == "skipped"
     assert states["dc_0.region_done"] == "success" and states["end_of_push_job"] == "skipped"
     refused = airflow_env.cli("get", store, "user-000000001", "--region", "dc-0")

@@ -1,14 +1,16 @@
 """The shape of a store's rollout DAG, built without a running Airflow: the steps of `rollout_steps.STEPS`, in
-their order, with a branch after every decision to the next step, its `abort` and (where the hook may answer it)
-its `rollback`."""
+their order, every decision a sensor that branches itself to the next step, its `abort` or (where the hook may
+answer it) its `rollback`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from airflow.sdk import DAG
-from venice_plugin.rollout import PushJobOperator, build_rollout_dag
+from airflow.sdk import DAG, PokeReturnValue
+from airflow.sdk.exceptions import DownstreamTasksSkipped
+from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag
 
 from venice_core.config import ClusterConfig, load_config
 from venice_core.jobs.rollout_steps import StepKind, plan
@@ -28,12 +30,16 @@ def _expected_ids(manual_approval: bool) -> list[str]:
     for step, region in plan(REGIONS):
         if step.kind is StepKind.APPROVAL and not manual_approval:
             continue
-        prefix = f"{region.replace('-', '_')}." if region else ""
+        prefix = _prefix(region)
         ids.append(prefix + step.name)
         if step.kind is StepKind.DECISION:
-            ids += [f"{prefix}{step.name}_outcome", f"{prefix}{step.name}_abort"]
+            ids += [f"{prefix}{step.name}_abort"]
             ids += [f"{prefix}{step.name}_rollback"] if step.can_rollback else []
     return ids
+
+
+def _prefix(region: str | None) -> str:
+    return f"{region.replace('-', '_')}." if region else ""
 
 
 def _ordered(dag: DAG, before: str, after: str) -> bool:
@@ -48,31 +54,33 @@ def test_the_dag_renders_every_step_of_the_list_in_order(tmp_path: Path, manual_
     expected = _expected_ids(manual_approval)
     plumbing = {f"{r.replace('-', '_')}.{t}" for r in REGIONS for t in ("not_admitted", "region_done")}
     assert set(dag.task_ids) == set(expected) | plumbing
-    steps = [i for i in expected if not i.endswith(("_outcome", "_abort", "_rollback"))]
+    steps = [i for i in expected if not i.endswith(("_abort", "_rollback"))]
     in_chain = [i for i in steps if not i.endswith("da_vinci_ingestion_gate")]  # the gates run beside the chain
     for before, after in zip(in_chain, in_chain[1:], strict=False):
         assert _ordered(dag, before, after), (before, after)
     for region in ("dc_0", "dc_1", "dc_2"):  # every gate after version creation, holding its region's Da Vinci swap
         assert _ordered(dag, "create_version", f"{region}.da_vinci_ingestion_gate")
-        assert _ordered(dag, f"{region}.da_vinci_ingestion_gate_outcome", f"{region}.da_vinci_swap")
+        assert _ordered(dag, f"{region}.da_vinci_ingestion_gate", f"{region}.da_vinci_swap")
         assert not _ordered(dag, f"{region}.da_vinci_ingestion_gate", "spark_push")
 
 
 def test_each_decision_branches_to_its_next_step_abort_and_rollback(tmp_path: Path) -> None:
     dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
-    assert dag.get_task("dc_1.pre_swap_outcome").downstream_task_ids == {
+    assert dag.get_task("dc_1.pre_swap").downstream_task_ids == {
         "dc_1.server_swap",
         "dc_1.pre_swap_abort",
         "dc_1.pre_swap_rollback",
     }
-    assert dag.get_task("dc_2.post_swap_outcome").downstream_task_ids == {
+    assert dag.get_task("dc_2.post_swap").downstream_task_ids == {
         "dc_2.region_done",
         "dc_2.post_swap_abort",
         "dc_2.post_swap_rollback",
     }
     assert dag.get_task("dc_0.admitted").downstream_task_ids == {"dc_0.ingestion_complete", "dc_0.not_admitted"}
     assert dag.get_task("dc_1.region_done").trigger_rule == "none_failed_min_one_success"
-    assert {t.task_type for t in dag.tasks if t.task_id.endswith("_outcome")} == {"_BranchPythonDecoratedOperator"}
+    decisions = {f"{p}{s.name}" for s, r in plan(REGIONS) if s.kind is StepKind.DECISION for p in [_prefix(r)]}
+    assert {t.task_id for t in dag.tasks if isinstance(t, DecisionSensor)} == decisions
+    assert {(t.mode, t.inherits_from_skipmixin) for t in dag.tasks if t.task_id in decisions} == {("reschedule", True)}
 
 
 def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tmp_path: Path) -> None:
@@ -88,13 +96,13 @@ def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tm
 
 
 def test_version_creation_is_a_sensor_whose_rollback_branch_creates_nothing(tmp_path: Path) -> None:
-    """pre_store_version_creation is asked by a sensor in reschedule mode (its WAIT holds no worker slot), whose
-    branch goes on to create the version, or takes its abort or rollback task instead (VIP-4's ROLLBACK there:
+    """pre_store_version_creation is asked by a sensor in reschedule mode (its WAIT holds no worker slot), which
+    branches itself: on to create the version, or to its abort or rollback task instead (VIP-4's ROLLBACK there:
     the whole push stops, nothing is created)."""
     dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
     sensor = dag.get_task("pre_version_creation")
     assert sensor.mode == "reschedule" and sensor.upstream_task_ids == {"schema_registration"}
-    assert dag.get_task("pre_version_creation_outcome").downstream_task_ids == {
+    assert dag.get_task("pre_version_creation").downstream_task_ids == {
         "create_version",
         "pre_version_creation_abort",
         "pre_version_creation_rollback",
@@ -110,3 +118,43 @@ def test_the_last_step_announces_the_store_as_an_airflow_asset(tmp_path: Path) -
     assert [(a.uri, a.group) for a in announce.outlets] == [("venice://prod%20east/users", "venice")]
     assert announce.upstream_task_ids == {"finish_push_job"} and not announce.downstream_task_ids
     assert not [t.task_id for t in dag.tasks if t.outlets and t is not announce]  # one event per rollout
+
+
+@pytest.mark.parametrize(
+    ("answer", "followed"),
+    [
+        ("PROCEED", ["dc_1.server_swap"]),
+        ("ABORT", ["dc_1.pre_swap_abort"]),
+        ("ROLLBACK", ["dc_1.pre_swap_rollback"]),
+    ],
+)
+def test_a_decided_sensor_follows_its_answer_and_keeps_it_for_the_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, followed: list[str]
+) -> None:
+    """The sensor's branching, with its poke (the hooks) answering at once: the answer is kept as its XCom (the stop
+    tasks read it), and every other task after it is skipped."""
+    dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
+    sensor = dag.get_task("dc_1.pre_swap")
+    decided = {"outcome": answer, "reason": "r", "regions": ""}
+    monkeypatch.setattr(DecisionSensor, "poke", lambda self, context: PokeReturnValue(True, decided))
+    ti = _TaskInstance(sensor)
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        sensor.execute({"ti": ti})
+    assert ti.pushed["return_value"] == decided
+    assert set(skipped.value.tasks) == {(t, -1) for t in sensor.downstream_task_ids - set(followed)}
+
+
+class _TaskInstance:
+    """What a sensor and its branching ask of a task instance: its task, map index, first poke's date (this is the
+    first) and XCom pushes (kept here)."""
+
+    map_index = -1
+
+    def __init__(self, task: Any) -> None:
+        self.task, self.pushed = task, {}
+
+    def get_first_reschedule_date(self, context: Any) -> None:
+        return None
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value

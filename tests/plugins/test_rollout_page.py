@@ -95,17 +95,17 @@ def test_each_step_shows_its_start_and_how_long_it_took_or_has_been_going() -> N
 
 
 def test_a_decisions_branches_share_its_header_and_long_names_are_shortened() -> None:
-    columns = ("admitted", "da_vinci_swap", "da_vinci_swap_outcome", "da_vinci_swap_abort", "leader_replication_done")
+    columns = ("admitted", "da_vinci_swap", "da_vinci_swap_abort", "da_vinci_swap_rollback", "leader_replication_done")
     steps = {c: _timed(f"dc_0.{c}", "success", None) for c in columns}
-    job = tuple(_timed(n, "success", None) for n in ("end_of_push", "end_of_push_job", "end_of_push_job_outcome"))
+    job = tuple(_timed(n, "success", None) for n in ("end_of_push", "end_of_push_job", "end_of_push_job_abort"))
     view = RolloutView("users", "r", "success", None, job, columns, (RegionRow("dc-0", 1, 0, steps, None, None),))
     html = render_page(view)
     assert (
         "<tr><th rowspan='2'>region</th><th rowspan='2' class='outcome'>outcome</th>"
         "<th rowspan='2' title='admitted'>admitted</th><th colspan='3' title='da_vinci_swap'>DV swap</th>"
         "<th rowspan='2' title='leader_replication_done'>leader repl done</th></tr>"
-        "<tr><th class='sub' title='da_vinci_swap'>ask</th><th class='sub' title='da_vinci_swap_outcome'>outcome</th>"
-        "<th class='sub' title='da_vinci_swap_abort'>abort</th></tr>"
+        "<tr><th class='sub' title='da_vinci_swap'>ask</th><th class='sub' title='da_vinci_swap_abort'>abort</th>"
+        "<th class='sub' title='da_vinci_swap_rollback'>rollback</th></tr>"
     ) in html
     # `end_of_push_job` is not a branch of `end_of_push`.
     assert "<th rowspan='2' title='end_of_push'>end of push</th><th colspan='2' title='end_of_push_job'>" in html

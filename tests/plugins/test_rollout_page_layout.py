@@ -22,7 +22,6 @@ JOB = (
     "start_of_push_job",
     "schema_registration",
     "pre_version_creation",
-    "pre_version_creation_outcome",
     "pre_version_creation_abort",
     "pre_version_creation_rollback",
     "create_version",
@@ -31,7 +30,6 @@ JOB = (
 )
 END = (
     "end_of_push_job",
-    "end_of_push_job_outcome",
     "end_of_push_job_abort",
     "end_of_push_job_rollback",
     "finish_push_job",
@@ -40,25 +38,21 @@ END = (
 # Every task of a region's group, in the DAG's order (manual approval on).
 REGION = (
     "da_vinci_ingestion_gate",
-    "da_vinci_ingestion_gate_outcome",
     "da_vinci_ingestion_gate_abort",
     "da_vinci_ingestion_gate_rollback",
     "admitted",
     "ingestion_complete",
     "da_vinci_swap",
-    "da_vinci_swap_outcome",
     "da_vinci_swap_abort",
     "da_vinci_swap_rollback",
     "leader_replication_done",
     "approval",
     "not_admitted",
     "pre_swap",
-    "pre_swap_outcome",
     "pre_swap_abort",
     "pre_swap_rollback",
     "server_swap",
     "post_swap",
-    "post_swap_outcome",
     "post_swap_abort",
     "post_swap_rollback",
     "region_done",
@@ -92,11 +86,11 @@ def _steps(region: str, states: tuple[str, ...]) -> dict[str, Step]:
 def _view() -> RolloutView:
     """dc-0 done, dc-1 aborted at its pre swap, dc-2 still ingesting (a retry) with its approval asked for."""
     ok, no, wait = "success", "skipped", "up_for_reschedule"
-    to_pre_swap = (ok, ok, no, no, ok, ok, ok, ok, no, no, ok, ok, no)
-    done = (*to_pre_swap, ok, ok, no, no, ok, ok, ok, no, no, ok)
-    aborted = (*to_pre_swap, ok, ok, "failed", no, no, no, no, no, no, "upstream_failed")
-    going = (ok, ok, no, no, ok, "up_for_retry", wait, "none", "none", "none", "none", "awaiting_input")
-    going += ("none",) * 11
+    to_pre_swap = (ok, no, no, ok, ok, ok, no, no, ok, ok, no)
+    done = (*to_pre_swap, ok, no, no, ok, ok, no, no, ok)
+    aborted = (*to_pre_swap, ok, "failed", no, no, no, no, no, "upstream_failed")
+    going = (ok, no, no, ok, "up_for_retry", wait, "none", "none", "none", "awaiting_input")
+    going += ("none",) * 9
     job = tuple(Step(n, n, "success", 1, (), T0 - 30 + i, T0 - 29 + i) for i, n in enumerate(JOB))
     job += tuple(Step(n, n, "none", 0) for n in END)
     version = VersionInfo(7, "PARTIALLY_ONLINE", f"aborted by a hook at pre_store_version_swap in dc-1 ({REASON})")

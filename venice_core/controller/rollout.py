@@ -34,7 +34,7 @@ DA_VINCI_SWAP = F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
 @dataclass(frozen=True)
 class Decision:
     """What the hooks decided at a step that can hold the rollout: PROCEED, ABORT or ROLLBACK, and why. (WAIT is
-    no decision: the step is asked again.) It travels between the DAG's sensor and its branch as XCom."""
+    no decision: the step is asked again.) It travels from the DAG's decision sensor to its stop tasks as XCom."""
 
     outcome: StoreVersionLifecycleEventOutcome
     reason: str = ""
