@@ -4,6 +4,10 @@ back as Airflow's parser (configparser with `%` interpolation) reads them."""
 from __future__ import annotations
 
 import configparser
+import dataclasses
+import http.server
+import json
+import threading
 from pathlib import Path
 
 from tests.support.platform import make_platform_env
@@ -46,3 +50,46 @@ def test_the_cfg_holds_the_platforms_settings_and_keeps_its_secrets(tmp_path: Pa
     assert cfg.get("core", "dags_folder") == str(tmp_path / "other-dags")
     assert cfg.get("api", "secret_key") == secret_key
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+class _ParseRequests(http.server.BaseHTTPRequestHandler):
+    """Airflow's answers to a sign-in and to parse requests: a file's request is one row, unique while it is
+    pending, so a second request for the same file is answered 409 (the dag-processor has not taken the first)."""
+
+    pending: set[str] = set()
+
+    def do_POST(self) -> None:  # /auth/token
+        self._reply(201, {"access_token": "t"})
+
+    def do_PUT(self) -> None:  # /api/v2/parseDagFile/<token>
+        if self.path in self.pending:
+            self._reply(409, {"detail": {"reason": "Unique constraint violation"}})
+        else:
+            self.pending.add(self.path)
+            self._reply(201, {})
+
+    def _reply(self, status: int, body: dict) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(tmp_path: Path) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ParseRequests)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = make_platform_env(tmp_path / "home")
+        config = dataclasses.replace(env.config, airflow_port=server.server_address[1])
+        airflow._write_config(config)
+        api = airflow.AirflowApi(config)
+        api.request_parse("venice_rollout.py")
+        api.request_parse("venice_rollout.py")  # pending still: Airflow answers 409, which is no error
+        assert len(_ParseRequests.pending) == 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -476,10 +476,13 @@ class AirflowApi:
         """Ask the dag-processor to parse one of the platform's DAG files now (a new store's DAG then appears within
         seconds, not at the next periodic parse). Airflow takes a parse request only for a file it knows a DAG of;
         for one it knows none of yet (the very first store), the file's modification time is renewed instead,
-        which the dag-processor also watches (at its next look at the folder, every few seconds)."""
+        which the dag-processor also watches (at its next look at the folder, every few seconds). A request made while
+        another for the file is pending is the same request (Airflow answers 409: its row is unique)."""
         try:
             self._call("PUT", f"/api/v2/parseDagFile/{self._file_token(dag_file)}")
         except AirflowRefused as exc:
+            if exc.status == 409:  # a request for the file is pending already (its row is unique): it will do
+                return
             if exc.status != 404:
                 raise
             with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
