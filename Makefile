@@ -28,12 +28,12 @@ install: $(STAMP) $(BYTECODE) system-deps spark-archive jars
 	$(BIN)/python -m compileall -qq venice_core dags plugins
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
-# spark-submit of the platform starts on about half the CPU (venice_core/jobs/spark_archive*.py).
+# spark-submit of the platform starts on about half the CPU (venice_core/spark/class_archive*.py).
 spark-archive: $(STAMP)
-	$(BIN)/python -m venice_core.jobs.spark_archive_build
+	$(BIN)/python -m venice_core.spark.class_archive_build
 
 # The embedded broker's jars from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
-# fetch is safe in parallel too: the processes take turns, venice_core/embedded/cache.py).
+# fetch is safe in parallel too: the processes take turns, venice_core/cache.py).
 jars: $(STAMP) system-deps
 	$(BIN)/python -m venice_core.embedded.kafka
 
@@ -50,7 +50,7 @@ demo: install
 # Airflow file split over a third Airflow (625 s: a third Airflow's own CPU slowed the other two).
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.jobs.spark_archive_build
+	$(BIN)/python -m venice_core.spark.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now

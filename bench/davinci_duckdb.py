@@ -5,7 +5,7 @@ the full ingest.
     .venv/bin/python -m bench.davinci_duckdb [--records 1000000] [--profile]
 
 The store's version is seeded with the protocol writer (`bench.repush_throughput.ProtocolWriterSeed`) through
-`local_push.push`, so it is created and swapped in as a real push; the push's speed is not measured. Measured:
+`local.push`, so it is created and swapped in as a real push; the push's speed is not measured. Measured:
 from the client's start to it serving the version (1M rows in its table), and the raw baseline: one
 `INSERT INTO t SELECT * FROM arrow_table` of the same rows, already in memory as Arrow, into a table with the same
 columns and primary key in a DuckDB file of its own. Then the client is closed and a new one started on the same
@@ -38,12 +38,12 @@ from bench.harness import cpu_now, report, sandbox_platform
 from bench.push_throughput import PARTITIONS, bench_store
 from bench.repush_throughput import ProtocolWriterSeed
 from venice_core import gc_settings
-from venice_core.client import serde
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer, duckdb_store
 from venice_core.ingestion import task as ingestion_task
-from venice_core.jobs import local_push
+from venice_core.protocol import serde
 from venice_core.pubsub import admin
+from venice_core.rollout import local
 
 STORE = "bench"
 
@@ -196,7 +196,7 @@ def main() -> None:
         data, records = bench_store(config, meta, home, args.records)
         n = len(records)
         started = time.perf_counter()
-        local_push.push(
+        local.push(
             config,
             meta,
             STORE,

@@ -22,10 +22,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench.harness import sandbox_platform
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, streams
-from venice_core.jobs import stream_control, stream_upgrade
-from venice_core.jobs.spark_spec import StreamJobRequest
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin, client_config
+from venice_core.spark.submit import StreamJobRequest
+from venice_core.streams import control, upgrade
 
 STORE, PIPELINE, PARTITIONS = "drain_bench", "drain_bench", 2
 
@@ -104,23 +104,23 @@ def run(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) ->
     )  # fmt: skip
     producer = Paced(bootstrap, source, args.rate).start()
     try:
-        stream_control.start(config, meta, request)
+        control.start(config, meta, request)
         print(f"pipeline running ({args.transform}, trigger {args.trigger}s); {args.warmup:.0f}s at {args.rate:,.0f}/s")
         time.sleep(args.warmup)
         record = streams.get_pipeline(meta, PIPELINE)
         lag = sum(admin.end_offsets(bootstrap, source, PARTITIONS)) - sum(record.offsets.values())
         print(f"  before the drain: batch {record.last_batch_id}, {lag:,} events behind the source's end")
         requested_at = time.time()
-        drained_run = stream_upgrade.request_drain(config, meta, PIPELINE).run_id
-        outcome = wait("the drain", lambda: stream_upgrade.drain_outcome(config, meta, PIPELINE, drained_run))
+        drained_run = upgrade.request_drain(config, meta, PIPELINE).run_id
+        outcome = wait("the drain", lambda: upgrade.drain_outcome(config, meta, PIPELINE, drained_run))
         if outcome != streams.DRAINED:
             raise SystemExit(f"the drain {outcome}")
         report = streams.get_pipeline(meta, PIPELINE).drain or {}
-        new_run = stream_upgrade.start_upgraded(
+        new_run = upgrade.start_upgraded(
             config, meta, PIPELINE, {"transform": "window_count_v2"} if args.transform != "map" else {}
         )
         started_at = time.time()
-        wait("the new run", lambda: stream_upgrade.consuming(config, meta, PIPELINE, new_run))
+        wait("the new run", lambda: upgrade.consuming(config, meta, PIPELINE, new_run))
         rt = config.region(region)
         written = sum(admin.end_offsets(rt.kafka_bootstrap, rt.real_time_topic(STORE), PARTITIONS))
         wait(
@@ -129,7 +129,7 @@ def run(config: ClusterConfig, meta: MetadataStore, args: argparse.Namespace) ->
         )
     finally:
         sent = producer.stop()
-        stream_control.stop(config, meta, PIPELINE)
+        control.stop(config, meta, PIPELINE)
     times = write_times(config, region)
     stopped = report["stopped_at"]
     last_old = max((t for t in times if t <= stopped), default=None)

@@ -21,14 +21,14 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from bench import raw_topology
 from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, sandbox_platform
 from scripts.generate_dataset import generate
-from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import kafka, servers
-from venice_core.jobs.local_push import push
 from venice_core.meta import MetadataStore
+from venice_core.protocol import serde
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+from venice_core.rollout.local import push
 
 PARTITIONS = 4
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from venice_core.config import ClusterConfig
-from venice_core.jobs.spark_spec import DEFAULT_MASTER, SparkJobSpec, default_spark_confs, submit_env
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
+from venice_core.spark.submit import DEFAULT_MASTER, SparkJobSpec, default_spark_confs, submit_env
 
 SPARK_NOOP = Path(__file__).with_name("spark_noop.py")
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from bench.harness import SCHEMAS, report, sandbox_platform
 from scripts.generate_dataset import generate
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.controller import stores
-from venice_core.jobs.local_push import push
+from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.rollout.local import push
 from venice_core.storage.rocksdb import PartitionStorage
 
 BATCH = 100

@@ -23,18 +23,18 @@ from bench import raw_topology
 from bench.harness import print_timeline, report, sandbox_platform
 from bench.push_throughput import PARTITIONS, bench_store, conf_pair
 from venice_core.config import ClusterConfig
-from venice_core.jobs import local_push
-from venice_core.jobs.spark_spec import PushJobRequest
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.rollout import local
+from venice_core.spark.submit import PushJobRequest
 
 SCHEMA_ID = 1
 
 
 class ProtocolWriterSeed:
-    """A push job (`local_push.PushJobRunner`) that writes serialised records straight to the version topic with
+    """A push job (`local.PushJobRunner`) that writes serialised records straight to the version topic with
     the protocol writer, each partition sorted by key bytes as the Spark job writes it."""
 
     def __init__(self, records: list[tuple[bytes, bytes]]) -> None:
@@ -99,7 +99,7 @@ def main() -> None:
         _data, records = bench_store(config, meta, home, args.records)
         n = len(records)
         started = time.perf_counter()
-        local_push.push(
+        local.push(
             config,
             meta,
             "bench",
@@ -115,13 +115,13 @@ def main() -> None:
         def timed_job(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
             began = time.perf_counter()
             try:
-                return local_push.run_spark_job(job_config, request)
+                return local.run_spark_job(job_config, request)
             finally:
                 job_seconds.append(time.perf_counter() - began)
 
         marks: list[tuple[float, str]] = []
         started = time.perf_counter()
-        number = local_push.repush(
+        number = local.repush(
             config,
             meta,
             "bench",

@@ -20,8 +20,8 @@ from venice_plugin.rollout import build_rollout_dag
 from venice_core.config import load_config
 from venice_core.controller.stores import StoreSettings, list_stores, store_settings
 from venice_core.errors import VeniceError
-from venice_core.jobs.airflow_push import DAG_PREFIX, REPUSH_DAG_PREFIX, store_of
 from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow.rollouts import DAG_PREFIX, REPUSH_DAG_PREFIX, store_of
 
 
 def _stores(only: str | None) -> list[StoreSettings]:

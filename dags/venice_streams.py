@@ -13,8 +13,8 @@ from venice_plugin.upgrade_dag import build_upgrade_dag
 from venice_core.config import load_config
 from venice_core.controller.streams import list_pipelines
 from venice_core.errors import VeniceError
-from venice_core.jobs.stream_upgrade import DAG_PREFIX, pipeline_of
 from venice_core.meta import MetadataStore
+from venice_core.streams.upgrade import DAG_PREFIX, pipeline_of
 
 
 def _pipelines(only: str | None) -> list[str]:

@@ -20,8 +20,8 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import ClusterConfig
 from venice_core.embedded import platform, sandbox
-from venice_core.jobs.spark_spec import DEFAULT_MASTER, default_spark_confs
 from venice_core.meta import MetadataStore
+from venice_core.spark.submit import DEFAULT_MASTER, default_spark_confs
 
 NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "airflow", "postgres_url": "postgres"}
 
@@ -126,7 +126,7 @@ def config(tmp_path: Path) -> ClusterConfig:
 
 @pytest.fixture
 def spark_job(spark: Any) -> Any:
-    """The push job on the session's SparkSession, as a `local_push` job runner."""
+    """The push job on the session's SparkSession, as a `rollout.local` job runner."""
     from tests.support.jobs import InProcessSparkJob
 
     return InProcessSparkJob(spark)

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from fastavro.schema import SchemaParseException
 from fastavro.validation import ValidationError, validate
 
-from venice_core.client import serde
 from venice_core.config import ClusterConfig, load_config
 from venice_core.errors import ComponentError, InvalidRecord, NotHybridStore, VeniceError
+from venice_core.protocol import serde
 from venice_core.protocol.envelope import now_ms
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin

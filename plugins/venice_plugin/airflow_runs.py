@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from venice_core.jobs.rollout_view import TaskRun
+from venice_core.rollout.view import TaskRun
 
 
 @dataclass(frozen=True)

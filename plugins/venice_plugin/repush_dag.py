@@ -3,8 +3,8 @@ DAG, on the plugin's `BusinessHoursTimetable` (the cron's times, or once a worki
 hours). The DAG file imports this module only to build such a DAG (TriggerDagRunOperator's import alone costs a
 task process about 0.35 s). Two tasks:
 
-- `check_version_age` decides (`repush_config.scheduled_repush`): skipped (and the run with it) while the store's
-  current version is younger than the threshold, or while a push is in flight; otherwise it returns the repush's
+- `check_version_age` decides (`rollout.repush_config.scheduled_repush`): skipped (and the run with it) while the
+  store's current version is younger than the threshold, or while a push is in flight; otherwise it returns the repush's
   run conf (`source=kafka`, a TTL repush for a hybrid store).
 - `trigger_repush` triggers that run of the store's rollout DAG (`venice_push__<store>`), which rolls it out like
   any push: the hooks, region by region. It does not wait for it: the rollout DAG's run is where it is followed.
@@ -19,10 +19,10 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowSkipException
 
-from venice_core.jobs import repush_config
-from venice_core.jobs.airflow_push import REPUSH_DAG_PREFIX, SOURCE_KAFKA_PARAM, dag_id
 from venice_core.meta.context import metadata
+from venice_core.orchestration.airflow.rollouts import REPUSH_DAG_PREFIX, SOURCE_KAFKA_PARAM, dag_id
 from venice_core.repush_schedule import RepushSchedule
+from venice_core.rollout import repush_config
 from venice_plugin.timetables import BusinessHoursTimetable
 
 CHECK, TRIGGER = "check_version_age", "trigger_repush"

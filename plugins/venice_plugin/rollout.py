@@ -1,4 +1,4 @@
-"""The rollout DAG: `jobs.rollout_steps.STEPS` rendered as Airflow tasks, one store per DAG.
+"""The rollout DAG: `rollout.steps.STEPS` rendered as Airflow tasks, one store per DAG.
 
 - An ACTION is a task; a CONDITION (a region's ingestion) a sensor; the Spark push a `SparkSubmitOperator`.
 - A DECISION is a sensor in reschedule mode that asks the hooks at each poke (WAIT = poke again after
@@ -37,8 +37,8 @@ from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
 from venice_core.errors import ConfigError, IncompatibleSchema, SchemaError
 from venice_core.hooks.builtin import ManualApproval
-from venice_core.jobs import push as push_job
-from venice_core.jobs.airflow_push import (
+from venice_core.meta.context import metadata
+from venice_core.orchestration.airflow.rollouts import (
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
     asset_uri,
@@ -47,10 +47,10 @@ from venice_core.jobs.airflow_push import (
     run_confs,
     store_of,
 )
-from venice_core.jobs.local_push import job_request
-from venice_core.jobs.push_tasks import PushJobError
-from venice_core.jobs.repush_config import RepushRefused
-from venice_core.jobs.rollout_steps import (
+from venice_core.push_schedule import PushSchedule
+from venice_core.rollout.local import job_request
+from venice_core.rollout.repush_config import RepushRefused
+from venice_core.rollout.steps import (
     STEPS,
     CreatedVersion,
     IngestionFailed,
@@ -61,10 +61,10 @@ from venice_core.jobs.rollout_steps import (
     StepKind,
     stop,
 )
-from venice_core.jobs.rollout_view import region_group
-from venice_core.jobs.spark_spec import push_job_spec
-from venice_core.meta.context import metadata
-from venice_core.push_schedule import PushSchedule
+from venice_core.rollout.view import region_group
+from venice_core.spark import push as push_job
+from venice_core.spark.push_tasks import PushJobError
+from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input
 from venice_plugin.timetables import BusinessHoursTimetable
 
@@ -219,7 +219,7 @@ class DecisionSensor(BaseSensorOperator, BranchMixIn):
 
 
 class PushJobOperator(SparkSubmitOperator):
-    """The Spark push job, as `jobs.spark_spec.push_job_spec` renders it for this run (the same spec spark-submit
+    """The Spark push job, as `spark.submit.push_job_spec` renders it for this run (the same spec spark-submit
     runs in `venice push --local`). Input it refuses (it writes why to its result file) ends the push at once:
     the version is killed with the job's reason and the step fails without retries, since the same input would be
     refused again. Any other failure is retried like every step."""

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
-from venice_core.jobs.airflow_push import dag_id
-from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step
+from venice_core.orchestration.airflow.rollouts import dag_id
+from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step
 from venice_plugin.airflow_runs import RunInfo
 
 STYLE = """

@@ -21,7 +21,7 @@ plugin registers `LazyApp`, which builds the real app on the API server's first 
 import dataclasses
 from typing import Any
 
-from venice_core.jobs.airflow_push import dag_id as store_dag_id
+from venice_core.orchestration.airflow.rollouts import dag_id as store_dag_id
 
 URL_PREFIX = "/venice"
 DAG_PREFIX = store_dag_id("")
@@ -49,8 +49,8 @@ def create_app() -> Any:
     from venice_core.controller.job import job_reply
     from venice_core.controller.stores import list_stores
     from venice_core.errors import VeniceError
-    from venice_core.jobs.rollout_view import RolloutView, rollout_view
     from venice_core.meta.context import metadata
+    from venice_core.rollout.view import RolloutView, rollout_view
     from venice_plugin import airflow_runs
     from venice_plugin.rollout_html import render_index, render_missing, render_page
 

@@ -16,10 +16,10 @@ import jinja2
 
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
-from venice_core.jobs import repush_config
-from venice_core.jobs.airflow_push import run_confs
-from venice_core.jobs.rollout_steps import STEPS
 from venice_core.meta.context import metadata
+from venice_core.orchestration.airflow.rollouts import run_confs
+from venice_core.rollout import repush_config
+from venice_core.rollout.steps import STEPS
 
 SCHEDULED = "scheduled"  # Airflow's DagRunType.SCHEDULED
 

@@ -1,5 +1,5 @@
 """A streaming pipeline's drain and upgrade: the `venice_upgrade__<pipeline>` DAG, run by `venice stream drain` and
-`venice stream upgrade` (or from the UI). Its tasks are `jobs.stream_upgrade`'s steps:
+`venice stream upgrade` (or from the UI). Its tasks are `streams.upgrade`'s steps:
 
 - `drain` writes a drain notification for the pipeline's current run;
 - `wait_drained`, a sensor, until the run has stopped cleanly or its drain failed (the timeout passed);
@@ -23,8 +23,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from venice_core.controller import streams
 from venice_core.errors import VeniceError
-from venice_core.jobs import stream_upgrade
 from venice_core.meta.context import metadata
+from venice_core.streams import upgrade
 from venice_plugin.rollout import form_param
 
 DRAIN, WAIT_DRAINED, OUTCOME, ALERT, DRAINED = "drain", "wait_drained", "drain_outcome", "alert", "drained"
@@ -43,7 +43,7 @@ def next_after_drain(outcome: str, upgrade: bool) -> str:
 
 def build_upgrade_dag(pipeline: str) -> DAG:
     with DAG(
-        dag_id=stream_upgrade.dag_id(pipeline),
+        dag_id=upgrade.dag_id(pipeline),
         description=f"Drain stream pipeline '{pipeline}', then (an upgrade) start its new deployment",
         schedule=None,
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -63,7 +63,7 @@ def build_upgrade_dag(pipeline: str) -> DAG:
         def request(**context: Any) -> str:
             with metadata() as (config, meta):
                 try:
-                    requested = stream_upgrade.request_drain(
+                    requested = upgrade.request_drain(
                         config, meta, pipeline, context["params"].get("drain_timeout_seconds")
                     )
                 except VeniceError as exc:
@@ -74,10 +74,10 @@ def build_upgrade_dag(pipeline: str) -> DAG:
         @task.sensor(task_id=WAIT_DRAINED, poke_interval=POKE_SECONDS, timeout=SENSOR_TIMEOUT_SECONDS, mode="poke")
         def wait_drained(draining_run: str) -> PokeReturnValue:  # (`run_id` is a name Airflow reserves)
             with metadata() as (config, meta):
-                outcome = stream_upgrade.drain_outcome(config, meta, pipeline, draining_run)
+                outcome = upgrade.drain_outcome(config, meta, pipeline, draining_run)
                 if outcome == streams.DRAINED:
                     report = streams.get_pipeline(meta, pipeline).drain
-                    print(f"{pipeline} drained: {stream_upgrade.describe_drain(report)}")
+                    print(f"{pipeline} drained: {upgrade.describe_drain(report)}")
             return PokeReturnValue(is_done=outcome is not None, xcom_value=outcome)
 
         @task.branch(task_id=OUTCOME)
@@ -92,9 +92,7 @@ def build_upgrade_dag(pipeline: str) -> DAG:
         def start(**context: Any) -> str:
             with metadata() as (config, meta):
                 try:
-                    return stream_upgrade.start_upgraded(
-                        config, meta, pipeline, context["params"].get("args") or {}, print
-                    )
+                    return upgrade.start_upgraded(config, meta, pipeline, context["params"].get("args") or {}, print)
                 except VeniceError as exc:
                     raise AirflowFailException(str(exc)) from exc
 
@@ -102,7 +100,7 @@ def build_upgrade_dag(pipeline: str) -> DAG:
         def wait_consuming(new_run: str) -> bool:
             with metadata() as (config, meta):
                 try:
-                    return stream_upgrade.consuming(config, meta, pipeline, new_run)
+                    return upgrade.consuming(config, meta, pipeline, new_run)
                 except VeniceError as exc:
                     raise AirflowFailException(str(exc)) from exc
 

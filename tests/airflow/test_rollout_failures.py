@@ -34,12 +34,13 @@ from tests.support.inputs import expected_records
 from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.reads import assert_serves, wait_for
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
-from venice_core.jobs import stream_control
-from venice_core.jobs.airflow_push import dag_id
+from venice_core.orchestration.airflow.rollouts import dag_id
+from venice_core.protocol import serde
 from venice_core.pubsub import admin
+from venice_core.streams import control
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -245,7 +246,7 @@ def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_a
     admin.create_topic(bootstrap, source, 2)
     producer = SteadyProducer(bootstrap, source, 2, rate=200).start()
     name = f"u{uuid.uuid4().hex[:8]}"
-    job = stream_control.process(config, name)
+    job = control.process(config, name)
 
     def puts() -> list[tuple[str, int]]:
         return rt_puts(env, "dc-0", store, 2, serde.parse("string"), serde.parse("long"))

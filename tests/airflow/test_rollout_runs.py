@@ -47,7 +47,7 @@ from venice_core.embedded import airflow
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks.api import HOOK_FUNCTIONS
-from venice_core.jobs.airflow_push import asset_uri, dag_id
+from venice_core.orchestration.airflow.rollouts import asset_uri, dag_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

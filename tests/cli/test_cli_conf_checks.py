@@ -16,8 +16,8 @@ from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from venice_core.controller.rollout import Rollout
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
-from venice_core.jobs.rollout_steps import PushRequest, StepInputs, step
 from venice_core.meta import MetadataStore
+from venice_core.rollout.steps import PushRequest, StepInputs, step
 
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 TYPO = "error: unknown repush conf 'repush.ttl.enabel' (did you mean 'repush.ttl.enable'?)"

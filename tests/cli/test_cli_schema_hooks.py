@@ -1,5 +1,5 @@
 """VIP-4's schema-registration hooks wherever a value schema is registered: `venice schema add`, and the rollout's
-schema_registration step for a push that auto-registers its input schema (`jobs.rollout_steps`). An ABORT
+schema_registration step for a push that auto-registers its input schema (`rollout.steps`). An ABORT
 refuses the schema with the hook's reason and registers nothing. Over a metadata store, no broker."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from venice_core.controller import stores
 from venice_core.controller.rollout import Rollout, RolloutStopped
 from venice_core.errors import IncompatibleSchema
 from venice_core.hooks.records import invocations
-from venice_core.jobs.rollout_steps import PushRequest, StepInputs, step
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.rollout.steps import PushRequest, StepInputs, step
 
 HOOKS = "tests.hooks_fixtures.sample_hooks"
 ABORT_CONFIG = {"answer.pre_schema_registration": "ABORT", "reason.pre_schema_registration": "schemas frozen"}

@@ -12,9 +12,9 @@ import pytest
 from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import drain, stores, streams
-from venice_core.jobs import stream_control
-from venice_core.jobs.spark_spec import StreamJobRequest, stream_job_spec
 from venice_core.meta import MetadataStore
+from venice_core.spark.submit import StreamJobRequest, stream_job_spec
+from venice_core.streams import control
 
 
 def _store(env: PlatformEnv, hybrid: bool) -> str:
@@ -107,7 +107,7 @@ def test_every_start_is_a_new_run_and_a_stale_run_cannot_report(meta: MetadataSt
 def test_a_pipeline_started_before_starts_again_by_name(cli_env: PlatformEnv) -> None:
     args = StreamJobRequest("again", "s", "dc-1", "events", "b:1", "k", ("v",), "ts", trigger_seconds=2.0).to_json()
     streams.new_run(cli_env.meta, "again", "s", "dc-1", "events", args)
-    request = stream_control.resolve_request(
+    request = control.resolve_request(
         cli_env.meta, cli_env.config, "again", None, None, None, None, trigger_seconds=None, event_time_field="t2"
     )
     assert request == StreamJobRequest("again", "s", "dc-1", "events", "b:1", "k", ("v",), "t2", trigger_seconds=2.0)
@@ -120,7 +120,7 @@ def test_the_job_is_one_spark_submit_with_its_checkpoint(tmp_path: Path) -> None
     argv = stream_job_spec(request, "run-1", tmp_path / "checkpoint").argv()
     assert argv[0].endswith("spark-submit") and argv[argv.index("--master") + 1] == "local[1]"
     assert argv[argv.index("--name") + 1] == "venice-stream-p"
-    application = argv.index(next(a for a in argv if a.endswith("jobs/stream.py")))
+    application = argv.index(next(a for a in argv if a.endswith("spark/stream.py")))
     job_args = argv[application + 1 :]
     assert job_args[job_args.index("--value-fields") + 1] == "a,b"
     assert job_args[job_args.index("--checkpoint") + 1] == str(tmp_path / "checkpoint")
@@ -133,7 +133,7 @@ def test_venice_down_stops_the_running_pipelines_first(cli_env: PlatformEnv) -> 
     store = _store(cli_env, hybrid=True)
     record = streams.new_run(cli_env.meta, "running", store, "dc-0", "events", {"key_field": "k"})
     streams.record_running(cli_env.meta, "running", record.run_id, "q-1")
-    job = stream_control.process(cli_env.config, "running")
+    job = control.process(cli_env.config, "running")
     job.start(["sleep", "300"])
     try:
         result = cli_env.cli("down", check=True)
@@ -161,10 +161,10 @@ def test_a_start_after_a_drain_is_fresh_state_from_the_drained_offsets(cli_env: 
     """What the drained run reached is where the next one starts (its checkpoint kept aside); an unknown
     transform is refused before anything starts."""
     request = StreamJobRequest("dr", "s", "dc-0", "events", "b:1", "k", ("v",), starting_offsets="earliest")
-    checkpoint = stream_control.checkpoint_dir(cli_env.config, "dr")
+    checkpoint = control.checkpoint_dir(cli_env.config, "dr")
     (checkpoint / "offsets").mkdir(parents=True)
     drained = streams.PipelineRecord("dr", "s", "dc-0", "events", {}, streams.DRAINED, "r1", offsets={"0": 7, "1": 3})
-    after = stream_control.after_drain(cli_env.config, request, drained)
+    after = control.after_drain(cli_env.config, request, drained)
     assert after.starting_offsets == '{"0": 7, "1": 3}' and not checkpoint.exists()
     assert (checkpoint.with_name("checkpoint.drained") / "offsets").is_dir()
     store = _store(cli_env, hybrid=True)

@@ -23,7 +23,7 @@ from tests.support.ingestion import wait_for_ingestion
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
@@ -32,6 +32,7 @@ from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
 from venice_core.embedded.sandbox import free_ports
 from venice_core.errors import ConfigError, StoreNotFound, VeniceError
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for

@@ -21,10 +21,10 @@ from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
 from tests.support.reads import eventually
 from tests.support.topics import read_until
-from venice_core.client import serde
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
+from venice_core.protocol import serde
 from venice_core.protocol.envelope import MessageType, decode
 from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
 from venice_core.writer import OnlineWriter

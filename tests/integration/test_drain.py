@@ -22,13 +22,14 @@ from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams
-from venice_core.jobs import stream_control, stream_upgrade
-from venice_core.jobs.spark_spec import StreamJobRequest
-from venice_core.jobs.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
-from venice_core.jobs.stream_drain import last_batch
+from venice_core.protocol import serde
 from venice_core.pubsub import admin
+from venice_core.spark.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
+from venice_core.spark.stream_drain import last_batch
+from venice_core.spark.submit import StreamJobRequest
+from venice_core.streams import control, upgrade
 
 pytestmark = pytest.mark.spark  # every test here runs spark-submit
 
@@ -75,7 +76,7 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
         confs={STOP_INSTEAD_OF_DRAIN_CONF: "true"},
     )  # fmt: skip
     producer = SteadyProducer(bootstrap, source, partitions, rate=100).start()
-    job = stream_control.process(config, name)
+    job = control.process(config, name)
     key_schema, value_schema = serde.parse("string"), serde.parse("long")
 
     def puts() -> list[tuple[str, int]]:
@@ -83,9 +84,9 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
 
     try:
         # The contrast: query.stop() where a drain was asked for.
-        stream_control.start(config, meta, request)
+        control.start(config, meta, request)
         wait_for("two batches", lambda: (streams.get_pipeline(meta, name).last_batch_id or 0) >= 1)
-        stopped = stream_upgrade.request_drain(config, meta, name)
+        stopped = upgrade.request_drain(config, meta, name)
         wait_for("the stop", lambda: job.pid() is None)
         record = streams.get_pipeline(meta, name)
         assert record.state == streams.STOPPED and record.drain["outcome"] == "stopped"
@@ -107,28 +108,28 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
         # Its first batch is held before it writes: the drain is asked for while that batch is in flight.
         hold = tmp_path / "hold"
         hold.touch()
-        resumed = stream_control.start(
+        resumed = control.start(
             config, meta, StreamJobRequest.of({**request.to_json(), "confs": {HOLD_BATCH_CONF: str(hold)}})
         )
         first_run = resumed.record.run_id
         held = int(wait_for("a held batch", lambda: Path(f"{hold}.held").exists() and Path(f"{hold}.held").read_text()))
-        requested = stream_upgrade.request_drain(config, meta, name, timeout_seconds=120)
+        requested = upgrade.request_drain(config, meta, name, timeout_seconds=120)
         wait_for("the cut", lambda: (streams.get_pipeline(meta, name).drain or {}).get("uuid") == requested.uuid)
         time.sleep(1.0)
-        assert stream_upgrade.drain_outcome(config, meta, name, first_run) is None  # waiting for the batch
+        assert upgrade.drain_outcome(config, meta, name, first_run) is None  # waiting for the batch
         hold.unlink()
-        outcome = wait_for("the drain", lambda: stream_upgrade.drain_outcome(config, meta, name, first_run))
+        outcome = wait_for("the drain", lambda: upgrade.drain_outcome(config, meta, name, first_run))
         drained = streams.get_pipeline(meta, name)
         assert outcome == streams.DRAINED, (outcome, job.log_tail())
         report = drained.drain
         assert report["uuid"] == requested.uuid and report["outcome"] == "drained"
         assert report["batch_in_flight"] == held and report["waited_for_batch_s"] >= 1.0  # finished, not cancelled
         assert drained.offsets == report["cut"] == report["offsets"]  # processed exactly to the cut
-        checkpoint = stream_control.checkpoint_dir(config, name)
+        checkpoint = control.checkpoint_dir(config, name)
         assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
         assert drain.read(meta, name) == []  # cleaned up after the clean stop
         assert job.pid() is None
-        print(f"drained: {stream_upgrade.describe_drain(report)}")
+        print(f"drained: {upgrade.describe_drain(report)}")
 
         # Every window open at the drain was written early by the drained run: all the events it had read.
         first_pane = stopped.run_id[:8]  # the checkpoint's pane: its first run's, kept by the resumed run
@@ -138,10 +139,10 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
         assert {w: sum(panes[w].values()) for w in per_window} == dict(per_window)
 
         # The new deployment: another state schema, fresh state, from the drained offsets; drained at start.
-        second_run = stream_upgrade.start_upgraded(config, meta, name, {"transform": "window_count_v2"})
+        second_run = upgrade.start_upgraded(config, meta, name, {"transform": "window_count_v2"})
         drain.write(meta, name, second_run, timeout_seconds=120)  # before its job has started
-        assert stream_control.checkpoint_dir(config, name).with_name("checkpoint.drained").exists()
-        outcome = wait_for("the drain at start", lambda: stream_upgrade.drain_outcome(config, meta, name, second_run))
+        assert control.checkpoint_dir(config, name).with_name("checkpoint.drained").exists()
+        outcome = wait_for("the drain at start", lambda: upgrade.drain_outcome(config, meta, name, second_run))
         assert outcome == streams.DRAINED, (outcome, job.log_tail())
         produced = producer.stop()
         final = streams.get_pipeline(meta, name)
@@ -181,9 +182,9 @@ def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_en
     time.sleep(0.5)
     name = f"m{uuid.uuid4().hex[:8]}"
     request = StreamJobRequest(name, store, REGION, source, bootstrap, "user", ("n",), "ts", trigger_seconds=0.5)
-    job = stream_control.process(config, name)
+    job = control.process(config, name)
     try:
-        run_id = stream_control.start(config, meta, request, wait=False).record.run_id
+        run_id = control.start(config, meta, request, wait=False).record.run_id
         drain.write(meta, name, "an-earlier-run")  # stale: ignored
         drained = env.cli("stream", "drain", name, "--local")  # while the job starts: it drains at start
         assert drained.returncode == 0, (drained.stderr, job.log_tail())
@@ -197,7 +198,7 @@ def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_en
         assert record.run_id == run_id and report["batch_in_flight"] is None
         assert record.offsets == report["cut"] == {"0": len(producer.upto(record.offsets))}
         assert 0 < record.offsets["0"] < len(producer.produced)  # producing went on past the cut: not read
-        checkpoint = stream_control.checkpoint_dir(config, name)
+        checkpoint = control.checkpoint_dir(config, name)
         assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
         assert [n.notification.run_id for n in drain.read(meta, name)] == ["an-earlier-run"]  # its own cleaned up
         puts = rt_puts(env, REGION, store, 1, serde.parse("string"), serde.parse("long"))

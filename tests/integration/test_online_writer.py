@@ -11,10 +11,9 @@ import zlib
 
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition
-from venice_core.client import serde
 from venice_core.controller import stores
 from venice_core.errors import InvalidRecord
-from venice_core.protocol import chunking
+from venice_core.protocol import chunking, serde
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import (
     CHUNK_SCHEMA_ID,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from venice_core.jobs.push_tasks import serialize_batches
+from venice_core.spark.push_tasks import serialize_batches
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
@@ -36,7 +36,7 @@ def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
 
 def test_each_kafka_partition_is_written_by_a_task_of_its_own(spark: Any) -> None:
     """`write_sorted` gives Kafka partition p to Spark partition p: no task writes two Kafka partitions."""
-    from venice_core.jobs.push_tasks import write_sorted
+    from venice_core.spark.push_tasks import write_sorted
 
     def task(batches: Any) -> Any:
         import pyarrow as pa

@@ -18,8 +18,8 @@ from tests.support.reads import assert_serves
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
 from venice_core.errors import VeniceError
-from venice_core.jobs.local_push import PushFailed
-from venice_core.jobs.spark_spec import PushJobRequest
+from venice_core.rollout.local import PushFailed
+from venice_core.spark.submit import PushJobRequest
 
 
 @pytest.mark.spark

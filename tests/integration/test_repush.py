@@ -13,17 +13,17 @@ from typing import Any
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually, reads_equal
-from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.stores import describe_store
 from venice_core.embedded import servers
-from venice_core.jobs import local_push
-from venice_core.jobs.spark_spec import PushJobRequest
+from venice_core.protocol import serde
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.rollout import local
+from venice_core.spark.submit import PushJobRequest
 from venice_core.writer import OnlineWriter
 
 LARGE = 2 * 1024 * 1024  # past the 900 KB chunk size: three chunks and a manifest
@@ -81,7 +81,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     # NO_OP -> ZSTD, the partition count kept: the map-only plan (each task compacts a whole source partition).
     stores.update_store(env.meta, env.config, store, compression="ZSTD")
     lines: list[str] = []
-    assert local_push.repush(env.config, env.meta, store, {}, progress=lines.append, run_job=spark_job) == 2
+    assert local.repush(env.config, env.meta, store, {}, progress=lines.append, run_job=spark_job) == 2
     v2 = _version(env, store, 2)
     assert (v2["partition_count"], v2["compression"]) == (4, "ZSTD")
     assert v2["push_job_id"].startswith(f"venice_re_push_{store}-")
@@ -95,7 +95,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     lines.clear()
     confs = {"kafka.input.max.records.per.mapper": "25", "kafka.input.combiner.enabled": "true"}
     confs["kafka.input.fabric"] = "dc-2"
-    assert local_push.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
+    assert local.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
     assert (_version(env, store, 3)["compression"], _version(env, store, 3)["partition_count"]) == ("NO_OP", 8)
     assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 3)) == 8
     assert any("from version 2 in dc-2" in line for line in lines), lines
@@ -147,7 +147,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         servers.start(config, "dc-2")
         lines: list[str] = []
         repair = {"kafka.input.fabric": "dc-1", "kafka.input.max.records.per.mapper": "20"}
-        assert local_push.repush(config, env.meta, store, repair, progress=lines.append, run_job=spark_job) == 2
+        assert local.repush(config, env.meta, store, repair, progress=lines.append, run_job=spark_job) == 2
         assert any("from version 1 in dc-1" in line for line in lines), lines
         assert any("wrote" in line and " 6 tombstones" in line for line in lines), lines  # b5..b9 and n0
         v2 = versions.get_version(env.meta, store, 2)
@@ -166,7 +166,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
 
         ttl = {"repush.ttl.enable": "true", "repush.ttl.start.timestamp": str(cutoff)}
         lines.clear()
-        assert local_push.repush(config, env.meta, store, ttl, progress=lines.append, run_job=job_then_write) == 3
+        assert local.repush(config, env.meta, store, ttl, progress=lines.append, run_job=job_then_write) == 3
         v3 = versions.get_version(env.meta, store, 3)
         assert v3.push_job_id.startswith(f"venice_ttl_re_push_{store}-")
         assert (v3.lifecycle.hybrid.rewind_seconds, v3.lifecycle.hybrid.replay_after_ms) == (86_400, cutoff)

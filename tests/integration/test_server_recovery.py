@@ -12,10 +12,11 @@ import time
 from tests.support.ingestion import read_checkpoint, wait_for_ingestion
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.embedded import servers
+from venice_core.protocol import serde
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push

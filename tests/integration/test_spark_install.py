@@ -26,7 +26,7 @@ def test_python_and_jvm_spark_versions_agree(spark: Any) -> None:
 
 
 def test_spark_python_workers_import_pyspark_from_the_installed_package(spark: Any) -> None:
-    """Spark puts its pyspark zip first on a worker's path; the platform's daemon module (`spark_python`) makes its
+    """Spark puts its pyspark zip first on a worker's path; the platform's daemon module (`spark.python_path`) makes its
     workers import the installed, compiled package instead, as this process does."""
     import py4j
     import pyspark
@@ -48,12 +48,12 @@ def test_a_spark_submitted_job_imports_pyspark_from_the_installed_package(script
     import py4j
     import pyspark
 
-    import venice_core.jobs
+    import venice_core.spark
 
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     zips = sorted(str(p) for p in lib.glob("*.zip"))
     assert len(zips) == 2, zips  # pyspark.zip and py4j's: what spark-submit puts on PYTHONPATH
-    path = Path(venice_core.jobs.__file__).with_name(script)
+    path = Path(venice_core.spark.__file__).with_name(script)
     program = (
         "import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name='job'); "
         "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"

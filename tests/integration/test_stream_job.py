@@ -17,13 +17,15 @@ from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.reads import wait_for
 from tests.support.topics import read_partition
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.controller import stores, streams
 from venice_core.errors import StreamInputError, VeniceError
-from venice_core.jobs import stream, stream_control
+from venice_core.protocol import serde
 from venice_core.protocol.div import Validator
 from venice_core.protocol.envelope import MessageType, checksum_bytes, decode
 from venice_core.pubsub import admin, client_config
+from venice_core.spark import stream
+from venice_core.streams import control
 
 REGION = "dc-0"
 PARTITIONS = 2
@@ -92,7 +94,7 @@ def test_stream_writes_each_event_once_across_a_driver_kill_and_refuses_a_bad_ba
     name = f"s{uuid.uuid4().hex[:8]}"
     first = [_event(i, 1_000 + i) for i in range(60)]
     _produce(bootstrap, source, first)
-    job = stream_control.process(config, name)
+    job = control.process(config, name)
     try:
         # Batch 0 holds every first event; one of its two tasks stops after writing 10 records.
         env.cli(

@@ -1,4 +1,4 @@
-"""The shape of a store's rollout DAG, built without a running Airflow: the steps of `rollout_steps.STEPS`, in
+"""The shape of a store's rollout DAG, built without a running Airflow: the steps of `rollout.steps.STEPS`, in
 their order, every decision a sensor that branches itself to the next step, its `abort` or (where the hook may
 answer it) its `rollback`."""
 
@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import DownstreamTasksSkipped
 from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag
 
 from venice_core.config import ClusterConfig, load_config
-from venice_core.jobs.rollout_steps import StepKind, plan
+from venice_core.rollout.steps import StepKind, plan
 
 REGIONS = ["dc-0", "dc-1", "dc-2"]
 

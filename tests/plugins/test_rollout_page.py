@@ -12,7 +12,7 @@ from venice_plugin.rollout_html import render_index, render_page
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 
 from venice_core.controller.versions import RegionProgress
-from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
+from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
 
 EVIL = "<script>alert('x')</script>"
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC

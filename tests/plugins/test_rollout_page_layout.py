@@ -12,7 +12,7 @@ from venice_plugin.rollout_html import render_page
 
 from tests.support.browser import chromium_page
 from venice_core.controller.versions import RegionProgress
-from venice_core.jobs.rollout_view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
+from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
 
 pytestmark = pytest.mark.browser
 

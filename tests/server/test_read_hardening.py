@@ -16,8 +16,9 @@ import pytest
 
 from tests.support.platform import SCHEMAS
 from tests.support.regions import seeded_region
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.config import ServerLimits
+from venice_core.protocol import serde
 from venice_core.protocol.batch_get import BATCH_CONTENT_TYPE, decode_records, encode_keys
 from venice_core.server.http import serve
 from venice_core.server.region_server import RegionServer, encode_key

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.regions import seeded_region
-from venice_core.client import ReadClient, serde
+from venice_core.client import ReadClient
 from venice_core.client.thin import DECODE_MANY_FROM
 from venice_core.errors import VeniceError
+from venice_core.protocol import serde
 from venice_core.server.http import serve
 
 STORE = "people"

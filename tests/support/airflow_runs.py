@@ -23,9 +23,9 @@ from venice_core.embedded import airflow
 from venice_core.errors import ComponentError
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.records import metrics_text
-from venice_core.jobs.airflow_push import asset_uri, dag_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.orchestration.airflow.rollouts import asset_uri, dag_id
 from venice_core.pubsub import admin
 
 REPO = Path(__file__).parents[2]

@@ -16,7 +16,7 @@ from playwright.sync_api import FrameLocator, Page, sync_playwright
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow
-from venice_core.jobs.airflow_push import asset_uri, dag_id
+from venice_core.orchestration.airflow.rollouts import asset_uri, dag_id
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition
-from venice_core.client import serde
+from venice_core.protocol import serde
 from venice_core.protocol.div import Validator
 from venice_core.protocol.envelope import MessageType, checksum_bytes, decode
 from venice_core.pubsub import client_config

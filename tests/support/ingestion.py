@@ -11,8 +11,8 @@ from typing import Any
 from rocksdict import AccessType, Options, Rdict
 
 from venice_core.controller import versions
-from venice_core.jobs.local_push import PushFailed
 from venice_core.meta import MetadataStore
+from venice_core.rollout.local import PushFailed
 from venice_core.status import ExecutionStatus
 from venice_core.storage.checkpoint import decode_state
 from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF

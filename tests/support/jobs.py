@@ -1,4 +1,4 @@
-"""Push-job runners for tests (`jobs.local_push.PushJobRunner`): the real push job on the session's in-process
+"""Push-job runners for tests (`rollout.local.PushJobRunner`): the real push job on the session's in-process
 SparkSession (no JVM start per push), and a seeding job that writes given records straight through the protocol
 writer (for tests about something other than the job, which only need a version to exist)."""
 
@@ -8,21 +8,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
-from venice_core.jobs import push, repush, repush_config
-from venice_core.jobs.local_push import PushFailed
-from venice_core.jobs.spark_spec import PushJobRequest, job_args, repush_job_args, spark_confs
 from venice_core.meta import MetadataStore
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.rollout import repush_config
+from venice_core.rollout.local import PushFailed
+from venice_core.spark import push, repush
+from venice_core.spark.submit import PushJobRequest, job_args, repush_job_args, spark_confs
 
 
 class InProcessSparkJob:
-    """The push job's own code (`jobs.push.run_on`) on a SparkSession that lives for the test session. A failure
+    """The push job's own code (`spark.push.run_on`) on a SparkSession that lives for the test session. A failure
     becomes the same one-line `PushFailed` that spark-submit's path raises."""
 
     def __init__(self, spark: Any) -> None:
@@ -40,7 +41,7 @@ class InProcessSparkJob:
                 self.spark.conf.unset(key)
 
     def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
-        if repush_config.is_repush(request.confs):  # the repush job (`jobs.repush.run_on`), as spark_spec picks it
+        if repush_config.is_repush(request.confs):  # the repush job (`spark.repush.run_on`), as spark_spec picks it
             job, name, argv = repush, "repush", repush_job_args(config, request)
         else:
             job, name, argv = push, "push", job_args(config, request)

@@ -21,8 +21,8 @@ from venice_core.cli.main import main as cli_main
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores
 from venice_core.embedded.sandbox import write_sandbox_config
-from venice_core.jobs import local_push
 from venice_core.meta import MetadataStore
+from venice_core.rollout import local
 
 VENICE = str(Path(sys.executable).with_name("venice"))
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
@@ -92,7 +92,7 @@ class PlatformEnv:
     def push(
         self,
         store: str,
-        job: local_push.PushJobRunner,
+        job: local.PushJobRunner,
         input_path: str | Path = "",
         progress: Callable[[str], None] = lambda _line: None,
         **options: Any,
@@ -100,7 +100,7 @@ class PlatformEnv:
         """A whole push (`venice push --local`'s steps) in this process, the job run by `job`; returns the version
         once every region serves it. Without an input path (a job that writes given records), the push names a
         remote one, whose schema is left to the job, as for any input the push cannot read locally."""
-        return local_push.push(
+        return local.push(
             self.config, self.meta, store, str(input_path or RECORDS_INPUT), progress=progress, run_job=job, **options
         )
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.platform import SCHEMAS, make_platform_env
-from venice_core.client import serde
 from venice_core.controller import stores
 from venice_core.meta import MetadataStore
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.server.region_server import HostedVersion, RegionServer

@@ -10,8 +10,8 @@ from tests.support.topics import InMemoryTopics
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
-from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, StepInputs, step
 from venice_core.meta import MetadataStore
+from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs, step
 from venice_core.status import ExecutionStatus
 
 KEY = '"string"'

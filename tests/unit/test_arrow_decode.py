@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from venice_core.client import serde
 from venice_core.davinci import arrow_decode
+from venice_core.protocol import serde
 
 SCHEMA = {
     "type": "record",

@@ -12,9 +12,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from venice_core.client import serde
 from venice_core.davinci.columns import SchemaNotStorable, key_columns
 from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer, quote
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.storage.checkpoint import (

@@ -17,13 +17,14 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from venice_core.controller import drain, streams
 from venice_core.controller.drain import DrainMode, DrainNotification, StoredNotification
 from venice_core.errors import ConfigError
-from venice_core.jobs import kafka_source, stream_upgrade
-from venice_core.jobs.drain_monitor import DrainMonitor
-from venice_core.jobs.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange
-from venice_core.jobs.spark_spec import StreamJobRequest
-from venice_core.jobs.stream_drain import BatchTracker, batch_end_offsets, last_batch
-from venice_core.jobs.stream_transforms import TransformSpec
 from venice_core.meta import MetadataStore
+from venice_core.spark import kafka_source
+from venice_core.spark.drain_monitor import DrainMonitor
+from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange
+from venice_core.spark.stream_drain import BatchTracker, batch_end_offsets, last_batch
+from venice_core.spark.stream_transforms import TransformSpec
+from venice_core.spark.submit import StreamJobRequest
+from venice_core.streams import upgrade
 
 
 def test_a_notification_needs_all_three_fields_and_create_defaults_the_mode() -> None:
@@ -171,8 +172,8 @@ def test_an_upgrade_changes_the_job_not_the_pipeline(meta: MetadataStore, config
     streams.new_run(meta, "p", "s", "dc-0", "events", args)
     for fixed in ("store", "source_topic", "starting_offsets", "source_bootstrap"):
         with pytest.raises(ConfigError, match=f"an upgrade cannot set {fixed}"):
-            stream_upgrade.upgraded_request(meta, config, "p", {fixed: "x"})
-    request = stream_upgrade.upgraded_request(meta, config, "p", {"transform": "window_count_v2", "confs": {}})
+            upgrade.upgraded_request(meta, config, "p", {fixed: "x"})
+    request = upgrade.upgraded_request(meta, config, "p", {"transform": "window_count_v2", "confs": {}})
     assert (request.transform, request.key_field, request.store, request.source_bootstrap) == (
         "window_count_v2",
         "k",

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from venice_core.client import serde
-from venice_core.protocol import chunking
+from venice_core.protocol import chunking, serde
 from venice_core.protocol.div import DataIntegrityError, SegmentState, Validator, deterministic_guid
 from venice_core.protocol.envelope import (
     HEADER,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from venice_core.client import serde
 from venice_core.controller.stores import SchemaRefused
 from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError
-from venice_core.jobs.push import PushJobError, _refusal
-from venice_core.jobs.push_tasks import serialize_batches
-from venice_core.jobs.spark_spec import job_flags, spark_confs
+from venice_core.protocol import serde
 from venice_core.protocol.partitioner import partition_for
+from venice_core.spark.push import PushJobError, _refusal
+from venice_core.spark.push_tasks import serialize_batches
+from venice_core.spark.submit import job_flags, spark_confs
 
 
 def test_spark_properties_and_fault_injections_go_to_spark() -> None:

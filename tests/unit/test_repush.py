@@ -13,9 +13,16 @@ from bench.ingest_hot_path import FakeMessage
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.jobs import repush_config as rc
-from venice_core.jobs.kafka_source import split
-from venice_core.jobs.repush_tasks import (
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import RegionCurrentVersion
+from venice_core.protocol import chunking
+from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.div import SegmentState
+from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
+from venice_core.protocol.partitioner import partition_for
+from venice_core.rollout import repush_config as rc
+from venice_core.spark.kafka_source import split
+from venice_core.spark.repush_tasks import (
     CHUNK,
     DELETE,
     MANIFEST,
@@ -25,14 +32,7 @@ from venice_core.jobs.repush_tasks import (
     combine,
     decode_message,
 )
-from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec
-from venice_core.meta import MetadataStore
-from venice_core.meta.models import RegionCurrentVersion
-from venice_core.protocol import chunking
-from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
-from venice_core.protocol.div import SegmentState
-from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
-from venice_core.protocol.partitioner import partition_for
+from venice_core.spark.submit import PushJobRequest, push_job_spec
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -259,8 +259,8 @@ def test_a_replay_from_a_rewind_joins_producers_mid_segment() -> None:
 def test_end_offsets_are_pinned_at_version_creation_and_kept_for_a_retried_job(meta: MetadataStore, config) -> None:
     """Review finding: a retried job read up to "latest" again. The end offset of each source partition is resolved
     with the source, kept on the version the repush creates, and a retried job's spec reads no further."""
-    from venice_core.jobs.local_push import job_request
-    from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest
+    from venice_core.rollout.local import job_request
+    from venice_core.rollout.steps import CreatedVersion, PushRequest
 
     topics = InMemoryTopics()
     store = f"rp_{uuid.uuid4().hex[:6]}"
@@ -336,7 +336,7 @@ def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, byte
     ids=["as-stored", "ttl", "recompressed"],
 )
 def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(overrides: dict) -> None:
-    from venice_core.jobs.repush_tasks import _compact_partition, _copy_plain
+    from venice_core.spark.repush_tasks import _compact_partition, _copy_plain
 
     keys = sorted(f"k{i}".encode() for i in range(200) if partition_for(f"k{i}".encode(), 2) == 1)
     records = [(key, b"v" + key, 0 if i % 7 == 0 else 50 + i) for i, key in enumerate(keys)]
@@ -358,8 +358,8 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
 
 
 def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
-    from venice_core.jobs import kafka_source
-    from venice_core.jobs.repush_tasks import _read_partition
+    from venice_core.spark import kafka_source
+    from venice_core.spark.repush_tasks import _read_partition
 
     def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
         batch = [FakeMessage(*m) for m in messages]

@@ -10,10 +10,10 @@ import uuid
 from tests.support.topics import InMemoryTopics
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.jobs.airflow_push import push_job_id
-from venice_core.jobs.rollout_view import Answer, Stop, TaskRun, dag_order, rollout_view
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.orchestration.airflow.rollouts import push_job_id
+from venice_core.rollout.view import Answer, Stop, TaskRun, dag_order, rollout_view
 from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
@@ -200,6 +200,6 @@ def test_dag_order_is_topological_then_by_start() -> None:
 
 def test_the_read_model_imports_no_airflow() -> None:
     """The layer rule (dags -> plugins -> venice_core): the plugin passes Airflow's task instances in."""
-    code = "import sys, venice_core.jobs.rollout_view; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    code = "import sys, venice_core.rollout.view; print(sorted({m.split('.')[0] for m in sys.modules}))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "'airflow'" not in loaded and "'fastapi'" not in loaded and "'venice_core'" in loaded

@@ -18,10 +18,10 @@ from tests.support.platform import RECORDS_INPUT, SCHEMAS, PlatformEnv, make_pla
 from tests.support.topics import InMemoryTopics
 from venice_core.cli.live import LiveView
 from venice_core.controller import stores, versions
-from venice_core.jobs import airflow_push
-from venice_core.jobs.airflow_push import PlainView, RolloutFailed, RunFollower, RunInFlight, push_job_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.orchestration.airflow import rollouts
+from venice_core.orchestration.airflow.rollouts import PlainView, RolloutFailed, RunFollower, RunInFlight, push_job_id
 from venice_core.status import ExecutionStatus
 
 RUN = "manual__2026-11-22T10:00:00"
@@ -168,7 +168,7 @@ def test_steps_skipped_after_a_stop_are_one_line_and_the_summary_names_the_faile
     ]
     lines: list[str] = []
     with pytest.raises(RolloutFailed) as failed:
-        airflow_push.push(
+        rollouts.push(
             env.config,
             env.meta,
             store,
@@ -228,9 +228,7 @@ def test_a_push_behind_a_run_in_flight_says_it_queues_then_when_it_starts(env: P
     steps = [ti("start_of_push_job", "success", 0, 1)]
     api = ScriptedAirflow([("queued", []), ("queued", []), ("running", []), ("success", steps)], ["run-1", "run-2"])
     lines: list[str] = []
-    airflow_push.push(
-        env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api
-    )
+    rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api)
     assert lines == [
         f"triggered venice_push__{store} run {RUN}",
         "queued behind run run-2; following it when it starts",
@@ -243,7 +241,7 @@ def test_no_queue_refuses_in_one_line_and_triggers_nothing(
     env: PlatformEnv, store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api = ScriptedAirflow([("success", [])], in_flight=["run-1"])
-    monkeypatch.setattr(airflow_push, "AirflowApi", lambda _config: api)
+    monkeypatch.setattr(rollouts, "AirflowApi", lambda _config: api)
     data = generate(tmp_path / "in", 10, files=1)
     result = env.cli("push", store, "--input", str(data), "--airflow", "--no-queue")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -252,7 +250,7 @@ def test_no_queue_refuses_in_one_line_and_triggers_nothing(
     )
     assert api.triggered == [] and result.stdout == ""
     with pytest.raises(RunInFlight):  # the same refusal where the push is called directly
-        airflow_push.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, queue=False, api=api)
+        rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, queue=False, api=api)
 
 
 def test_the_live_view_draws_steps_and_progress_in_a_terminal(env: PlatformEnv, store: str) -> None:

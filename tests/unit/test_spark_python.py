@@ -1,4 +1,4 @@
-"""Which of Spark's zips on a Python path duplicate the installed pyspark (`jobs.spark_python`)."""
+"""Which of Spark's zips on a Python path duplicate the installed pyspark (`spark.python_path`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from venice_core.jobs.spark_python import duplicate_zips, prefer_installed_pyspark
+from venice_core.spark.python_path import duplicate_zips, prefer_installed_pyspark
 
 
 def _install(site: Path, py4j_version: str = "0.10.9.9") -> list[str]:

@@ -17,7 +17,7 @@ from venice_core.config import load_config
 from venice_core.errors import InvalidRecord
 
 if TYPE_CHECKING:
-    from venice_core.jobs.airflow_push import FollowView
+    from venice_core.orchestration.airflow.rollouts import FollowView
     from venice_core.writer import OnlineWriter
 
 
@@ -50,14 +50,14 @@ def push(
     """Push a dataset as a new version and roll it out region by region through the lifecycle hooks.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
-    from venice_core.jobs.input_files import is_remote
-    from venice_core.jobs.local_push import push as run_push
+    from venice_core.rollout.local import push as run_push
+    from venice_core.spark.input_files import is_remote
 
     confs = parse_key_values(conf, "--conf")
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow_enabled if mode is None else mode:
-            from venice_core.jobs.airflow_push import push as airflow_push
+            from venice_core.orchestration.airflow.rollouts import push as airflow_push
 
             with _follow_view() as view:
                 number = airflow_push(config, meta, store, path, key_field, value_field, confs, queue=queue, view=view)
@@ -87,12 +87,12 @@ def repush(
     re-compressed to the store's settings, TTL applied if asked) and roll it out like a push.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout."""
-    from venice_core.jobs.local_push import repush as run_repush
+    from venice_core.rollout.local import repush as run_repush
 
     confs = parse_key_values(conf, "--conf")
     with metadata() as (config, meta):
         if config.airflow_enabled if mode is None else mode:
-            from venice_core.jobs.airflow_push import repush as airflow_repush
+            from venice_core.orchestration.airflow.rollouts import repush as airflow_repush
 
             with _follow_view() as view:
                 number = airflow_repush(config, meta, store, confs, queue=queue, view=view)
@@ -107,7 +107,7 @@ def _follow_view() -> AbstractContextManager[FollowView]:
         from venice_core.cli.live import LiveView
 
         return LiveView()
-    from venice_core.jobs.airflow_push import PlainView
+    from venice_core.orchestration.airflow.rollouts import PlainView
 
     return nullcontext(PlainView(typer.echo))
 

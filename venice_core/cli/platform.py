@@ -26,13 +26,13 @@ def _stop_stream_pipelines(config: ClusterConfig) -> None:
     """Stop the pipelines' jobs (recorded as stopped; `venice stream start NAME` resumes one where it stopped)."""
     if not (config.home / "streams").is_dir():
         return  # no pipeline was ever started here
-    from venice_core.jobs import stream_control
     from venice_core.meta import MetadataStore
+    from venice_core.streams import control
 
     meta = MetadataStore(config.metadata_db_url)
     try:
-        for status in stream_control.all_statuses(config, meta):
-            if status.pid is not None and stream_control.stop(config, meta, status.record.name):
+        for status in control.all_statuses(config, meta):
+            if status.pid is not None and control.stop(config, meta, status.record.name):
                 typer.echo(f"stream pipeline {status.record.name} stopped")
     finally:
         meta.dispose()

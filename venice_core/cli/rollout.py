@@ -13,7 +13,7 @@ from venice_core.controller.job import job_reply
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
-from venice_core.jobs.airflow_push import dag_id, push_job_id
+from venice_core.orchestration.airflow.rollouts import dag_id, push_job_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
 StoreArg = typer.Argument(..., help="Store name.")

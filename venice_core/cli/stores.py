@@ -12,7 +12,7 @@ from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ConfigError
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
-from venice_core.jobs.airflow_push import reparse_store_dags
+from venice_core.orchestration.airflow.rollouts import reparse_store_dags
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)

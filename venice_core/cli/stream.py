@@ -9,8 +9,9 @@ import time
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
-from venice_core.jobs import stream_control, stream_upgrade
-from venice_core.jobs.stream_control import PipelineStatus
+from venice_core.streams import control
+from venice_core.streams import upgrade as stream_upgrade
+from venice_core.streams.control import PipelineStatus
 
 stream_app = typer.Typer(help="Start, watch and stop nearline streaming pipelines.", no_args_is_help=True)
 NameArg = typer.Argument(..., help="Pipeline name.")
@@ -53,7 +54,7 @@ def start(
     """Start a pipeline (a new one, with the options; a known one, by name, with what it last ran with unless
     given). Its log and Spark checkpoint are under <data dir>/streams/NAME/."""
     with metadata() as (config, meta):
-        request = stream_control.resolve_request(
+        request = control.resolve_request(
             meta,
             config,
             name,
@@ -73,7 +74,7 @@ def start(
             drain_timeout_seconds=drain_timeout_seconds,
             confs=parse_key_values(conf, "--conf") or None,
         )
-        status = stream_control.start(config, meta, request, wait=wait, progress=typer.echo)
+        status = control.start(config, meta, request, wait=wait, progress=typer.echo)
     typer.echo(_line(status))
 
 
@@ -85,9 +86,9 @@ def status(
     """Each pipeline's state (running, stopped, failed and why), store, region, source and offsets reached."""
     with metadata() as (config, meta):
         if name is None:
-            statuses = stream_control.all_statuses(config, meta)
+            statuses = control.all_statuses(config, meta)
         else:
-            statuses = [stream_control.pipeline_status(config, meta, name)]
+            statuses = [control.pipeline_status(config, meta, name)]
     if as_json:
         typer.echo(json.dumps([_json(s) for s in statuses], indent=2))
         return
@@ -153,12 +154,12 @@ def upgrade(
 def _drain_or_upgrade(name: str, timeout: float | None, args: dict[str, object] | None, mode: bool | None) -> None:
     with metadata() as (config, meta):
         if config.airflow_enabled if mode is None else mode:
-            from venice_core.jobs.airflow_stream import drain_or_upgrade
+            from venice_core.orchestration.airflow.streams import drain_or_upgrade
 
             drain_or_upgrade(config, meta, name, timeout, args, progress=typer.echo)
         else:
             stream_upgrade.run_local(config, meta, name, timeout, args, progress=typer.echo)
-        after = stream_control.pipeline_status(config, meta, name)
+        after = control.pipeline_status(config, meta, name)
     typer.echo(_line(after))
     if args is None:
         typer.echo(f"  last drain: {stream_upgrade.describe_drain(after.record.drain)}")
@@ -168,8 +169,8 @@ def _drain_or_upgrade(name: str, timeout: float | None, args: dict[str, object] 
 def stop(name: str = NameArg) -> None:
     """Stop a pipeline's job (its whole process group); a later `start NAME` resumes from its checkpoint."""
     with metadata() as (config, meta):
-        stopped = stream_control.stop(config, meta, name)
-        after = stream_control.pipeline_status(config, meta, name)
+        stopped = control.stop(config, meta, name)
+        after = control.pipeline_status(config, meta, name)
     typer.echo(f"stream {name} stopped" if stopped else f"stream {name} was not running ({_state(after)})")
 
 

@@ -12,9 +12,8 @@ from typing import Any
 
 import httptools
 
-from venice_core.client import serde
 from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
-from venice_core.protocol import batch_get
+from venice_core.protocol import batch_get, serde
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"

@@ -1,5 +1,5 @@
 """What a push's rollout asks of the lifecycle hooks, and what their answers do (the steps themselves are the list
-in `jobs.rollout_steps`, which both `venice push --local` and the Airflow DAG run).
+in `rollout.steps`, which both `venice push --local` and the Airflow DAG run).
 
 `ask` waits in place while the hooks answer WAIT; `decide` asks once (a sensor's poke) and gives None for WAIT,
 else a `Decision`. `apply` carries a decision out: PROCEED goes on. ABORT stops this step and every later one:

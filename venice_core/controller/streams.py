@@ -52,7 +52,7 @@ class PipelineRecord:
     last_batch_id: int | None = None
     started_at: float = 0.0
     updated_at: float = 0.0
-    drain: dict[str, Any] | None = None  # the last drain: cut, phases, outcome (`jobs.stream_drain`)
+    drain: dict[str, Any] | None = None  # the last drain: cut, phases, outcome (`spark.stream_drain`)
 
 
 def _record(row: StreamPipeline) -> PipelineRecord:

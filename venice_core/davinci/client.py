@@ -29,7 +29,6 @@ from urllib import request as urlrequest
 
 from confluent_kafka import KafkaException
 
-from venice_core.client import serde
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci
 from venice_core.controller import versions as controller
@@ -47,6 +46,7 @@ from venice_core.errors import ConfigError, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for

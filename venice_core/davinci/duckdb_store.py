@@ -30,7 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from venice_core.client import serde
 from venice_core.davinci import arrow_decode
 from venice_core.davinci.batch import DuckDBBatch, InPlace
 from venice_core.davinci.columns import (
@@ -43,6 +42,7 @@ from venice_core.davinci.columns import (
     value_is_record,
 )
 from venice_core.errors import ConfigError, VeniceError
+from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.storage.checkpoint import CorruptCheckpoint, PubSubTopicPartition, decode_state, encode_state
 

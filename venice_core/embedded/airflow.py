@@ -33,11 +33,11 @@ from pathlib import Path
 
 from itsdangerous import URLSafeSerializer
 
+from venice_core.cache import cache_dir, clear_staging, filling, staging
 from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
-from venice_core.embedded.cache import cache_dir, clear_staging, filling, staging
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.jobs.spark_spec import DEFAULT_MASTER
+from venice_core.spark.submit import DEFAULT_MASTER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0

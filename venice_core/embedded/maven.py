@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from venice_core.embedded.cache import cache_dir, filling, staging
+from venice_core.cache import cache_dir, filling, staging
 from venice_core.embedded.process import require_program
 from venice_core.errors import ComponentError
 

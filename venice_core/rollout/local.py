@@ -1,5 +1,5 @@
 """A push driven from this process (`venice push --local`, `venice repush --local`): the steps of
-`jobs.rollout_steps`, run in order, with the push (or repush) job run by `spark-submit`. Any failure kills the new
+`rollout.steps`, run in order, with the push (or repush) job run by `spark-submit`. Any failure kills the new
 version; the previous one keeps serving.
 """
 
@@ -17,13 +17,13 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
-from venice_core.jobs import repush_config
-from venice_core.jobs.input_schema import check_push_input
-from venice_core.jobs.push_confs import check_push_confs
-from venice_core.jobs.rollout_steps import CreatedVersion, PushRequest, run_in_process
-from venice_core.jobs.spark_spec import PushJobRequest, push_job_spec, submit_env
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.rollout import repush_config
+from venice_core.rollout.push_confs import check_push_confs
+from venice_core.rollout.steps import CreatedVersion, PushRequest, run_in_process
+from venice_core.spark.input_schema import check_push_input
+from venice_core.spark.submit import PushJobRequest, push_job_spec, submit_env
 
 
 class PushFailed(VeniceError):
@@ -62,7 +62,7 @@ def push(
     progress: Callable[[str], None] = print,
     run_job: PushJobRunner = run_spark_job,
 ) -> int:
-    """Run a whole push in this process, step by step (`jobs.rollout_steps`); returns the new version number
+    """Run a whole push in this process, step by step (`rollout.steps`); returns the new version number
     once every region serves it."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
     check_push_confs(request.confs)  # before anything is created
@@ -97,7 +97,7 @@ def prepare_repush(
 ) -> tuple[repush_config.RepushConfig, repush_config.RepushSource, dict[str, str]]:
     """Everything a repush checks before anything is created (each refusal one error): its confs (no unknown key),
     its source (region, topic, broker), TTL on a hybrid store only, no push of the store in flight. The confs
-    returned pin the resolved source (`repush_config.resolved_confs`)."""
+    returned pin the resolved source (`rollout.repush_config.resolved_confs`)."""
     as_repush = {**confs, repush_config.SOURCE_KAFKA: "true"}
     check_push_confs(as_repush)
     repush = repush_config.parse(as_repush)

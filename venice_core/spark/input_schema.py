@@ -1,4 +1,4 @@
-"""Match a Spark input schema (from Spark, or read locally by `input_files`) against a store's Avro value schemas;
+"""Match a Spark input schema (from Spark, or read locally by `spark.input_files`) against a store's Avro value schemas;
 derive and register a new one when allowed; `venice push`'s checks of its input before anything starts."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
 from venice_core.errors import IncompatibleSchema, SchemaError
-from venice_core.jobs.input_files import read_input_schema
-from venice_core.jobs.push_tasks import PushJobError
 from venice_core.meta import MetadataStore
+from venice_core.spark.input_files import read_input_schema
+from venice_core.spark.push_tasks import PushJobError
 
 T = TypeVar("T")
 

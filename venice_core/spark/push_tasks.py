@@ -1,18 +1,18 @@
 """What the push job runs on Spark's executors: serialise input rows, and write sorted partitions through the
-protocol writer. Kept apart from `jobs.push` so that each Python worker imports only this and what it needs (not
+protocol writer. Kept apart from `spark.push` so that each Python worker imports only this and what it needs (not
 the metadata store and SQLAlchemy: 1.5 s per worker)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from venice_core.client import serde
 from venice_core.errors import VeniceError
-from venice_core.jobs.spark_hash import spread_values
+from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.spark.hash_partitioning import spread_values
 
 
 class PushJobError(VeniceError):
@@ -159,8 +159,8 @@ def write_sorted(
     partition lands whole in one task, sort within it by `sort_columns` in the JVM (Spark compares binary as
     unsigned bytes, as RocksDB does), run `task` (a mapInArrow function writing through `PartitionWriter` and
     yielding rows of `schema`, the first two `partition` and `records`) on each; the rows the tasks yielded. Kafka
-    partition p goes to Spark partition p (`spark_hash.spread_values`): hashed as they are, several Kafka partitions
-    would share a task while other tasks idle."""
+    partition p goes to Spark partition p (`spark.hash_partitioning.spread_values`): hashed as they are, several
+    Kafka partitions would share a task while other tasks idle."""
     from pyspark.sql import functions as F
 
     spread = F.array(*[F.lit(value).cast("int") for value in spread_values(partitions)])

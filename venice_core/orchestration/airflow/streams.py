@@ -11,9 +11,9 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import streams
 from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import ConfigError
-from venice_core.jobs import stream_control, stream_upgrade
-from venice_core.jobs.airflow_push import PlainView, RunFollower, follow, wait_for_dag
 from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow.rollouts import PlainView, RunFollower, follow, wait_for_dag
+from venice_core.streams import control, upgrade
 
 STREAMS_DAG_FILE = "venice_streams.py"  # in dags/: every stream pipeline's upgrade DAG
 
@@ -30,16 +30,16 @@ def drain_or_upgrade(
 ) -> str:
     """Drain the pipeline (and, with `upgrade_args`, start its new deployment) through its DAG; the drained run's
     id, or the new run's. DrainFailed with the pipeline's cause if the run fails."""
-    status = stream_control.pipeline_status(config, meta, name)
+    status = control.pipeline_status(config, meta, name)
     if status.state not in streams.ACTIVE:
         raise ConfigError(f"stream pipeline '{name}' is not running ({status.state}): nothing to drain")
     if upgrade_args is not None:
-        stream_upgrade.upgraded_request(meta, config, name, upgrade_args)  # an argument an upgrade cannot set
+        upgrade.upgraded_request(meta, config, name, upgrade_args)  # an argument an upgrade cannot set
     if timeout_seconds is not None and timeout_seconds <= 0:
         raise ConfigError("the drain timeout must be positive")
     view = PlainView(progress)
     api = api or AirflowApi(config)
-    dag = stream_upgrade.dag_id(name)
+    dag = upgrade.dag_id(name)
     wait_for_dag(api, dag, STREAMS_DAG_FILE, view, "is the pipeline new?")
     params = {
         "upgrade": upgrade_args is not None,
@@ -56,5 +56,5 @@ def drain_or_upgrade(
     where = ", ".join(follower.failed_tasks()) or "a task"
     cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
     if state == "failed":
-        raise stream_upgrade.DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
-    raise stream_upgrade.DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
+        raise upgrade.DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
+    raise upgrade.DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")

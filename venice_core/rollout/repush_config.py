@@ -42,7 +42,7 @@ REPUSH_TTL_START_TIMESTAMP = "repush.ttl.start.timestamp"
 REWIND_TIME_IN_SECONDS_OVERRIDE = "rewind.time.in.seconds.override"
 # Ours, not Venice's: each source partition's end offset, pinned when the version is created (JSON {"0": n, ...}).
 KAFKA_INPUT_END_OFFSETS = "kafka.input.end.offsets"
-# Every conf a repush reads (`jobs.push_confs` refuses any other but Spark's), the pinned end offsets included.
+# Every conf a repush reads (`rollout.push_confs` refuses any other but Spark's), the pinned end offsets included.
 REPUSH_CONFS = frozenset(
     {
         SOURCE_KAFKA,

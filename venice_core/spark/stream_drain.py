@@ -1,13 +1,13 @@
 """Draining a streaming pipeline's Spark Structured Streaming query (issue 13), in the job's driver, once its
 `DrainMonitor` has found a notification for the run:
 
-1. The cut: the source's end offsets per partition now, written where the source reads it (`kafka_source`'s
+1. The cut: the source's end offsets per partition now, written where the source reads it (`spark.kafka_source`'s
    `drainCutPath`). No batch planned after this reads past it.
 2. Wait for the micro-batch in flight (if any) to finish: a batch is never cancelled mid-way.
 3. Process everything up to the cut. Once the source has reached the cut, it emits one marker per partition whose
    event time is past every window: the watermark goes to infinity and the next (no-data) batch fires every
    pending window. `processAllAvailable` returns once a trigger finds nothing left to run: the markers read, the
-   windows fired, each batch written and flushed by its tasks (`stream_tasks.write_rows` closes its producers)
+   windows fired, each batch written and flushed by its tasks (`spark.stream_tasks.write_rows` closes its producers)
    before Spark commits it.
 4. Commit: Spark's commit log holds every batch its offset log planned, and the offsets of the last one (the cut)
    are recorded with the pipeline; then the query stops, the run is DRAINED, and only then is the notification
@@ -31,8 +31,8 @@ from typing import Any
 from venice_core.controller import drain, streams
 from venice_core.controller.drain import StoredNotification
 from venice_core.errors import VeniceError
-from venice_core.jobs.kafka_source import _consumer, data_offsets, topic_partitions, watermarks
 from venice_core.meta import MetadataStore
+from venice_core.spark.kafka_source import _consumer, data_offsets, topic_partitions, watermarks
 
 CUT_FILE = "venice-drain-cut.json"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -124,7 +124,7 @@ class DrainReport:
 
 
 class DrainUnverified(VeniceError):
-    """The drain could not verify what it committed (a bug, not a timeout; not `stream_upgrade.DrainFailed`, a
+    """The drain could not verify what it committed (a bug, not a timeout; not `streams.upgrade.DrainFailed`, a
     drain run that failed)."""
 
 

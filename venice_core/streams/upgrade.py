@@ -5,7 +5,7 @@
 2. `drain_outcome`: has the run stopped cleanly (DRAINED), failed its drain (the timeout passed: FAILED, or the
    job gone), or is it still draining (None)?
 3. `start_upgraded`: the new deployment, a new run with the new job's arguments over what the pipeline last ran
-   with, fresh state, from exactly the offsets the drained run reached (`stream_control.after_drain`).
+   with, fresh state, from exactly the offsets the drained run reached (`control.after_drain`).
 4. `consuming`: is the new run's query running?
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 from venice_core.config import ClusterConfig
 from venice_core.controller import drain, streams
 from venice_core.errors import ConfigError, VeniceError
-from venice_core.jobs import stream_control
-from venice_core.jobs.spark_spec import StreamJobRequest
 from venice_core.meta import MetadataStore
+from venice_core.spark.submit import StreamJobRequest
+from venice_core.streams import control
 
 DAG_PREFIX = "venice_upgrade__"
 # What an upgrade may change (the new job's arguments); the pipeline keeps its store, region and source, and the
@@ -54,7 +54,7 @@ def request_drain(
 ) -> DrainRequested:
     """Write a drain notification for the pipeline's current run; refused unless that run is starting or
     running (a notification written while it starts drains it at start)."""
-    status = stream_control.pipeline_status(config, meta, name)
+    status = control.pipeline_status(config, meta, name)
     if status.state not in streams.ACTIVE:
         raise ConfigError(f"stream pipeline '{name}' is not running ({status.state}): nothing to drain")
     notification = drain.write(meta, name, status.record.run_id, timeout_seconds)
@@ -63,7 +63,7 @@ def request_drain(
 
 def drain_outcome(config: ClusterConfig, meta: MetadataStore, name: str, run_id: str) -> str | None:
     """`drained` (the run stopped cleanly and its job exited), `failed: <cause>`, or None while it drains."""
-    status = stream_control.pipeline_status(config, meta, name)
+    status = control.pipeline_status(config, meta, name)
     if status.record.run_id != run_id:
         return f"failed: the pipeline was started again meanwhile (run {status.record.run_id})"
     if status.state == streams.DRAINED:  # stopped cleanly once its process has exited too
@@ -81,7 +81,7 @@ def upgraded_request(
     if unknown:
         raise ConfigError(f"an upgrade cannot set {', '.join(unknown)} (one of {', '.join(sorted(UPGRADABLE))})")
     streams.get_pipeline(meta, name)  # PipelineNotFound first
-    return stream_control.resolve_request(meta, config, name, None, None, None, None, **dict(args))
+    return control.resolve_request(meta, config, name, None, None, None, None, **dict(args))
 
 
 def start_upgraded(
@@ -96,17 +96,17 @@ def start_upgraded(
     if record.state != streams.DRAINED:
         raise ConfigError(f"stream pipeline '{name}' has not drained ({record.state}): not starting a new run")
     request = upgraded_request(meta, config, name, args)
-    status = stream_control.start(config, meta, request, wait=False, progress=progress)
+    status = control.start(config, meta, request, wait=False, progress=progress)
     return status.record.run_id
 
 
 def consuming(config: ClusterConfig, meta: MetadataStore, name: str, run_id: str) -> bool:
     """True once the run's query runs; StreamFailed if it failed or another run replaced it."""
-    status = stream_control.pipeline_status(config, meta, name)
+    status = control.pipeline_status(config, meta, name)
     if status.record.run_id != run_id:
-        raise stream_control.StreamFailed(f"stream pipeline '{name}' was started again (run {status.record.run_id})")
+        raise control.StreamFailed(f"stream pipeline '{name}' was started again (run {status.record.run_id})")
     if status.state in (streams.FAILED, streams.STOPPED):
-        raise stream_control.StreamFailed(f"stream {name} {status.state}: {status.cause or 'stopped'}")
+        raise control.StreamFailed(f"stream {name} {status.state}: {status.cause or 'stopped'}")
     return status.state == streams.RUNNING
 
 
@@ -147,7 +147,7 @@ def run_local(
 
 
 def describe_drain(report: Mapping[str, Any] | None) -> str:
-    """One line of a drain's record (`stream_drain.DrainReport`)."""
+    """One line of a drain's record (`spark.stream_drain.DrainReport`)."""
     if not report:
         return "never drained"
     outcome = report.get("outcome")

@@ -2,7 +2,7 @@
 (`spark.read.format("venice_kafka")`, the repush's input): a PySpark Python data source over confluent-kafka.
 
 Spark's own connector (spark-sql-kafka-0-10) is a jar that must match the Spark version exactly, and the Maven
-Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `avro_source`). The Python
+Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `spark.avro_source`). The Python
 source needs nothing beyond the wheel and the client the platform already uses, and its offsets are ours: a
 micro-batch is a range of offsets per partition, planned on the driver (`latestOffset`), recorded in Spark's
 offset log before it runs, and read by one task per partition (`partitions`, `read`), so a batch replayed after a
@@ -17,7 +17,7 @@ Offsets are `{"<partition>": <next offset>}`. Options:
 - `endingOffsets`: offsets as JSON past which nothing is read (a bounded stream: `cut()` is the seam a drain
   takes, as the source's end at the moment of the drain);
 - `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit);
-- `drainCutPath`: a file the job's driver writes when the pipeline drains (`jobs.stream_drain`): the cut, offsets
+- `drainCutPath`: a file the job's driver writes when the pipeline drains (`spark.stream_drain`): the cut, offsets
   past which nothing is read. Once every partition has been read up to it, the source emits its drain markers: one
   row per partition (`offset` -1, no key or value) whose `timestamp` is `MARKER_EVENT_TIME_MS`, an event time that
   closes every window (the watermark to infinity, as Samza, Flink and Dataflow advance it on drain). The markers

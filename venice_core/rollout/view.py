@@ -24,9 +24,9 @@ from sqlalchemy import select
 from venice_core.controller.stores import get_store
 from venice_core.controller.versions import RegionProgress, ingestion_progress
 from venice_core.hooks.records import invocations
-from venice_core.jobs.airflow_push import push_job_id
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
+from venice_core.orchestration.airflow.rollouts import push_job_id
 from venice_core.status import VersionStatus
 
 DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)

@@ -1,7 +1,7 @@
-"""The Spark repush job: `spark-submit venice_core/jobs/repush.py --store S --version N --source-topic T ...`.
+"""The Spark repush job: `spark-submit venice_core/spark/repush.py --store S --version N --source-topic T ...`.
 
 Rebuilds a store from one of its version topics, each key compacted to its latest record, TTL and deletes applied,
-values re-compressed if the compression changed, and written with their write timestamps (`repush_tasks`), in one
+values re-compressed if the compression changed, and written with their write timestamps (`spark.repush_tasks`), in one
 of two plans:
 - map-only, when the new version has the source's partition count (each key stays in its partition) and no source
   partition holds more than `--max-records-per-mapper` records: one task per source partition reads it whole,
@@ -9,7 +9,7 @@ of two plans:
 - shuffled, otherwise: each source partition is cut into offset ranges of at most `--max-records-per-mapper`
   records, read in parallel through the `venice_kafka` source and decoded (and combined per range with
   `--combiner`), then shuffled to the new version's partitions and sorted there through the push job's writing
-  end (`push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
+  end (`spark.push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
 Either way the source's offsets are fixed on the driver first, so a retried task reads exactly the same records.
 The caller sends START_OF_PUSH before and END_OF_PUSH after, as for a push.
 """
@@ -24,16 +24,16 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
-from venice_core.jobs import push as push_job
-from venice_core.jobs.push_tasks import PushJobError, record_counts, write_sorted
-from venice_core.jobs.repush_tasks import (
+from venice_core.meta import MetadataStore
+from venice_core.spark import push as push_job
+from venice_core.spark.push_tasks import PushJobError, record_counts, write_sorted
+from venice_core.spark.repush_tasks import (
     DECODED_SCHEMA,
     WRITTEN_SCHEMA,
     compact_and_write,
     decode_batches,
     repush_partitions,
 )
-from venice_core.meta import MetadataStore
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def _version(info: dict[str, Any], number: int) -> dict[str, Any]:
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
-    from venice_core.jobs.kafka_source import batch_ranges
+    from venice_core.spark.kafka_source import batch_ranges
 
     meta = MetadataStore(config.metadata_db_url)
     try:
@@ -104,7 +104,7 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
 def _shuffled(spark: Any, args: argparse.Namespace, spec: dict[str, Any], partitions: int) -> list[Any]:
     """The general repush: offset ranges read in parallel through the venice_kafka source, decoded (and combined)
     per range, shuffled to the new version's partitions and sorted there (`write_sorted`), compacted and written."""
-    from venice_core.jobs.kafka_source import KafkaDataSource
+    from venice_core.spark.kafka_source import KafkaDataSource
 
     spark.dataSource.register(KafkaDataSource)
     reader = (

@@ -4,8 +4,8 @@
 registers an auto-registered schema before the version exists. Parquet: the first file's footer (pyarrow), as
 Spark reads one footer without schema merging. JSON lines: pyarrow's reader on the files (at most
 `JSON_SAMPLE_BYTES` of them), with Spark's inference rules applied on top. Avro: the first file's writer schema
-(fastavro), mapped by `avro_source` as the job's data source maps it. The result is a Spark `StructType` (built
-without a session), so `input_schema` matches it against the store's value schemas with the job's own rules.
+(fastavro), mapped by `spark.avro_source` as the job's data source maps it. The result is a Spark `StructType` (built
+without a session), so `spark.input_schema` matches it against the store's value schemas with the job's own rules.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from venice_core.jobs.push_tasks import PushJobError
+from venice_core.spark.push_tasks import PushJobError
 
 FORMAT_SUFFIXES = {"parquet": (".parquet",), "avro": (".avro",), "json": (".json", ".jsonl")}
 # JSON schemas are inferred from the data: read this much of it (whole files up to the budget, then stop), so a
@@ -103,7 +103,7 @@ def _avro_schema(file: Path) -> Any:
     import fastavro
     from pyspark.sql.types import StructType
 
-    from venice_core.jobs.avro_source import spark_type
+    from venice_core.spark.avro_source import spark_type
 
     with file.open("rb") as handle:
         try:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 # Spark's Python daemon (`spark.python.daemon.module`): pyspark's own, started from this package's module.
-DAEMON_MODULE = "venice_core.jobs.spark_daemon"
+DAEMON_MODULE = "venice_core.spark.worker_daemon"
 DAEMON_CONFS = {"spark.python.daemon.module": DAEMON_MODULE}
 
 

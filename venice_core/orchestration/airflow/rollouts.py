@@ -19,10 +19,10 @@ from venice_core.embedded import airflow
 from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
-from venice_core.jobs import repush_config
-from venice_core.jobs.input_schema import check_push_input
-from venice_core.jobs.push_confs import check_push_confs
 from venice_core.meta import MetadataStore
+from venice_core.rollout import repush_config
+from venice_core.rollout.push_confs import check_push_confs
+from venice_core.spark.input_schema import check_push_input
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
 UNREACHABLE_TIMEOUT_SECONDS = 600
@@ -129,7 +129,7 @@ def repush(
     before Airflow is asked anything), then a run of the store's DAG with `source=kafka`, followed like a push. The
     run resolves its source again when it creates the version (a run queued behind another push repushes the
     version current then). A run in flight is queued behind (or refused with `queue` False), as for a push."""
-    from venice_core.jobs.local_push import prepare_repush
+    from venice_core.rollout.local import prepare_repush
 
     view = view or PlainView(progress)
     _, source, _ = prepare_repush(config, meta, store, confs, check_in_flight=False)

@@ -1,4 +1,4 @@
-"""The Spark push job: `spark-submit venice_core/jobs/push.py --store S --version N --input PATH ...`.
+"""The Spark push job: `spark-submit venice_core/spark/push.py --store S --version N --input PATH ...`.
 
 Reads Avro, Parquet or JSON; checks the input against the store's value schemas (registering a new compatible
 one when the store allows it); serialises keys and values with the store's schemas; partitions by
@@ -20,10 +20,10 @@ from typing import Any
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
-from venice_core.jobs.input_files import check_readable, input_format
-from venice_core.jobs.input_schema import input_value, match_value_schema
-from venice_core.jobs.push_tasks import PushJobError, record_counts, serialize_batches, write_batches, write_sorted
 from venice_core.meta import MetadataStore
+from venice_core.spark.input_files import check_readable, input_format
+from venice_core.spark.input_schema import input_value, match_value_schema
+from venice_core.spark.push_tasks import PushJobError, record_counts, serialize_batches, write_batches, write_sorted
 
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
 FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
@@ -38,7 +38,7 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
         if fmt == "json":
             return spark.read.option("mode", "FAILFAST").json(path)
         if fmt == "avro":
-            from venice_core.jobs.avro_source import AvroDataSource
+            from venice_core.spark.avro_source import AvroDataSource
 
             spark.dataSource.register(AvroDataSource)
             return spark.read.format(AvroDataSource.name()).option("path", path).load()

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from venice_core.config import ClusterConfig, process_env
-from venice_core.jobs import spark_archive
-from venice_core.jobs.spark_python import DAEMON_CONFS
+from venice_core.spark import class_archive
+from venice_core.spark.python_path import DAEMON_CONFS
 
 JOB_FILE = Path(__file__).with_name("push.py")
 DEFAULT_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
@@ -35,7 +35,7 @@ DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 def default_spark_confs() -> dict[str, str]:
     """`DEFAULT_SPARK_CONFS` and the driver's JVM options, with the Spark class archive once it is built."""
-    return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": spark_archive.java_options(DRIVER_JAVA_OPTIONS)}
+    return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": class_archive.java_options(DRIVER_JAVA_OPTIONS)}
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def submit_env(config: ClusterConfig) -> dict[str, str]:
     return {**process_env(config), "PYSPARK_PYTHON": sys.executable}
 
 
-# The push confs read here (`jobs.push_confs` refuses any other): the push job's flags, and the prefixes passed to
+# The push confs read here (`rollout.push_confs` refuses any other): the push job's flags, and the prefixes passed to
 # Spark (a push's `spark.*` properties, and the tests' fault injections, as `spark.venice.push.test.*`).
 JOB_FLAGS = {"allow.duplicate.key": "--allow-duplicate-key", "allow.empty.input": "--allow-empty"}
 SPARK_PREFIX, TEST_FAULT_PREFIX = "spark.", "venice.push.test."
@@ -111,7 +111,7 @@ def _version_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
 
 
 def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
-    """The push job's arguments (see `jobs.push.parse_args`), but for its result file."""
+    """The push job's arguments (see `spark.push.parse_args`), but for its result file."""
     return [
         *_version_args(config, request),
         "--input",
@@ -130,9 +130,9 @@ REPUSH_JOB_FILE = Path(__file__).with_name("repush.py")
 
 
 def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
-    """The repush job's arguments (see `jobs.repush.parse_args`), but for its result file, from a repush's resolved
-    confs (`repush_config.resolved_confs`)."""
-    from venice_core.jobs import repush_config as rc
+    """The repush job's arguments (see `spark.repush.parse_args`), but for its result file, from a repush's resolved
+    confs (`rollout.repush_config.resolved_confs`)."""
+    from venice_core.rollout import repush_config as rc
 
     confs = request.confs
     repush = rc.parse(confs)
@@ -208,7 +208,7 @@ class StreamJobRequest:
     max_records_per_batch: int = 100_000  # a first start on a backlog takes it in batches of this many
     trigger_seconds: float = 1.0
     confs: dict[str, str] = field(default_factory=dict)
-    transform: str = "map"  # `jobs.stream_transforms`
+    transform: str = "map"  # `spark.stream_transforms`
     window_seconds: float = 10.0
     watermark_seconds: float = 5.0
     drain_timeout_seconds: float = 60.0  # unless the drain's request gives one
@@ -227,7 +227,7 @@ class StreamJobRequest:
 
 
 def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:
-    """The streaming job's spark-submit for one run of a pipeline (see `jobs.stream.parse_args`)."""
+    """The streaming job's spark-submit for one run of a pipeline (see `spark.stream.parse_args`)."""
     args = [
         "--name",
         request.name,

@@ -1,17 +1,17 @@
-"""The nearline streaming job: `spark-submit venice_core/jobs/stream.py --name P --run-id R --store S ...`, started
-and stopped by `venice stream` (`jobs.stream_control`), which renders its command line (`spark_spec.stream_job_spec`).
+"""The nearline streaming job: `spark-submit venice_core/spark/stream.py --name P --run-id R --store S ...`, started
+and stopped by `venice stream` (`streams.control`), which renders its command line (`spark.submit.stream_job_spec`).
 
-A Spark Structured Streaming query reads the source topic's JSON events (`kafka_source`, a Python data source) and
+A Spark Structured Streaming query reads the source topic's JSON events (`spark.kafka_source`, a Python data source) and
 writes each micro-batch to the store's real-time topic in one region (`foreachBatch`): first every event of the
 batch is mapped and checked on the executors, and only a batch with no bad event is written, a task per source
-partition, each with a producer GUID derived from (query id, batch id, partition) (`stream_tasks`). A bad batch
+partition, each with a producer GUID derived from (query id, batch id, partition) (`spark.stream_tasks`). A bad batch
 fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
 
 The job reports to the metadata store as the pipeline's current run: running (with Spark's query id), each batch's
 source offsets (from Spark's offset log), or failed and why. Spark's checkpoint (offsets log, commits, the query
-id) is the one given. Between the source and the writes runs the pipeline's transform (`stream_transforms`: map
+id) is the one given. Between the source and the writes runs the pipeline's transform (`spark.stream_transforms`: map
 only, or a windowed count with state). A `DrainMonitor` watches for a drain notification meant for the run, at
-start and every `--drain-poll-seconds`; on one, the job drains (`stream_drain`) and exits.
+start and every `--drain-poll-seconds`; on one, the job drains (`spark.stream_drain`) and exits.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from typing import Any
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import drain, streams
 from venice_core.errors import StreamInputError, VeniceError
-from venice_core.jobs.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
-from venice_core.jobs.stream_drain import (
+from venice_core.meta import MetadataStore
+from venice_core.pubsub import admin
+from venice_core.spark.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
+from venice_core.spark.stream_drain import (
     DEFAULT_TIMEOUT_SECONDS,
     DRAINED,
     STOPPED,
@@ -39,7 +41,7 @@ from venice_core.jobs.stream_drain import (
     batch_end_offsets,
     cut_path,
 )
-from venice_core.jobs.stream_tasks import (
+from venice_core.spark.stream_tasks import (
     CHECK_SCHEMA,
     WRITE_SCHEMA,
     BatchSpec,
@@ -47,9 +49,7 @@ from venice_core.jobs.stream_tasks import (
     check_batches,
     write_batches,
 )
-from venice_core.jobs.stream_transforms import TransformSpec
-from venice_core.meta import MetadataStore
-from venice_core.pubsub import admin
+from venice_core.spark.stream_transforms import TransformSpec
 from venice_core.writer import resolve_target
 
 MARKER = "StreamInputError: "
@@ -104,7 +104,7 @@ def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Nam
 
 def check_source(bootstrap: str, topic: str) -> None:
     """StreamInputError if the source topic does not exist (before Spark starts: the cause in one line)."""
-    from venice_core.jobs.kafka_source import _consumer, topic_partitions
+    from venice_core.spark.kafka_source import _consumer, topic_partitions
 
     consumer = _consumer(bootstrap)
     try:
@@ -188,7 +188,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
-    from venice_core.jobs.kafka_source import KafkaDataSource
+    from venice_core.spark.kafka_source import KafkaDataSource
 
     checkpoint = Path(args.checkpoint)
     cut_file = cut_path(checkpoint)

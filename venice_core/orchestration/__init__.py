@@ -1,0 +1,1 @@
+"""What drives the platform's workflows through an orchestrator."""

@@ -1,0 +1,1 @@
+"""The push workflow, whichever orchestrator runs it."""

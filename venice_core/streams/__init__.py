@@ -1,0 +1,1 @@
+"""Nearline streaming pipelines: their control, drain and upgrade."""
