@@ -23,8 +23,9 @@ from bench.harness import SCHEMAS, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.controller import stores
 from venice_core.embedded import airflow
-from venice_core.embedded.airflow import AirflowApi
 from venice_core.orchestration.airflow import rollouts
+from venice_core.orchestration.airflow.api import AirflowApi
+from venice_core.rollout.names import rollout_dag_id
 
 FLOOR_DAG = "venice_orchestration_floor"
 # Real hooks at every step, answering PROCEED without waiting (no delay configured, no health URL).
@@ -87,7 +88,7 @@ def run_floor(api: AirflowApi) -> RunTiming:
 
 def run_rollout(api: AirflowApi, config, meta, store: str, data: Path) -> RunTiming:
     rollouts.push(config, meta, store, str(data), "key", "value", {}, progress=lambda _line: None)
-    dag_id = rollouts.dag_id(store)
+    dag_id = rollout_dag_id(store)
     return timing(api, dag_id, api.latest_run(dag_id)["dag_run_id"])
 
 
@@ -111,7 +112,7 @@ def main() -> None:
         try:
             print(f"  {airflow.start(config, dags_folder=dags)}")
             api = AirflowApi(config)
-            while not api.has_dag(rollouts.dag_id(store)):
+            while not api.has_dag(rollout_dag_id(store)):
                 time.sleep(2)
             # A first rollout (which also warms Airflow up) says how many tasks a rollout runs: the floor is a
             # chain of as many.

@@ -21,7 +21,7 @@ from venice_core.config import load_config
 from venice_core.controller.stores import StoreSettings, list_stores, store_settings
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
-from venice_core.orchestration.airflow.rollouts import DAG_PREFIX, REPUSH_DAG_PREFIX, store_of
+from venice_core.rollout.names import REPUSH_DAG_PREFIX, ROLLOUT_DAG_PREFIX, store_of
 
 
 def _stores(only: str | None) -> list[StoreSettings]:
@@ -43,7 +43,7 @@ _config = load_config()
 _rollouts, _repushes = True, True
 if _running is None:
     _wanted = _stores(None)
-elif _running.startswith(DAG_PREFIX):
+elif _running.startswith(ROLLOUT_DAG_PREFIX):
     _wanted, _repushes = _stores(store_of(_running)), False
 elif _running.startswith(REPUSH_DAG_PREFIX):
     _wanted, _rollouts = _stores(_running.removeprefix(REPUSH_DAG_PREFIX)), False

@@ -14,7 +14,7 @@ from venice_core.config import load_config
 from venice_core.controller.streams import list_pipelines
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
-from venice_core.streams.upgrade import DAG_PREFIX, pipeline_of
+from venice_core.rollout.names import UPGRADE_DAG_PREFIX, pipeline_of
 
 
 def _pipelines(only: str | None) -> list[str]:
@@ -31,7 +31,7 @@ def _pipelines(only: str | None) -> list[str]:
 
 use_platform_config()  # the platform's config for `airflow` run with AIRFLOW_HOME alone
 _running = get_parsing_context().dag_id  # set in a task process: the DAG of the task it runs
-if _running is None or _running.startswith(DAG_PREFIX):
+if _running is None or _running.startswith(UPGRADE_DAG_PREFIX):
     for _name in _pipelines(None if _running is None else pipeline_of(_running)):
         _dag = build_upgrade_dag(_name)
         globals()[_dag.dag_id] = _dag

@@ -1,4 +1,6 @@
-"""One root error type. Each subclass carries an HTTP status, so the CLI and the servers report alike."""
+"""One root error type. Each subclass carries an HTTP status and an exit code, so the CLI and the servers report
+alike, and whether running the step that raised it again could change the outcome (`retryable`: an orchestrator
+retries a step that failed with a retryable error, and ends the push at once on any other)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ class VeniceError(Exception):
 
     http_status: int = 500
     exit_code: int = 1
+    retryable: bool = True  # False: decided, refused or broken for good; running the step again changes nothing
 
 
 class ConfigError(VeniceError):
     http_status = 400
     exit_code = 2
+    retryable = False
 
 
 class InvalidStoreName(VeniceError):
@@ -45,10 +49,12 @@ class SchemaError(VeniceError):
     """A schema file that cannot be read or parsed as Avro."""
 
     http_status = 400
+    retryable = False
 
 
 class IncompatibleSchema(VeniceError):
     http_status = 409
+    retryable = False
 
 
 class MetadataStoreError(VeniceError):
@@ -89,3 +95,36 @@ class StreamInputError(VeniceError):
     no write. The pipeline fails with it as its cause; the batch it was found in is not written."""
 
     http_status = 400
+
+
+class PushJobError(VeniceError):
+    """The input or the store refuses the push (raised on the Spark job's driver or, inside a Spark error, on an
+    executor)."""
+
+    retryable = False
+
+
+class RepushRefused(VeniceError):
+    """A repush that cannot start: said before anything is created."""
+
+    http_status = 400
+    retryable = False
+
+
+class RolloutStopped(VeniceError):
+    """A hook answered ABORT or ROLLBACK: the push did not roll out everywhere (by an operator's decision)."""
+
+    exit_code = 3
+    retryable = False
+
+
+class IngestionFailed(VeniceError):
+    """A region's ingestion of a version failed (its status is ERROR)."""
+
+    retryable = False
+
+
+class DrainFailed(VeniceError):
+    """A streaming pipeline's drain failed or timed out: it was stopped without its drain completing."""
+
+    exit_code = 3

@@ -34,44 +34,29 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import Decision, Rollout, RolloutStopped
-from venice_core.errors import ConfigError, IncompatibleSchema, SchemaError
+from venice_core.controller.rollout import Decision, Rollout
+from venice_core.errors import VeniceError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
-from venice_core.orchestration.airflow.rollouts import (
+from venice_core.push_schedule import PushSchedule
+from venice_core.rollout.local import job_request
+from venice_core.rollout.names import (
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
     asset_uri,
-    dag_id,
     push_job_id,
+    region_group,
+    rollout_dag_id,
     run_confs,
     store_of,
 )
-from venice_core.push_schedule import PushSchedule
-from venice_core.rollout.local import job_request
-from venice_core.rollout.repush_config import RepushRefused
-from venice_core.rollout.steps import (
-    STEPS,
-    CreatedVersion,
-    IngestionFailed,
-    PushRequest,
-    Scope,
-    Step,
-    StepInputs,
-    StepKind,
-    stop,
-)
-from venice_core.rollout.view import region_group
+from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
 from venice_core.spark import push as push_job
-from venice_core.spark.push_tasks import PushJobError
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input
 from venice_plugin.timetables import BusinessHoursTimetable
 
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
-# Errors a retry would meet again: a hook's decision, input that fits no schema, a region's failed ingestion, a
-# repush refused (its confs, its source).
-FINAL = (RolloutStopped, SchemaError, IncompatibleSchema, PushJobError, IngestionFailed, RepushRefused, ConfigError)
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
@@ -112,8 +97,12 @@ def _inputs(
             if not stopping:
                 rollout.ensure_not_stopped()
             yield StepInputs(rollout, _request(store, context), created, region)
-        except FINAL as stopped:  # decided, refused or broken for good: retrying changes nothing
-            raise AirflowFailException(str(stopped)) from stopped
+        except VeniceError as error:
+            if error.retryable:
+                raise
+            # Decided, refused or broken for good (a hook's decision, input that fits no schema, a region's failed
+            # ingestion, a repush refused): a retry would meet it again.
+            raise AirflowFailException(str(error)) from error
         finally:
             rollout.close()
 
@@ -360,7 +349,7 @@ def build_rollout_dag(
 ) -> DAG:
     render = _Renderer(store, config)
     with DAG(
-        dag_id=dag_id(store),
+        dag_id=rollout_dag_id(store),
         description=f"Push a dataset to '{store}' and roll it out region by region with lifecycle hooks",
         # A store's scheduled push runs the DAG on its working hours; without one, runs are triggered only.
         schedule=None if push_schedule is None else BusinessHoursTimetable.of(push_schedule),

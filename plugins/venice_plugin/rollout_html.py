@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
-from venice_core.orchestration.airflow.rollouts import dag_id
+from venice_core.rollout.names import rollout_dag_id
 from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step
 from venice_plugin.airflow_runs import RunInfo
 
@@ -76,7 +76,7 @@ def render_index(stores: Sequence[tuple[RolloutView, RunInfo | None]]) -> str:
     for view, run in stores:
         serving = ", ".join(f"{_e(r.region)} {_version(r.current)}" for r in view.regions)
         latest = f"<span class='state {_css(run.state)}'>{_e(run.state)}</span> {_e(run.started)}" if run else "-"
-        link = f"/dags/{_e(quote(dag_id(view.store), safe=''))}/plugin/venice-rollout"
+        link = f"/dags/{_e(quote(rollout_dag_id(view.store), safe=''))}/plugin/venice-rollout"
         rows.append(
             f"<tr data-store='{_e(view.store)}'><th><a href='{link}' target='_top'>{_e(view.store)}</a></th>"
             f"<td>{serving}</td><td>{latest}</td></tr>"

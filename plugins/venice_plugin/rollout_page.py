@@ -21,10 +21,9 @@ plugin registers `LazyApp`, which builds the real app on the API server's first 
 import dataclasses
 from typing import Any
 
-from venice_core.orchestration.airflow.rollouts import dag_id as store_dag_id
+from venice_core.rollout.names import ROLLOUT_DAG_PREFIX, rollout_dag_id, store_of
 
 URL_PREFIX = "/venice"
-DAG_PREFIX = store_dag_id("")
 
 
 class LazyApp:
@@ -58,7 +57,7 @@ def create_app() -> Any:
     read_runs = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]
 
     def view(dag_id: str, run_id: str | None) -> tuple[RolloutView, list[airflow_runs.RunInfo]]:
-        if not dag_id.startswith(DAG_PREFIX):
+        if not dag_id.startswith(ROLLOUT_DAG_PREFIX):
             raise HTTPException(404, f"{dag_id} is not a store's rollout DAG")
         runs = airflow_runs.recent_runs(dag_id)
         run = airflow_runs.find_run(dag_id, run_id) if run_id else (runs[0] if runs else None)
@@ -69,7 +68,7 @@ def create_app() -> Any:
             with metadata() as (_, meta):
                 page = rollout_view(
                     meta,
-                    dag_id.removeprefix(DAG_PREFIX),
+                    store_of(dag_id),
                     run and run.run_id,
                     run and run.state,
                     tasks,
@@ -84,9 +83,9 @@ def create_app() -> Any:
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
         with metadata() as (_, meta):
             stores = [
-                (rollout_view(meta, name), next(iter(airflow_runs.recent_runs(store_dag_id(name), 1)), None))
+                (rollout_view(meta, name), next(iter(airflow_runs.recent_runs(rollout_dag_id(name), 1)), None))
                 for name in list_stores(meta)
-                if store_dag_id(name) in readable
+                if rollout_dag_id(name) in readable
             ]
         return HTMLResponse(render_index(stores))
 
@@ -106,7 +105,7 @@ def create_app() -> Any:
     @app.get("/api/job/{store}/{version}")
     def job(store: str, version: int, request: Request, user: GetUserDep) -> dict[str, Any]:
         # Airflow's own check, on the store's DAG (the path names the store, not the DAG).
-        requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=store_dag_id(store))(request, user)
+        requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=rollout_dag_id(store))(request, user)
         try:
             with metadata() as (_, meta):
                 return job_reply(meta, store, version)

@@ -17,9 +17,9 @@ import jinja2
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
 from venice_core.meta.context import metadata
-from venice_core.orchestration.airflow.rollouts import run_confs
-from venice_core.rollout import repush_config
+from venice_core.rollout.names import run_confs
 from venice_core.rollout.steps import STEPS
+from venice_core.spark import repush_config
 
 SCHEDULED = "scheduled"  # Airflow's DagRunType.SCHEDULED
 

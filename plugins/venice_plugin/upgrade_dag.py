@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from venice_core.controller import streams
 from venice_core.errors import VeniceError
 from venice_core.meta.context import metadata
+from venice_core.rollout.names import upgrade_dag_id
 from venice_core.streams import upgrade
 from venice_plugin.rollout import form_param
 
@@ -43,7 +44,7 @@ def next_after_drain(outcome: str, upgrade: bool) -> str:
 
 def build_upgrade_dag(pipeline: str) -> DAG:
     with DAG(
-        dag_id=upgrade.dag_id(pipeline),
+        dag_id=upgrade_dag_id(pipeline),
         description=f"Drain stream pipeline '{pipeline}', then (an upgrade) start its new deployment",
         schedule=None,
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),

@@ -37,9 +37,10 @@ from tests.support.reads import assert_serves, wait_for
 from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
-from venice_core.orchestration.airflow.rollouts import dag_id
+from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.protocol import serde
 from venice_core.pubsub import admin
+from venice_core.rollout.names import rollout_dag_id
 from venice_core.streams import control
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -89,7 +90,7 @@ def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_
     shown = json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)
     assert shown["versions"] == [] and len(shown["value_schemas"]) == 1
 
-    api = airflow.AirflowApi(airflow_env.config)
+    api = AirflowApi(airflow_env.config)
     last_run = api.latest_run(f"venice_push__{store}")["dag_run_id"]
     started = time.monotonic()
     missing = airflow_env.cli("push", store, "--input", str(tmp_path / "no-such-path"))
@@ -104,7 +105,7 @@ def test_a_new_store_created_asks_airflow_for_its_dag(airflow_env: PlatformEnv) 
     """`venice store create` asks Airflow to parse the stores' DAG file at once (the periodic parse is every two
     minutes), and the new store's DAG appears. The parse request names the file by the token Airflow's own API
     gives it."""
-    env, api = airflow_env, airflow.AirflowApi(airflow_env.config)
+    env, api = airflow_env, AirflowApi(airflow_env.config)
     store = f"afd_{uuid.uuid4().hex[:8]}"
     env.cli(
         "store", "create", store, "--key-schema", str(SCHEMAS / "user_key.avsc"),
@@ -112,8 +113,8 @@ def test_a_new_store_created_asks_airflow_for_its_dag(airflow_env: PlatformEnv) 
     )  # fmt: skip
     # (Within seconds, unless the request met a parse of the file in progress, which drops it: then at the
     # periodic parse, at most two minutes later.)
-    wait_for("the new store's DAG", lambda: api.has_dag(dag_id(store)), timeout=180)
-    listed = api.get(f"/api/v2/dags?dag_id_pattern={dag_id(store)}")["dags"]
+    wait_for("the new store's DAG", lambda: api.has_dag(rollout_dag_id(store)), timeout=180)
+    listed = api.get(f"/api/v2/dags?dag_id_pattern={rollout_dag_id(store)}")["dags"]
     assert [d["file_token"] for d in listed] == [api._file_token("venice_rollout.py")]
 
 
@@ -289,7 +290,7 @@ def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_a
 
 def _first_scheduled_run_ended(env: PlatformEnv, store: str, timeout: float) -> dict:
     """The store's first scheduled run, once it has ended."""
-    api, deadline, dag = airflow.AirflowApi(env.config), time.monotonic() + timeout, dag_id(store)
+    api, deadline, dag = AirflowApi(env.config), time.monotonic() + timeout, rollout_dag_id(store)
     while not api.has_dag(dag):  # the dag-processor parses the DAG file every 20 s
         assert time.monotonic() < deadline, f"{dag} never appeared"
         time.sleep(2)
@@ -319,7 +320,7 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
     schedule = ["--push-schedule", "* * * * *", "--push-days", "mon-sun", "--push-hours", "0-24"]
     env.cli("store", "update", good, *schedule, "--push-input", str(tmp_path / "data" / "{{ ds }}"), check=True)
     env.cli("store", "update", bad, *schedule, "--push-input", str(tmp_path / "missing" / "{{ ds }}") + "/", check=True)
-    api = airflow.AirflowApi(env.config)
+    api = AirflowApi(env.config)
     try:
         failed = _first_scheduled_run_ended(env, bad, timeout=300)
         stopped = _first_scheduled_run_ended(env, good, timeout=300)
@@ -329,19 +330,19 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
     assert failed["state"] == "failed"
     ds = failed["logical_date"][:10]
     first = next(
-        t for t in api.task_instances(dag_id(bad), failed["dag_run_id"]) if t["task_id"] == "start_of_push_job"
+        t for t in api.task_instances(rollout_dag_id(bad), failed["dag_run_id"]) if t["task_id"] == "start_of_push_job"
     )
     assert (first["state"], first["try_number"]) == ("failed", 1)
-    log = airflow.home(env.config) / "logs" / f"dag_id={dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
+    log = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
     said = (log / "task_id=start_of_push_job" / "attempt=1.log").read_text()
     assert f"input path {tmp_path}/missing/{ds}/ does not exist" in said
     assert stores.describe_store(env.meta, bad)["versions"] == []
 
     run = urllib.parse.quote(stopped["dag_run_id"])
-    states = api.task_states(dag_id(good), stopped["dag_run_id"])
+    states = api.task_states(rollout_dag_id(good), stopped["dag_run_id"])
     assert states["schema_registration"] == "success" and states["pre_version_creation_abort"] == "failed", states
     pinned = api.get(
-        f"/api/v2/dags/{dag_id(good)}/dagRuns/{run}/taskInstances/start_of_push_job/xcomEntries/return_value"
+        f"/api/v2/dags/{rollout_dag_id(good)}/dagRuns/{run}/taskInstances/start_of_push_job/xcomEntries/return_value"
     )
     assert pinned["value"] == str(tmp_path / "data" / stopped["logical_date"][:10])
     assert stores.describe_store(env.meta, good)["versions"] == []

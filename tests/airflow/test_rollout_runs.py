@@ -44,10 +44,10 @@ from venice_core.client import ReadClient
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.embedded import airflow
-from venice_core.embedded.airflow import AirflowApi
 from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks.api import HOOK_FUNCTIONS
-from venice_core.orchestration.airflow.rollouts import asset_uri, dag_id
+from venice_core.orchestration.airflow.api import AirflowApi
+from venice_core.rollout.names import asset_uri, rollout_dag_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -274,9 +274,9 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
 
     # The run's Rollout tab in the Airflow UI, in a real browser; its page refuses a client without a valid token.
     pages = f"{airflow.base_url(airflow_env.config)}/venice/rollout/"
-    for page in (pages, f"{pages}{dag_id(store)}"):
+    for page in (pages, f"{pages}{rollout_dag_id(store)}"):
         assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
-    run_id = AirflowApi(airflow_env.config).latest_run(dag_id(store))["dag_run_id"]
+    run_id = AirflowApi(airflow_env.config).latest_run(rollout_dag_id(store))["dag_run_id"]
     tab = rollout_tab(airflow_env.config, store, run_id, tmp_path)
     assert tab.serving == {"dc-0": "v2", "dc-1": "v1", "dc-2": "v1"} and tab.version_status == "PARTIALLY_ONLINE"
     assert tab.outcomes["dc-1"].startswith("ABORT at pre_swap\naborted by a hook at pre_store_version_swap in dc-1")
@@ -355,7 +355,7 @@ def test_refused_input_fails_the_push_once_and_the_previous_version_keeps_servin
     rows = [{"key": k, "name": "n", "age": age, "score": 1.0} for k, age in (("a", 1), ("a", 2), ("b", 3))]
     bad = write_rows(tmp_path / "bad", rows)
     later = generate(tmp_path / "later", 10, files=1, seed=7)
-    api, dag = airflow.AirflowApi(airflow_env.config), f"venice_push__{store}"
+    api, dag = AirflowApi(airflow_env.config), f"venice_push__{store}"
     push = airflow_env.venice_background("push", store, "--input", str(bad))
     queued: subprocess.Popen[str] | None = None
     try:

@@ -16,8 +16,8 @@ from sqlalchemy import select
 from tests.hooks_fixtures.sample_hooks import SchemaRegistrations
 from tests.support.platform import SCHEMAS, PlatformEnv, metadata_env
 from venice_core.controller import stores
-from venice_core.controller.rollout import Rollout, RolloutStopped
-from venice_core.errors import IncompatibleSchema
+from venice_core.controller.rollout import Rollout
+from venice_core.errors import IncompatibleSchema, RolloutStopped
 from venice_core.hooks.records import invocations
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.rollout.steps import PushRequest, StepInputs, step

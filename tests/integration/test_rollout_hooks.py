@@ -20,8 +20,7 @@ from tests.support.topics import read_partition
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import RolloutStopped
-from venice_core.errors import NoCurrentVersion
+from venice_core.errors import NoCurrentVersion, RolloutStopped
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.hooks.records import invocations, metrics_text
 from venice_core.pubsub import admin

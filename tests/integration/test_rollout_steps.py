@@ -12,7 +12,8 @@ from sqlalchemy import update
 
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.controller.rollout import DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
+from venice_core.controller.rollout import DA_VINCI_SWAP, Decision, Rollout
+from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, Version, VersionRegionStatus
 from venice_core.status import ExecutionStatus, VersionStatus

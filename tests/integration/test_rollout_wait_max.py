@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import update
 
 from venice_core.config import load_config
-from venice_core.controller.rollout import Rollout, RolloutStopped
+from venice_core.controller.rollout import Rollout
+from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 

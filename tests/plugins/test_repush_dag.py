@@ -19,7 +19,7 @@ from tests.support.dag_files import parse_dag_file
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.meta.models import RegionCurrentVersion, Version
-from venice_core.rollout import repush_config
+from venice_core.spark import repush_config
 
 DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"
 KEY = '"string"'
@@ -76,7 +76,7 @@ def test_the_rollout_dag_offers_a_repush_in_its_trigger_form(platform: Any, monk
     source = dag.params.get_param("source")
     assert source.value == "files" and source.schema["enum"] == ["files", "kafka"]
     assert dag.params.get_param("conf").value == {}
-    from venice_core.orchestration.airflow.rollouts import push_job_id, run_confs
+    from venice_core.rollout.names import push_job_id, run_confs
 
     assert run_confs({"source": "kafka", "conf": {"kafka.input.fabric": "dc-1"}}) == {
         "kafka.input.fabric": "dc-1",

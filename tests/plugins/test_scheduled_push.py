@@ -25,8 +25,8 @@ from tests.support.dag_files import parse_dag_file
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
-from venice_core.orchestration.airflow.rollouts import push_job_id
 from venice_core.push_schedule import PushSchedule
+from venice_core.rollout.names import push_job_id
 from venice_core.rollout.steps import PushRequest
 
 DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"

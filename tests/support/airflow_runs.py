@@ -25,8 +25,9 @@ from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutc
 from venice_core.hooks.records import metrics_text
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
-from venice_core.orchestration.airflow.rollouts import asset_uri, dag_id
+from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.pubsub import admin
+from venice_core.rollout.names import asset_uri, rollout_dag_id
 
 REPO = Path(__file__).parents[2]
 USER_DAGS = REPO / "tests" / "airflow" / "dags"  # the config's airflow.user.dags.folder in the Airflow tests
@@ -161,7 +162,7 @@ def wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: 
 
 def failed_attempts(env: PlatformEnv, store: str, lines: int = 25) -> str:
     """The end of each failed task attempt's log in the store's runs: what a failure on CI needs to be understood."""
-    logs = airflow.home(env.config) / "logs" / f"dag_id={dag_id(store)}"
+    logs = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(store)}"
     found = []
     for log in sorted(logs.glob("run_id=*/task_id=*/attempt=*.log")):
         events = []
@@ -202,22 +203,22 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
     would cost a CPU-second each while a test waits (the CLI's own tests cover that command)."""
     try:
         api = _signed_in(env)
-        run = api.latest_run(dag_id(store))
-        return None if run is None else api.task_states(dag_id(store), run["dag_run_id"]).get(task_id)
+        run = api.latest_run(rollout_dag_id(store))
+        return None if run is None else api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id)
     except ComponentError:  # Airflow restarting
         _SIGNED_IN.pop(airflow.base_url(env.config), None)
         return None
 
 
-_SIGNED_IN: dict[str, airflow.AirflowApi] = {}
+_SIGNED_IN: dict[str, AirflowApi] = {}
 
 
-def _signed_in(env: PlatformEnv) -> airflow.AirflowApi:
+def _signed_in(env: PlatformEnv) -> AirflowApi:
     """One signed-in client per Airflow for the polls of a test: signing in at each poll (every second while a test
     waits) cost the API server a request and a token each time."""
     url = airflow.base_url(env.config)
     if url not in _SIGNED_IN:
-        _SIGNED_IN[url] = airflow.AirflowApi(env.config)
+        _SIGNED_IN[url] = AirflowApi(env.config)
     return _SIGNED_IN[url]
 
 
@@ -257,7 +258,7 @@ class ConsumedStore:
 
 def asset_events(env: PlatformEnv, store: str) -> list[dict]:
     """The events of the store's asset, as Airflow's REST API lists them (the Assets view's)."""
-    api = airflow.AirflowApi(env.config)
+    api = AirflowApi(env.config)
     uri = asset_uri(env.config.cluster_name, store)
     (asset,) = [
         a for a in api.get(f"/api/v2/assets?uri_pattern={urllib.parse.quote(uri)}")["assets"] if a["uri"] == uri

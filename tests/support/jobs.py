@@ -16,9 +16,8 @@ from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.rollout import repush_config
 from venice_core.rollout.local import PushFailed
-from venice_core.spark import push, repush
+from venice_core.spark import push, repush, repush_config
 from venice_core.spark.submit import PushJobRequest, job_args, repush_job_args, spark_confs
 
 

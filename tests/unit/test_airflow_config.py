@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.support.platform import make_platform_env
 from venice_core.embedded import airflow
+from venice_core.orchestration.airflow.api import AirflowApi
 
 
 def _read(path: Path) -> configparser.ConfigParser:
@@ -86,7 +87,7 @@ def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(
         env = make_platform_env(tmp_path / "home")
         config = dataclasses.replace(env.config, airflow_port=server.server_address[1])
         airflow._write_config(config)
-        api = airflow.AirflowApi(config)
+        api = AirflowApi(config)
         api.request_parse("venice_rollout.py")
         api.request_parse("venice_rollout.py")  # pending still: Airflow answers 409, which is no error
         assert len(_ParseRequests.pending) == 1

@@ -22,9 +22,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from venice_core.errors import PushJobError
 from venice_core.spark.input_files import read_input_schema
 from venice_core.spark.input_schema import input_value
-from venice_core.spark.push_tasks import PushJobError
 
 
 def _types(struct: StructType) -> dict[str, object]:

@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 
 from venice_core.controller.stores import SchemaRefused
-from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError
+from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError, PushJobError
 from venice_core.protocol import serde
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark.push import PushJobError, _refusal
+from venice_core.spark.push import _refusal
 from venice_core.spark.push_tasks import serialize_batches
 from venice_core.spark.submit import job_flags, spark_confs
 

@@ -12,7 +12,7 @@ import pytest
 from bench.ingest_hot_path import FakeMessage
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
-from venice_core.errors import ComponentError, ConfigError
+from venice_core.errors import ComponentError, ConfigError, RepushRefused
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import RegionCurrentVersion
 from venice_core.protocol import chunking
@@ -20,7 +20,7 @@ from venice_core.protocol.compression import CompressionStrategy, compressor, de
 from venice_core.protocol.div import SegmentState
 from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
 from venice_core.protocol.partitioner import partition_for
-from venice_core.rollout import repush_config as rc
+from venice_core.spark import repush_config as rc
 from venice_core.spark.kafka_source import split
 from venice_core.spark.repush_tasks import (
     CHUNK,
@@ -84,9 +84,9 @@ def test_region_pick_as_venice_controller() -> None:
     order = ["dc-0", "dc-1", "dc-2"]
     assert rc.pick_region({"dc-0": 3, "dc-1": 4, "dc-2": 4}, order, None) == ("dc-1", 4)
     assert rc.pick_region({"dc-0": 3, "dc-1": 4}, order, "dc-0") == ("dc-0", 3)
-    with pytest.raises(rc.RepushRefused, match="region dc-2 serves no version"):
+    with pytest.raises(RepushRefused, match="region dc-2 serves no version"):
         rc.pick_region({"dc-0": 3}, order, "dc-2")
-    with pytest.raises(rc.RepushRefused, match="no version yet"):
+    with pytest.raises(RepushRefused, match="no version yet"):
         rc.pick_region({"dc-0": 0}, order, None)
 
 
@@ -106,7 +106,7 @@ def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None
     resolve = lambda confs, name=store: rc.resolve(  # noqa: E731
         meta, config, name, rc.parse({"source.kafka": "true", **confs}), now_ms=10_000_000, topics=topics
     )
-    with pytest.raises(rc.RepushRefused, match="no version yet"):
+    with pytest.raises(RepushRefused, match="no version yet"):
         resolve({})
     for number in (1, 2):
         versions.create_version(meta, config, store, f"job-{number}", topics=topics)
@@ -135,10 +135,10 @@ def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None
         ({"repush.ttl.enable": "true"}, "only supported for hybrid stores"),
     ]
     for confs, message in refusals:
-        with pytest.raises((rc.RepushRefused, ConfigError), match=message):
+        with pytest.raises((RepushRefused, ConfigError), match=message):
             resolve(confs)
     topics.delete_topics(config.region("dc-1").kafka_bootstrap, [config.region("dc-1").version_topic(store, 2)])
-    with pytest.raises(rc.RepushRefused, match="region dc-1 has no version 2"):
+    with pytest.raises(RepushRefused, match="region dc-1 has no version 2"):
         resolve({})
     topics.unreachable.add("nowhere:1")
     with pytest.raises(ComponentError, match="unreachable"):

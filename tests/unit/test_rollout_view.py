@@ -12,7 +12,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
-from venice_core.orchestration.airflow.rollouts import push_job_id
+from venice_core.rollout.names import push_job_id
 from venice_core.rollout.view import Answer, Stop, TaskRun, dag_order, rollout_view
 from venice_core.status import ExecutionStatus
 

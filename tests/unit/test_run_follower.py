@@ -21,7 +21,8 @@ from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.orchestration.airflow import rollouts
-from venice_core.orchestration.airflow.rollouts import PlainView, RolloutFailed, RunFollower, RunInFlight, push_job_id
+from venice_core.orchestration.airflow.rollouts import PlainView, RolloutFailed, RunFollower, RunInFlight
+from venice_core.rollout.names import push_job_id
 from venice_core.status import ExecutionStatus
 
 RUN = "manual__2026-11-22T10:00:00"

@@ -10,10 +10,10 @@ import typer
 from venice_core.cli.context import metadata
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.job import job_reply
-from venice_core.embedded.airflow import AirflowApi
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
-from venice_core.orchestration.airflow.rollouts import dag_id, push_job_id
+from venice_core.orchestration.airflow.api import AirflowApi
+from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
 StoreArg = typer.Argument(..., help="Store name.")
@@ -29,11 +29,13 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     with metadata() as (config, meta):
         info = stores.describe_store(meta, store)
         api = AirflowApi(config)
-        run = api.latest_run(dag_id(store))
+        run = api.latest_run(rollout_dag_id(store))
         if run is None:
             raise NoRollout(f"store '{store}' has no rollout run yet (start one with `venice push {store} ...`)")
         job_id = push_job_id(store, run["dag_run_id"], run.get("conf"))
-        tasks = sorted(api.task_instances(dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~")
+        tasks = sorted(
+            api.task_instances(rollout_dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~"
+        )
         version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
@@ -109,9 +111,9 @@ def approve(
 
 
 def _answer_approval_task(api: AirflowApi, store: str, region: str, option: str) -> bool:
-    run = api.latest_run(dag_id(store))
-    task_id = f"{region.replace('-', '_')}.approval"
-    if run is None or api.task_states(dag_id(store), run["dag_run_id"]).get(task_id) != "awaiting_input":
+    run = api.latest_run(rollout_dag_id(store))
+    task_id = f"{region_group(region)}.approval"
+    if run is None or api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id) != "awaiting_input":
         return False
-    api.respond(dag_id(store), run["dag_run_id"], task_id, option)
+    api.respond(rollout_dag_id(store), run["dag_run_id"], task_id, option)
     return True

@@ -18,7 +18,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.errors import VeniceError
+from venice_core.errors import RolloutStopped
 from venice_core.hooks.api import HookContext, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import HookExecutor
@@ -57,12 +57,6 @@ class Decision:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Decision:
         return cls(str(data["outcome"]), str(data.get("reason", "")), tuple(data.get("regions") or ()))
-
-
-class RolloutStopped(VeniceError):
-    """A hook answered ABORT or ROLLBACK: the push did not roll out everywhere (by an operator's decision)."""
-
-    exit_code = 3
 
 
 @dataclass

@@ -28,14 +28,7 @@ from venice_core.meta.models import (
 )
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.status import (
-    IN_FLIGHT,
-    ExecutionStatus,
-    JobStatus,
-    RegionJobStatus,
-    VersionStatus,
-    aggregate,
-)
+from venice_core.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
 
 
 class PushInProgress(VeniceError):

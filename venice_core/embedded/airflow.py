@@ -31,8 +31,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from itsdangerous import URLSafeSerializer
-
 from venice_core.cache import cache_dir, clear_staging, filling, staging
 from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
@@ -249,7 +247,7 @@ def _read_config(path: Path) -> configparser.ConfigParser:
     return parser
 
 
-def _config_value(airflow_home: Path, section: str, option: str) -> str:
+def config_value(airflow_home: Path, section: str, option: str) -> str:
     """A value of the home's airflow.cfg, as the platform wrote it."""
     path = airflow_home / "airflow.cfg"
     try:
@@ -415,113 +413,3 @@ def kill(config: ClusterConfig) -> None:
     """SIGKILL every component and its task processes, as a crash would: for tests of recovery."""
     for proc in processes(config):
         proc.kill()
-
-
-class AirflowUnreachable(ComponentError):
-    pass
-
-
-class AirflowRefused(ComponentError):
-    """Airflow's API answered with an HTTP error."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class AirflowApi:
-    """The few calls of Airflow's REST API (v2) the CLI needs: trigger a DAG run and follow it."""
-
-    def __init__(self, config: ClusterConfig) -> None:
-        self.url, self.home = base_url(config), home(config)
-        self._credentials = json.dumps({"username": USER, "password": password(config)}).encode()
-        self.headers: dict[str, str] = {}
-        self._authenticate()
-
-    def _authenticate(self) -> None:
-        token = self._call("POST", "/auth/token", self._credentials, authorised=False)["access_token"]
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def _call(
-        self, method: str, path: str, body: bytes | None = None, authorised: bool = True, retry: bool = True
-    ) -> dict:
-        headers = self.headers if authorised else {"Content-Type": "application/json"}
-        request = urllib.request.Request(f"{self.url}{path}", data=body, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=API_READ_TIMEOUT_SECONDS) as response:
-                payload = response.read()
-                return json.loads(payload) if payload.strip() else {}
-        except urllib.error.HTTPError as exc:
-            if exc.code == 401 and authorised and retry:  # the token expired: sign in again, once
-                self._authenticate()
-                return self._call(method, path, body, retry=False)
-            raise AirflowRefused(
-                f"Airflow answered {exc.code} to {method} {path}: {exc.read()[:300]!r}", exc.code
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise AirflowUnreachable(f"Airflow at {self.url} is unreachable: {exc}") from None
-
-    def get(self, path: str) -> dict:
-        """Any read of Airflow's REST API (`/api/v2/...`), signed in."""
-        return self._call("GET", path)
-
-    def has_dag(self, dag_id: str) -> bool:
-        try:
-            self._call("GET", f"/api/v2/dags/{dag_id}")
-            return True
-        except ComponentError:
-            return False
-
-    def request_parse(self, dag_file: str) -> None:
-        """Ask the dag-processor to parse one of the platform's DAG files now (a new store's DAG then appears within
-        seconds, not at the next periodic parse). Airflow takes a parse request only for a file it knows a DAG of;
-        for one it knows none of yet (the very first store), the file's modification time is renewed instead,
-        which the dag-processor also watches (at its next look at the folder, every few seconds). A request made while
-        another for the file is pending is the same request (Airflow answers 409: its row is unique)."""
-        try:
-            self._call("PUT", f"/api/v2/parseDagFile/{self._file_token(dag_file)}")
-        except AirflowRefused as exc:
-            if exc.status == 409:  # a request for the file is pending already (its row is unique): it will do
-                return
-            if exc.status != 404:
-                raise
-            with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
-                os.utime(Path(_config_value(self.home, "core", "dags_folder")) / dag_file)
-
-    def _file_token(self, dag_file: str) -> str:
-        """What Airflow's API names a DAG file by (a DAG's `file_token` in `/api/v2/dags`): its bundle and path,
-        signed with the API's secret key, which the platform keeps in airflow.cfg. Made here, not read from one of
-        the file's DAGs, so that the very first store's DAG is asked for too."""
-        secret = _config_value(self.home, "api", "secret_key")
-        return URLSafeSerializer(secret).dumps({"bundle_name": PLATFORM_BUNDLE, "relative_fileloc": dag_file})
-
-    def trigger(self, dag_id: str, conf: dict) -> str:
-        body = json.dumps({"logical_date": None, "conf": conf}).encode()
-        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
-
-    def run_state(self, dag_id: str, run_id: str) -> str:
-        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
-
-    def run(self, dag_id: str, run_id: str) -> dict:
-        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")
-
-    def latest_run(self, dag_id: str) -> dict | None:
-        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
-        return runs[0] if runs else None
-
-    def active_runs(self, dag_id: str) -> list[str]:
-        """The DAG's runs in flight (running, or queued behind one), oldest first."""
-        path = f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after&limit=100"
-        return [run["dag_run_id"] for run in self._call("GET", path)["dag_runs"]]
-
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
-        return self._call("GET", path)["task_instances"]
-
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
-        return {t["task_id"]: t["state"] or "none" for t in self.task_instances(dag_id, run_id)}
-
-    def respond(self, dag_id: str, run_id: str, task_id: str, option: str) -> dict:
-        """Answer a human-in-the-loop task (what a person does in the UI's Required Actions)."""
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails"
-        return self._call("PATCH", path, json.dumps({"chosen_options": [option], "params_input": {}}).encode())

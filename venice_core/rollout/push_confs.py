@@ -1,7 +1,7 @@
 """The check of a push's confs (`venice push --conf`, `venice repush --conf`, a DAG run's `conf`): a key that
 nothing reads is refused before anything starts, since a typo (`repush.ttl.enabel=true`) would otherwise run the
 job without the setting and say nothing. The known keys are defined where they are read: the push job's in
-`spark.submit`, a repush's in `rollout.repush_config`."""
+`spark.submit`, a repush's in `spark.repush_config`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Mapping
 
 from venice_core.errors import ConfigError
-from venice_core.rollout import repush_config
+from venice_core.spark import repush_config
 from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX
 
 PUSH_CONFS = frozenset({*JOB_FLAGS, repush_config.SOURCE_KAFKA})  # `source.kafka=true` makes a push a repush

@@ -20,22 +20,18 @@ from typing import Any
 
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout, RolloutStopped
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout
+from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
-from venice_core.rollout import repush_config
 from venice_core.rollout.push_confs import check_push_confs
+from venice_core.spark import repush_config
 from venice_core.spark.input_files import check_readable, read_input_schema
 from venice_core.spark.input_schema import input_value, match_value_schema
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
-
-
-class IngestionFailed(VeniceError):
-    pass
 
 
 class StepKind(StrEnum):
@@ -187,7 +183,7 @@ def _create_version(s: StepInputs) -> CreatedVersion:
     """Create the version for the regions `pre_version_creation` admitted, ask the Da Vinci ingestion gate for each
     of them, send START_OF_PUSH. A re-run resumes the version its push already created. A repush's source is
     resolved here, just before its version is created, and pinned into the version
-    (`rollout.repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried
+    (`spark.repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried
     job reads exactly the same records."""
     r = s.rollout
     settings = stores.store_settings(r.meta, r.store)

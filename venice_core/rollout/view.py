@@ -26,7 +26,7 @@ from venice_core.controller.versions import RegionProgress, ingestion_progress
 from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
-from venice_core.orchestration.airflow.rollouts import push_job_id
+from venice_core.rollout.names import push_job_id, region_group
 from venice_core.status import VersionStatus
 
 DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)
@@ -39,11 +39,6 @@ def decision(step: str) -> str | None:
     """ABORT or ROLLBACK for a task that applies one (`abort`, `pre_swap_abort`, `pre_swap.rollback`), else None."""
     words = set(re.split(r"[._]", step))
     return next((d.upper() for d in DECISIONS if d in words), None)
-
-
-def region_group(region: str) -> str:
-    """The task group of a region in the rollout DAG (`dc-1` -> `dc_1`)."""
-    return region.replace("-", "_")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from venice_core.spark.push_tasks import PushJobError
+from venice_core.errors import PushJobError
 
 FORMAT_SUFFIXES = {"parquet": (".parquet",), "avro": (".avro",), "json": (".json", ".jsonl")}
 # JSON schemas are inferred from the data: read this much of it (whole files up to the budget, then stop), so a

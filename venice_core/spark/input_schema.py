@@ -10,10 +10,9 @@ from typing import Any, TypeVar
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
-from venice_core.errors import IncompatibleSchema, SchemaError
+from venice_core.errors import IncompatibleSchema, PushJobError, SchemaError
 from venice_core.meta import MetadataStore
 from venice_core.spark.input_files import read_input_schema
-from venice_core.spark.push_tasks import PushJobError
 
 T = TypeVar("T")
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
-from venice_core.errors import ComponentError, MetadataStoreError, VeniceError
+from venice_core.errors import ComponentError, MetadataStoreError, PushJobError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.spark.input_files import check_readable, input_format
 from venice_core.spark.input_schema import input_value, match_value_schema
-from venice_core.spark.push_tasks import PushJobError, record_counts, serialize_batches, write_batches, write_sorted
+from venice_core.spark.push_tasks import record_counts, serialize_batches, write_batches, write_sorted
 
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
 FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from venice_core.errors import VeniceError
+from venice_core.errors import PushJobError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.hash_partitioning import spread_values
-
-
-class PushJobError(VeniceError):
-    """The input or the store refuses the push (raised on the driver or, inside a Spark error, on an executor)."""
 
 
 def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:

@@ -24,9 +24,10 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
+from venice_core.errors import PushJobError
 from venice_core.meta import MetadataStore
 from venice_core.spark import push as push_job
-from venice_core.spark.push_tasks import PushJobError, record_counts, write_sorted
+from venice_core.spark.push_tasks import record_counts, write_sorted
 from venice_core.spark.repush_tasks import (
     DECODED_SCHEMA,
     WRITTEN_SCHEMA,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from venice_core.errors import PushJobError
 from venice_core.protocol import chunking
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import (
@@ -32,7 +33,7 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark.push_tasks import PushJobError, task_writer
+from venice_core.spark.push_tasks import task_writer
 
 PUT, DELETE, MANIFEST, CHUNK = 0, 1, 2, 3
 DECODED_SCHEMA = (

@@ -124,7 +124,7 @@ class DrainReport:
 
 
 class DrainUnverified(VeniceError):
-    """The drain could not verify what it committed (a bug, not a timeout; not `streams.upgrade.DrainFailed`, a
+    """The drain could not verify what it committed (a bug, not a timeout; not `errors.DrainFailed`, a
     drain run that failed)."""
 
 

@@ -131,8 +131,8 @@ REPUSH_JOB_FILE = Path(__file__).with_name("repush.py")
 
 def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
     """The repush job's arguments (see `spark.repush.parse_args`), but for its result file, from a repush's resolved
-    confs (`rollout.repush_config.resolved_confs`)."""
-    from venice_core.rollout import repush_config as rc
+    confs (`spark.repush_config.resolved_confs`)."""
+    from venice_core.spark import repush_config as rc
 
     confs = request.confs
     repush = rc.parse(confs)

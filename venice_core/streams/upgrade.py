@@ -18,28 +18,15 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import drain, streams
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.errors import ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.streams import control
 
-DAG_PREFIX = "venice_upgrade__"
 # What an upgrade may change (the new job's arguments); the pipeline keeps its store, region and source, and the
 # new run starts from the drained offsets.
 FIXED = {"name", "store", "region", "source_topic", "source_bootstrap", "starting_offsets"}
 UPGRADABLE = frozenset(StreamJobRequest.__dataclass_fields__) - FIXED
-
-
-class DrainFailed(VeniceError):
-    exit_code = 3
-
-
-def dag_id(pipeline: str) -> str:
-    return f"{DAG_PREFIX}{pipeline}"
-
-
-def pipeline_of(dag: str) -> str:
-    return dag.removeprefix(DAG_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, task
 
 from venice_core.config import load_config
-from venice_core.orchestration.airflow.rollouts import asset_uri
+from venice_core.rollout.names import asset_uri
 
 CONSUMER_DAG = "train_on_venice_store"
 STORE = os.environ.get("VENICE_TEST_CONSUMED_STORE")

@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import quote
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import versions
 from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
 from venice_core.embedded import airflow
-from venice_core.embedded.airflow import AirflowApi, AirflowUnreachable
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
-from venice_core.rollout import repush_config
+from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
+from venice_core.rollout.names import (
+    ROLLOUT_DAG_FILE,
+    SOURCE_FILES_PARAM,
+    SOURCE_KAFKA_PARAM,
+    push_job_id,
+    region_of,
+    rollout_dag_id,
+)
 from venice_core.rollout.push_confs import check_push_confs
+from venice_core.spark import repush_config
 from venice_core.spark.input_schema import check_push_input
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
@@ -40,48 +46,7 @@ class RunInFlight(VeniceError):
     http_status = 409
 
 
-DAG_PREFIX = "venice_push__"
-ROLLOUT_DAG_FILE = "venice_rollout.py"  # in dags/: every store's rollout DAG and scheduled repush DAG
 PARSE_PATIENCE_SECONDS = 10  # a DAG asked for and not there yet after this long: say what the push waits for
-REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
-# The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
-SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
-
-
-def dag_id(store: str) -> str:
-    """The store's rollout DAG."""
-    return f"{DAG_PREFIX}{store}"
-
-
-def store_of(dag: str) -> str:
-    """The store of a rollout DAG (`dag_id`'s inverse)."""
-    return dag.removeprefix(DAG_PREFIX)
-
-
-ASSET_SCHEME = "venice"
-
-
-def asset_uri(cluster: str, store: str) -> str:
-    """The store as an Airflow asset, `venice://<cluster>/<store>`: a rollout that ends with every region serving
-    its version emits an event of it, which downstream DAGs scheduled on it run after."""
-    return f"{ASSET_SCHEME}://{quote(cluster, safe='')}/{quote(store, safe='')}"
-
-
-def run_confs(run_conf: Mapping[str, Any] | None) -> dict[str, str]:
-    """The push confs of a DAG run's conf (its params): its `conf`, with `source.kafka=true` when its `source` is
-    `kafka` (the trigger form's repush)."""
-    run_conf = run_conf or {}
-    confs = {str(k): str(v) for k, v in (run_conf.get("conf") or {}).items()}
-    if run_conf.get("source") == SOURCE_KAFKA_PARAM:
-        confs[repush_config.SOURCE_KAFKA] = "true"
-    return confs
-
-
-def push_job_id(store: str, run_id: str, run_conf: Mapping[str, Any] | None = None) -> str:
-    """The push job id of a DAG run (hook invocations and the version record it): a repush run's starts with
-    Venice's `venice_re_push_` or `venice_ttl_re_push_`."""
-    prefix = repush_config.job_id_prefix(run_confs(run_conf))
-    return f"{prefix}{store}-{re.sub(r'[^A-Za-z0-9_-]', '-', run_id)}"[:128]
 
 
 def push(
@@ -152,7 +117,7 @@ def trigger_and_follow(
     """Trigger a run of the store's DAG with `params` and follow it to its end."""
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
-    dag = dag_id(store)
+    dag = rollout_dag_id(store)
     wait_for_dag(api, dag, ROLLOUT_DAG_FILE, view, "is the store new?")
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
@@ -314,7 +279,7 @@ class RunFollower:
         dag: str | None = None,
     ) -> None:
         self.api, self.meta, self.store, self.run_id, self.view = api, meta, store, run_id, view
-        self.dag = dag or dag_id(store)  # another DAG of the store's (a pipeline's upgrade) shows no push
+        self.dag = dag or rollout_dag_id(store)  # another DAG of the store's (a pipeline's upgrade) shows no push
         self.job_id = job_id or push_job_id(store, run_id)  # the run's push job (a repush run's is prefixed)
         self.queued = queued  # behind another run: say when it starts
         self.seen: dict[str, str] = {}
@@ -369,7 +334,7 @@ class RunFollower:
             text = f"  {task_id}: {state}" + (f" (try {tries})" if state == "running" and tries > 1 else "")
             events.append(Event(at, text))
             if state == "awaiting_input":
-                region = task_id.split(".")[0].replace("_", "-")
+                region = region_of(task_id)
                 events.append(
                     Event(
                         at,

@@ -9,10 +9,11 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import streams
-from venice_core.embedded.airflow import AirflowApi
-from venice_core.errors import ConfigError
+from venice_core.errors import ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.orchestration.airflow.rollouts import PlainView, RunFollower, follow, wait_for_dag
+from venice_core.rollout.names import upgrade_dag_id
 from venice_core.streams import control, upgrade
 
 STREAMS_DAG_FILE = "venice_streams.py"  # in dags/: every stream pipeline's upgrade DAG
@@ -39,7 +40,7 @@ def drain_or_upgrade(
         raise ConfigError("the drain timeout must be positive")
     view = PlainView(progress)
     api = api or AirflowApi(config)
-    dag = upgrade.dag_id(name)
+    dag = upgrade_dag_id(name)
     wait_for_dag(api, dag, STREAMS_DAG_FILE, view, "is the pipeline new?")
     params = {
         "upgrade": upgrade_args is not None,
@@ -56,5 +57,5 @@ def drain_or_upgrade(
     where = ", ".join(follower.failed_tasks()) or "a task"
     cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
     if state == "failed":
-        raise upgrade.DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
-    raise upgrade.DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
+        raise DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
+    raise DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")

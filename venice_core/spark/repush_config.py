@@ -24,7 +24,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.errors import ConfigError, RepushRefused
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
 from venice_core.pubsub.offsets import parse_partition_offsets
@@ -67,12 +67,6 @@ REPUSH_PREFIX = "venice_re_push_"
 TTL_REPUSH_PREFIX = "venice_ttl_re_push_"
 # The input a repush names (nothing reads it: the job reads the topic in its confs).
 REPUSH_INPUT = "venice-repush"
-
-
-class RepushRefused(VeniceError):
-    """A repush that cannot start: said before anything is created."""
-
-    http_status = 400
 
 
 @dataclass(frozen=True)
