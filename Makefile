@@ -53,6 +53,8 @@ test: $(STAMP) $(BYTECODE)
 	$(BIN)/python -m venice_core.spark.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
@@ -71,6 +73,7 @@ status:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=plugins $(BIN)/lint-imports
 
 lock: $(STAMP)
 	$(BIN)/uv pip compile -q --python $(BIN)/python requirements.txt -o requirements.lock

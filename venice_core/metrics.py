@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -54,3 +55,26 @@ def render_summary(
         lines.append(f"{name}_sum{_labels(labels)} {summary.total}")
         lines.append(f"{name}_count{_labels(labels)} {summary.count}")
     return lines
+
+
+@dataclass(frozen=True)
+class PartitionIngestion:
+    """One hosted partition's ingestion figures, as a server hands them to its metrics endpoint."""
+
+    store: str
+    version: int
+    partition: int
+    region: str
+    records: int
+    duplicates: int
+    lag: int  # messages behind: the version topic's end, or the real-time topics' once past END_OF_PUSH
+    nearline_applied: int | None = None  # a hybrid version past END_OF_PUSH: its nearline writes
+    nearline_superseded: int | None = None
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "store": self.store,
+            "version": str(self.version),
+            "partition": str(self.partition),
+            "region": self.region,
+        }

@@ -29,7 +29,7 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import httptools
@@ -37,11 +37,8 @@ import uvloop
 
 from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
-from venice_core.metrics import LatencySummary, render, render_summary
+from venice_core.metrics import LatencySummary, PartitionIngestion, render, render_summary
 from venice_core.protocol import batch_get
-
-if TYPE_CHECKING:
-    from venice_core.server.region_server import RegionServer
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
@@ -200,10 +197,28 @@ class _Refused(Exception):
     """Raised from a parser callback to stop parsing a request that was already answered."""
 
 
-class ReadServer:
-    """The HTTP front of a RegionServer, on an event loop in a daemon thread."""
+class ReadBackend(Protocol):
+    """What the HTTP front serves: a region server's reads, its health, and its ingestion figures for `/metrics`."""
 
-    def __init__(self, region: RegionServer, host: str, port: int, limits: ServerLimits) -> None:
+    def health(self) -> dict[str, Any]: ...
+
+    def schema_document(self, store: str) -> dict[str, Any]: ...
+
+    def dictionary(self, store: str, number: int) -> bytes | None: ...
+
+    def get(self, store: str, key: bytes) -> tuple[int, bytes] | None: ...
+
+    def batch_get(self, store: str, keys: list[bytes]) -> list[tuple[int, bytes] | None]: ...
+
+    def batch_get_records(self, store: str, keys: list[bytes]) -> list[bytes | None]: ...
+
+    def ingestion(self) -> list[PartitionIngestion]: ...
+
+
+class ReadServer:
+    """The HTTP front of a region server (any `ReadBackend`), on an event loop in a daemon thread."""
+
+    def __init__(self, region: ReadBackend, host: str, port: int, limits: ServerLimits) -> None:
         self.region = region
         self.limits = limits
         self.open_connections = 0
@@ -320,34 +335,27 @@ class ReadServer:
         summary.observe(seconds)
 
     def metrics_text(self) -> str:
-        records, rates, lags, duplicates, nearline, superseded = [], [], [], [], [], []
+        Samples = list[tuple[dict[str, str], float]]
+        records: Samples = []
+        rates: Samples = []
+        lags: Samples = []
+        duplicates: Samples = []
+        nearline: Samples = []
+        superseded: Samples = []
         now = time.monotonic()
-        for (store, number), hosted in list(self.region.hosted.items()):
-            for partition, task in enumerate(hosted.tasks):
-                labels = {
-                    "store": store,
-                    "version": str(number),
-                    "partition": str(partition),
-                    "region": self.region.region.name,
-                }
-                stats = task.stats
-                records.append((labels, stats.records))
-                duplicates.append((labels, stats.duplicates))
-                previous = self._rates.get((store, number, partition))
-                rate = (
-                    0.0
-                    if previous is None or now <= previous[0]
-                    else (stats.records - previous[1]) / (now - previous[0])
-                )
-                self._rates[(store, number, partition)] = (now, stats.records)
-                rates.append((labels, rate))
-                real_time = task.real_time
-                if real_time is not None:  # a hybrid version past END_OF_PUSH: behind the real-time topics
-                    lags.append((labels, max(0, real_time.lag)))
-                    nearline.append((labels, real_time.applied))
-                    superseded.append((labels, real_time.superseded))
-                else:
-                    lags.append((labels, 0 if task.completed else stats.lag))
+        for p in self.region.ingestion():
+            labels = p.labels()
+            records.append((labels, p.records))
+            duplicates.append((labels, p.duplicates))
+            lags.append((labels, p.lag))
+            key = (p.store, p.version, p.partition)
+            previous = self._rates.get(key)
+            rate = 0.0 if previous is None or now <= previous[0] else (p.records - previous[1]) / (now - previous[0])
+            self._rates[key] = (now, p.records)
+            rates.append((labels, rate))
+            if p.nearline_applied is not None:
+                nearline.append((labels, p.nearline_applied))
+                superseded.append((labels, p.nearline_superseded or 0))
         lines = render("venice_ingestion_records_total", "counter", "Records ingested.", records)
         lines += render(
             "venice_ingestion_duplicates_total", "counter", "Duplicate messages skipped by DIV.", duplicates
@@ -367,5 +375,5 @@ class ReadServer:
         return "\n".join(lines) + "\n"
 
 
-def serve(region: RegionServer, host: str, port: int, limits: ServerLimits | None = None) -> ReadServer:
-    return ReadServer(region, host, port, limits or region.config.server_limits)
+def serve(region: ReadBackend, host: str, port: int, limits: ServerLimits) -> ReadServer:
+    return ReadServer(region, host, port, limits)

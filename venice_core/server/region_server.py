@@ -28,10 +28,12 @@ from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
+from venice_core.metrics import PartitionIngestion
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import read_start_of_push
+from venice_core.server.http import serve
 from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
 
@@ -160,10 +162,9 @@ class RegionServer:
             self._unhost(key, destroy=True)
 
     def run(self) -> None:
-        from venice_core.server.http import serve
-
         gc_settings.tune_for_throughput()
-        http_server = serve(self, self.config.server_host, self.config.server_port(self.region.name))
+        host, port = self.config.server_host, self.config.server_port(self.region.name)
+        http_server = serve(self, host, port, self.config.server_limits)
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
         log.info("region %s serving on %s:%d", self.region.name, *http_server.server_address)
@@ -259,6 +260,31 @@ class RegionServer:
             "key_schema": info["key_schema"],
             "value_schemas": {str(s["id"]): s["schema"] for s in info["value_schemas"]},
         }
+
+    def ingestion(self) -> list[PartitionIngestion]:
+        """Each hosted partition's ingestion figures (the `/metrics` endpoint's)."""
+        figures = []
+        for (store, number), hosted in list(self.hosted.items()):
+            for partition, task in enumerate(hosted.tasks):
+                stats, real_time = task.stats, task.real_time
+                if real_time is not None:  # a hybrid version past END_OF_PUSH: behind the real-time topics
+                    lag, applied, superseded = max(0, real_time.lag), real_time.applied, real_time.superseded
+                else:
+                    lag, applied, superseded = 0 if task.completed else stats.lag, None, None
+                figures.append(
+                    PartitionIngestion(
+                        store,
+                        number,
+                        partition,
+                        self.region.name,
+                        stats.records,
+                        stats.duplicates,
+                        lag,
+                        applied,
+                        superseded,
+                    )
+                )
+        return figures
 
     def health(self) -> dict:
         return {
