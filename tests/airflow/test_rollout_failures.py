@@ -32,6 +32,7 @@ from tests.support.airflow_runs import (
 from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.inputs import expected_records
 from tests.support.jobs import RecordsJob
+from tests.support.leftovers import airflow_parts, listening_beyond_loopback
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.reads import assert_serves, wait_for
 from venice_core.client import ReadClient
@@ -99,6 +100,14 @@ def test_schema_hooks_refuse_an_auto_registering_push_and_a_missing_input_fails_
     assert "no-such-path" in missing.stderr
     assert api.latest_run(f"venice_push__{store}")["dag_run_id"] == last_run  # nothing triggered
     assert json.loads(airflow_env.cli("store", "show", store, "--json", check=True).stdout)["versions"] == []
+
+
+def test_airflow_listens_on_loopback_only(airflow_env: PlatformEnv) -> None:
+    """Every component of the platform's Airflow, and every process they started, listens on 127.0.0.1 only (the
+    scheduler's log server, which Airflow binds to every interface, is not started)."""
+    parts, _, _ = airflow_parts(airflow_env.config)
+    assert all(part.pid() is not None for part in parts)
+    assert listening_beyond_loopback(parts) == {}
 
 
 def test_a_new_store_created_asks_airflow_for_its_dag(airflow_env: PlatformEnv) -> None:

@@ -26,7 +26,7 @@ def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[in
 
 
 def airflow_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
-    ports = [config.airflow_port, config.airflow_port + 1]  # the API, the scheduler's log server
+    ports = [config.airflow_port, config.airflow_port + 1]  # the API, a log server (the scheduler starts none)
     return airflow.processes(config), ports, [f"AIRFLOW_HOME={airflow.home(config)}"]
 
 
@@ -88,13 +88,39 @@ def _with_environment(markers: Sequence[str]) -> list[int]:
     return found
 
 
-def _listening_ports() -> set[int]:
-    """Local ports in LISTEN state (TCP, v4 and v6)."""
-    ports = set()
+def _listening_sockets() -> dict[int, tuple[str, int]]:
+    """Sockets in LISTEN state (TCP, v4 and v6) by inode: (local address as /proc writes it, port)."""
+    sockets = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines()[1:]:
                 fields = line.split()
                 if fields[3] == "0A":
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+                    address, port = fields[1].rsplit(":", 1)
+                    sockets[int(fields[9])] = (address, int(port, 16))
+    return sockets
+
+
+def _listening_ports() -> set[int]:
+    return {port for _, port in _listening_sockets().values()}
+
+
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1, as /proc/net writes them
+
+
+def listening_beyond_loopback(processes: Sequence[ManagedProcess]) -> dict[int, list[tuple[str, int]]]:
+    """The sockets that the processes (their sessions, groups and descendants) listen on at an address other than
+    loopback, by pid: what a server bound to 0.0.0.0 exposes to the network."""
+    sockets = _listening_sockets()
+    found: dict[int, list[tuple[str, int]]] = {}
+    for process in processes:
+        leader = process.pid()
+        for pid in members(leader) if leader is not None else []:
+            with contextlib.suppress(OSError):
+                for fd in Path(f"/proc/{pid}/fd").iterdir():
+                    with contextlib.suppress(OSError):
+                        target = os.readlink(fd)
+                        inode = int(target[len("socket:[") : -1]) if target.startswith("socket:[") else None
+                        if inode in sockets and sockets[inode][0] not in LOOPBACK:
+                            found.setdefault(pid, []).append(sockets[inode])
+    return found

@@ -56,3 +56,40 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+# A leader whose child stays in its process group, deaf to SIGTERM (an Airflow scheduler's executor worker): the
+# leader alone is SIGKILLed, as a crash would.
+LEADER_WITH_WORKER = """
+import os, signal, time
+if os.fork() == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(300)
+    os._exit(0)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("then", ["start", "stop"])
+def test_what_a_killed_leader_left_running_is_stopped_by_the_next_start_or_stop(tmp_path: Path, then: str) -> None:
+    process = ManagedProcess("crashed", tmp_path)
+    pid = process.start([sys.executable, "-c", LEADER_WITH_WORKER])
+    deadline = time.monotonic() + 10
+    while len(members(pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (worker,) = [p for p in members(pid) if p != pid]
+    replacement = None
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # the test started it: reap it, or it stays a zombie
+        assert process.pid() is None and _running(worker)  # down, but its worker is still there
+        if then == "start":
+            replacement = process.start([sys.executable, "-c", "import time; time.sleep(300)"])
+        else:
+            assert process.stop(timeout=1.0)
+        assert not _running(worker)
+    finally:
+        for p in (worker, replacement):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(p, signal.SIGKILL)
+        process.stop(timeout=1.0)

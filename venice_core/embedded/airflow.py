@@ -42,6 +42,9 @@ START_TIMEOUT_SECONDS = 240.0
 USER = "admin"
 # The components, in start order: the API server takes longest to start (it builds every route's models).
 COMPONENTS = ("api-server", "dag-processor", "scheduler")
+# No log server beside the scheduler: it listens on every interface (Airflow has no setting for its host), and the
+# API server reads the task logs it would serve from the files the local executor's tasks write on this machine.
+COMPONENT_ARGS = {"scheduler": ("--skip-serve-logs",)}
 DB_FILE = "airflow.db"
 
 
@@ -363,7 +366,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
         if name == "scheduler":
             _wait(config, procs[:index], deadline, answers)
         if proc.pid() is None:
-            proc.start([airflow, name], env=env, cwd=home(config))
+            proc.start([airflow, name, *COMPONENT_ARGS.get(name, ())], env=env, cwd=home(config))
     _wait(config, procs, deadline, is_healthy)
     return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
 

@@ -104,20 +104,23 @@ class ManagedProcess:
         return self.run_dir / f"{self.name}.log"
 
     def pid(self) -> int | None:
-        """The pid of the running process, or None (a stale pid file is removed)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
+        """The pid of the running process, or None. A stale pid file is removed, unless processes the dead leader
+        started are still running (a killed Airflow scheduler's executor workers and log server): `start` and
+        `stop` find them through it."""
+        pid = self._recorded_pid()
+        if pid is None:
             return None
         if _alive(pid):
             return pid
-        self.pid_file.unlink(missing_ok=True)
+        if not members(pid):
+            self.pid_file.unlink(missing_ok=True)
         return None
 
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
         running = self.pid()
         if running is not None:
             raise ComponentError(f"{self.name} is already running (pid {running})")
+        self._clear_remains()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
@@ -150,6 +153,14 @@ class ManagedProcess:
         running.kill()
         self.pid_file.unlink(missing_ok=True)
         return True
+
+    def _clear_remains(self) -> None:
+        """SIGKILL what a dead leader left running (its group, its session, their descendants): they hold its
+        ports and slots, and nothing else would ever stop them."""
+        pid = self._recorded_pid()
+        if pid is not None and not _alive(pid):
+            _Tree(pid).kill()
+            self.pid_file.unlink(missing_ok=True)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: for tests of recovery."""
