@@ -13,45 +13,11 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.kafka_fakes import FakeConsumer, FakeMessage
 from venice_core.ingestion.task import CONSUME_BATCH, PartitionIngestionTask
 from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType, checksum_bytes, encode_control, encode_put
 from venice_core.storage.rocksdb import PartitionStorage
-
-
-class FakeMessage:
-    """What the task reads of a confluent-kafka Message."""
-
-    __slots__ = ("_key", "_value", "_offset")
-
-    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def error(self) -> None:
-        return None
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, 0  # (create time, ms)
-
-
-class FakeConsumer:
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self.messages = messages
-        self.at = 0
-
-    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        batch = self.messages[self.at : self.at + num_messages]
-        self.at += len(batch)
-        return batch
 
 
 def messages(count: int) -> list[FakeMessage]:

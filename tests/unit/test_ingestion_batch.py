@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ingest_hot_path import FakeConsumer, FakeMessage
+from tests.support.kafka_fakes import FakeConsumer, FakeMessage
 from venice_core.ingestion import task as task_module
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.protocol import chunking

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.ingest_hot_path import FakeMessage
+from tests.support.kafka_fakes import FakeMessage
 from venice_core.hybrid import HybridSettings
 from venice_core.ingestion import real_time
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, RealTimeSource
