@@ -17,6 +17,7 @@ from tests.support.kafka_fakes import FakeConsumer, FakeMessage
 from venice_core.ingestion.task import CONSUME_BATCH, PartitionIngestionTask
 from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType, checksum_bytes, encode_control, encode_put
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
 
@@ -42,9 +43,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         storage = PartitionStorage(Path(tmp) / "p0")
         task = PartitionIngestionTask("unused", "bench", 0, storage, lambda *_: None, "bench")
-        checkpoint = {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
         started = time.perf_counter()
-        task._loop(FakeConsumer(feed), Validator(), checkpoint, threading.Event())
+        task._loop(FakeConsumer(feed), Validator(), IngestionCheckpoint(), threading.Event())
         seconds = time.perf_counter() - started
         assert task.completed and task.stats.records == args.records, task.stats
         storage.close()

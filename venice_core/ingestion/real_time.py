@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -46,6 +46,7 @@ from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, RealTimeCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,9 @@ class RealTimeIngestion:
         self._region_of = {source.topic: source.region for source in hybrid.sources}
 
     # where to start
-    def _assignment(self, consumer: Consumer, checkpoint: dict[str, Any]) -> list[TopicPartition]:
-        saved: dict[str, dict[str, int]] = checkpoint.get("rt") or {}
-        rewind_to = self.hybrid.settings.replay_from_ms(int(checkpoint.get("eop_time_ms") or 0))
+    def _assignment(self, consumer: Consumer, checkpoint: IngestionCheckpoint) -> list[TopicPartition]:
+        saved = checkpoint.real_time.offsets if checkpoint.real_time is not None else {}
+        rewind_to = self.hybrid.settings.replay_from_ms(checkpoint.end_of_push_time_ms or 0)
         wanted: list[TopicPartition] = []
         for source in self.hybrid.sources:
             metadata = consumer.list_topics(source.topic, timeout=10).topics.get(source.topic)
@@ -133,8 +134,8 @@ class RealTimeIngestion:
                 raise ProtocolError(
                     f"real-time topic {source.topic} has {count} partitions, the version {self.hybrid.partition_count}"
                 )
-            offset = (saved.get(source.topic) or {}).get(str(self.partition))
-            wanted.append(TopicPartition(source.topic, self.partition, -1 if offset is None else int(offset)))
+            offset = saved.get((source.topic, self.partition))
+            wanted.append(TopicPartition(source.topic, self.partition, -1 if offset is None else offset))
         unresolved = [tp for tp in wanted if tp.offset < 0]
         if unresolved:
             # The ends first: a write made between the two questions is then after the start, not skipped.
@@ -199,11 +200,12 @@ class RealTimeIngestion:
             lag += max(0, end - position)
         self.lag = lag
 
-    def run(self, stop: threading.Event, checkpoint: dict[str, Any], commit_base: dict[str, Any]) -> None:
-        """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached); `commit_base`
-        the batch fields every checkpoint of this phase carries unchanged."""
-        self.applied = int(checkpoint.get("rt_applied") or 0)
-        self.ready = bool(checkpoint.get("rt_ready"))  # once caught up, a restart does not take it back
+    def run(self, stop: threading.Event, checkpoint: IngestionCheckpoint) -> None:
+        """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached): every checkpoint
+        of this phase carries its batch fields unchanged."""
+        real_time = checkpoint.real_time or RealTimeCheckpoint({}, {})
+        self.applied = real_time.applied
+        self.ready = real_time.ready  # once caught up, a restart does not take it back
         bootstrap = {source.bootstrap for source in self.hybrid.sources}
         if len(bootstrap) != 1:
             raise ProtocolError("real-time topics on more than one Kafka cluster are not supported yet")
@@ -223,7 +225,7 @@ class RealTimeIngestion:
                     uuid.uuid4().bytes,
                 )
                 writer.start_segment(self.partition)
-            self._loop(consumer, writer, Validator(checkpoint.get("rt_div"), join_mid_segment=True), commit_base, stop)
+            self._loop(consumer, writer, Validator(real_time.div, join_mid_segment=True), checkpoint, stop)
         finally:
             consumer.close()
             if writer is not None:
@@ -237,7 +239,7 @@ class RealTimeIngestion:
         consumer: Consumer,
         writer: VersionTopicWriter | None,
         validator: Validator,
-        commit_base: dict[str, Any],
+        commit_base: IngestionCheckpoint,
         stop: threading.Event,
     ) -> None:
         storage, partition = self.storage, self.partition
@@ -289,11 +291,8 @@ class RealTimeIngestion:
             if stop.is_set():
                 return
             validator.forget_ended(KEEP_ENDED_PRODUCERS)
-            rt: dict[str, dict[str, int]] = {}
-            for (topic, p), position in self._positions.items():
-                rt.setdefault(topic, {})[str(p)] = position
-            state = {**commit_base, "rt": rt, "rt_div": validator.state(), "rt_applied": self.applied}
-            storage.commit(batch, {**state, "rt_ready": self.ready})
+            real_time = RealTimeCheckpoint(dict(self._positions), validator.state(), self.applied, self.ready)
+            storage.commit(batch, replace(commit_base, real_time=real_time))
             batch = storage.new_batch()
             pending_chunks.clear()
             stamps.clear()
@@ -375,9 +374,9 @@ class RealTimeIngestion:
                 if not self.ready and 0 <= self.lag <= self.hybrid.settings.offset_lag_threshold:
                     self.ready = True
                     log.info("partition %d caught up with the real-time topics (lag %d)", partition, self.lag)
-                    self.report(ExecutionStatus.COMPLETED, commit_base["next_offset"] - 1, commit_base["records"], "")
+                    self.report(ExecutionStatus.COMPLETED, commit_base.next_offset - 1, commit_base.records, "")
                     last_report = now
             if now - last_report >= REPORT_EVERY_SECONDS:
                 status = ExecutionStatus.COMPLETED if self.ready else ExecutionStatus.END_OF_PUSH_RECEIVED
-                self.report(status, commit_base["next_offset"] - 1, commit_base["records"], "")
+                self.report(status, commit_base.next_offset - 1, commit_base.records, "")
                 last_report = now

@@ -46,6 +46,7 @@ from venice_core.protocol.put_run import put_run
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, StartOfPush
 
 log = logging.getLogger(__name__)
 # A consumed message's parts, read in C over a whole batch (`map`), not by a Python loop.
@@ -56,8 +57,6 @@ CONSUME_BATCH = 5000
 # A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`); a shorter one (a consumer
 # keeping up with its producer) saves too little for the run's fixed numpy steps.
 RUN_MIN_MESSAGES = 16
-COMMIT_EVERY_MESSAGES = 20_000
-COMMIT_EVERY_SECONDS = 1.0
 REPORT_EVERY_SECONDS = 2.0
 # A real-time phase failing this long (a broker away, a topic gone) is reported ERROR; it keeps retrying.
 REAL_TIME_FAILURE_REPORT_SECONDS = 60.0
@@ -118,23 +117,23 @@ class PartitionIngestionTask:
         self.completed = False
 
     def run(self, stop: threading.Event) -> None:
-        checkpoint = self.storage.checkpoint() or {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
-        self.stats.records = checkpoint["records"]
-        self.stats.offset = checkpoint["next_offset"] - 1
-        if checkpoint["eop"]:
+        checkpoint = self.storage.checkpoint() or IngestionCheckpoint()
+        self.stats.records = checkpoint.records
+        self.stats.offset = checkpoint.next_offset - 1
+        if checkpoint.end_of_push:
             self.completed = True
             self._after_end_of_push(checkpoint, stop)
             return
-        if checkpoint["next_offset"]:
+        if checkpoint.next_offset:
             log.info(
                 "resuming %s[%d] from its checkpoint at offset %d (%d records)",
                 self.topic,
                 self.partition,
-                checkpoint["next_offset"],
-                checkpoint["records"],
+                checkpoint.next_offset,
+                checkpoint.records,
             )
-        validator = Validator(checkpoint["div"])
-        start = checkpoint["next_offset"]
+        validator = Validator(checkpoint.div)
+        start = checkpoint.next_offset
         if self.mirror is not None:
             try:
                 start = min(start, self.mirror.start(stop))
@@ -144,7 +143,7 @@ class PartitionIngestionTask:
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, start)])
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
-        end_of_push: dict[str, Any] | None = None
+        end_of_push: IngestionCheckpoint | None = None
         try:
             end_of_push = self._loop(consumer, validator, checkpoint, stop)
         except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
@@ -159,22 +158,21 @@ class PartitionIngestionTask:
         if end_of_push is not None:
             self._after_end_of_push(end_of_push, stop)
 
-    def _after_end_of_push(self, checkpoint: dict[str, Any], stop: threading.Event) -> None:
+    def _after_end_of_push(self, checkpoint: IngestionCheckpoint, stop: threading.Event) -> None:
         """A batch-only version is complete; a hybrid one goes on with the real-time topics until stopped."""
         if self.hybrid is None:
             self.report(ExecutionStatus.COMPLETED, self.stats.offset, self.stats.records, "")
             return
-        caught_up = bool(checkpoint.get("rt_ready"))  # a restart does not take a serving version's status back
+        caught_up = checkpoint.real_time is not None and checkpoint.real_time.ready  # kept across restarts
         status = ExecutionStatus.COMPLETED if caught_up else ExecutionStatus.END_OF_PUSH_RECEIVED
         self.report(status, self.stats.offset, self.stats.records, "")
         self.real_time = RealTimeIngestion(self.hybrid, self.partition, self.storage, self.report, self.consumer_group)
-        base = {k: checkpoint.get(k) for k in ("next_offset", "div", "sop", "eop", "records", "eop_time_ms")}
         failing_since: float | None = None
         delay = 1.0
         while not stop.is_set():
             started = time.monotonic()
             try:
-                self.real_time.run(stop, checkpoint, base)
+                self.real_time.run(stop, checkpoint)
                 return
             except Exception as exc:  # noqa: BLE001 - a broker or topic that is back later: retried from the checkpoint
                 log.warning(
@@ -208,28 +206,27 @@ class PartitionIngestionTask:
             log.debug("end offset of %s[%d] unavailable: %s", self.topic, self.partition, exc)
 
     def _loop(
-        self, consumer: Consumer, validator: Validator, checkpoint: dict[str, Any], stop: threading.Event
-    ) -> dict[str, Any] | None:
+        self, consumer: Consumer, validator: Validator, checkpoint: IngestionCheckpoint, stop: threading.Event
+    ) -> IngestionCheckpoint | None:
         """Consume the version topic up to END_OF_PUSH; return the checkpoint END_OF_PUSH committed (None if
         stopped before it)."""
         batch = self.storage.new_batch()
         pending_chunks: dict[bytes, bytes] = {}
         uncommitted = 0
         last_commit = last_report = time.monotonic()
-        sop = checkpoint["sop"]
+        sop = checkpoint.start_of_push
         accept_data = validator.accept_data
 
-        def commit(eop: bool = False, eop_time_ms: int = 0) -> dict[str, Any]:
+        def commit(eop: bool = False, eop_time_ms: int | None = None) -> IngestionCheckpoint:
             nonlocal batch, uncommitted, last_commit
-            state = {
-                "next_offset": self.stats.offset + 1,
-                "div": validator.state(),
-                "sop": sop,
-                "eop": eop,
-                "records": self.stats.records,
-            }
-            if eop:
-                state["eop_time_ms"] = eop_time_ms  # where a hybrid version's real-time replay rewinds from
+            state = IngestionCheckpoint(
+                next_offset=self.stats.offset + 1,
+                div=validator.state(),
+                start_of_push=sop,
+                end_of_push=eop,
+                records=self.stats.records,
+                end_of_push_time_ms=eop_time_ms,
+            )
             if sorted_push:
                 self.storage.ingest_sst()  # before the checkpoint that covers it
             self.storage.commit(batch, state)
@@ -241,10 +238,10 @@ class PartitionIngestionTask:
 
         sorted_ingest = self.storage.sorted_ingest
         # A store may want other batch sizes than the region servers' (DuckDB: fewer, larger transactions).
-        commit_every_messages = getattr(self.storage, "commit_every_messages", COMMIT_EVERY_MESSAGES)
-        commit_every_seconds = getattr(self.storage, "commit_every_seconds", COMMIT_EVERY_SECONDS)
-        sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
-        apply_from = checkpoint["next_offset"]  # below it: records a restarted leader only mirrors
+        commit_every_messages = self.storage.commit_every_messages
+        commit_every_seconds = self.storage.commit_every_seconds
+        sorted_push = checkpoint.sorted_push and sorted_ingest
+        apply_from = checkpoint.next_offset  # below it: records a restarted leader only mirrors
         mirror = self.mirror.mirror if self.mirror is not None else None
         # A hybrid version keeps the write stamp of records that carry one (a repush copies nearline writes with
         # their timestamps), so a replayed older nearline write loses to them. A batch push's records carry none.
@@ -274,13 +271,8 @@ class PartitionIngestionTask:
             if sorted_push:
                 for key, stored in zip(run.keys(), run.stored(), strict=True):
                     self.storage.sst_put(key, stored)
-            elif hasattr(batch, "put_run"):
-                batch.put_run(run)
-            elif hasattr(batch, "put_many"):
-                batch.put_many(run.keys(), run.stored())
             else:
-                for key, stored in zip(run.keys(), run.stored(), strict=True):
-                    batch.put(key, stored)
+                self.storage.put_run(batch, run)
             return True
 
         while not stop.is_set():
@@ -369,8 +361,8 @@ class PartitionIngestionTask:
                             stamp = WriteStamp(message.producer.timestamp_ms, tombstone=True)
                             self.storage.put_write_stamp(batch, message.key, stamp.encode())
                     elif message.control_type is ControlMessageType.START_OF_PUSH:
-                        sop = message.control
-                        sorted_push = bool(sop and sop.get("sorted")) and sorted_ingest
+                        sop = StartOfPush.from_control(message.control)
+                        sorted_push = sop.sorted and sorted_ingest
                     elif message.control_type is ControlMessageType.END_OF_PUSH:
                         expected = (message.control.get("record_counts") or {}).get(str(self.partition))
                         if expected is not None and expected != self.stats.records:
