@@ -1,5 +1,5 @@
 """Micro-benchmark of the ingestion hot path without a broker: decode, DIV and RocksDB writes of N PUTs (one
-producer, one segment, like a Spark task's partition) fed to `PartitionIngestionTask._loop` in consume-sized
+producer, one segment, like a Spark task's partition) fed to `PartitionIngestionTask`'s batch phase in consume-sized
 batches. Prints microseconds per record.
 
     .venv/bin/python -m bench.ingest_hot_path [--records 200000]
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.support.kafka_fakes import FakeConsumer, FakeMessage
 from venice_core.ingestion.task import CONSUME_BATCH, PartitionIngestionTask
-from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
+from venice_core.protocol.div import SegmentState, deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType, checksum_bytes, encode_control, encode_put
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
@@ -44,7 +44,7 @@ def main() -> None:
         storage = PartitionStorage(Path(tmp) / "p0")
         task = PartitionIngestionTask("unused", "bench", 0, storage, lambda *_: None, "bench")
         started = time.perf_counter()
-        task._loop(FakeConsumer(feed), Validator(), IngestionCheckpoint(), threading.Event())
+        task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
         seconds = time.perf_counter() - started
         assert task.completed and task.stats.records == args.records, task.stats
         storage.close()

@@ -29,7 +29,7 @@ class FakeMessage:
 
 
 class FakeConsumer:
-    """Hands out the messages in order, as many at a time as asked."""
+    """Hands out the messages in order, as many at a time as asked; its partition ends after the last."""
 
     def __init__(self, messages: list[FakeMessage]) -> None:
         self.messages = messages
@@ -39,3 +39,6 @@ class FakeConsumer:
         batch = self.messages[self.at : self.at + num_messages]
         self.at += len(batch)
         return batch
+
+    def get_watermark_offsets(self, *_args: object, **_kwargs: object) -> tuple[int, int]:
+        return 0, len(self.messages)

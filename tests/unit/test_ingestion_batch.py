@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kafka_fakes import FakeConsumer, FakeMessage
-from venice_core.ingestion import task as task_module
+from venice_core.ingestion import batch_phase
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
@@ -64,7 +64,7 @@ def test_batched_loop_exact_data_with_a_retried_writer(tmp_path: Path) -> None:
     feed = [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(first + retry + eop)]
     storage = PartitionStorage(tmp_path / "p0")
     task = PartitionIngestionTask("unused", "t", 0, storage, lambda *_: None, "test")
-    task._loop(FakeConsumer(feed), Validator(), IngestionCheckpoint(), threading.Event())
+    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
     assert task.completed and task.stats.records == len(puts)
     assert task.stats.duplicates == 7001  # the retry's START_OF_SEGMENT and its first 7000 records
     for key, value in puts:
@@ -138,20 +138,15 @@ class _RecordingStore:
         self.sst.clear()
 
 
-class _RandomBatches:
+class _RandomBatches(FakeConsumer):
     """A consumer that hands out the feed in batches of random sizes (runs cut anywhere)."""
 
     def __init__(self, feed: list[FakeMessage], rng: random.Random) -> None:
-        self.feed, self.at, self.rng = feed, 0, rng
+        super().__init__(feed)
+        self.rng = rng
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        size = self.rng.choice([1, 5, 16, 17, 40, 100, num_messages])
-        batch = self.feed[self.at : self.at + size]
-        self.at += len(batch)
-        return batch
-
-    def get_watermark_offsets(self, *_args: object, **_kwargs: object) -> tuple[int, int]:
-        return 0, 0
+        return super().consume(self.rng.choice([1, 5, 16, 17, 40, 100, num_messages]), timeout)
 
 
 def _mixed_feed(rng: random.Random) -> list[FakeMessage]:
@@ -200,16 +195,15 @@ def test_runs_of_puts_ingest_exactly_as_one_message_at_a_time(
     data, write stamps, checkpoints, counts and verdicts, over random feeds cut into random batches."""
 
     def ingest(feed: list[FakeMessage], seed: int, runs: bool) -> tuple:
-        monkeypatch.setattr(task_module, "RUN_MIN_MESSAGES", 16 if runs else 10**9)
+        monkeypatch.setattr(batch_phase, "RUN_MIN_MESSAGES", 16 if runs else 10**9)
         store = _RecordingStore(whole_runs, sorted_ingest=True)
         task = PartitionIngestionTask(
             "unused", "t", 0, store, lambda *_: None, "test", hybrid=object() if hybrid else None
         )
-        monkeypatch.setattr(task, "_after_end_of_push", lambda *_: None)
         checkpoint = IngestionCheckpoint(start_of_push=StartOfPush(sorted=True) if sorted_push else None)
         error = None
         try:
-            task._loop(_RandomBatches(feed, random.Random(seed)), Validator(), checkpoint, threading.Event())
+            task._consume_to_end_of_push(_RandomBatches(feed, random.Random(seed)), checkpoint, threading.Event())
         except Exception as exc:  # noqa: BLE001 - a verdict to compare, not a failure of this test
             error = repr(exc)
         stats = (task.stats.records, task.stats.duplicates, task.stats.offset)
@@ -259,7 +253,7 @@ def test_a_partitions_first_and_last_batches_go_as_runs() -> None:
             commits.append(batch)
 
     task = PartitionIngestionTask("unused", "t", 0, Store(True, False), lambda *_: None, "test")
-    task._loop(FakeConsumer(feed), Validator(), IngestionCheckpoint(), threading.Event())  # batches of 5,000: 3 of them
+    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())  # 3 batches of 5,000
     assert task.completed and task.stats.records == len(puts)
     assert all(not batch.puts for batch in commits)  # nothing went one put at a time
     keys = list(chain.from_iterable(run.keys() for batch in commits for run in batch.runs))

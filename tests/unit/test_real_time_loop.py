@@ -90,7 +90,7 @@ def _run(encoded: list[tuple[bytes, bytes]], tmp_path: Path) -> tuple[RealTimeIn
     stop = threading.Event()
     written = Written()
     base = IngestionCheckpoint(next_offset=1, end_of_push=True, end_of_push_time_ms=0)
-    ingestion._loop(Feed(encoded, stop), written, Validator(join_mid_segment=True), base, stop)
+    ingestion._consume(Feed(encoded, stop), written, Validator(join_mid_segment=True), base, stop)
     return ingestion, storage, written
 
 
