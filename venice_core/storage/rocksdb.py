@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import cast
 
 from rocksdict import (
     BlockBasedOptions,
@@ -85,13 +86,16 @@ class PartitionStorage:
         self._sst: SstFileWriter | None = None
         self._sst_count = 0
         self._sst_files: list[str] = []
+        self._closed = False
 
     # reads
     def get(self, key: bytes) -> bytes | None:
         return self._db.get(key)
 
     def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
-        return self._db.get(keys)
+        # rocksdict's stub types a list of keys as list[str | int | ...] (invariant) and any answer as Any | None:
+        # given a list, it answers a list.
+        return cast("list[bytes | None]", self._db.get(cast("list[str | int | float | bytes | bool]", keys)))
 
     def checkpoint(self) -> IngestionCheckpoint | None:
         raw = self._meta.get(CHECKPOINT_KEY)
@@ -156,14 +160,15 @@ class PartitionStorage:
             self._sst = None
 
     def close(self) -> None:
-        if self._db is None:
+        if self._closed:
             return
+        self._closed = True
         self._sst = None
         self._meta.close()
         self._rmd.close()
-        self._meta = self._meta_handle = self._rmd = self._rmd_handle = None
+        del self._meta, self._meta_handle, self._rmd, self._rmd_handle  # the column families let go of first
         self._db.close()
-        self._db = None
+        del self._db
 
     def destroy(self) -> None:
         self.close()
