@@ -1,5 +1,5 @@
 """Micro-benchmark of the ingestion hot path without a broker: decode, DIV and RocksDB writes of N PUTs (one
-producer, one segment, like a Spark task's partition) fed to `PartitionIngestionTask._loop` in consume-sized
+producer, one segment, like a Spark task's partition) fed to `PartitionIngestionTask`'s batch phase in consume-sized
 batches. Prints microseconds per record.
 
     .venv/bin/python -m bench.ingest_hot_path [--records 200000]
@@ -13,45 +13,12 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.kafka_fakes import FakeConsumer, FakeMessage
 from venice_core.ingestion.task import CONSUME_BATCH, PartitionIngestionTask
-from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
+from venice_core.protocol.div import SegmentState, deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType, checksum_bytes, encode_control, encode_put
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
-
-
-class FakeMessage:
-    """What the task reads of a confluent-kafka Message."""
-
-    __slots__ = ("_key", "_value", "_offset")
-
-    def __init__(self, key: bytes, value: bytes, offset: int) -> None:
-        self._key, self._value, self._offset = key, value, offset
-
-    def error(self) -> None:
-        return None
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, 0  # (create time, ms)
-
-
-class FakeConsumer:
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self.messages = messages
-        self.at = 0
-
-    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        batch = self.messages[self.at : self.at + num_messages]
-        self.at += len(batch)
-        return batch
 
 
 def messages(count: int) -> list[FakeMessage]:
@@ -76,9 +43,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         storage = PartitionStorage(Path(tmp) / "p0")
         task = PartitionIngestionTask("unused", "bench", 0, storage, lambda *_: None, "bench")
-        checkpoint = {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
         started = time.perf_counter()
-        task._loop(FakeConsumer(feed), Validator(), checkpoint, threading.Event())
+        task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
         seconds = time.perf_counter() - started
         assert task.completed and task.stats.records == args.records, task.stats
         storage.close()

@@ -38,7 +38,8 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
+from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
@@ -122,7 +123,7 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
     with duckdb.connect(str(file)) as con:
         topic = env.config.region("dc-1").version_topic(store, 2)
         saved = {
-            p: decode_state(DuckDBCheckpointStore(con).get(PubSubTopicPartition(topic, p)))["next_offset"]
+            p: IngestionCheckpoint.decode(DuckDBCheckpointStore(con).get(PubSubTopicPartition(topic, p))).next_offset
             for p in range(PARTITIONS)
         }
     assert all(offset > 0 for offset in saved.values())
@@ -346,7 +347,7 @@ def _slowed_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> _Commits
     original_commit = DuckDBPartitionStore.commit
     commits = _Commits()
 
-    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+    def slow_commit(self: DuckDBPartitionStore, batch: Any, checkpoint: IngestionCheckpoint) -> None:
         time.sleep(seconds)
         original_commit(self, batch, checkpoint)
         commits.add(self.topic_partition.partition)
@@ -417,7 +418,7 @@ def test_a_commit_the_client_cannot_apply_fails_the_workers_partition_naming_it(
     store = env.create_user_store("dvworkerr", PARTITIONS)
     assert env.push(store, RecordsJob({f"e{i}": _value(i) for i in range(50)})) == 1
 
-    def refuse(self: DuckDBPartitionStore, batch: Any, checkpoint: dict[str, Any]) -> None:
+    def refuse(self: DuckDBPartitionStore, batch: Any, checkpoint: IngestionCheckpoint) -> None:
         raise SchemaNotStorable("column 'age' is INTEGER, the new schema makes it VARCHAR")
 
     monkeypatch.setattr(DuckDBPartitionStore, "commit", refuse)

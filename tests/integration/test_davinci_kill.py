@@ -26,7 +26,8 @@ from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import MessageType, decode
-from venice_core.storage.checkpoint import PubSubTopicPartition, decode_state
+from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
@@ -44,11 +45,11 @@ def _rows(file: Path, store: str, version: int) -> dict[str, dict[str, Any]]:
     return {k: {"name": n, "age": a, "score": s} for k, n, a, s in rows}
 
 
-def _checkpoints(file: Path, topic: str) -> dict[int, dict[str, Any]]:
+def _checkpoints(file: Path, topic: str) -> dict[int, IngestionCheckpoint]:
     with duckdb.connect(str(file), read_only=True) as con:
         store = DuckDBCheckpointStore(con)
         states = {p: store.get(PubSubTopicPartition(topic, p)) for p in range(PARTITIONS)}
-    return {p: decode_state(raw) for p, raw in states.items() if raw is not None}
+    return {p: IngestionCheckpoint.decode(raw) for p, raw in states.items() if raw is not None}
 
 
 _read: dict[tuple[str, int], list[tuple[bytes, bytes]]] = {}  # the topics' records read so far, by partition
@@ -61,7 +62,7 @@ def _records(bootstrap: str, topic: str, partition: int, end: int) -> list[tuple
     return known[:end]
 
 
-def _covered(env: PlatformEnv, topic: str, checkpoints: dict[int, dict[str, Any]], schema: Any) -> dict[str, Any]:
+def _covered(env: PlatformEnv, topic: str, checkpoints: dict[int, IngestionCheckpoint], schema: Any) -> dict[str, Any]:
     """What the checkpoints cover: each partition's version topic up to its next offset, then (past END_OF_PUSH)
     the real-time writes up to the checkpointed offsets (one writer here, with rising timestamps: the later wins)."""
     bootstrap = env.config.region(REGION).kafka_bootstrap
@@ -77,9 +78,11 @@ def _covered(env: PlatformEnv, topic: str, checkpoints: dict[int, dict[str, Any]
                 rows.pop(serde.deserialize(parsed_key, message.key), None)
 
     for partition, state in checkpoints.items():
-        apply(_records(bootstrap, topic, partition, state["next_offset"]))
-        for rt_topic, offsets in (state.get("rt") or {}).items() if state.get("eop") else ():
-            apply(_records(bootstrap, rt_topic, partition, offsets[str(partition)]))
+        apply(_records(bootstrap, topic, partition, state.next_offset))
+        real_time = state.real_time if state.end_of_push else None
+        for (rt_topic, rt_partition), offset in real_time.offsets.items() if real_time is not None else ():
+            assert rt_partition == partition
+            apply(_records(bootstrap, rt_topic, partition, offset))
     return rows
 
 
@@ -125,7 +128,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
     chance = random.Random(11)
     writes = NearlineWrites(env, store, oracle)
     writes.start()
-    saved: dict[int, dict[str, Any]] = {}
+    saved: dict[int, IngestionCheckpoint] = {}
     try:
         for round_ in range(KILLS):
             log = tmp_path / f"run-{round_}.log"
@@ -133,7 +136,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
                 process = subprocess.Popen(argv, env=env.env, stdout=out, stderr=out, start_new_session=True)
             try:
                 # The restart resumes every partition from the checkpoints the kill left, not from the start.
-                expected = {p: s["next_offset"] for p, s in saved.items() if s["next_offset"]}
+                expected = {p: s.next_offset for p, s in saved.items() if s.next_offset}
                 started = f"ingesting {PARTITIONS} partitions" + (
                     f", resumed from checkpoints at {expected}" if expected else "\n"
                 )
@@ -164,13 +167,13 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
         saved = _checkpoints(file, topic)
     finally:
         writes.stop()
-    assert any(s.get("eop") for s in saved.values()), "no kill reached the real-time phase"
+    assert any(s.end_of_push for s in saved.values()), "no kill reached the real-time phase"
 
     # A last restart catches up with every write: the table equals the oracle.
     client = DaVinciClient(store, REGION, tmp_path, DuckDBRecordTransformer(file), config=env.config)
     client.start(timeout=60)
     try:
-        assert client.status()["versions"][1]["resumed_from"] == {p: s["next_offset"] for p, s in saved.items()}
+        assert client.status()["versions"][1]["resumed_from"] == {p: s.next_offset for p, s in saved.items()}
         want = {k: v for k, v in oracle.items() if v is not None}
 
         def equal() -> Any:
@@ -184,9 +187,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
     print(f"{writes.count} nearline writes, {KILLS} kills")
 
 
-def _offsets(saved: dict[int, dict[str, Any]]) -> str:
+def _offsets(saved: dict[int, IngestionCheckpoint]) -> str:
     return ", ".join(
-        f"p{p}: vt {s['next_offset']}"
-        + (f" rt {sum(sum(o.values()) for o in s.get('rt', {}).values())}" if s.get("eop") else "")
+        f"p{p}: vt {s.next_offset}"
+        + (f" rt {sum(s.real_time.offsets.values())}" if s.end_of_push and s.real_time is not None else "")
         for p, s in sorted(saved.items())
     )

@@ -154,4 +154,5 @@ def _version_topic_contents(env: PlatformEnv, store: str, region: str, number: i
 
 
 def _applied(version_dir: Path) -> int:
-    return sum((read_checkpoint(version_dir / f"p{p}") or {}).get("rt_applied", 0) for p in range(PARTITIONS))
+    checkpoints = [read_checkpoint(version_dir / f"p{p}") for p in range(PARTITIONS)]
+    return sum(c.real_time.applied for c in checkpoints if c is not None and c.real_time is not None)

@@ -76,7 +76,7 @@ def test_retried_writer_chunked_values_exact_data(platform_env: PlatformEnv, tmp
     assert task.stats.duplicates >= 1500
     for key, value in records.items():
         assert storage.get(key) == SCHEMA_ID.pack(1) + value
-    assert storage.checkpoint()["eop"] is True
+    assert storage.checkpoint().end_of_push is True
     storage.close()
 
 
@@ -122,7 +122,7 @@ def test_leader_mirrors_the_source_topic_exactly_across_restarts(platform_env: P
     # Run 1, as a follower would: the storage checkpoints the first half; nothing reaches the local topic.
     storage = PartitionStorage(tmp_path / "p0")
     task, _ = _ingest(bootstrap, source, storage, until=lambda task: task.stats.records == 1000)
-    assert task.error is None and storage.checkpoint()["records"] == 1000
+    assert task.error is None and storage.checkpoint().records == 1000
 
     # Run 2, a leader whose local topic holds only the first 300 source records: it mirrors from 300 on.
     copy = Producer(client_config(bootstrap))

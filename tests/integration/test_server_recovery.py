@@ -65,7 +65,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     dc1 = config.home / "regions" / "dc-1" / f"{store}_v1"
     checkpoints = lambda: [read_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
     _wait_for(
-        lambda: all(c and c["records"] == halves[p] for p, c in enumerate(checkpoints())),
+        lambda: all(c and c.records == halves[p] for p, c in enumerate(checkpoints())),
         "dc-1 checkpointing the first half of every partition",
     )
     log_before = servers.process(config, "dc-1").log_file.read_text()

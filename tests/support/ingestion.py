@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rocksdict import AccessType, Options, Rdict
 
@@ -14,7 +13,7 @@ from venice_core.controller import versions
 from venice_core.meta import MetadataStore
 from venice_core.rollout.local import PushFailed
 from venice_core.status import ExecutionStatus
-from venice_core.storage.checkpoint import decode_state
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 
 
@@ -44,7 +43,7 @@ def wait_for_ingestion(
     raise PushFailed(f"ingestion did not complete within {timeout:.0f}s")
 
 
-def read_checkpoint(partition_dir: Path) -> dict[str, Any] | None:
+def read_checkpoint(partition_dir: Path) -> IngestionCheckpoint | None:
     """A partition's checkpoint, read from its RocksDB while the server holds it (read-only opens take no lock)."""
     if not (partition_dir / "db" / "CURRENT").exists():
         return None
@@ -59,6 +58,6 @@ def read_checkpoint(partition_dir: Path) -> dict[str, Any] | None:
         return None
     try:
         raw = db.get_column_family(META_CF).get(CHECKPOINT_KEY)
-        return None if raw is None else decode_state(raw)
+        return None if raw is None else IngestionCheckpoint.decode(raw)
     finally:
         db.close()

@@ -15,6 +15,7 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.server.region_server import HostedVersion, RegionServer
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
 
@@ -41,7 +42,7 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
             stored = SCHEMA_ID.pack(schema_id) + serde.serialize(value_schema, value)
             batch.put(serde.serialize(key_schema, key), stored)
     count = sum(len(values) for values in records.values())
-    storage.commit(batch, {"next_offset": 0, "div": {}, "sop": None, "eop": True, "records": count})
+    storage.commit(batch, IngestionCheckpoint(end_of_push=True, records=count))
     no_op = decompressor(CompressionStrategy.NO_OP)
     region.hosted[(store, 1)] = HostedVersion(store, 1, [storage], no_op, threading.Event(), [], [])
     region.current = {store: 1}

@@ -1,11 +1,13 @@
 """The pieces of the Da Vinci client that need no broker: seed 002's three-call checkpoint API (two
-implementations, two topics at once), the state's wire form, the Avro-to-DuckDB column mapping, and the DuckDB
+implementations, two topics at once), the checkpoint's wire form (and every stored one still read), the Avro-to-DuckDB
+column mapping, and the DuckDB
 partition store (a batch keeps the latest write per key, deletes delete, schema evolution, one transaction with the
 checkpoint row)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +19,12 @@ from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordT
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.storage.checkpoint import (
+from venice_core.storage.checkpoint import InMemoryCheckpointStore, PubSubTopicPartition
+from venice_core.storage.ingestion_checkpoint import (
     CorruptCheckpoint,
-    InMemoryCheckpointStore,
-    PubSubTopicPartition,
-    decode_state,
-    encode_state,
-    version_fields,
+    IngestionCheckpoint,
+    RealTimeCheckpoint,
+    StartOfPush,
 )
 
 KEY = "string"
@@ -33,13 +34,16 @@ VALUE_V1 = {
     "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": ["null", "int"], "default": None}],
 }
 VALUE_V2 = {**VALUE_V1, "fields": [*VALUE_V1["fields"], {"name": "tags", "type": {"type": "array", "items": "string"}}]}
-STATE = {
-    "next_offset": 42,
-    "div": {"abcd": [0, 7]},
-    "sop": {"sorted": True, "chunked": True, "compression": "ZSTD", "compression_dictionary": "ZGljdA=="},
-    "eop": True,
-    "records": 40,
-}
+SOP = StartOfPush(sorted=True, chunked=True, compression=CompressionStrategy.ZSTD)
+STATE = IngestionCheckpoint(
+    next_offset=42,
+    div={"abcd": {"segment": 0, "sequence": 7, "checksum": 0, "ended": False}},
+    start_of_push=SOP,
+    end_of_push=True,
+    records=40,
+    end_of_push_time_ms=1_764_000_000_000,
+)
+CHECKPOINT_VECTORS = Path(__file__).parents[1] / "vectors" / "checkpoints_v1.json"
 
 
 @pytest.fixture
@@ -87,12 +91,12 @@ def test_topic_partition_takes_version_and_view_topics_only() -> None:
 
 
 def test_state_round_trips_without_the_dictionary_and_corruption_is_detected() -> None:
-    raw = encode_state(STATE)
-    state = decode_state(raw)
-    assert "compression_dictionary" not in state["sop"]  # fetched from the region server, never copied
-    assert {k: v for k, v in state.items() if k != "sop"} == {k: v for k, v in STATE.items() if k != "sop"}
-    assert version_fields(state) == {"sorted": True, "chunked": True, "compression": "ZSTD", "end_of_push": True}
-    assert decode_state(json.dumps({"next_offset": 3}).encode()) == {"next_offset": 3}  # an old plain-JSON one
+    control = {"sorted": True, "chunked": True, "compression": "ZSTD", "compression_dictionary": "ZGljdA=="}
+    assert StartOfPush.from_control(control) == SOP  # the dictionary is fetched from the region server, never copied
+    raw = STATE.encode()
+    assert IngestionCheckpoint.decode(raw) == STATE
+    real_time = RealTimeCheckpoint({("dc-0.s_rt", 0): 5, ("dc-1.s_rt", 0): 9}, {}, applied=12, ready=True)
+    assert IngestionCheckpoint.decode(replace(STATE, real_time=real_time).encode()).real_time == real_time
     flipped = bytearray(raw)
     flipped[-3] ^= 0x01
     for bad, reason in [
@@ -102,7 +106,61 @@ def test_state_round_trips_without_the_dictionary_and_corruption_is_detected() -
         (raw[:3] + bytes([9]) + raw[4:], "newer"),
     ]:
         with pytest.raises(CorruptCheckpoint, match=reason):
-            decode_state(bad)
+            IngestionCheckpoint.decode(bad)
+    for bad, reason in [
+        (b'{"records": 3}', "no next offset"),
+        (b'{"next_offset": 3, "sop": {"compression": "LZ4"}}', "unknown compression"),
+        (b'{"next_offset": 3, "rt": {"dc-0.s_rt": {"zero": 1}}}', "unreadable"),
+    ]:
+        with pytest.raises(CorruptCheckpoint, match=reason):
+            IngestionCheckpoint.decode(bad)
+
+
+def test_every_checkpoint_written_before_the_typed_state_is_read_and_written_back_the_same() -> None:
+    """Checkpoints encoded by the code before `IngestionCheckpoint` (bytes captured from it, `tests/vectors`): each
+    decodes to what it holds, and encodes to the same bytes (a partition's store written by one version of the
+    platform is read by the next, and the other way round)."""
+    guid_a, guid_b = "00112233445566778899aabbccddeeff", "ffeeddccbbaa99887766554433221100"
+    batch_sop = StartOfPush(sorted=True, chunked=True, compression=CompressionStrategy.NO_OP)
+    end_of_push = IngestionCheckpoint(
+        next_offset=1240,
+        div={guid_a: {"segment": 0, "sequence": 1235, "checksum": 42, "ended": True}},
+        start_of_push=batch_sop,
+        end_of_push=True,
+        records=1234,
+        end_of_push_time_ms=1_764_000_000_000,
+    )
+    expected = {
+        "in the batch phase, START_OF_PUSH's dictionary left out": IngestionCheckpoint(
+            next_offset=1234,
+            div={guid_a: {"segment": 0, "sequence": 1230, "checksum": 305419896, "ended": False}},
+            start_of_push=SOP,
+            records=1229,
+        ),
+        "before START_OF_PUSH": IngestionCheckpoint(
+            next_offset=2, div={guid_a: {"segment": 0, "sequence": 0, "checksum": 0, "ended": False}}
+        ),
+        "END_OF_PUSH committed": end_of_push,
+        "in the real-time phase": replace(
+            end_of_push,
+            div={},
+            real_time=RealTimeCheckpoint(
+                offsets={("dc-0.s_rt", 0): 17, ("dc-0.s_rt", 10): 3, ("dc-1.s_rt", 0): 5},
+                div={guid_b: {"segment": 2, "sequence": 7, "checksum": 0, "ended": False, "partial": True}},
+                applied=20,
+                ready=True,
+            ),
+        ),
+        "plain JSON, written before the state had a header": IngestionCheckpoint(next_offset=3),
+    }
+    cases = json.loads(CHECKPOINT_VECTORS.read_text())["cases"]
+    assert [case["name"] for case in cases] == list(expected)
+    for case in cases:
+        raw = bytes.fromhex(case["encoded_hex"])
+        checkpoint = IngestionCheckpoint.decode(raw)
+        assert checkpoint == expected[case["name"]], case["name"]
+        if raw[:1] != b"{":
+            assert checkpoint.encode() == raw, case["name"]
 
 
 def test_columns_from_schemas_and_keys_duckdb_cannot_key_on() -> None:
@@ -144,16 +202,16 @@ def test_duckdb_batches_keep_the_latest_write_per_key_in_one_transaction_with_th
     batch.delete(_key("k2"))
     batch.delete(_key("k3"))
     batch.put(_key("k3"), _record(VALUE_V1, {"name": "back", "age": 3}))  # a delete then a put: the put
-    store.commit(batch, {**STATE, "next_offset": 9})
+    store.commit(batch, replace(STATE, next_offset=9))
     rows = transformer.con.execute(f"SELECT * FROM {quote('my store_v1')} ORDER BY key").fetchall()
     assert rows == [("k0", "n0", 0), ("k1", "second write", None), ("k3", "back", 3), ("k4", "n4", 4)]
-    assert store.checkpoint()["next_offset"] == 9
+    assert store.checkpoint().next_offset == 9
 
     # A record of a newer value schema adds its column; deletes delete.
     batch = store.new_batch()
     batch.put(_key("k0"), _record(VALUE_V2, {"name": "v2", "age": 1, "tags": ["a", "b"]}, schema_id=2))
     batch.delete(_key("k4"))
-    store.commit(batch, {**STATE, "next_offset": 11})
+    store.commit(batch, replace(STATE, next_offset=11))
     rows = transformer.con.execute(f"SELECT key, name, tags FROM {quote('my store_v1')} ORDER BY key").fetchall()
     assert rows == [("k0", "v2", '["a", "b"]'), ("k1", "second write", None), ("k3", "back", None)]
 
@@ -162,9 +220,9 @@ def test_duckdb_batches_keep_the_latest_write_per_key_in_one_transaction_with_th
     batch.put(_key("k9"), b"\x00\x00\x00\x07garbage")  # an unknown schema id: the commit fails
     with pytest.raises(Exception, match="7"):
         DuckDBPartitionStore(table, tp, lambda schema_id: (_ for _ in ()).throw(KeyError(schema_id))).commit(
-            batch, {**STATE, "next_offset": 99}
+            batch, replace(STATE, next_offset=99)
         )
-    assert store.checkpoint()["next_offset"] == 11
+    assert store.checkpoint().next_offset == 11
     assert transformer.con.execute(f"SELECT count(*) FROM {quote('my store_v1')}").fetchone() == (3,)
 
     # The view follows a swap; the retired table and its checkpoints go.
@@ -189,7 +247,7 @@ def test_a_corrupt_checkpoint_row_re_ingests_from_the_start(
 ) -> None:
     table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
     tp = PubSubTopicPartition("s_v1", 0)
-    transformer.checkpoints.set(tp, encode_state(STATE)[:-2] + b"xx")
+    transformer.checkpoints.set(tp, STATE.encode()[:-2] + b"xx")
     assert DuckDBPartitionStore(table, tp, lambda _id: VALUE_V1).checkpoint() is None
     assert "corrupt" in caplog.text and "re-ingests from the start" in caplog.text
 
@@ -259,15 +317,15 @@ def test_runs_of_puts_are_read_in_place_and_the_latest_write_still_wins(transfor
     batch = store.new_batch()
     batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": None})]))
     batch.put_run(_run([("c", {"name": "c1", "age": 3})], 2))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 3})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=3))
     assert _rows(transformer, "s_v1") == [("a", "a1", 1), ("b", "b1", None), ("c", "c1", 3)]
-    assert store.checkpoint()["next_offset"] == 3
+    assert store.checkpoint().next_offset == 3
 
     # A key again in a later commit, and twice in one: the latest write per key (the runs go through the dict).
     batch = store.new_batch()
     batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("d", {"name": "d1", "age": 4})], 3))
     batch.put_run(_run([("d", {"name": "d2", "age": 5})], 5))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 6})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=6))
     assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", None), ("c", "c1", 3), ("d", "d2", 5)]
 
     # A run then a put and a delete of its keys in the same batch: the later writes win.
@@ -275,7 +333,7 @@ def test_runs_of_puts_are_read_in_place_and_the_latest_write_still_wins(transfor
     batch.put_run(_run([("e", {"name": "e1", "age": 1}), ("f", {"name": "f1", "age": 1})], 6))
     batch.put(_key("e"), _record(VALUE_V1, {"name": "e-put", "age": None}))
     batch.delete(_key("f"))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 9})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=9))
     assert _rows(transformer, "s_v1")[4:] == [("e", "e-put", None)]
 
 
@@ -289,12 +347,11 @@ def _has_primary_key(transformer: DuckDBRecordTransformer, table: str) -> bool:
 def test_a_sorted_push_is_bulk_loaded_and_keyed_once_at_the_swap(transformer: DuckDBRecordTransformer) -> None:
     table = transformer.open_version("s", 1, KEY, {1: VALUE_V1}, bytes)
     stores = [DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1) for p in (0, 1)]
-    sorted_sop = {**STATE, "eop": False}
     for commit, (first, last) in enumerate([(0, 3), (3, 6)]):  # each partition's keys increase across commits
         for p, store in enumerate(stores):
             batch = store.new_batch()
             batch.put_run(_run([(f"p{p}-k{i}", {"name": f"n{i}", "age": i}) for i in range(first, last)], first))
-            store.commit(batch, {**sorted_sop, "next_offset": last, "eop": commit == 1})
+            store.commit(batch, replace(STATE, next_offset=last, end_of_push=commit == 1))
     assert not _has_primary_key(transformer, "s_v1")  # appended, no index maintained row by row
     assert len(_rows(transformer, "s_v1")) == 12
     transformer.swap(table, lambda n: f"s_v{n}")
@@ -312,11 +369,11 @@ def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(transf
     store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", 0), lambda _id: VALUE_V1)
     batch = store.new_batch()
     batch.put_run(_run([("a", {"name": "a1", "age": 1}), ("b", {"name": "b1", "age": 1})]))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 2})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=2))
     assert not table.keyed
     batch = store.new_batch()
     batch.put_run(_run([("a", {"name": "a2", "age": 2}), ("c", {"name": "c2", "age": 2})], 2))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 4})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=4))
     assert table.keyed and _has_primary_key(transformer, "s_v1")
     assert _rows(transformer, "s_v1") == [("a", "a2", 2), ("b", "b1", 1), ("c", "c2", 2)]
 
@@ -324,17 +381,17 @@ def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(transf
     batch = store.new_batch()
     batch.put_run(_run([("d", {"name": "d3", "age": 3}), ("e", {"name": "e3", "age": 3})], 4))
     batch.put(_key("d"), _record(VALUE_V1, {"name": "d-put", "age": None}))
-    store.commit(batch, {**STATE, "eop": False, "next_offset": 7})
+    store.commit(batch, replace(STATE, end_of_push=False, next_offset=7))
     assert _rows(transformer, "s_v1")[3:] == [("d", "d-put", None), ("e", "e3", 3)]
 
     # A resumed partition does not know the keys committed before it: keyed at once.
     table2 = transformer.open_version("s", 2, KEY, {1: VALUE_V1}, bytes)
     resumed = DuckDBPartitionStore(table2, PubSubTopicPartition("s_v2", 0), lambda _id: VALUE_V1)
-    transformer.checkpoints.set(PubSubTopicPartition("s_v2", 0), encode_state({**STATE, "eop": False}))
+    transformer.checkpoints.set(PubSubTopicPartition("s_v2", 0), replace(STATE, end_of_push=False).encode())
     assert resumed.checkpoint() is not None
     batch = resumed.new_batch()
     batch.put_run(_run([("x", {"name": "x", "age": 0})]))
-    resumed.commit(batch, {**STATE, "eop": False, "next_offset": 43})
+    resumed.commit(batch, replace(STATE, end_of_push=False, next_offset=43))
     assert table2.keyed
 
     # Not a sorted push: keyed at once.
@@ -342,7 +399,7 @@ def test_what_ends_bulk_loading_keys_the_table_and_keeps_the_latest_write(transf
     unsorted = DuckDBPartitionStore(table3, PubSubTopicPartition("s_v3", 0), lambda _id: VALUE_V1)
     batch = unsorted.new_batch()
     batch.put_run(_run([("x", {"name": "x", "age": 0})]))
-    unsorted.commit(batch, {**STATE, "sop": {**STATE["sop"], "sorted": False}, "eop": False})
+    unsorted.commit(batch, replace(STATE, start_of_push=replace(SOP, sorted=False), end_of_push=False))
     assert table3.keyed
 
 
@@ -354,7 +411,7 @@ def test_a_key_in_two_partitions_of_a_bulk_load_is_kept_once(
         store = DuckDBPartitionStore(table, PubSubTopicPartition("s_v1", p), lambda _id: VALUE_V1)
         batch = store.new_batch()
         batch.put_run(_run([("same", {"name": f"from p{p}", "age": p}), (f"only-p{p}", {"name": "x", "age": 0})]))
-        store.commit(batch, {**STATE, "eop": True})
+        store.commit(batch, STATE)
     assert not table.keyed
     table.ensure_keyed()
     rows = _rows(transformer, "s_v1")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.ingest_hot_path import FakeConsumer, FakeMessage
-from venice_core.ingestion import task as task_module
+from tests.support.kafka_fakes import FakeConsumer, FakeMessage
+from venice_core.ingestion import batch_phase
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState, Validator, deterministic_guid
@@ -25,6 +25,8 @@ from venice_core.protocol.envelope import (
     encode_delete,
     encode_put,
 )
+from venice_core.protocol.put_run import PutRun
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, StartOfPush
 from venice_core.storage.rocksdb import PartitionStorage
 
 
@@ -62,28 +64,30 @@ def test_batched_loop_exact_data_with_a_retried_writer(tmp_path: Path) -> None:
     feed = [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(first + retry + eop)]
     storage = PartitionStorage(tmp_path / "p0")
     task = PartitionIngestionTask("unused", "t", 0, storage, lambda *_: None, "test")
-    checkpoint = {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
-    task._loop(FakeConsumer(feed), Validator(), checkpoint, threading.Event())
+    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
     assert task.completed and task.stats.records == len(puts)
     assert task.stats.duplicates == 7001  # the retry's START_OF_SEGMENT and its first 7000 records
     for key, value in puts:
         assert storage.get(key) == (None if key == b"k00003" else SCHEMA_ID.pack(1) + value)
     saved = storage.checkpoint()
-    assert saved["eop"] and saved["next_offset"] == len(feed) and saved["records"] == len(puts)
+    assert saved.end_of_push and saved.next_offset == len(feed) and saved.records == len(puts)
     storage.close()
 
 
 class _RecordingStore:
-    """A `PartitionStore` in dicts that applies each commit's operations in order; its batches have `put_many` or
-    not, and it ingests sorted pushes through `sst_put` or not."""
+    """A `PartitionStore` in dicts that applies each commit's operations in order; it takes a run of PUTs whole or
+    put by put, and ingests sorted pushes through `sst_put` or not."""
 
-    def __init__(self, put_many: bool, sorted_ingest: bool) -> None:
-        self.put_many, self.sorted_ingest = put_many, sorted_ingest
+    commit_every_messages = 20_000
+    commit_every_seconds = 1.0
+
+    def __init__(self, whole_runs: bool, sorted_ingest: bool) -> None:
+        self.whole_runs, self.sorted_ingest = whole_runs, sorted_ingest
         self.data: dict[bytes, bytes] = {}
         self.stamps: dict[bytes, bytes] = {}
         self.chunks: dict[bytes, bytes] = {}
         self.sst: list[tuple[bytes, bytes]] = []
-        self.checkpoints: list[dict] = []
+        self.checkpoints: list[IngestionCheckpoint] = []
 
     class Batch:
         def __init__(self) -> None:
@@ -95,14 +99,17 @@ class _RecordingStore:
         def delete(self, key: bytes) -> None:
             self.ops.append(("delete", bytes(key)))
 
-    class BatchWithPutMany(Batch):
-        def put_many(self, keys: list[bytes], values: list[bytes]) -> None:
-            self.ops.extend(("put", k, v) for k, v in zip(keys, values, strict=True))
-
     def new_batch(self) -> Batch:
-        return self.BatchWithPutMany() if self.put_many else self.Batch()
+        return self.Batch()
 
-    def commit(self, batch: Batch, checkpoint: dict) -> None:
+    def put_run(self, batch: Batch, run: PutRun) -> None:
+        if self.whole_runs:
+            batch.ops.extend(("put", k, v) for k, v in zip(run.keys(), run.stored(), strict=True))
+        else:
+            for key, stored in zip(run.keys(), run.stored(), strict=True):
+                batch.put(key, stored)
+
+    def commit(self, batch: Batch, checkpoint: IngestionCheckpoint) -> None:
         for op, key, *value in batch.ops:
             target = {"put": self.data, "delete": self.data, "stamp": self.stamps, "chunk": self.chunks}.get(op)
             if op in ("delete", "drop"):
@@ -131,20 +138,15 @@ class _RecordingStore:
         self.sst.clear()
 
 
-class _RandomBatches:
+class _RandomBatches(FakeConsumer):
     """A consumer that hands out the feed in batches of random sizes (runs cut anywhere)."""
 
     def __init__(self, feed: list[FakeMessage], rng: random.Random) -> None:
-        self.feed, self.at, self.rng = feed, 0, rng
+        super().__init__(feed)
+        self.rng = rng
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
-        size = self.rng.choice([1, 5, 16, 17, 40, 100, num_messages])
-        batch = self.feed[self.at : self.at + size]
-        self.at += len(batch)
-        return batch
-
-    def get_watermark_offsets(self, *_args: object, **_kwargs: object) -> tuple[int, int]:
-        return 0, 0
+        return super().consume(self.rng.choice([1, 5, 16, 17, 40, 100, num_messages]), timeout)
 
 
 def _mixed_feed(rng: random.Random) -> list[FakeMessage]:
@@ -183,27 +185,25 @@ def _mixed_feed(rng: random.Random) -> list[FakeMessage]:
     return [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(out)]
 
 
-@pytest.mark.parametrize("put_many", [False, True], ids=["put", "put_many"])
+@pytest.mark.parametrize("whole_runs", [False, True], ids=["put", "whole_runs"])
 @pytest.mark.parametrize("hybrid", [False, True], ids=["batch", "hybrid"])
 @pytest.mark.parametrize("sorted_push", [False, True], ids=["unsorted", "sorted"])
 def test_runs_of_puts_ingest_exactly_as_one_message_at_a_time(
-    monkeypatch: pytest.MonkeyPatch, put_many: bool, hybrid: bool, sorted_push: bool
+    monkeypatch: pytest.MonkeyPatch, whole_runs: bool, hybrid: bool, sorted_push: bool
 ) -> None:
     """The loop with PUT runs (`protocol.put_run`) and without them (every batch one message at a time) leave the same
     data, write stamps, checkpoints, counts and verdicts, over random feeds cut into random batches."""
 
     def ingest(feed: list[FakeMessage], seed: int, runs: bool) -> tuple:
-        monkeypatch.setattr(task_module, "RUN_MIN_MESSAGES", 16 if runs else 10**9)
-        store = _RecordingStore(put_many, sorted_ingest=True)
+        monkeypatch.setattr(batch_phase, "RUN_MIN_MESSAGES", 16 if runs else 10**9)
+        store = _RecordingStore(whole_runs, sorted_ingest=True)
         task = PartitionIngestionTask(
             "unused", "t", 0, store, lambda *_: None, "test", hybrid=object() if hybrid else None
         )
-        monkeypatch.setattr(task, "_after_end_of_push", lambda *_: None)
-        sop = {"sorted": True} if sorted_push else None
-        checkpoint = {"next_offset": 0, "div": {}, "sop": sop, "eop": False, "records": 0}
+        checkpoint = IngestionCheckpoint(start_of_push=StartOfPush(sorted=True) if sorted_push else None)
         error = None
         try:
-            task._loop(_RandomBatches(feed, random.Random(seed)), Validator(), checkpoint, threading.Event())
+            task._consume_to_end_of_push(_RandomBatches(feed, random.Random(seed)), checkpoint, threading.Event())
         except Exception as exc:  # noqa: BLE001 - a verdict to compare, not a failure of this test
             error = repr(exc)
         stats = (task.stats.records, task.stats.duplicates, task.stats.offset)
@@ -246,12 +246,14 @@ def test_a_partitions_first_and_last_batches_go_as_runs() -> None:
         def new_batch(self) -> DuckDBBatch:
             return DuckDBBatch()
 
-        def commit(self, batch: DuckDBBatch, checkpoint: dict) -> None:
+        def put_run(self, batch: DuckDBBatch, run: PutRun) -> None:
+            batch.put_run(run)
+
+        def commit(self, batch: DuckDBBatch, checkpoint: IngestionCheckpoint) -> None:
             commits.append(batch)
 
     task = PartitionIngestionTask("unused", "t", 0, Store(True, False), lambda *_: None, "test")
-    checkpoint = {"next_offset": 0, "div": {}, "sop": None, "eop": False, "records": 0}
-    task._loop(FakeConsumer(feed), Validator(), checkpoint, threading.Event())  # batches of 5,000: 3 of them
+    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())  # 3 batches of 5,000
     assert task.completed and task.stats.records == len(puts)
     assert all(not batch.puts for batch in commits)  # nothing went one put at a time
     keys = list(chain.from_iterable(run.keys() for batch in commits for run in batch.runs))

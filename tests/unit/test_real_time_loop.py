@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.ingest_hot_path import FakeMessage
+from tests.support.kafka_fakes import FakeMessage
 from venice_core.hybrid import HybridSettings
 from venice_core.ingestion import real_time
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, RealTimeSource
@@ -23,6 +23,7 @@ from venice_core.protocol.envelope import (
     encode_control,
     encode_put,
 )
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
 TOPIC = "dc-0.store_rt"
@@ -88,8 +89,8 @@ def _run(encoded: list[tuple[bytes, bytes]], tmp_path: Path) -> tuple[RealTimeIn
     ingestion._positions = {(TOPIC, 0): 0}
     stop = threading.Event()
     written = Written()
-    base = {"next_offset": 1, "div": {}, "sop": None, "eop": True, "records": 0, "eop_time_ms": 0}
-    ingestion._loop(Feed(encoded, stop), written, Validator(join_mid_segment=True), base, stop)
+    base = IngestionCheckpoint(next_offset=1, end_of_push=True, end_of_push_time_ms=0)
+    ingestion._consume(Feed(encoded, stop), written, Validator(join_mid_segment=True), base, stop)
     return ingestion, storage, written
 
 
@@ -141,8 +142,8 @@ def test_a_backlog_commits_every_so_many_writes_and_a_caught_up_loop_at_once(
     commits: list[int] = []
     original = PartitionStorage.commit
 
-    def commit(self: PartitionStorage, batch: Any, checkpoint: dict) -> None:
-        commits.append(checkpoint["rt"][TOPIC]["0"])
+    def commit(self: PartitionStorage, batch: Any, checkpoint: IngestionCheckpoint) -> None:
+        commits.append(checkpoint.real_time.offsets[(TOPIC, 0)])
         original(self, batch, checkpoint)
 
     monkeypatch.setattr(PartitionStorage, "commit", commit)

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from bench.ingest_hot_path import FakeMessage
+from tests.support.kafka_fakes import FakeMessage
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError, RepushRefused

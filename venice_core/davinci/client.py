@@ -54,6 +54,7 @@ from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)
@@ -326,7 +327,7 @@ class DaVinciClient:
                 self.store, number, self.key_schema, self.value_schemas, local.decompress
             )
         hybrid = self._hybrid(version, strategy, dictionary)
-        checkpoints: dict[int, dict[str, Any] | None] = {}
+        checkpoints: dict[int, IngestionCheckpoint | None] = {}
         for p in self.subscribed if self.subscribed is not None else range(version.partition_count):
             tp = PubSubTopicPartition(local.topic, p)
             if local.table is not None:
@@ -334,7 +335,7 @@ class DaVinciClient:
             else:
                 storage = PartitionStorage(self.base_dir / f"{self.store}_v{number}" / f"p{p}")
             checkpoints[p] = checkpoint = storage.checkpoint()
-            local.resumed_from[p] = int(checkpoint["next_offset"]) if checkpoint else 0
+            local.resumed_from[p] = checkpoint.next_offset if checkpoint else 0
             local.stores[p] = storage
         workers = self._start_workers(local, checkpoints)
         try:
@@ -380,11 +381,11 @@ class DaVinciClient:
         return f"venice-davinci-{self.instance_id}"
 
     def _start_workers(
-        self, local: LocalVersion, checkpoints: dict[int, dict[str, Any] | None]
+        self, local: LocalVersion, checkpoints: dict[int, IngestionCheckpoint | None]
     ) -> dict[int, IngestWorker]:
         """Ingestion workers (`ingest_worker`) for the partitions still in their batch phase, if the version holds
         DuckDB and `worker_min_records` or more records remain to ingest; else none (threads, as RocksDB)."""
-        batch = [p for p, checkpoint in checkpoints.items() if not (checkpoint and checkpoint.get("eop"))]
+        batch = [p for p, checkpoint in checkpoints.items() if not (checkpoint and checkpoint.end_of_push)]
         # A hybrid version keeps the write stamps its records carry (a repush's), which takes the hybrid settings a
         # worker does not have: threads.
         if local.table is None or local.hybrid or self.ingest_workers < 1 or not batch:
@@ -394,9 +395,7 @@ class DaVinciClient:
         except KafkaException as exc:
             log.warning("%s: ingesting with threads, the topic's end offsets are unknown (%s)", local.topic, exc)
             return {}
-        remaining = sum(
-            end - int((checkpoints[p] or {}).get("next_offset", 0)) for p, end in zip(batch, ends, strict=True)
-        )
+        remaining = sum(end - local.resumed_from[p] for p, end in zip(batch, ends, strict=True))  # from the checkpoints
         if remaining < self.worker_min_records:
             return {}
         count = min(self.ingest_workers, len(batch))

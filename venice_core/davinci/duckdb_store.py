@@ -44,7 +44,9 @@ from venice_core.davinci.columns import (
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.storage.checkpoint import CorruptCheckpoint, PubSubTopicPartition, decode_state, encode_state
+from venice_core.protocol.put_run import PutRun
+from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.ingestion_checkpoint import CorruptCheckpoint, IngestionCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -487,21 +489,24 @@ class DuckDBPartitionStore:
     def new_batch(self) -> DuckDBBatch:
         return DuckDBBatch()
 
-    def checkpoint(self) -> dict[str, Any] | None:
+    def checkpoint(self) -> IngestionCheckpoint | None:
         with self.owner.lock:
             raw = self.owner.checkpoints.get(self.topic_partition)
         if raw is None:
             return None
         self._in_order = False  # resuming: the keys committed before are not known here
         try:
-            return decode_state(raw)
+            return IngestionCheckpoint.decode(raw)
         except CorruptCheckpoint as exc:
             log.warning(
                 "checkpoint of %s is corrupt (%s): the partition re-ingests from the start", self.topic_partition, exc
             )
             return None
 
-    def commit(self, batch: DuckDBBatch, checkpoint: dict[str, Any]) -> None:
+    def put_run(self, batch: DuckDBBatch, run: PutRun) -> None:
+        batch.put_run(run)  # kept whole, read in place at the commit
+
+    def commit(self, batch: DuckDBBatch, checkpoint: IngestionCheckpoint) -> None:
         # Decoded before the transaction (and the lock): the other partitions commit meanwhile.
         upserts: pa.Table | None = None
         first = last = None
@@ -538,7 +543,9 @@ class DuckDBPartitionStore:
                     self._inserts_only = False
             self._transaction(batch, checkpoint, upserts, deletes, replace=True)
 
-    def _bulk_loads(self, batch: DuckDBBatch, in_order: bool, first: bytes | None, checkpoint: dict[str, Any]) -> bool:
+    def _bulk_loads(
+        self, batch: DuckDBBatch, in_order: bool, first: bytes | None, checkpoint: IngestionCheckpoint
+    ) -> bool:
         """Whether this commit appends to the unindexed table (see `__init__`); once not, never again. `in_order`:
         the batch's keys increase; `first`: its first key."""
         if not self._in_order or self.table.keyed:
@@ -547,19 +554,19 @@ class DuckDBPartitionStore:
         last = self._last_key
         in_order = (
             in_order
-            and bool((checkpoint.get("sop") or {}).get("sorted"))
+            and checkpoint.sorted_push
             and not batch.deletes
             and not batch.stamps
             and (first is None or last is None or last < first)
         )
         # END_OF_PUSH's commit may still append; the real-time phase after it upserts.
-        self._in_order = in_order and not checkpoint.get("eop")
+        self._in_order = in_order and not checkpoint.end_of_push
         return in_order
 
     def _transaction(
         self,
         batch: DuckDBBatch,
-        checkpoint: dict[str, Any],
+        checkpoint: IngestionCheckpoint,
         upserts: pa.Table | None,
         deletes: pa.Table | None,
         replace: bool,
@@ -602,7 +609,7 @@ class DuckDBPartitionStore:
                 con.register("venice_stamps", stamps)
                 con.execute(f"INSERT OR REPLACE INTO {RMD} SELECT topic, key, stamp FROM venice_stamps")
                 con.unregister("venice_stamps")
-            self.owner.checkpoints.set(tp, encode_state(checkpoint))
+            self.owner.checkpoints.set(tp, checkpoint.encode())
             con.execute("COMMIT")
         except Exception:
             with contextlib.suppress(duckdb.TransactionException):  # a failed COMMIT ended it itself

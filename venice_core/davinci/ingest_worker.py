@@ -32,6 +32,8 @@ from typing import IO, Any
 
 from venice_core.davinci.batch import DuckDBBatch
 from venice_core.errors import VeniceError
+from venice_core.protocol.put_run import PutRun
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ class ForwardingStore:
 
     sorted_ingest = False
 
-    def __init__(self, channel: Channel, partition: int, checkpoint: dict[str, Any] | None, every: int) -> None:
+    def __init__(self, channel: Channel, partition: int, checkpoint: IngestionCheckpoint | None, every: int) -> None:
         self.channel, self.partition, self._checkpoint = channel, partition, checkpoint
         self.commit_every_messages = every
         self.commit_every_seconds = 5.0
@@ -98,10 +100,13 @@ class ForwardingStore:
     def new_batch(self) -> DuckDBBatch:
         return DuckDBBatch()
 
-    def checkpoint(self) -> dict[str, Any] | None:
+    def put_run(self, batch: DuckDBBatch, run: PutRun) -> None:
+        batch.put_run(run)
+
+    def checkpoint(self) -> IngestionCheckpoint | None:
         return self._checkpoint
 
-    def commit(self, batch: DuckDBBatch, checkpoint: dict[str, Any]) -> None:
+    def commit(self, batch: DuckDBBatch, checkpoint: IngestionCheckpoint) -> None:
         self.channel.ask(("commit", self.partition, batch, checkpoint))
 
     def stage_chunk(self, batch: DuckDBBatch, chunk_key: bytes, value: bytes) -> None:
@@ -158,7 +163,7 @@ def main() -> None:
         return
     gc_settings.tune_for_throughput()  # a process of the platform's own
 
-    def run(partition: int, checkpoint: dict[str, Any] | None) -> None:
+    def run(partition: int, checkpoint: IngestionCheckpoint | None) -> None:
         def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
             channel.tell(("report", partition, status.value, offset, records, details))
 
@@ -191,7 +196,7 @@ class IngestWorker:
     def __init__(
         self,
         spec: dict[str, Any],
-        apply: Callable[[int, DuckDBBatch, dict[str, Any]], None],
+        apply: Callable[[int, DuckDBBatch, IngestionCheckpoint], None],
         get_chunk: Callable[[int, bytes], bytes | None],
         progress: Callable[[int, str, int, int], None],
     ) -> None:

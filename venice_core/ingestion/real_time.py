@@ -9,6 +9,11 @@ replayed into it; a TTL repush's version takes no write stamped at or before its
 the data, the replication metadata and the real-time offsets in one RocksDB write, after the records written on
 are acknowledged: a task killed at any point resumes with exactly the writes its storage holds.
 
+The loop takes each consumed message (`_take`: a plain PUT or DELETE on a hot path, anything else through
+`_take_message`), applies each write that wins (`_apply`), and commits (`Committer`): caught up, after every consume
+(a write is readable at once); working through a backlog, every BACKLOG_COMMIT_EVERY writes or
+BACKLOG_COMMIT_SECONDS.
+
 The partition is ready (COMPLETED) once its real-time lag, summed over the regions' topics, is at most the store's
 offset-lag threshold; until then it reports END_OF_PUSH_RECEIVED.
 """
@@ -19,14 +24,22 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from venice_core.hybrid import HybridSettings
+from venice_core.ingestion.committer import Committer, MissingChunk
 from venice_core.ingestion.conflict import encode_stamp
+from venice_core.ingestion.messages import (
+    ConsumedMessage,
+    MessageSource,
+    decode_checked,
+    message_source,
+    skip_consumer_error,
+)
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
 from venice_core.protocol.envelope import (
@@ -37,15 +50,15 @@ from venice_core.protocol.envelope import (
     MANIFEST_SCHEMA_ID,
     PROTOCOL_VERSION,
     SCHEMA_ID,
+    Message,
     MessageType,
     ProtocolError,
-    checksum_bytes,
-    decode,
 )
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
-from venice_core.storage.api import PartitionStore
+from venice_core.storage.api import Batch, PartitionStore
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, RealTimeCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +108,15 @@ class HybridIngestion:
     compress: Callable[[bytes], bytes]  # the version's compression, applied to nearline values (sent uncompressed)
 
 
-class RealTimeIngestion:
+class RealTimeIngestion(Generic[Batch]):
+    """The real-time phase of one partition: its figures (read by metrics) live as long as the task; each `run` is
+    one attempt, from the stored checkpoint."""
+
     def __init__(
         self,
         hybrid: HybridIngestion,
         partition: int,
-        storage: PartitionStore,
+        storage: PartitionStore[Batch],
         report: Reporter,
         consumer_group: str,
     ) -> None:
@@ -117,12 +133,49 @@ class RealTimeIngestion:
         self.lag = -1  # records behind the real-time topics' ends; -1 until first measured
         self.ready = False
         self._positions: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset
-        self._region_of = {source.topic: source.region for source in hybrid.sources}
+        self._region_names = {source.topic: source.region.encode() for source in hybrid.sources}
+        # A TTL repush's version takes no write stamped at or before its cut-off: the repush evicted those, and
+        # the rewind (a day) would otherwise replay them, whenever they were produced.
+        after = hybrid.settings.replay_after_ms
+        self._expired_until = -1 if after is None else after
+        self._uncompressed = hybrid.compress is bytes  # NO_OP: the value as it came (a copy per write otherwise)
+        # One run's, set by `_consume`.
+        self._checkpoint = IngestionCheckpoint()  # the stored one: every commit keeps its batch fields
+        self._validator = Validator(join_mid_segment=True)
+        self._writer: VersionTopicWriter | None = None
+        self._committer = Committer(storage, BACKLOG_COMMIT_EVERY, BACKLOG_COMMIT_SECONDS)
+        self._stamps: dict[bytes, bytes] = {}  # encoded stamps written in the uncommitted batch
 
-    # where to start
-    def _assignment(self, consumer: Consumer, checkpoint: dict[str, Any]) -> list[TopicPartition]:
-        saved: dict[str, dict[str, int]] = checkpoint.get("rt") or {}
-        rewind_to = self.hybrid.settings.replay_from_ms(int(checkpoint.get("eop_time_ms") or 0))
+    def run(self, stop: threading.Event, checkpoint: IngestionCheckpoint) -> None:
+        """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached): every checkpoint
+        of this phase carries its batch fields unchanged."""
+        real_time = checkpoint.real_time or RealTimeCheckpoint({}, {})
+        self.applied = real_time.applied
+        self.ready = real_time.ready  # once caught up, a restart does not take it back
+        bootstrap = {source.bootstrap for source in self.hybrid.sources}
+        if len(bootstrap) != 1:
+            raise ProtocolError("real-time topics on more than one Kafka cluster are not supported yet")
+        consumer = Consumer(
+            client_config(bootstrap.pop(), **REAL_TIME_CONSUMER_CONFIG, **{"group.id": self.consumer_group})
+        )
+        writer: VersionTopicWriter | None = None
+        try:
+            consumer.assign(self._assignment(consumer, checkpoint))
+            writer = self._open_writer()
+            validator = Validator(real_time.div, join_mid_segment=True)
+            self._consume(message_source(consumer), writer, validator, checkpoint, stop)
+        finally:
+            consumer.close()
+            if writer is not None:
+                try:
+                    writer.flush(5)
+                except Exception:  # noqa: BLE001 - on stop: what is not acknowledged is written again on restart
+                    log.warning("records written on to %s were not all acknowledged at stop", self.hybrid.local_topic)
+
+    # where to start, where to write
+    def _assignment(self, consumer: Consumer, checkpoint: IngestionCheckpoint) -> list[TopicPartition]:
+        saved = checkpoint.real_time.offsets if checkpoint.real_time is not None else {}
+        rewind_to = self.hybrid.settings.replay_from_ms(checkpoint.end_of_push_time_ms or 0)
         wanted: list[TopicPartition] = []
         for source in self.hybrid.sources:
             metadata = consumer.list_topics(source.topic, timeout=10).topics.get(source.topic)
@@ -133,8 +186,8 @@ class RealTimeIngestion:
                 raise ProtocolError(
                     f"real-time topic {source.topic} has {count} partitions, the version {self.hybrid.partition_count}"
                 )
-            offset = (saved.get(source.topic) or {}).get(str(self.partition))
-            wanted.append(TopicPartition(source.topic, self.partition, -1 if offset is None else int(offset)))
+            offset = saved.get((source.topic, self.partition))
+            wanted.append(TopicPartition(source.topic, self.partition, -1 if offset is None else offset))
         unresolved = [tp for tp in wanted if tp.offset < 0]
         if unresolved:
             # The ends first: a write made between the two questions is then after the start, not skipped.
@@ -147,48 +200,189 @@ class RealTimeIngestion:
             self._positions[(tp.topic, tp.partition)] = tp.offset
         return wanted
 
-    def _integrity_error(self, validator: Validator, guid: bytes, exc: DataIntegrityError, raw: Any) -> bool:
+    def _open_writer(self) -> VersionTopicWriter | None:
+        """A writer of its own per run (a fresh producer GUID): after a crash, what it wrote past the checkpoint is
+        written again under the next run's GUID, the same records with the same timestamps. None where nothing is
+        written on."""
+        if self.hybrid.local_topic is None:
+            return None
+        writer = VersionTopicWriter(
+            self.hybrid.local_bootstrap, self.hybrid.local_topic, self.hybrid.partition_count, uuid.uuid4().bytes
+        )
+        writer.start_segment(self.partition)
+        return writer
+
+    # the loop
+    def _consume(
+        self,
+        consumer: MessageSource,
+        writer: VersionTopicWriter | None,
+        validator: Validator,
+        checkpoint: IngestionCheckpoint,
+        stop: threading.Event,
+    ) -> None:
+        """Until `stop`, from `checkpoint` (the stored one): take what comes, commit when due, follow the lag and
+        report."""
+        self._checkpoint, self._validator, self._writer = checkpoint, validator, writer
+        self._committer = Committer(self.storage, BACKLOG_COMMIT_EVERY, BACKLOG_COMMIT_SECONDS)
+        self._stamps.clear()
+        last_lag = last_report = 0.0
+        idle = False
+        while not stop.is_set():
+            if idle:
+                messages = consumer.consume(num_messages=1, timeout=IDLE_WAIT_SECONDS)
+            else:
+                messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_TIMEOUT_SECONDS)
+            idle = not messages
+            self._take(messages)
+            now = time.monotonic()
+            caught_up = len(messages) != CONSUME_BATCH  # not a full batch: what came is readable at once
+            if self._committer.due(now, at_once=caught_up):
+                self._commit(stop)
+            if now - last_lag >= (LAG_CHECK_SECONDS if not self.ready else REPORT_EVERY_SECONDS / 2):
+                last_lag = now
+                if self._catch_up(consumer):
+                    last_report = now
+            if now - last_report >= REPORT_EVERY_SECONDS:
+                status = ExecutionStatus.COMPLETED if self.ready else ExecutionStatus.END_OF_PUSH_RECEIVED
+                self._report(status)
+                last_report = now
+
+    def _take(self, messages: Sequence[ConsumedMessage]) -> None:
+        """Each consumed message in order. A plain PUT or DELETE is the hot path, inlined for speed: read with one
+        unpack, checked by DIV without building a Message; anything else goes through `_take_message`."""
+        positions, region_names, validator = self._positions, self._region_names, self._validator
+        committer, apply = self._committer, self._apply
+        for raw in messages:
+            if raw.error():
+                skip_consumer_error(raw, "real-time topics")
+                continue
+            topic = raw.topic()
+            positions[(topic, raw.partition())] = raw.offset() + 1
+            committer.uncommitted += 1
+            kafka_key, kafka_value = raw.key() or b"", raw.value() or b""  # none: not a message, `decode` says so
+            region = region_names[topic]
+            if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
+                version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
+                if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
+                    body = memoryview(kafka_value)[HEADER.size :]
+                    try:
+                        new = validator.accept_data(guid, segment, sequence, kafka_key, body)
+                    except DataIntegrityError as exc:
+                        new = self._integrity_error(guid, exc, raw)
+                    if not new:
+                        self.duplicates += 1
+                    elif mtype == MessageType.PUT:
+                        stamp = encode_stamp(timestamp, region)
+                        apply(kafka_key[1:], stamp, timestamp, schema_id, kafka_value[DATA_PREFIX.size :])
+                    else:
+                        apply(kafka_key[1:], encode_stamp(timestamp, region, True), timestamp, schema_id, None)
+                    continue
+            self._take_message(raw, kafka_key, kafka_value, region)
+
+    def _take_message(self, raw: ConsumedMessage, kafka_key: bytes, kafka_value: bytes, region: bytes) -> None:
+        """A message off the hot path, decoded and checked by DIV, to its handler."""
+        message, checksummed = decode_checked(kafka_key, kafka_value)
+        try:
+            new = self._validator.accept(message, checksummed)
+        except DataIntegrityError as exc:
+            new = self._integrity_error(message.producer.guid, exc, raw)
+        if not new:
+            self.duplicates += 1
+            return
+        timestamp = message.producer.timestamp_ms
+        if message.type is MessageType.DELETE:
+            self._apply(message.key, encode_stamp(timestamp, region, True), timestamp, message.schema_id, None)
+        elif message.type is not MessageType.PUT:
+            return  # segment control messages: DIV only
+        elif message.schema_id == CHUNK_SCHEMA_ID:
+            # Staged per producer: two writers' chunks of one key's large values never mix.
+            self._committer.stage_chunk(message.producer.guid + message.key, message.value)
+        elif message.schema_id == MANIFEST_SCHEMA_ID:
+            self._put_large_value(message, region)
+        else:
+            self._apply(message.key, encode_stamp(timestamp, region), timestamp, message.schema_id, message.value)
+
+    # handlers
+    def _apply(self, key: bytes, stamp: bytes, timestamp: int, schema_id: int, value: bytes | None) -> None:
+        """A nearline write (a delete where `value` is None), if it is newer than the key's latest: into the batch
+        with its stamp, and written on to the region's version topic."""
+        if timestamp <= self._expired_until:
+            self.expired += 1
+            return
+        known = self._stamps.get(key)
+        if known is None:
+            known = self.storage.get_write_stamp(key)
+        if known is not None and stamp[1:] < known[1:]:  # `conflict.stamp_wins`, inlined
+            self.superseded += 1
+            return
+        batch, writer = self._committer.batch, self._writer
+        if value is None:
+            batch.delete(key)
+            if writer is not None:
+                writer.delete(key, schema_id, partition=self.partition, timestamp_ms=timestamp)
+        else:
+            stored = value if self._uncompressed else self.hybrid.compress(value)
+            batch.put(key, SCHEMA_ID.pack(schema_id) + stored)
+            if writer is not None:
+                writer.put(key, stored, schema_id, partition=self.partition, timestamp_ms=timestamp)
+        self.storage.put_write_stamp(batch, key, stamp)
+        self._stamps[key] = stamp
+        self.applied += 1
+
+    def _put_large_value(self, message: Message, region: bytes) -> None:
+        """A large nearline value from its producer's chunks, dropped (counted, logged) if they are not all there."""
+        manifest = chunking.Manifest.decode(message.value)
+        try:
+            value = self._committer.take_chunks(manifest.chunk_keys, prefix=message.producer.guid)
+        except MissingChunk as exc:
+            self._drop_large_value(message.key, f"chunk {exc.chunk_key.hex()} missing")
+            return
+        if len(value) != manifest.total_size:
+            self._drop_large_value(message.key, f"{len(value)} bytes, its manifest says {manifest.total_size}")
+            return
+        timestamp = message.producer.timestamp_ms
+        self._apply(message.key, encode_stamp(timestamp, region), timestamp, manifest.schema_id, value)
+
+    def _drop_large_value(self, key: bytes, reason: str) -> None:
+        self.integrity_errors += 1
+        log.error("large nearline value of key %s dropped: %s", key.hex(), reason)
+
+    def _integrity_error(self, guid: bytes, exc: DataIntegrityError, raw: ConsumedMessage) -> bool:
         """After END_OF_PUSH a producer's gap or bad checksum is counted and logged, as Venice does, and the
         producer is followed from this message on: one writer's loss must not stop a region's nearline writes."""
         self.integrity_errors += 1
         log.error(
             "real-time DIV error at %s[%d]@%d (taken from here on): %s", raw.topic(), raw.partition(), raw.offset(), exc
         )
-        validator.forget(guid)
-        message = decode(raw.key(), raw.value())
-        data = None if message.is_control else checksum_bytes(raw.key(), raw.value())
-        return validator.accept(message, data)
+        self._validator.forget(guid)
+        return self._validator.accept(*decode_checked(raw.key() or b"", raw.value() or b""))
 
-    def _assemble(
-        self, message: Any, storage: PartitionStore, batch: Any, pending_chunks: dict[bytes, bytes]
-    ) -> bytes | None:
-        """A large nearline value from its producer's chunks; None (counted, logged) if they are not all there."""
-        manifest = chunking.Manifest.decode(message.value)
-        parts = []
-        for chunk_key in manifest.chunk_keys:
-            staged = message.producer.guid + chunk_key
-            part = pending_chunks.get(staged) or storage.get_chunk(staged)
-            if part is None:
-                self.integrity_errors += 1
-                log.error(
-                    "large nearline value of key %s dropped: chunk %s missing", message.key.hex(), chunk_key.hex()
-                )
-                return None
-            parts.append(part)
-            storage.drop_chunk(batch, staged)
-        value = b"".join(parts)
-        if len(value) != manifest.total_size:
-            self.integrity_errors += 1
-            log.error(
-                "large nearline value of key %s dropped: %d bytes, its manifest says %d",
-                message.key.hex(),
-                len(value),
-                manifest.total_size,
-            )
-            return None
-        return value
+    # commits and reports
+    def _commit(self, stop: threading.Event) -> None:
+        """The version topic holds every applied write before the checkpoint passes it: its flush is bounded well
+        below the region server's wait for a stopping task, and a stop meanwhile commits nothing (replayed on
+        restart)."""
+        if self._writer is not None:
+            self._writer.flush(FLUSH_TIMEOUT_SECONDS)
+        if stop.is_set():
+            return
+        self._validator.forget_ended(KEEP_ENDED_PRODUCERS)
+        real_time = RealTimeCheckpoint(dict(self._positions), self._validator.state(), self.applied, self.ready)
+        self._committer.commit(replace(self._checkpoint, real_time=real_time))
+        self._stamps.clear()
 
-    def _measure_lag(self, consumer: Consumer) -> None:
+    def _catch_up(self, consumer: MessageSource) -> bool:
+        """The lag measured; True if the partition has just caught up (reported COMPLETED)."""
+        self._measure_lag(consumer)
+        if self.ready or not 0 <= self.lag <= self.hybrid.settings.offset_lag_threshold:
+            return False
+        self.ready = True
+        log.info("partition %d caught up with the real-time topics (lag %d)", self.partition, self.lag)
+        self._report(ExecutionStatus.COMPLETED)
+        return True
+
+    def _measure_lag(self, consumer: MessageSource) -> None:
         lag = 0
         for (topic, p), position in self._positions.items():
             try:
@@ -199,185 +393,6 @@ class RealTimeIngestion:
             lag += max(0, end - position)
         self.lag = lag
 
-    def run(self, stop: threading.Event, checkpoint: dict[str, Any], commit_base: dict[str, Any]) -> None:
-        """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached); `commit_base`
-        the batch fields every checkpoint of this phase carries unchanged."""
-        self.applied = int(checkpoint.get("rt_applied") or 0)
-        self.ready = bool(checkpoint.get("rt_ready"))  # once caught up, a restart does not take it back
-        bootstrap = {source.bootstrap for source in self.hybrid.sources}
-        if len(bootstrap) != 1:
-            raise ProtocolError("real-time topics on more than one Kafka cluster are not supported yet")
-        consumer = Consumer(
-            client_config(bootstrap.pop(), **REAL_TIME_CONSUMER_CONFIG, **{"group.id": self.consumer_group})
-        )
-        writer: VersionTopicWriter | None = None
-        try:
-            consumer.assign(self._assignment(consumer, checkpoint))
-            # A writer of its own per run (a fresh producer GUID): after a crash, what it wrote past the checkpoint is
-            # written again under the next run's GUID, the same records with the same timestamps.
-            if self.hybrid.local_topic is not None:
-                writer = VersionTopicWriter(
-                    self.hybrid.local_bootstrap,
-                    self.hybrid.local_topic,
-                    self.hybrid.partition_count,
-                    uuid.uuid4().bytes,
-                )
-                writer.start_segment(self.partition)
-            self._loop(consumer, writer, Validator(checkpoint.get("rt_div"), join_mid_segment=True), commit_base, stop)
-        finally:
-            consumer.close()
-            if writer is not None:
-                try:
-                    writer.flush(5)
-                except Exception:  # noqa: BLE001 - on stop: what is not acknowledged is written again on restart
-                    log.warning("records written on to %s were not all acknowledged at stop", self.hybrid.local_topic)
-
-    def _loop(
-        self,
-        consumer: Consumer,
-        writer: VersionTopicWriter | None,
-        validator: Validator,
-        commit_base: dict[str, Any],
-        stop: threading.Event,
-    ) -> None:
-        storage, partition = self.storage, self.partition
-        batch = storage.new_batch()
-        pending_chunks: dict[bytes, bytes] = {}
-        stamps: dict[bytes, bytes] = {}  # encoded stamps written in the uncommitted batch
-        uncommitted = 0
-        last_lag = last_report = 0.0
-        last_commit = time.monotonic()
-        compress = self.hybrid.compress
-        uncompressed = compress is bytes  # NO_OP: the value as it came (a copy per write otherwise)
-        get_stamp, put_stamp = storage.get_write_stamp, storage.put_write_stamp
-        region_names = {topic: region.encode() for topic, region in self._region_of.items()}
-        positions = self._positions
-        # A TTL repush's version takes no write stamped at or before its cut-off: the repush evicted those, and
-        # the rewind (a day) would otherwise replay them, whenever they were produced.
-        after = self.hybrid.settings.replay_after_ms
-        expired_until = -1 if after is None else after
-
-        def apply(key: bytes, stamp: bytes, timestamp: int, schema_id: int, value: bytes | None) -> None:
-            if timestamp <= expired_until:
-                self.expired += 1
-                return
-            known = stamps.get(key)
-            if known is None:
-                known = get_stamp(key)
-            if known is not None and stamp[1:] < known[1:]:  # `conflict.stamp_wins`, inlined
-                self.superseded += 1
-                return
-            if value is None:
-                batch.delete(key)
-                if writer is not None:
-                    writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp)
-            else:
-                stored = value if uncompressed else compress(value)
-                batch.put(key, SCHEMA_ID.pack(schema_id) + stored)
-                if writer is not None:
-                    writer.put(key, stored, schema_id, partition=partition, timestamp_ms=timestamp)
-            put_stamp(batch, key, stamp)
-            stamps[key] = stamp
-            self.applied += 1
-
-        def commit() -> None:
-            nonlocal batch, uncommitted, last_commit
-            # The version topic holds every applied write before the checkpoint passes it. Bounded well below the
-            # region server's wait for a stopping task; a stop meanwhile commits nothing (replayed on restart).
-            if writer is not None:
-                writer.flush(FLUSH_TIMEOUT_SECONDS)
-            if stop.is_set():
-                return
-            validator.forget_ended(KEEP_ENDED_PRODUCERS)
-            rt: dict[str, dict[str, int]] = {}
-            for (topic, p), position in self._positions.items():
-                rt.setdefault(topic, {})[str(p)] = position
-            state = {**commit_base, "rt": rt, "rt_div": validator.state(), "rt_applied": self.applied}
-            storage.commit(batch, {**state, "rt_ready": self.ready})
-            batch = storage.new_batch()
-            pending_chunks.clear()
-            stamps.clear()
-            uncommitted = 0
-            last_commit = time.monotonic()
-
-        idle = False
-        while not stop.is_set():
-            if idle:
-                messages = consumer.consume(num_messages=1, timeout=IDLE_WAIT_SECONDS)
-            else:
-                messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=CONSUME_TIMEOUT_SECONDS)
-            idle = not messages
-            for raw in messages:
-                if raw.error():
-                    if raw.error().fatal():
-                        raise ProtocolError(f"fatal consumer error: {raw.error().str()}")
-                    if raw.error().code() != KafkaError._PARTITION_EOF:
-                        log.warning("consumer error on real-time topics (retrying): %s", raw.error().str())
-                    continue
-                topic = raw.topic()
-                positions[(topic, raw.partition())] = raw.offset() + 1
-                uncommitted += 1
-                kafka_key, kafka_value = raw.key(), raw.value()
-                region = region_names[topic]
-                if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
-                    version, mtype, guid, segment, sequence, timestamp, schema_id = DATA_PREFIX.unpack_from(kafka_value)
-                    if version == PROTOCOL_VERSION and schema_id >= 0 and mtype <= MessageType.DELETE:
-                        body = memoryview(kafka_value)[HEADER.size :]
-                        try:
-                            new = validator.accept_data(guid, segment, sequence, kafka_key, body)
-                        except DataIntegrityError as exc:
-                            new = self._integrity_error(validator, guid, exc, raw)
-                        if not new:
-                            self.duplicates += 1
-                            continue
-                        key = kafka_key[1:]
-                        if mtype == MessageType.PUT:
-                            stamp = encode_stamp(timestamp, region)
-                            apply(key, stamp, timestamp, schema_id, kafka_value[DATA_PREFIX.size :])
-                        else:
-                            apply(key, encode_stamp(timestamp, region, True), timestamp, schema_id, None)
-                        continue
-                message = decode(kafka_key, kafka_value)
-                data = None if message.is_control else checksum_bytes(kafka_key, kafka_value)
-                try:
-                    new = validator.accept(message, data)
-                except DataIntegrityError as exc:
-                    new = self._integrity_error(validator, message.producer.guid, exc, raw)
-                if not new:
-                    self.duplicates += 1
-                    continue
-                timestamp = message.producer.timestamp_ms
-                if message.type is MessageType.DELETE:
-                    apply(message.key, encode_stamp(timestamp, region, True), timestamp, message.schema_id, None)
-                elif message.type is not MessageType.PUT:
-                    continue  # segment control messages: DIV only
-                elif message.schema_id == CHUNK_SCHEMA_ID:
-                    # Staged per producer: two writers' chunks of one key's large values never mix.
-                    staged = message.producer.guid + message.key
-                    pending_chunks[staged] = message.value
-                    storage.stage_chunk(batch, staged, message.value)
-                elif message.schema_id == MANIFEST_SCHEMA_ID:
-                    value = self._assemble(message, storage, batch, pending_chunks)
-                    if value is not None:
-                        stamp = encode_stamp(timestamp, region)
-                        apply(message.key, stamp, timestamp, chunking.Manifest.decode(message.value).schema_id, value)
-                else:
-                    apply(message.key, encode_stamp(timestamp, region), timestamp, message.schema_id, message.value)
-            now = time.monotonic()
-            backlog = len(messages) == CONSUME_BATCH
-            if uncommitted and (
-                not backlog or uncommitted >= BACKLOG_COMMIT_EVERY or now - last_commit >= BACKLOG_COMMIT_SECONDS
-            ):
-                commit()
-            if now - last_lag >= (LAG_CHECK_SECONDS if not self.ready else REPORT_EVERY_SECONDS / 2):
-                self._measure_lag(consumer)
-                last_lag = now
-                if not self.ready and 0 <= self.lag <= self.hybrid.settings.offset_lag_threshold:
-                    self.ready = True
-                    log.info("partition %d caught up with the real-time topics (lag %d)", partition, self.lag)
-                    self.report(ExecutionStatus.COMPLETED, commit_base["next_offset"] - 1, commit_base["records"], "")
-                    last_report = now
-            if now - last_report >= REPORT_EVERY_SECONDS:
-                status = ExecutionStatus.COMPLETED if self.ready else ExecutionStatus.END_OF_PUSH_RECEIVED
-                self.report(status, commit_base["next_offset"] - 1, commit_base["records"], "")
-                last_report = now
+    def _report(self, status: ExecutionStatus) -> None:
+        """The version topic's figures as END_OF_PUSH left them, with the phase's status."""
+        self.report(status, self._checkpoint.next_offset - 1, self._checkpoint.records, "")

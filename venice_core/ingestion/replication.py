@@ -15,6 +15,7 @@ import threading
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from venice_core.ingestion.messages import ConsumedMessage
 from venice_core.pubsub import PRODUCER_CONFIG, admin, client_config
 
 
@@ -59,7 +60,7 @@ class VersionTopicMirror:
                     raise ReplicationError(f"local version topic {self.local_topic} unavailable: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def mirror(self, raw: Message) -> None:
+    def mirror(self, raw: ConsumedMessage) -> None:
         """Produce one consumed record unless the local topic has it already."""
         if raw.offset() < self.end_offset:
             return

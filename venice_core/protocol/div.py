@@ -15,6 +15,10 @@ from typing import Any
 
 from venice_core.protocol.envelope import ControlMessageType, Message, ProducerMetadata, now_ms
 
+# A validator's state, plain JSON: per producer GUID (hex), its segment, sequence number, checksum and whether the
+# segment ended (and `partial`: joined part-way through it).
+DivState = dict[str, dict[str, Any]]
+
 
 class DataIntegrityError(Exception):
     """Missing or corrupt data in a partition."""
@@ -53,7 +57,7 @@ class SegmentState:
 class Validator:
     """The receiving side, for one partition: state per producer GUID (hex)."""
 
-    def __init__(self, state: dict[str, dict[str, Any]] | None = None, join_mid_segment: bool = False) -> None:
+    def __init__(self, state: DivState | None = None, join_mid_segment: bool = False) -> None:
         # `join_mid_segment`: a reader that starts part-way through a topic (a real-time replay from a rewind time)
         # meets producers in the middle of a segment: it takes each one from its first message on, and cannot check
         # that segment's checksum. Without it, such a first message is missing data.
@@ -62,7 +66,7 @@ class Validator:
         # The same state dicts keyed by the GUID's bytes: the hot path skips hexing the GUID of every message.
         self._by_guid: dict[bytes, dict[str, Any]] = {bytes.fromhex(k): v for k, v in self.producers.items()}
 
-    def state(self) -> dict[str, dict[str, Any]]:
+    def state(self) -> DivState:
         return {k: dict(v) for k, v in self.producers.items()}
 
     def forget(self, guid: bytes) -> None:

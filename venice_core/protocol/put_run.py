@@ -30,7 +30,7 @@ _PREFIX = np.dtype(
         ("schema_id", ">i4"),
     ]
 )
-assert _PREFIX.itemsize == DATA_PREFIX.size
+assert _PREFIX.itemsize == DATA_PREFIX.size and _PREFIX.fields is not None
 # The bytes every message of a run shares: protocol version, message type, producer GUID and segment (all that
 # comes before the sequence number).
 _SHARED = _PREFIX.fields["sequence"][1]

@@ -1,14 +1,25 @@
 """What the ingestion engine writes through: one partition of one store-version, whatever holds it.
 
 `ingestion.task.PartitionIngestionTask` and `ingestion.real_time.RealTimeIngestion` see only this interface: region
-servers run them over RocksDB (`storage.rocksdb`), Da Vinci clients over RocksDB or DuckDB (`davinci.duckdb`). A
-batch collects puts, deletes, staged chunks and write stamps; `commit` applies it together with the checkpoint that
+servers run them over RocksDB (`storage.rocksdb`), Da Vinci clients over RocksDB or DuckDB (`davinci.duckdb_store`).
+A batch collects puts, deletes, staged chunks and write stamps; `commit` applies it together with the checkpoint that
 covers it, atomically, so a process killed at any point resumes with exactly the data its checkpoint covers.
+
+Every store declares all of it: what differs between stores (how a run of PUTs enters a batch, how often the batch
+phase commits, whether sorted pushes go through SST files) is a member each defines, not a method some lack.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from venice_core.protocol.put_run import PutRun
+    from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
+
+# How often the batch phase commits unless a store says otherwise: a region server's RocksDB.
+COMMIT_EVERY_MESSAGES = 20_000
+COMMIT_EVERY_SECONDS = 1.0
 
 
 class WriteBatch(Protocol):
@@ -16,37 +27,42 @@ class WriteBatch(Protocol):
 
     def delete(self, key: bytes) -> None: ...
 
-    # Optional: `put_many(keys, values)`, `put` of each in order, where a batch can take a run at once (read with
-    # hasattr; ingestion calls `put` in a loop where it is missing, as for rocksdict's WriteBatch).
+
+Batch = TypeVar("Batch", bound=WriteBatch)
 
 
-class PartitionStore(Protocol):
+class PartitionStore(Protocol[Batch]):
+    """A partition's storage, its batches of type `Batch`."""
+
     # True where sorted pushes are written with `sst_put` and made visible by `ingest_sst` (RocksDB's SST ingestion);
     # elsewhere a sorted push is ingested like any other.
     sorted_ingest: bool
-    # Optional: how often the batch phase commits, where a store wants other than `ingestion.task`'s
-    # COMMIT_EVERY_MESSAGES / COMMIT_EVERY_SECONDS (read with getattr; RocksDB keeps the defaults).
-    # commit_every_messages: int
-    # commit_every_seconds: float
+    # How often the batch phase commits: after this many messages or this many seconds, whichever comes first
+    # (`COMMIT_EVERY_MESSAGES` / `COMMIT_EVERY_SECONDS` where a store has no reason to differ).
+    commit_every_messages: int
+    commit_every_seconds: float
 
-    def new_batch(self) -> WriteBatch: ...
+    def new_batch(self) -> Batch: ...
 
-    def checkpoint(self) -> dict[str, Any] | None:
-        """The committed checkpoint (next offset, DIV state, START_OF_PUSH, END_OF_PUSH reached, ...), None at first;
-        a checkpoint that cannot be read is logged and read as None: the partition re-ingests from the start."""
+    def put_run(self, batch: Batch, run: PutRun) -> None:
+        """A run of PUTs (`protocol.put_run`), as `put` of each in order would: at once where the batch can take it."""
 
-    def commit(self, batch: WriteBatch, checkpoint: dict[str, Any]) -> None:
+    def checkpoint(self) -> IngestionCheckpoint | None:
+        """The committed checkpoint, None at first; a checkpoint that cannot be read is logged and read as None: the
+        partition re-ingests from the start."""
+
+    def commit(self, batch: Batch, checkpoint: IngestionCheckpoint) -> None:
         """Apply the batch and store the checkpoint that covers it, atomically."""
 
     # chunks of large values, staged until their manifest arrives
-    def stage_chunk(self, batch: WriteBatch, chunk_key: bytes, value: bytes) -> None: ...
+    def stage_chunk(self, batch: Batch, chunk_key: bytes, value: bytes) -> None: ...
 
-    def drop_chunk(self, batch: WriteBatch, chunk_key: bytes) -> None: ...
+    def drop_chunk(self, batch: Batch, chunk_key: bytes) -> None: ...
 
     def get_chunk(self, chunk_key: bytes) -> bytes | None: ...
 
     # replication metadata: each key's latest write stamp (`ingestion.conflict.WriteStamp`, encoded)
-    def put_write_stamp(self, batch: WriteBatch, key: bytes, stamp: bytes) -> None: ...
+    def put_write_stamp(self, batch: Batch, key: bytes, stamp: bytes) -> None: ...
 
     def get_write_stamp(self, key: bytes) -> bytes | None: ...
 

@@ -1,36 +1,20 @@
-"""Ingestion checkpoints: the typed topic-partition, the state's wire form, and the three-call checkpoint store.
+"""Where ingestion checkpoints are kept: the typed topic-partition and the three-call checkpoint store.
 
 As seed 002 settles it, a checkpoint store has exactly three calls, `get`, `set` and `delete`, on a
 `PubSubTopicPartition` (a version topic or a view topic: never a real-time topic), and the state is opaque bytes
-that the core serialises and evolves (`encode_state` / `decode_state`). One store holds several topics at once: a
-new version's state never overwrites the old one's. The state carries a partition's offsets and DIV state and the
-version-level fields a Da Vinci client needs (START_OF_PUSH's sorted, chunked and compression strategy;
-END_OF_PUSH reached). The compression dictionary is left out: it can be large and is the same for every partition,
-so a client fetches it from its region server (`GET /dictionary/<store>/<version>`).
+that the core serialises and evolves (`ingestion_checkpoint.IngestionCheckpoint.encode` / `decode`). One store
+holds several topics at once: a new version's state never overwrites the old one's.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import struct
-import zlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 # A version topic, `<prefix><store>_v<N>`, or one of its view topics, `<prefix><store>_v<N>_<view>` (Venice's
 # change-capture `_cc` and materialized views `_<name>_mv`). Real-time topics (`_rt`) have no version and no place here.
 _VERSIONED_TOPIC = re.compile(r"^(?P<base>.+)_v(?P<version>[0-9]+)(?:_(?P<view>[A-Za-z0-9][A-Za-z0-9_-]*))?$")
-
-MAGIC = b"VPS"  # Venice partition state
-STATE_VERSION = 1
-_HEADER = struct.Struct(">3sBI")  # magic, state version, CRC32 of the body
-# Not copied into the state: the dictionary (fetched from the region server) and what only a region server uses.
-_LEFT_OUT_OF_SOP = ("compression_dictionary",)
-
-
-class CorruptCheckpoint(ValueError):
-    """A stored state that cannot be read back: the partition re-ingests from the start."""
 
 
 @dataclass(frozen=True, order=True)
@@ -86,53 +70,3 @@ class InMemoryCheckpointStore:
 
     def delete(self, topic_partition: PubSubTopicPartition) -> None:
         self.states.pop(topic_partition, None)
-
-
-def encode_state(state: dict[str, Any]) -> bytes:
-    """The partition's checkpoint as opaque bytes: a header (magic, state version, CRC32) and a JSON body."""
-    sop = state.get("sop")
-    if isinstance(sop, dict) and any(k in sop for k in _LEFT_OUT_OF_SOP):
-        state = {**state, "sop": {k: v for k, v in sop.items() if k not in _LEFT_OUT_OF_SOP}}
-    body = json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
-    return _HEADER.pack(MAGIC, STATE_VERSION, zlib.crc32(body)) + body
-
-
-def decode_state(raw: bytes) -> dict[str, Any]:
-    """The state `encode_state` wrote; `CorruptCheckpoint` if the bytes are not one (torn, altered, unknown)."""
-    raw = bytes(raw)
-    if raw[:1] == b"{":  # written before the state had a header: a plain JSON checkpoint
-        try:
-            return _checked(json.loads(raw))
-        except ValueError as exc:
-            raise CorruptCheckpoint(f"unreadable checkpoint: {exc}") from None
-    if len(raw) < _HEADER.size:
-        raise CorruptCheckpoint(f"checkpoint of {len(raw)} bytes is shorter than its header")
-    magic, version, crc = _HEADER.unpack_from(raw)
-    body = raw[_HEADER.size :]
-    if magic != MAGIC:
-        raise CorruptCheckpoint("checkpoint does not start with the partition state's magic bytes")
-    if version > STATE_VERSION:
-        raise CorruptCheckpoint(f"checkpoint state version {version} is newer than this code's {STATE_VERSION}")
-    if zlib.crc32(body) != crc:
-        raise CorruptCheckpoint("checkpoint checksum does not match its contents")
-    try:
-        return _checked(json.loads(body))
-    except ValueError as exc:
-        raise CorruptCheckpoint(f"unreadable checkpoint: {exc}") from None
-
-
-def _checked(state: Any) -> dict[str, Any]:
-    if not isinstance(state, dict) or not isinstance(state.get("next_offset"), int):
-        raise CorruptCheckpoint("checkpoint has no next offset")
-    return state
-
-
-def version_fields(state: dict[str, Any]) -> dict[str, Any]:
-    """The version-level fields a Da Vinci client reads from a partition's state."""
-    sop = state.get("sop") or {}
-    return {
-        "sorted": bool(sop.get("sorted")),
-        "chunked": bool(sop.get("chunked")),
-        "compression": sop.get("compression") or "NO_OP",
-        "end_of_push": bool(state.get("eop")),
-    }

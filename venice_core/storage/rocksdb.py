@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from rocksdict import (
     BlockBasedOptions,
@@ -25,7 +25,9 @@ from rocksdict import (
     WriteBatch,
 )
 
-from venice_core.storage.checkpoint import CorruptCheckpoint, decode_state, encode_state
+from venice_core.protocol.put_run import PutRun
+from venice_core.storage.api import COMMIT_EVERY_MESSAGES, COMMIT_EVERY_SECONDS
+from venice_core.storage.ingestion_checkpoint import CorruptCheckpoint, IngestionCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class PartitionStorage:
     """A `storage.api.PartitionStore` over one RocksDB."""
 
     sorted_ingest = True
+    commit_every_messages = COMMIT_EVERY_MESSAGES
+    commit_every_seconds = COMMIT_EVERY_SECONDS
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -82,20 +86,23 @@ class PartitionStorage:
         self._sst: SstFileWriter | None = None
         self._sst_count = 0
         self._sst_files: list[str] = []
+        self._closed = False
 
     # reads
     def get(self, key: bytes) -> bytes | None:
         return self._db.get(key)
 
     def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
-        return self._db.get(keys)
+        # rocksdict's stub types a list of keys as list[str | int | ...] (invariant) and any answer as Any | None:
+        # given a list, it answers a list.
+        return cast("list[bytes | None]", self._db.get(cast("list[str | int | float | bytes | bool]", keys)))
 
-    def checkpoint(self) -> dict[str, Any] | None:
+    def checkpoint(self) -> IngestionCheckpoint | None:
         raw = self._meta.get(CHECKPOINT_KEY)
         if raw is None:
             return None
         try:
-            return decode_state(raw)
+            return IngestionCheckpoint.decode(raw)
         except CorruptCheckpoint as exc:
             log.warning("checkpoint of %s is corrupt (%s): the partition re-ingests from the start", self.path, exc)
             return None
@@ -111,6 +118,10 @@ class PartitionStorage:
     def new_batch(self) -> WriteBatch:
         return WriteBatch(raw_mode=True)
 
+    def put_run(self, batch: WriteBatch, run: PutRun) -> None:
+        for key, stored in zip(run.keys(), run.stored(), strict=True):  # rocksdict's batches take one at a time
+            batch.put(key, stored)
+
     def stage_chunk(self, batch: WriteBatch, chunk_key: bytes, value: bytes) -> None:
         batch.put(CHUNK_PREFIX + chunk_key, value, self._meta_handle)
 
@@ -120,9 +131,9 @@ class PartitionStorage:
     def put_write_stamp(self, batch: WriteBatch, key: bytes, stamp: bytes) -> None:
         batch.put(key, stamp, self._rmd_handle)
 
-    def commit(self, batch: WriteBatch, checkpoint: dict[str, Any]) -> None:
+    def commit(self, batch: WriteBatch, checkpoint: IngestionCheckpoint) -> None:
         """Write the batch and the checkpoint that covers it, atomically."""
-        batch.put(CHECKPOINT_KEY, encode_state(checkpoint), self._meta_handle)
+        batch.put(CHECKPOINT_KEY, checkpoint.encode(), self._meta_handle)
         self._db.write(batch)
 
     # sorted ingestion
@@ -149,14 +160,15 @@ class PartitionStorage:
             self._sst = None
 
     def close(self) -> None:
-        if self._db is None:
+        if self._closed:
             return
+        self._closed = True
         self._sst = None
         self._meta.close()
         self._rmd.close()
-        self._meta = self._meta_handle = self._rmd = self._rmd_handle = None
+        del self._meta, self._meta_handle, self._rmd, self._rmd_handle  # the column families let go of first
         self._db.close()
-        self._db = None
+        del self._db
 
     def destroy(self) -> None:
         self.close()
