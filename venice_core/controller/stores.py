@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
-from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
+from venice_core.errors import ConfigError, InvalidName, StoreAlreadyExists, StoreNotFound, VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
@@ -37,7 +37,7 @@ from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
-STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 COMPRESSION_STRATEGIES = ("NO_OP", "GZIP", "ZSTD")
 DEFAULT_PARTITIONS = 4
 DEFAULT_VERSIONS_TO_PRESERVE = 2
@@ -45,10 +45,10 @@ MAX_PARTITIONS = 1024
 MAX_HYBRID_SETTING = 2**31 - 1  # an INTEGER column on PostgreSQL as on SQLite
 
 
-def check_name(kind: str, name: str, error: type[VeniceError]) -> str:
+def check_name(kind: str, name: str) -> str:
     """The one naming rule of stores and pipelines (a name is also part of topics, DAG ids and directories)."""
-    if not STORE_NAME_PATTERN.match(name or ""):
-        raise error(
+    if not NAME_PATTERN.match(name or ""):
+        raise InvalidName(
             f"invalid {kind} name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
             "(at most 128 characters)"
         )
@@ -56,7 +56,7 @@ def check_name(kind: str, name: str, error: type[VeniceError]) -> str:
 
 
 def validate_store_name(name: str) -> str:
-    return check_name("store", name, InvalidStoreName)
+    return check_name("store", name)
 
 
 def _validate_partitions(partitions: int) -> int:

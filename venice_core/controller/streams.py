@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from venice_core.controller.stores import check_name
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.errors import VeniceError
 from venice_core.meta.db import MetadataStore
 from venice_core.meta.models import StreamPipeline
 
@@ -76,7 +76,7 @@ def _record(row: StreamPipeline) -> PipelineRecord:
 
 def validate_pipeline_name(name: str) -> str:
     """A store name's rule: the name is also a directory under the data dir."""
-    return check_name("pipeline", name, ConfigError)
+    return check_name("pipeline", name)
 
 
 def new_run(
