@@ -17,7 +17,6 @@ Airflow's stale-event race on reschedule sensors) is retried `rollout.step.retri
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -51,7 +50,7 @@ from venice_core.rollout.names import (
     store_of,
 )
 from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
-from venice_core.spark import push as push_job
+from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input
 from venice_plugin.timetables import BusinessHoursTimetable
@@ -230,7 +229,7 @@ class PushJobOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except Exception as exc:
-            refused = push_job.refused_input(results)
+            refused = refusal(results)
             if not refused:
                 raise
             reason = f"the push job refused its input: {refused}"
@@ -274,9 +273,7 @@ class _Renderer:
         def run(**context: Any) -> Any:
             with _inputs(store, context, region) as inputs:
                 if step.name == "end_of_push":
-                    inputs.job_result = json.loads(
-                        result_file(inputs.rollout.config, inputs.version.push_job_id).read_text()
-                    )
+                    inputs.job_result = JobResult.read(result_file(inputs.rollout.config, inputs.version.push_job_id))
                 if step.admitted_by:
                     decided = Decision.from_json(context["ti"].xcom_pull(task_ids=step.admitted_by))
                     inputs.admitted = decided.regions

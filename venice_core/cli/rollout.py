@@ -36,17 +36,17 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         tasks = sorted(
             api.task_instances(rollout_dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~"
         )
-        version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
+        version = info.version_of_push(job_id)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
-        job = job_reply(meta, store, version["number"]) if version else None
+        job = job_reply(meta, store, version.number) if version else None
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
         "start_date": run.get("start_date"),
         "end_date": run.get("end_date"),
-        "version": version and {k: version[k] for k in ("number", "status", "reason")},
-        "serving": {region: v["current"] for region, v in info["regions"].items()},
+        "version": None if version is None else {k: version.to_json()[k] for k in ("number", "status", "reason")},
+        "serving": info.serving(),
         "steps": [{"task": t["task_id"], "state": t["state"] or "none", "tries": t["try_number"]} for t in tasks],
         "hook_answers": [
             {
@@ -66,9 +66,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         return
     typer.echo(f"{store}: run {report['run_id']} {report['state']} (started {report['start_date']})")
     if version:
-        typer.echo(
-            f"version {version['number']}: {version['status']}" + (f" ({version['reason']})" * bool(version["reason"]))
-        )
+        typer.echo(f"version {version.number}: {version.status}" + (f" ({version.reason})" * bool(version.reason)))
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
     for region, state in (job or {}).get("regions", {}).items():
         typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}")
@@ -96,9 +94,9 @@ def approve(
     """Approve (or reject) swapping a region to the new version, for the ManualApproval hook. Answers the region's
     human-in-the-loop task when its Airflow run waits on it; records the decision directly otherwise."""
     with metadata() as (config, meta):
-        info = stores.describe_store(meta, store)
-        if region not in info["rollout_order"]:
-            raise NoRollout(f"store '{store}' has no region '{region}' (regions: {', '.join(info['rollout_order'])})")
+        order = stores.store_settings(meta, store).rollout_order
+        if region not in order:
+            raise NoRollout(f"store '{store}' has no region '{region}' (regions: {', '.join(order)})")
         version = version or versions.version_in_flight(meta, store)
         if version is None:
             raise NoRollout(f"store '{store}' has no push in flight to approve")

@@ -26,6 +26,7 @@ from venice_core.meta.models import (
     VersionLifecycle,
     VersionRegionStatus,
 )
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
@@ -539,7 +540,7 @@ class VersionToHost:
     store: str
     number: int
     partition_count: int
-    compression: str
+    compression: CompressionStrategy
     hybrid: HybridSettings | None
 
 
@@ -557,7 +558,9 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
         for store, number, partitions, compression, details in rows:
             lifecycle = VersionLifecycle.of(details)
             if region in (lifecycle.regions or [region]):
-                hosted.append(VersionToHost(store, number, partitions, compression, lifecycle.hybrid))
+                hosted.append(
+                    VersionToHost(store, number, partitions, CompressionStrategy[compression], lifecycle.hybrid)
+                )
         return hosted
 
 

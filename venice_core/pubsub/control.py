@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from venice_core.config import ClusterConfig
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType
 from venice_core.pubsub.writer import VersionTopicWriter
@@ -38,7 +39,7 @@ def send_start_of_push(
     number: int,
     partitions: int,
     push_job_id: str,
-    compression: str,
+    compression: CompressionStrategy,
     dictionary: bytes | None = None,
 ) -> None:
     """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression (and a ZSTD
@@ -47,7 +48,7 @@ def send_start_of_push(
     import base64
 
     encoded = base64.b64encode(dictionary).decode() if dictionary else None
-    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": encoded}
+    sop = {"sorted": True, "chunked": True, "compression": compression.name, "compression_dictionary": encoded}
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
 
 

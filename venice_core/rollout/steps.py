@@ -29,6 +29,7 @@ from venice_core.rollout.push_confs import check_push_confs
 from venice_core.spark import repush_config
 from venice_core.spark.input_files import check_readable, read_input_schema
 from venice_core.spark.input_schema import input_value, match_value_schema
+from venice_core.spark.job_result import JobResult
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
@@ -101,7 +102,7 @@ class StepInputs:
     request: PushRequest
     created: CreatedVersion | None = None
     region: str | None = None
-    job_result: dict[str, Any] | None = None  # the push job's result (record counts), for END_OF_PUSH
+    job_result: JobResult | None = None  # what the push job wrote, for END_OF_PUSH
     admitted: tuple[str, ...] = ()  # the regions `pre_version_creation` admitted, for version creation
 
     @property
@@ -162,7 +163,7 @@ def _schema_registration(s: StepInputs) -> int | None:
         )
     except stores.SchemaRefused as exc:
         raise RolloutStopped(str(exc)) from None
-    if schema_id not in {entry["id"] for entry in info["value_schemas"]}:
+    if schema_id not in info.schemas_by_id():
         r.progress(f"registered value schema {schema_id} of '{r.store}' from the input")
     return schema_id
 
@@ -245,11 +246,14 @@ def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:
 
 def _end_of_push(s: StepInputs) -> int:
     """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
-    created, result = s.version, s.job_result or {}
+    created, result = s.version, s.job_result
+    if result is None:
+        raise VeniceError("END_OF_PUSH needs the push job's result")
     r = s.rollout
-    send_end_of_push(r.config, r.store, created.number, created.partitions, r.push_job_id, result["record_counts"])
-    versions.record_push_counts(r.meta, r.store, created.number, result["record_counts"])
-    return int(result["records"])
+    counts = dict(result.record_counts)
+    send_end_of_push(r.config, r.store, created.number, created.partitions, r.push_job_id, counts)
+    versions.record_push_counts(r.meta, r.store, created.number, counts)
+    return result.records
 
 
 def _admitted(s: StepInputs) -> bool:
@@ -391,7 +395,7 @@ def stop(inputs: StepInputs, decided: Step, decision: Decision) -> None:
 
 # Runs the push job for a request and its version; returns what it wrote (`record_counts` per partition as strings,
 # `schema_id`, `records`).
-JobRunner = Callable[[PushRequest, CreatedVersion], dict[str, Any]]
+JobRunner = Callable[[PushRequest, CreatedVersion], JobResult]
 
 
 def run_in_process(
@@ -434,21 +438,20 @@ def run_in_process(
     return inputs.version.number
 
 
-def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
+def _run_job(inputs: StepInputs, run_job: JobRunner) -> JobResult:
     r = inputs.rollout
     started = time.monotonic()
     result = run_job(inputs.request, inputs.version)
     took = time.monotonic() - started
-    if "repush" in result:
-        left = result["repush"]
+    if result.repush is not None:
+        left = result.repush
         r.progress(
-            f"repush job read {left['source']} ({left['plan']}) and wrote {result['records']} records and "
-            f"{left['tombstones']} tombstones in {took:.1f}s (left out: {left['superseded']} superseded, "
-            f"{left['deleted']} deleted, {left['expired']} expired by TTL)"
+            f"repush job read {left.source} ({left.plan}) and wrote {result.records} records and "
+            f"{left.tombstones} tombstones in {took:.1f}s (left out: {left.superseded} superseded, "
+            f"{left.deleted} deleted, {left.expired} expired by TTL)"
         )
     else:
-        schema = result["schema_id"]
-        r.progress(f"spark job wrote {result['records']} records with value schema {schema} in {took:.1f}s")
+        r.progress(f"spark job wrote {result.records} records with value schema {result.schema_id} in {took:.1f}s")
     return result
 
 

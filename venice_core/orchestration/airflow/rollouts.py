@@ -132,8 +132,7 @@ def trigger_and_follow(
     follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
     state = follow(follower, view, timeout)
     if state == "success":
-        info = describe_store(meta, store)
-        return max(v["current"] for v in info["regions"].values())
+        return max(describe_store(meta, store).serving().values())
     if state == "failed":
         _wait_until_push_ended(meta, store, job_id)
         raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
@@ -377,10 +376,10 @@ def failure_summary(meta: MetadataStore, store: str, job_id: str, failed_tasks: 
     """Where the run (of push job `job_id`) failed, and what became of its version (or, if it made none, what the
     hooks said)."""
     where = f"rollout run failed at {', '.join(failed_tasks) or 'a task'}"
-    version = next((v for v in describe_store(meta, store)["versions"] if v["push_job_id"] == job_id), None)
+    version = describe_store(meta, store).version_of_push(job_id)
     if version is not None:
-        return f"{where}; version {version['number']} is {version['status']}" + (
-            f": {version['reason']}" if version["reason"] else ""
+        return f"{where}; version {version.number} is {version.status}" + (
+            f": {version.reason}" if version.reason else ""
         )
     stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED")]
     if not stops:
