@@ -21,14 +21,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import DAG, Asset, BaseSensorOperator, BranchMixIn, Param, PokeReturnValue, TaskGroup, task
+from airflow.sdk import (
+    DAG,
+    Asset,
+    BaseSensorOperator,
+    BranchMixIn,
+    Context,
+    Param,
+    PokeReturnValue,
+    TaskGroup,
+    XComArg,
+    task,
+)
 from airflow.sdk.bases.operator import BaseOperator
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.config import ClusterConfig
@@ -106,13 +118,13 @@ def _inputs(
             rollout.close()
 
 
-def finish_failed_run(context: dict[str, Any]) -> None:
+def finish_failed_run(context: Context) -> None:
     """DAG failure callback: a push that stopped on an error is over. Nothing swapped: the version is killed;
     some regions swapped: it stays PARTIALLY_ONLINE. Either way another push may start."""
     _end_push(context, "the rollout run failed")
 
 
-def end_push_at_failed_step(context: dict[str, Any]) -> None:
+def end_push_at_failed_step(context: Context) -> None:
     """Task failure callback (a step failed for good, its retries spent): the push ends now, not when the whole
     run does, so the steps still running beside it (a Da Vinci gate that WAITs) stop at their next poke and the
     version says why."""
@@ -122,7 +134,7 @@ def end_push_at_failed_step(context: dict[str, Any]) -> None:
     _end_push(context, f"{context['ti'].task_id} failed" + (f": {error}" if error else ""))
 
 
-def _end_push(context: dict[str, Any], reason: str) -> None:
+def _end_push(context: Context, reason: str) -> None:
     dag_run = context["dag_run"]
     store = store_of(dag_run.dag_id)
     with metadata() as (_, meta):
@@ -250,6 +262,12 @@ def form_param(default: Any, **schema: Any) -> Param:
     return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
 
 
+def _task_of(output: XComArg) -> BaseOperator:
+    """The task a TaskFlow call added to the DAG (the call returns the task's output)."""
+    assert isinstance(output, PlainXComArg) and isinstance(output.operator, BaseOperator)
+    return output.operator
+
+
 class _Renderer:
     """Builds one store's tasks from the step list."""
 
@@ -280,7 +298,7 @@ class _Renderer:
                 result = step.run(inputs)
             return result.to_json() if isinstance(result, CreatedVersion) else result
 
-        return run().operator
+        return _task_of(run())
 
     def announce(self, step: Step) -> BaseOperator:
         """The step that tells the store's consumers: its asset's event (`venice://<cluster>/<store>`), the
@@ -298,7 +316,7 @@ class _Renderer:
             context["outlet_events"][asset].extra = announced
             return announced
 
-        return announce().operator
+        return _task_of(announce())
 
     def condition(self, step: Step, region: str | None) -> BaseOperator:
         store = self.store
@@ -310,7 +328,7 @@ class _Renderer:
             with _inputs(store, context, region) as inputs:
                 return bool(step.run(inputs))
 
-        return wait().operator
+        return _task_of(wait())
 
     def admission(self, step: Step, region: str, admitted_next: str) -> BaseOperator:
         store, group = self.store, region_group(region)
@@ -320,7 +338,7 @@ class _Renderer:
             with _inputs(store, context, region) as inputs:
                 return f"{group}.{admitted_next}" if step.run(inputs) else f"{group}.{NOT_ADMITTED}"
 
-        return admitted().operator
+        return _task_of(admitted())
 
     def decision(self, step: Step, region: str | None) -> BaseOperator:
         """The decision's sensor, and its `_abort` (and `_rollback`) tasks beside the next step."""
@@ -338,7 +356,8 @@ class _Renderer:
             with _inputs(store, context, region, stopping=True) as inputs:
                 stop(inputs, step, Decision.from_json(decided))
 
-        return apply(sensor.output).operator
+        # TaskFlow hands the task the sensor's XCom value (the decision), for which its output stands here.
+        return _task_of(apply(cast(dict[str, str], sensor.output)))
 
 
 def build_rollout_dag(
@@ -396,6 +415,7 @@ def build_rollout_dag(
                 continue
             if step.scope is Scope.EVERY_REGION:  # beside the chain, from the task before it
                 anchor = tail
+                assert anchor is not None, f"{step.name} follows a step"
                 for region in rollout_order:
                     with groups[region]:
                         sensor = render.decision(step, region)

@@ -89,7 +89,7 @@ def approve(
     store: str = StoreArg,
     region: str = typer.Option(..., "--region", help="The region whose swap is decided."),
     reject: bool = typer.Option(False, "--reject", help="Reject the swap: the rollout aborts at this region."),
-    version: int = typer.Option(None, "--version", help="The version (default: the push in flight)."),
+    version: int | None = typer.Option(None, "--version", help="The version (default: the push in flight)."),
 ) -> None:
     """Approve (or reject) swapping a region to the new version, for the ManualApproval hook. Answers the region's
     human-in-the-loop task when its Airflow run waits on it; records the decision directly otherwise."""

@@ -24,7 +24,7 @@ from venice_core.controller.store_description import (
 )
 from venice_core.errors import ConfigError, InvalidName, StoreAlreadyExists, StoreNotFound, VeniceError
 from venice_core.hooks.api import HookContext
-from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
@@ -423,7 +423,7 @@ def add_value_schema(
     )
     try:
         decision = executor.invoke("pre_schema_registration", ctx)
-        if decision.outcome != "PROCEED":
+        if decision.outcome is not Outcome.PROCEED:
             raise SchemaRefused(
                 f"value schema for '{name}' refused by a lifecycle hook at pre_schema_registration: "
                 f"{decision.reason or 'a hook answered ' + str(decision.outcome)}"

@@ -76,10 +76,11 @@ def read_start_of_push(bootstrap: str, topic: str, partition: int = 0, timeout: 
         seen = 0
         while time.monotonic() < deadline and seen < 1000:
             for raw in consumer.consume(100, timeout=0.5):
-                if raw.error():
+                key, value = raw.key(), raw.value()
+                if raw.error() or key is None or value is None:
                     continue
                 seen += 1
-                message = decode(raw.key(), raw.value())
+                message = decode(key, value)
                 if message.control_type is ControlMessageType.START_OF_PUSH:
                     return dict(message.control or {})
         return None

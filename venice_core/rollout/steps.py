@@ -24,6 +24,7 @@ from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decisio
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
+from venice_core.hooks.executor import Outcome
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.rollout.push_confs import check_push_confs
 from venice_core.spark import repush_config
@@ -111,13 +112,25 @@ class StepInputs:
             raise VeniceError("this step needs the created version")
         return self.created
 
+    @property
+    def in_region(self) -> str:
+        """The region a region step runs in."""
+        if self.region is None:
+            raise VeniceError("this step runs in a region")
+        return self.region
+
+
+def _run_by_orchestrator(s: StepInputs) -> None:
+    """A step the orchestrator runs itself (the Spark job, a person's approval), never through `Step.run`."""
+    raise VeniceError("this step is run by the orchestrator")
+
 
 @dataclass(frozen=True)
 class Step:
     name: str
     kind: StepKind
     scope: Scope = Scope.PUSH
-    run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
+    run: Callable[[StepInputs], Any] = _run_by_orchestrator
     function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
     admitted_by: str | None = None  # the decision step whose admitted regions this step takes (version creation)
@@ -175,7 +188,7 @@ def _pre_version_creation(s: StepInputs) -> Decision | None:
     r = s.rollout
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)
     if version is not None:
-        return Decision("PROCEED", regions=tuple(versions.version_regions(version)))
+        return Decision(Outcome.PROCEED, regions=tuple(versions.version_regions(version)))
     order = stores.store_settings(r.meta, r.store).rollout_order
     return r.decide_version_creation(versions.next_version_number(r.meta, r.store), order)
 
@@ -240,8 +253,8 @@ def _repush_source(r: Rollout, request: PushRequest) -> tuple[dict[str, str], in
 
 def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:
     if s.region not in s.version.regions:
-        return Decision("PROCEED")  # nothing to gate: the region is not part of the push
-    return s.rollout.decide_da_vinci_gate(s.region)
+        return Decision(Outcome.PROCEED)  # nothing to gate: the region is not part of the push
+    return s.rollout.decide_da_vinci_gate(s.in_region)
 
 
 def _end_of_push(s: StepInputs) -> int:
@@ -261,14 +274,14 @@ def _admitted(s: StepInputs) -> bool:
 
 
 def _ingestion_complete(s: StepInputs) -> bool:
-    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.region]
+    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.in_region]
     if status.status is ExecutionStatus.ERROR:
         raise IngestionFailed(f"ingestion failed in {s.region}: {status.details}")
     return status.status is ExecutionStatus.COMPLETED
 
 
 def _da_vinci_swap(s: StepInputs) -> Decision | None:
-    return s.rollout.decide_da_vinci_swap(s.region)
+    return s.rollout.decide_da_vinci_swap(s.in_region)
 
 
 def _leader_replication_done(s: StepInputs) -> None:
@@ -281,8 +294,8 @@ def _pre_swap(s: StepInputs) -> Decision | None:
 
 def _server_swap(s: StepInputs) -> None:
     r = s.rollout
-    versions.swap_region(r.meta, r.store, s.region, s.version.number)
-    wait_until_served(r.config, r.store, s.version.number, [s.region])
+    versions.swap_region(r.meta, r.store, s.in_region, s.version.number)
+    wait_until_served(r.config, r.store, s.version.number, [s.in_region])
     r.progress(f"swapped {s.region} to version {s.version.number}")
 
 

@@ -150,7 +150,7 @@ def rollout_view(
             if job_id
             else None
         )
-        info = version and VersionInfo(version.number, version.status, version.lifecycle.reason)
+        info = None if version is None else VersionInfo(version.number, version.status, version.lifecycle.reason)
     progress = ingestion_progress(meta, store, info.number) if info else {}
     records = invocations(meta, job_id) if job_id else []
 

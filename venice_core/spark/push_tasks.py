@@ -62,7 +62,10 @@ class PartitionWriter:
         self.writer: VersionTopicWriter | None = None
         self.previous: tuple[bytes, bytes] | None = None
 
-    def _switch(self, partition: int) -> None:
+    def _writer_for(self, partition: int) -> VersionTopicWriter:
+        """The partition's writer: a new one, its segment started, when the task moves on to another partition."""
+        if self.writer is not None and partition == self.partition:
+            return self.writer
         self.finish()
         spec = self.spec
         # A GUID per Kafka partition derived from the push job id: a retried task writes as the same producer.
@@ -71,11 +74,11 @@ class PartitionWriter:
         self.writer.start_segment(partition)
         self.partition, self.previous = partition, None
         self.counts[partition] = 0
+        return self.writer
 
     def write(self, partition: int, key: bytes, value: bytes, schema_id: int, allow_duplicate_key: bool) -> None:
         """A pushed record: the value serialised, not yet compressed; a duplicate key is refused unless allowed."""
-        if partition != self.partition:
-            self._switch(partition)
+        writer = self._writer_for(partition)
         if self.previous is not None and self.previous[0] == key:
             if self.previous[1] == value or allow_duplicate_key:
                 return
@@ -83,36 +86,33 @@ class PartitionWriter:
                 f"duplicate key with different values in the input (key bytes {key[:32].hex()}); "
                 "set allow.duplicate.key=true to keep one of them"
             )
-        self.writer.put(key, self.compress(value), schema_id, partition=partition)
+        writer.put(key, self.compress(value), schema_id, partition=partition)
         self.previous = (key, value)
         self._written(partition)
 
     def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp_ms: int) -> None:
         """A record as stored (value compressed already), with its write timestamp; `value` None is a DELETE."""
-        if partition != self.partition:
-            self._switch(partition)
+        writer = self._writer_for(partition)
         if value is None:
-            self.writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+            writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp_ms)
             return
-        self.writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+        writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
         self._written(partition)
 
     def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
         """A PUT copied as a version topic holds it (`VersionTopicWriter.put_stored`), with its write timestamp."""
-        if partition != self.partition:
-            self._switch(partition)
-        self.writer.put_stored(kafka_key, body, partition, timestamp_ms)
+        self._writer_for(partition).put_stored(kafka_key, body, partition, timestamp_ms)
         self._written(partition)
 
     def _written(self, partition: int) -> None:
         self.counts[partition] += 1
         injected = self.first_attempt and partition == self.spec.fail_partition
         if injected and self.counts[partition] == self.spec.fail_after:
-            self.writer.flush()  # part of the partition is in Kafka when the task dies
+            self._writer_for(partition).flush()  # part of the partition is in Kafka when the task dies
             raise RuntimeError(f"injected failure in partition {partition} after {self.counts[partition]} records")
 
     def finish(self) -> None:
-        if self.writer is not None:
+        if self.writer is not None and self.partition is not None:
             self.writer.end_segment(self.partition)
             self.writer.flush()
             self.writer = None

@@ -256,6 +256,7 @@ def resolve(
         if repush.ttl_start_timestamp is not None:
             ttl_start = repush.ttl_start_timestamp
         else:
+            assert settings.hybrid is not None  # TTL was refused above for a batch-only store
             seconds = repush.ttl_seconds if repush.ttl_seconds is not None else settings.hybrid.rewind_seconds
             ttl_start = now - seconds * 1000
     return RepushSource(

@@ -17,7 +17,7 @@ re-compressed when the compression differs; each record is written with its own 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from venice_core.errors import PushJobError
@@ -99,7 +99,7 @@ def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
 
     def to_batch(rows: list[tuple[Any, ...]]) -> Any:
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+        columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
         return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
 
     for batch in batches:

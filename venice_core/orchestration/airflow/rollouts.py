@@ -15,6 +15,7 @@ from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, VeniceError
+from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
@@ -144,7 +145,7 @@ def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hin
     few seconds: a request that arrives while the file is being parsed is dropped (the dag-processor does not
     start a second parse of a file in progress)."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    said = time.monotonic() + PARSE_PATIENCE_SECONDS
+    said: float | None = time.monotonic() + PARSE_PATIENCE_SECONDS  # None once said
     asked = 0.0
     while not api.has_dag(dag):
         now = time.monotonic()
@@ -381,7 +382,7 @@ def failure_summary(meta: MetadataStore, store: str, job_id: str, failed_tasks: 
         return f"{where}; version {version.number} is {version.status}" + (
             f": {version.reason}" if version.reason else ""
         )
-    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED")]
+    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
     if not stops:
         return f"{where}; no version was created"
     detail = stops[-1].error or stops[-1].reason
