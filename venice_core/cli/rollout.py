@@ -13,6 +13,7 @@ from venice_core.controller.job import job_reply
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
+from venice_core.rollout.airflow_states import AirflowState
 from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
@@ -111,7 +112,10 @@ def approve(
 def _answer_approval_task(api: AirflowApi, store: str, region: str, option: str) -> bool:
     run = api.latest_run(rollout_dag_id(store))
     task_id = f"{region_group(region)}.approval"
-    if run is None or api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id) != "awaiting_input":
+    if (
+        run is None
+        or api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id) != AirflowState.AWAITING_INPUT
+    ):
         return False
     api.respond(rollout_dag_id(store), run["dag_run_id"], task_id, option)
     return True
