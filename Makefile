@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo test test-fast install system-deps spark-archive jars up down status lint lock clean
+.PHONY: demo test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,7 @@ test: $(STAMP) $(BYTECODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
+	$(BIN)/mypy  # the types (pyproject.toml's [tool.mypy])
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
@@ -74,6 +75,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports
+	$(BIN)/mypy
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 lock: $(STAMP)
 	$(BIN)/uv pip compile -q --python $(BIN)/python requirements.txt -o requirements.lock

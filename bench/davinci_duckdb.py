@@ -260,8 +260,8 @@ def main() -> None:
             region_config.kafka_bootstrap,
             topic,
             ends,
-            serde.parse(info["key_schema"]),
-            serde.parse(info["value_schemas"][0]["schema"]),
+            serde.parse(info.key_schema),
+            serde.parse(info.value_schemas[0].schema),
             home / "stripped.duckdb",
             stripped_workers,
         )

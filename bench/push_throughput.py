@@ -85,9 +85,7 @@ def bench_store(
     value_text = (SCHEMAS / "user_value_v1.avsc").read_text()
     stores.create_store(meta, config, "bench", key_text, value_text, partitions=PARTITIONS)
     info = stores.describe_store(meta, "bench")
-    return data, serialised_records(
-        data, serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
-    )
+    return data, serialised_records(data, serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema))
 
 
 def main() -> None:

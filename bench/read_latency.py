@@ -111,8 +111,8 @@ def main() -> None:
 
         # Baseline: the same serialised keys and stored values in an in-process RocksDB.
         info = stores.describe_store(meta, "bench")
-        key_schema = serde.parse(info["key_schema"])
-        value_schema = serde.parse(info["value_schemas"][0]["schema"])
+        key_schema = serde.parse(info.key_schema)
+        value_schema = serde.parse(info.value_schemas[0].schema)
         import pyarrow.parquet as pq
 
         storage = PartitionStorage(Path(home) / "baseline")

@@ -18,7 +18,8 @@ from venice_plugin.platform_config import use_platform_config
 from venice_plugin.rollout import build_rollout_dag
 
 from venice_core.config import load_config
-from venice_core.controller.stores import StoreSettings, list_stores, store_settings
+from venice_core.controller.store_description import StoreSettings
+from venice_core.controller.stores import list_stores, store_settings
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.rollout.names import REPUSH_DAG_PREFIX, ROLLOUT_DAG_PREFIX, store_of

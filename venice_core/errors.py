@@ -19,8 +19,8 @@ class ConfigError(VeniceError):
     retryable = False
 
 
-class InvalidStoreName(VeniceError):
-    http_status = 400
+class InvalidName(ConfigError):
+    """A store or pipeline name that breaks the naming rule (`controller.stores.check_name`)."""
 
 
 class StoreNotFound(VeniceError):

@@ -57,7 +57,8 @@ def build_repush_dag(store: str, schedule: RepushSchedule) -> DAG:
         check() >> TriggerDagRunOperator(
             task_id=TRIGGER,
             trigger_dag_id=rollout_dag_id(store),
-            conf=f"{{{{ ti.xcom_pull(task_ids='{CHECK}') }}}}",
+            # A template the run renders to the check's dict (render_template_as_native_obj), not a dict yet.
+            conf=f"{{{{ ti.xcom_pull(task_ids='{CHECK}') }}}}",  # type: ignore[arg-type]
             wait_for_completion=False,
         )
     return dag

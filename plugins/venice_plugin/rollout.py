@@ -17,19 +17,30 @@ Airflow's stale-event race on reschedule sensors) is retried `rollout.step.retri
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
-from airflow.sdk import DAG, Asset, BaseSensorOperator, BranchMixIn, Param, PokeReturnValue, TaskGroup, task
+from airflow.sdk import (
+    DAG,
+    Asset,
+    BaseSensorOperator,
+    BranchMixIn,
+    Context,
+    Param,
+    PokeReturnValue,
+    TaskGroup,
+    XComArg,
+    task,
+)
 from airflow.sdk.bases.operator import BaseOperator
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.config import ClusterConfig
@@ -51,7 +62,7 @@ from venice_core.rollout.names import (
     store_of,
 )
 from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
-from venice_core.spark import push as push_job
+from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input
 from venice_plugin.timetables import BusinessHoursTimetable
@@ -107,13 +118,13 @@ def _inputs(
             rollout.close()
 
 
-def finish_failed_run(context: dict[str, Any]) -> None:
+def finish_failed_run(context: Context) -> None:
     """DAG failure callback: a push that stopped on an error is over. Nothing swapped: the version is killed;
     some regions swapped: it stays PARTIALLY_ONLINE. Either way another push may start."""
     _end_push(context, "the rollout run failed")
 
 
-def end_push_at_failed_step(context: dict[str, Any]) -> None:
+def end_push_at_failed_step(context: Context) -> None:
     """Task failure callback (a step failed for good, its retries spent): the push ends now, not when the whole
     run does, so the steps still running beside it (a Da Vinci gate that WAITs) stop at their next poke and the
     version says why."""
@@ -123,7 +134,7 @@ def end_push_at_failed_step(context: dict[str, Any]) -> None:
     _end_push(context, f"{context['ti'].task_id} failed" + (f": {error}" if error else ""))
 
 
-def _end_push(context: dict[str, Any], reason: str) -> None:
+def _end_push(context: Context, reason: str) -> None:
     dag_run = context["dag_run"]
     store = store_of(dag_run.dag_id)
     with metadata() as (_, meta):
@@ -230,7 +241,7 @@ class PushJobOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except Exception as exc:
-            refused = push_job.refused_input(results)
+            refused = refusal(results)
             if not refused:
                 raise
             reason = f"the push job refused its input: {refused}"
@@ -249,6 +260,12 @@ PARAM_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
 def form_param(default: Any, **schema: Any) -> Param:
     """A trigger-form Param whose schema declares draft 7 (see above): the rollout and upgrade DAGs' params."""
     return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
+
+
+def _task_of(output: XComArg) -> BaseOperator:
+    """The task a TaskFlow call added to the DAG (the call returns the task's output)."""
+    assert isinstance(output, PlainXComArg) and isinstance(output.operator, BaseOperator)
+    return output.operator
 
 
 class _Renderer:
@@ -274,16 +291,14 @@ class _Renderer:
         def run(**context: Any) -> Any:
             with _inputs(store, context, region) as inputs:
                 if step.name == "end_of_push":
-                    inputs.job_result = json.loads(
-                        result_file(inputs.rollout.config, inputs.version.push_job_id).read_text()
-                    )
+                    inputs.job_result = JobResult.read(result_file(inputs.rollout.config, inputs.version.push_job_id))
                 if step.admitted_by:
                     decided = Decision.from_json(context["ti"].xcom_pull(task_ids=step.admitted_by))
                     inputs.admitted = decided.regions
                 result = step.run(inputs)
             return result.to_json() if isinstance(result, CreatedVersion) else result
 
-        return run().operator
+        return _task_of(run())
 
     def announce(self, step: Step) -> BaseOperator:
         """The step that tells the store's consumers: its asset's event (`venice://<cluster>/<store>`), the
@@ -301,7 +316,7 @@ class _Renderer:
             context["outlet_events"][asset].extra = announced
             return announced
 
-        return announce().operator
+        return _task_of(announce())
 
     def condition(self, step: Step, region: str | None) -> BaseOperator:
         store = self.store
@@ -313,7 +328,7 @@ class _Renderer:
             with _inputs(store, context, region) as inputs:
                 return bool(step.run(inputs))
 
-        return wait().operator
+        return _task_of(wait())
 
     def admission(self, step: Step, region: str, admitted_next: str) -> BaseOperator:
         store, group = self.store, region_group(region)
@@ -323,7 +338,7 @@ class _Renderer:
             with _inputs(store, context, region) as inputs:
                 return f"{group}.{admitted_next}" if step.run(inputs) else f"{group}.{NOT_ADMITTED}"
 
-        return admitted().operator
+        return _task_of(admitted())
 
     def decision(self, step: Step, region: str | None) -> BaseOperator:
         """The decision's sensor, and its `_abort` (and `_rollback`) tasks beside the next step."""
@@ -341,7 +356,8 @@ class _Renderer:
             with _inputs(store, context, region, stopping=True) as inputs:
                 stop(inputs, step, Decision.from_json(decided))
 
-        return apply(sensor.output).operator
+        # TaskFlow hands the task the sensor's XCom value (the decision), for which its output stands here.
+        return _task_of(apply(cast(dict[str, str], sensor.output)))
 
 
 def build_rollout_dag(
@@ -399,6 +415,7 @@ def build_rollout_dag(
                 continue
             if step.scope is Scope.EVERY_REGION:  # beside the chain, from the task before it
                 anchor = tail
+                assert anchor is not None, f"{step.name} follows a step"
                 for region in rollout_order:
                     with groups[region]:
                         sensor = render.decision(step, region)

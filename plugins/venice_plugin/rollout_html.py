@@ -267,9 +267,9 @@ def _answer(answer: Answer, clip: int | None) -> str:
     outcome = answer.outcome or ("error" if answer.detail else "informed")
     detail = ""
     if answer.detail:
-        whole = clip is None or len(answer.detail) <= clip
-        shown = answer.detail if whole else answer.detail[: clip - 1] + "\u2026"
-        title = "" if whole else f" title='{_e(answer.detail)}'"
+        shown, title = answer.detail, ""
+        if clip is not None and len(answer.detail) > clip:
+            shown, title = answer.detail[: clip - 1] + "\u2026", f" title='{_e(answer.detail)}'"
         detail = f": <span class='reason'{title}>{_e(shown)}</span>"
     return (
         f"<div class='answer'>{_e(answer.hook)} <span class='{_css(outcome)}'>{_e(outcome)}</span>{count}"

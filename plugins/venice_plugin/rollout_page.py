@@ -69,8 +69,8 @@ def create_app() -> Any:
                 page = rollout_view(
                     meta,
                     store_of(dag_id),
-                    run and run.run_id,
-                    run and run.state,
+                    run.run_id if run else None,
+                    run.state if run else None,
                     tasks,
                     run.conf if run else None,
                 )

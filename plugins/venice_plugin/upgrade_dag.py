@@ -14,7 +14,7 @@ The sensors poke (a drain takes seconds); failures are not retried: each step sa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
@@ -105,9 +105,10 @@ def build_upgrade_dag(pipeline: str) -> DAG:
                 except VeniceError as exc:
                     raise AirflowFailException(str(exc)) from exc
 
-        outcome = wait_drained(request())
+        # Each task gets the value of the XCom passed to it, which its typed parameter (str) names.
+        outcome = cast(str, wait_drained(cast(str, request())))
         chosen = branch(outcome)
         started = start()
         chosen >> [started, EmptyOperator(task_id=DRAINED), alert(outcome)]
-        wait_consuming(started)
+        wait_consuming(cast(str, started))
     return dag

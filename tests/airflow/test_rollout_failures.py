@@ -345,7 +345,7 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
     log = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
     said = (log / "task_id=start_of_push_job" / "attempt=1.log").read_text()
     assert f"input path {tmp_path}/missing/{ds}/ does not exist" in said
-    assert stores.describe_store(env.meta, bad)["versions"] == []
+    assert stores.describe_store(env.meta, bad).versions == ()
 
     run = urllib.parse.quote(stopped["dag_run_id"])
     states = api.task_states(rollout_dag_id(good), stopped["dag_run_id"])
@@ -354,4 +354,4 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
         f"/api/v2/dags/{rollout_dag_id(good)}/dagRuns/{run}/taskInstances/start_of_push_job/xcomEntries/return_value"
     )
     assert pinned["value"] == str(tmp_path / "data" / stopped["logical_date"][:10])
-    assert stores.describe_store(env.meta, good)["versions"] == []
+    assert stores.describe_store(env.meta, good).versions == ()

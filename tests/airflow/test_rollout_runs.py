@@ -199,7 +199,7 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     assert states["pre_version_creation"] == "success" and states["pre_version_creation_rollback"] == "failed"
     assert states["pre_version_creation_abort"] == "skipped"
     assert states["create_version"] == states["spark_push"] == states["announce_version"] == "skipped", states
-    assert stores.describe_store(meta, store)["largest_used_version"] == 1
+    assert stores.describe_store(meta, store).largest_used_version == 1
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     assert len(asset_events(airflow_env, store)) == 1 and len(consumed_store.runs()) == 1
 

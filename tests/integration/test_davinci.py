@@ -220,14 +220,14 @@ def test_a_version_with_a_zstd_dictionary_reads_through_the_endpoint_the_server_
     config, meta = env.config, env.meta
     store = env.create_user_store("dvcdict", 1, compression="ZSTD")
     info = stores.describe_store(meta, store)
-    key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
+    key_schema, value_schema = serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
     records = {f"d{i:04d}": _value(i, f"name-{i % 7}") for i in range(300)}
     values = {k: serde.serialize(value_schema, v) for k, v in records.items()}
     dictionary = zstandard.train_dictionary(1024, list(values.values())).as_bytes()
     compress = compressor(CompressionStrategy.ZSTD, dictionary)
     job = "dictionary-job"
     versions.create_version(meta, config, store, job)
-    send_start_of_push(config, store, 1, 1, job, "ZSTD", dictionary)
+    send_start_of_push(config, store, 1, 1, job, CompressionStrategy.ZSTD, dictionary)
     source = config.region(config.source_region)
     writer = VersionTopicWriter(
         source.kafka_bootstrap, source.version_topic(store, 1), 1, deterministic_guid(job, 1, 0)

@@ -119,7 +119,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
     env = platform_env
     store = env.create_user_store("dvckill", PARTITIONS)
     stores.update_store(env.meta, env.config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
-    schema = stores.describe_store(env.meta, store)["value_schemas"][-1]["schema"]
+    schema = stores.describe_store(env.meta, store).value_schemas[-1].schema
     oracle: dict[str, Any] = {f"k{i}": _value(i) for i in range(3_000)}
     env.push(store, RecordsJob(dict(oracle)))
     topic = env.config.region(REGION).version_topic(store, 1)

@@ -138,8 +138,8 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
 def _version_topic_contents(env: PlatformEnv, store: str, region: str, number: int) -> dict[str, tuple[Any, int]]:
     """A version topic read back: each key's last value (None once deleted) and write timestamp, by offset."""
     info = stores.describe_store(env.meta, store)
-    key_schema = serde.parse(info["key_schema"])
-    value_schemas = {s["id"]: serde.parse(s["schema"]) for s in info["value_schemas"]}
+    key_schema = serde.parse(info.key_schema)
+    value_schemas = {entry.id: serde.parse(entry.schema) for entry in info.value_schemas}
     contents: dict[str, tuple[Any, int]] = {}
     topic = env.config.region(region).version_topic(store, number)
     for partition in range(PARTITIONS):

@@ -14,8 +14,10 @@ from tests.support.topics import InMemoryTopics
 from venice_core.config import load_config
 from venice_core.controller import stores
 from venice_core.errors import IncompatibleSchema, MetadataStoreError, StoreAlreadyExists, StoreNotFound
+from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import Base
+from venice_core.protocol.compression import CompressionStrategy
 
 KEY = '"string"'
 V1 = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -62,26 +64,26 @@ def test_store_lifecycle(meta: MetadataStore, config) -> None:
     stores.create_store(meta, config, "users", KEY, V1, partitions=3, rollout_order=["dc-2", "dc-0", "dc-1"])
     assert stores.list_stores(meta) == ["users"]
     info = stores.describe_store(meta, "users")
-    assert info["partition_count"] == 3
-    assert info["rollout_order"] == ["dc-2", "dc-0", "dc-1"]
-    assert info["key_schema"] == "string"
-    assert [s["id"] for s in info["value_schemas"]] == [1]
+    assert info.settings.partition_count == 3
+    assert info.settings.rollout_order == ["dc-2", "dc-0", "dc-1"]
+    assert info.key_schema == "string"
+    assert [s.id for s in info.value_schemas] == [1]
 
     assert stores.add_value_schema(meta, config, "users", V2) == 2
     assert stores.add_value_schema(meta, config, "users", V2) == 2  # same schema: same id
     assert [i for i, _ in stores.list_value_schemas(meta, "users")] == [1, 2]
 
     stores.update_store(meta, config, "users", partitions=8, hook_configs={"min.delay": "5"}, compression="zstd")
-    info = stores.describe_store(meta, "users")
-    assert (info["partition_count"], info["compression"], info["hook_configs"]) == (
+    settings = stores.describe_store(meta, "users").settings
+    assert (settings.partition_count, settings.compression, settings.hook_configs) == (
         8,
-        "ZSTD",
+        CompressionStrategy.ZSTD,
         {"min.delay": "5"},
     )
 
     topics = InMemoryTopics()
     stores.update_store(meta, config, "users", hybrid_rewind_seconds=600, hybrid_offset_lag_threshold=7, topics=topics)
-    assert stores.describe_store(meta, "users")["hybrid"] == {"rewind_seconds": 600, "offset_lag_threshold": 7}
+    assert stores.describe_store(meta, "users").settings.hybrid == HybridSettings(600, 7)
 
     stores.delete_store(meta, config, "users", topics=topics)
     assert topics.names() == set()

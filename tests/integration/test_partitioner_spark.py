@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.spark.push_tasks import serialize_batches
+from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
@@ -17,15 +19,15 @@ def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
         cases = [c for c in VECTORS if c["key_schema"] == key_schema]
         for count in sorted({c["partition_count"] for c in cases}):
             subset = [c for c in cases if c["partition_count"] == count]
-            spec = {
-                "key_schema": key_schema,
-                "value_schema": "int",
-                "key_field": "k",
-                "value_field": "v",
-                "single_value": True,
-                "partitions": count,
-                "schema_id": 1,
-            }
+            spec = PushTaskSpec(
+                writer=WriterSpec("job", 1, "", "topic_v1", count, CompressionStrategy.NO_OP),
+                schema_id=1,
+                key_schema=key_schema,
+                value_schema="int",
+                key_field="k",
+                value_field="v",
+                single_value=True,
+            )
             df = spark.createDataFrame([(c["key"], 0) for c in subset], f"k {spark_type}, v int")
             rows = df.mapInArrow(
                 lambda it, spec=spec: serialize_batches(it, spec), "partition int, key binary, value binary"

@@ -17,6 +17,7 @@ from tests.support.platform import PlatformEnv
 from tests.support.reads import assert_serves
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
+from venice_core.controller.store_description import RegionVersions
 from venice_core.errors import VeniceError
 from venice_core.rollout.local import PushFailed
 from venice_core.spark.submit import PushJobRequest
@@ -48,8 +49,8 @@ def test_push_through_spark_submit_serves_everywhere_and_a_refused_push_changes_
     assert platform_env.push(store, spark_job, second) == 3
     assert_serves(platform_env, store, expected_records(second))
     info = stores.describe_store(platform_env.meta, store)
-    assert all(r == {"current": 3, "backup": 1} for r in info["regions"].values())
-    assert {v["number"]: v["status"] for v in info["versions"]} == {1: "ONLINE", 3: "ONLINE"}  # 2 was killed
+    assert all(r == RegionVersions(current=3, backup=1) for r in info.regions.values())
+    assert {v.number: v.status for v in info.versions} == {1: "ONLINE", 3: "ONLINE"}  # 2 was killed
 
 
 def test_retried_spark_task_leaves_no_duplicates_or_gaps(
@@ -109,7 +110,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
     if refused_before_a_version:
         with pytest.raises(VeniceError, match=re.escape(message)):
             platform_env.push(store, spark_job, bad)
-        assert [v["number"] for v in stores.describe_store(platform_env.meta, store)["versions"]] == [1]
+        assert [v.number for v in stores.describe_store(platform_env.meta, store).versions] == [1]
         alone = versions.create_version(platform_env.meta, platform_env.config, store, "job-alone")
         request = PushJobRequest(store, alone.number, str(bad), "key", "value", "job-alone")
         with pytest.raises(PushFailed) as failed:  # the job alone (input the push cannot read) refuses it too
@@ -118,7 +119,7 @@ def test_bad_input_fails_and_previous_version_keeps_serving(
     else:
         with pytest.raises(PushFailed) as failed:
             platform_env.push(store, spark_job, bad)
-        assert stores.describe_store(platform_env.meta, store)["versions"][-1]["status"] == "KILLED"
+        assert stores.describe_store(platform_env.meta, store).versions[-1].status == "KILLED"
     assert str(failed.value).startswith("push job failed: ") and message in str(failed.value)
     assert len(str(failed.value).splitlines()) == 1
     assert_serves(platform_env, store, good)

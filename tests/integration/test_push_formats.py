@@ -14,6 +14,7 @@ from tests.support.jobs import InProcessSparkJob
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.reads import assert_serves
 from venice_core.controller import stores
+from venice_core.protocol.compression import CompressionStrategy
 
 
 def _profiles(n: int) -> dict[str, dict]:
@@ -53,7 +54,7 @@ def test_zstd_compression(platform_env: PlatformEnv, spark_job: InProcessSparkJo
         pa.Table.from_pylist([{"key": k, **v} for k, v in expected.items()]), tmp_path / "in" / "part-0.parquet"
     )
     platform_env.push(store, spark_job, tmp_path / "in")
-    assert stores.describe_store(platform_env.meta, store)["versions"][-1]["compression"] == "ZSTD"
+    assert stores.describe_store(platform_env.meta, store).versions[-1].compression is CompressionStrategy.ZSTD
     assert_serves(platform_env, store, {k: {**v, "score": float(v["score"])} for k, v in expected.items()})
 
 
@@ -69,7 +70,7 @@ def test_auto_registration_of_a_compatible_schema(
     said: list[str] = []
     platform_env.push(store, spark_job, tmp_path / "in", progress=said.append)
     assert any("value schema 2" in line for line in said), said
-    schemas = stores.describe_store(platform_env.meta, store)["value_schemas"]
-    assert [s["id"] for s in schemas] == [1, 2]
-    assert {"name": "city", "type": ["null", "string"], "default": None} in schemas[1]["schema"]["fields"]
+    schemas = stores.describe_store(platform_env.meta, store).value_schemas
+    assert [s.id for s in schemas] == [1, 2]
+    assert {"name": "city", "type": ["null", "string"], "default": None} in schemas[1].schema["fields"]
     assert_serves(platform_env, store, expected)

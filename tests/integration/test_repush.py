@@ -15,14 +15,17 @@ from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually, reads_equal
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
+from venice_core.controller.store_description import StoreDescription, VersionDescription
 from venice_core.controller.stores import describe_store
 from venice_core.embedded import servers
 from venice_core.protocol import serde
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout import local
+from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
 from venice_core.writer import OnlineWriter
 
@@ -38,11 +41,10 @@ class RetriedRecordsJob(RecordsJob):
     first attempt writes half the partition and dies (no END_OF_SEGMENT), the retry writes it all. The version
     topic holds the first half twice; ingestion skips the copies as DIV duplicates, a repush must too."""
 
-    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
         info = describe_store(self.meta(config), request.store)
-        version = next(v for v in info["versions"] if v["number"] == request.number)
-        partitions, schema = version["partition_count"], info["value_schemas"][-1]
-        key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(schema["schema"])
+        partitions, schema = _version_in(info, request.number).partition_count, info.value_schemas[-1]
+        key_schema, value_schema = serde.parse(info.key_schema), serde.parse(schema.schema)
         rows: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
         for key, value in self.records.items():
             key_bytes = serde.serialize(key_schema, key)
@@ -54,7 +56,7 @@ class RetriedRecordsJob(RecordsJob):
             first = VersionTopicWriter(source.kafka_bootstrap, topic, partitions, guid)
             first.start_segment(partition)
             for key_bytes, value_bytes in sorted(partition_rows)[: len(partition_rows) // 2 + 1]:
-                first.put(key_bytes, value_bytes, schema["id"], partition=partition)
+                first.put(key_bytes, value_bytes, schema.id, partition=partition)
             first.flush()
         return super().__call__(config, request)
 
@@ -65,8 +67,14 @@ class RetriedRecordsJob(RecordsJob):
         return MetadataStore(config.metadata_db_url)
 
 
-def _version(env: PlatformEnv, store: str, number: int) -> dict[str, Any]:
-    return next(v for v in describe_store(env.meta, store)["versions"] if v["number"] == number)
+def _version_in(info: StoreDescription, number: int) -> VersionDescription:
+    version = info.version(number)
+    assert version is not None, f"no version {number}"
+    return version
+
+
+def _version(env: PlatformEnv, store: str, number: int) -> VersionDescription:
+    return _version_in(describe_store(env.meta, store), number)
 
 
 def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv, spark_job: Any) -> None:
@@ -83,8 +91,8 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     lines: list[str] = []
     assert local.repush(env.config, env.meta, store, {}, progress=lines.append, run_job=spark_job) == 2
     v2 = _version(env, store, 2)
-    assert (v2["partition_count"], v2["compression"]) == (4, "ZSTD")
-    assert v2["push_job_id"].startswith(f"venice_re_push_{store}-")
+    assert (v2.partition_count, v2.compression) == (4, CompressionStrategy.ZSTD)
+    assert v2.push_job_id is not None and v2.push_job_id.startswith(f"venice_re_push_{store}-")
     assert env.serving(store) == dict.fromkeys(env.config.region_names, 2)
     eventually(reads_equal(env, store, records), "version 2 (ZSTD) holding every record")
     assert any(f"(map-only) and wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
@@ -96,7 +104,10 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     confs = {"kafka.input.max.records.per.mapper": "25", "kafka.input.combiner.enabled": "true"}
     confs["kafka.input.fabric"] = "dc-2"
     assert local.repush(env.config, env.meta, store, confs, progress=lines.append, run_job=spark_job) == 3
-    assert (_version(env, store, 3)["compression"], _version(env, store, 3)["partition_count"]) == ("NO_OP", 8)
+    assert (_version(env, store, 3).compression, _version(env, store, 3).partition_count) == (
+        CompressionStrategy.NO_OP,
+        8,
+    )
     assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 3)) == 8
     assert any("from version 2 in dc-2" in line for line in lines), lines
     assert any(f"(shuffled) and wrote {len(records)} records" in line for line in lines), lines
@@ -158,7 +169,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         # during the repush (after the job read its source) is there after it. The rewind is a day (a hybrid
         # source's): the replay reads the expired writes again from the real-time topics (stamped two days ago, but
         # produced minutes ago) and must not apply them.
-        def job_then_write(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        def job_then_write(job_config: ClusterConfig, request: PushJobRequest) -> JobResult:
             result = spark_job(job_config, request)
             writers["dc-1"].put("during", _value(7, "during"), timestamp=int(time.time() * 1000))
             writers["dc-1"].flush()
@@ -209,8 +220,8 @@ def test_repush_refusals_create_nothing(platform_env: PlatformEnv) -> None:
         errors = result.stderr.strip().splitlines()
         assert len(errors) == 1 and errors[0].startswith("error: "), result.stderr
         after = describe_store(env.meta, store)
-        assert after["largest_used_version"] == before["largest_used_version"]  # nothing created
-        assert after["regions"] == before["regions"]  # the old version serving
+        assert after.largest_used_version == before.largest_used_version  # nothing created
+        assert after.regions == before.regions  # the old version serving
         return errors[0]
 
     assert "no version yet" in refused(empty)

@@ -44,7 +44,9 @@ def _records(count: int, seed: int) -> dict[str, dict]:
 
 
 def _version_status(env: PlatformEnv, store: str, number: int) -> str:
-    return next(v["status"] for v in stores.describe_store(env.meta, store)["versions"] if v["number"] == number)
+    version = stores.describe_store(env.meta, store).version(number)
+    assert version is not None
+    return version.status
 
 
 def test_abort_at_the_second_regions_pre_swap(platform_env: PlatformEnv, tmp_path: Path) -> None:
@@ -210,8 +212,8 @@ def test_a_region_left_out_at_creation_and_an_abort_at_the_end(platform_env: Pla
     ):
         env.push(store, RecordsJob(_records(50, seed=1)))
     assert env.serving(store) == {"dc-0": 2, "dc-1": 2, "dc-2": 2}
-    version = stores.describe_store(env.meta, store)["versions"][-1]
-    assert (version["status"], version["reason"]) == ("ONLINE", "aborted by a hook at pre_end_of_push_job")
+    version = stores.describe_store(env.meta, store).versions[-1]
+    assert (version.status, version.reason) == ("ONLINE", "aborted by a hook at pre_end_of_push_job")
     stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.pre_end_of_push_job"])
     assert env.push(store, RecordsJob(_records(50, seed=2))) == 3
 
@@ -232,7 +234,7 @@ def test_version_creation_waits_then_a_rollback_there_stops_the_push_in_every_re
     store = env.create_user_store("crb", 1)
     stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_creation.dc-2": "WAIT*2"})
     assert env.push(store, RecordsJob(_records(50, seed=0))) == 1
-    asked = invocations(env.meta, stores.describe_store(env.meta, store)["versions"][0]["push_job_id"])
+    asked = invocations(env.meta, stores.describe_store(env.meta, store).versions[0].push_job_id)
     creation = [(r.region, r.outcome) for r in asked if r.function == "pre_store_version_creation"]
     assert creation.count(("dc-2", "WAIT")) == 2 and creation[-1] == ("dc-2", "PROCEED"), creation
     assert creation.count(("dc-0", "PROCEED")) == creation.count(("dc-1", "PROCEED")) == 1, creation  # not re-asked
@@ -252,5 +254,5 @@ def test_version_creation_waits_then_a_rollback_there_stops_the_push_in_every_re
         "keeps the version it served"
     )
     info = stores.describe_store(env.meta, store)
-    assert [v["number"] for v in info["versions"]] == [1] and info["largest_used_version"] == 1
+    assert [v.number for v in info.versions] == [1] and info.largest_used_version == 1
     assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}

@@ -17,6 +17,7 @@ from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.embedded import servers
 from venice_core.protocol import serde
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
@@ -38,7 +39,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     config, meta = platform_env.config, platform_env.meta
     store = platform_env.create_user_store("crash", PARTITIONS)
     info = stores.describe_store(meta, store)
-    key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(info["value_schemas"][0]["schema"])
+    key_schema, value_schema = serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
     expected = {f"user-{i:06d}": {"name": f"n{i}", "age": i % 90, "score": i / 4} for i in range(RECORDS)}
     rows: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(PARTITIONS)}
     for key, value in expected.items():
@@ -47,7 +48,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
 
     job = "crash-job"
     versions.create_version(meta, config, store, job)
-    send_start_of_push(config, store, 1, PARTITIONS, job, "NO_OP")
+    send_start_of_push(config, store, 1, PARTITIONS, job, CompressionStrategy.NO_OP)
     source = config.region(config.source_region)
     writers = [
         VersionTopicWriter(

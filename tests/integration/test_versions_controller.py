@@ -12,6 +12,7 @@ from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
+from venice_core.controller.store_description import RegionVersions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
@@ -116,8 +117,8 @@ def test_swap_backup_rollback_and_retire(config, meta, topics: InMemoryTopics) -
         versions.retire_old_versions(meta, config, store, topics=topics)
     info = stores.describe_store(meta, store)
     assert topics.names() == {r.version_topic(store, n) for r in config.regions for n in (2, 3)}
-    assert info["regions"]["dc-1"] == {"current": 3, "backup": 2}
-    assert [v["number"] for v in info["versions"]] == [2, 3]  # current + one backup preserved
+    assert info.regions["dc-1"] == RegionVersions(current=3, backup=2)
+    assert [v.number for v in info.versions] == [2, 3]  # current + one backup preserved
     assert versions.current_versions(meta, "dc-1")[store] == 3
 
     assert versions.rollback_region(meta, store, "dc-1") == 2
@@ -158,20 +159,18 @@ def test_manual_rollback_of_named_regions_or_all(config, meta, topics: InMemoryT
     for number in (1, 2):
         _swapped_everywhere(meta, config, store, number, topics)
     assert versions.rollback_store(meta, store, ["dc-1"]) == {"dc-1": (2, 1)}
-    assert stores.describe_store(meta, store)["regions"]["dc-1"] == {"current": 1, "backup": 0}
+    assert stores.describe_store(meta, store).regions["dc-1"] == RegionVersions(current=1, backup=0)
     assert versions.get_version(meta, store, 2).status == VersionStatus.PARTIALLY_ONLINE
     # dc-1 has no backup left: the whole rollback is refused, and dc-0 is not rolled back either.
     with pytest.raises(versions.NoBackupVersion) as refused:
         versions.rollback_store(meta, store)
     assert str(refused.value) == f"cannot roll back '{store}': no backup version in dc-1; nothing was changed"
-    assert stores.describe_store(meta, store)["regions"]["dc-0"] == {"current": 2, "backup": 1}
+    assert stores.describe_store(meta, store).regions["dc-0"] == RegionVersions(current=2, backup=1)
     with pytest.raises(VeniceError, match=r"has no region 'dc-9' \(regions: dc-0, dc-1, dc-2\)"):
         versions.rollback_store(meta, store, ["dc-0", "dc-9"])
     assert versions.rollback_store(meta, store, ["dc-0", "dc-2"]) == {"dc-0": (2, 1), "dc-2": (2, 1)}
     assert versions.get_version(meta, store, 2).status == VersionStatus.ROLLED_BACK
-    assert {r: v["current"] for r, v in stores.describe_store(meta, store)["regions"].items()} == dict.fromkeys(
-        config.region_names, 1
-    )
+    assert stores.describe_store(meta, store).serving() == dict.fromkeys(config.region_names, 1)
 
 
 def test_job_status_carries_each_regions_swap_time(config, meta, topics: InMemoryTopics) -> None:

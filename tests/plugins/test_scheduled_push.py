@@ -175,8 +175,8 @@ def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_
     missing = tmp_path / "users" / "2026-11-23"
     with pytest.raises(AirflowFailException, match=f"^input path {missing}/ does not exist$"):  # final: no retry
         first_step.python_callable(**context)
-    assert stores.describe_store(meta, store)["versions"] == []
+    assert stores.describe_store(meta, store).versions == ()
     assert invocations(meta, push_job_id(store, context["run_id"])) == []  # no hook was asked
     generate(missing, 10, files=1)  # the day's dataset lands: the next run's first step goes on
     first_step.python_callable(**context)
-    assert stores.describe_store(meta, store)["versions"] == []
+    assert stores.describe_store(meta, store).versions == ()

@@ -12,12 +12,13 @@ from venice_core.config import ClusterConfig
 from venice_core.controller.stores import describe_store
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
-from venice_core.protocol.compression import CompressionStrategy, compressor
+from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout.local import PushFailed
 from venice_core.spark import push, repush, repush_config
+from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest, job_args, repush_job_args, spark_confs
 
 
@@ -39,7 +40,7 @@ class InProcessSparkJob:
             for key in settings:
                 self.spark.conf.unset(key)
 
-    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
         if repush_config.is_repush(request.confs):  # the repush job (`spark.repush.run_on`), as spark_spec picks it
             job, name, argv = repush, "repush", repush_job_args(config, request)
         else:
@@ -59,18 +60,19 @@ class RecordsJob:
     def __init__(self, records: dict[Any, Any]) -> None:
         self.records = records
 
-    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
         store, number = request.store, request.number
         meta = MetadataStore(config.metadata_db_url)
         try:
             info = describe_store(meta, store)
         finally:
             meta.dispose()
-        version = next(v for v in info["versions"] if v["number"] == number)
-        schema = info["value_schemas"][-1]
-        key_schema, value_schema = serde.parse(info["key_schema"]), serde.parse(schema["schema"])
-        partitions = version["partition_count"]
-        compress = compressor(CompressionStrategy[version["compression"]])
+        version = info.version(number)
+        assert version is not None
+        schema = info.value_schemas[-1]
+        key_schema, value_schema = serde.parse(info.key_schema), serde.parse(schema.schema)
+        partitions = version.partition_count
+        compress = compressor(version.compression)
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
         for key, value in self.records.items():
             key_bytes = serde.serialize(key_schema, key)
@@ -81,8 +83,8 @@ class RecordsJob:
             writer = VersionTopicWriter(source.kafka_bootstrap, source.version_topic(store, number), partitions, guid)
             writer.start_segment(partition)
             for key_bytes, value_bytes in sorted(rows):
-                writer.put(key_bytes, compress(value_bytes), schema["id"], partition=partition)
+                writer.put(key_bytes, compress(value_bytes), schema.id, partition=partition)
             writer.end_segment(partition)
             writer.flush()
         counts = {str(p): len(rows) for p, rows in by_partition.items()}
-        return {"record_counts": counts, "schema_id": schema["id"], "records": len(self.records)}
+        return JobResult(counts, len(self.records), schema.id)

@@ -106,7 +106,7 @@ class PlatformEnv:
 
     def serving(self, store: str) -> dict[str, int]:
         """Each region's current version of the store."""
-        return {region: v["current"] for region, v in stores.describe_store(self.meta, store)["regions"].items()}
+        return stores.describe_store(self.meta, store).serving()
 
 
 # A test broker does little work beside a suite that saturates two cores: the client compiler alone and the serial

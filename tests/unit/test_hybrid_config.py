@@ -10,7 +10,7 @@ import pytest
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.meta import MetadataStore
 
 KEY = '"string"'
@@ -40,7 +40,7 @@ def test_becoming_hybrid_creates_the_real_time_topics_and_versions_snapshot_it(
     versions.kill_push(meta, store, 1, "test")
     stores.update_store(meta, config, store, hybrid_rewind_seconds=3600, topics=topics)
     info = stores.describe_store(meta, store)
-    assert info["hybrid"] == {"rewind_seconds": 3600, "offset_lag_threshold": DEFAULT_OFFSET_LAG_THRESHOLD}
+    assert info.settings.hybrid == HybridSettings(3600, DEFAULT_OFFSET_LAG_THRESHOLD)
     rt = _rt_topics(config, store, 3)
     assert {k: v for k, v in topics.partitions.items() if k in rt} == rt
     assert {config.region(r).real_time_topic(store) for r in config.region_names} == {
@@ -54,10 +54,10 @@ def test_becoming_hybrid_creates_the_real_time_topics_and_versions_snapshot_it(
     versions.kill_push(meta, store, 2, "test")
 
     stores.update_store(meta, config, store, hybrid=False, topics=topics)
-    assert stores.describe_store(meta, store)["hybrid"] is None
+    assert stores.describe_store(meta, store).settings.hybrid is None
     assert rt.items() <= topics.partitions.items()  # kept: versions created while hybrid still ingest them
-    hybrid_of = {v["number"]: v["hybrid"] for v in stores.describe_store(meta, store)["versions"]}
-    assert hybrid_of == {1: None, 2: {"rewind_seconds": 60, "offset_lag_threshold": 50}}
+    hybrid_of = {v.number: v.hybrid for v in stores.describe_store(meta, store).versions}
+    assert hybrid_of == {1: None, 2: HybridSettings(60, 50)}
 
 
 @pytest.mark.parametrize(

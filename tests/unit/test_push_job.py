@@ -9,10 +9,12 @@ import pytest
 from venice_core.controller.stores import SchemaRefused
 from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError, PushJobError
 from venice_core.protocol import serde
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import partition_for
 from venice_core.spark.push import _refusal
 from venice_core.spark.push_tasks import serialize_batches
 from venice_core.spark.submit import job_flags, spark_confs
+from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 
 
 def test_spark_properties_and_fault_injections_go_to_spark() -> None:
@@ -57,15 +59,15 @@ def test_serialised_rows_and_a_key_or_value_that_does_not_match_its_schema() -> 
     """The executors' serialisation (`serialize_batches`): each row's key and value in Avro, with its Kafka partition;
     a key or a value the schemas cannot hold is refused with the key and the schema named."""
     value_schema = {"type": "record", "name": "V", "fields": [{"name": "age", "type": "int"}]}
-    spec = {
-        "key_schema": "string",
-        "value_schema": value_schema,
-        "key_field": "key",
-        "value_field": "value",
-        "single_value": False,
-        "partitions": 4,
-        "schema_id": 1,
-    }
+    spec = PushTaskSpec(
+        writer=WriterSpec("job", 1, "", "topic_v1", 4, CompressionStrategy.NO_OP),
+        schema_id=1,
+        key_schema="string",
+        value_schema=value_schema,
+        key_field="key",
+        value_field="value",
+        single_value=False,
+    )
     batch = pa.RecordBatch.from_pylist([{"key": "a", "age": 1}, {"key": "b", "age": 2}])
     (out,) = serialize_batches(iter([batch]), spec)
     keys = [serde.serialize("string", k) for k in ("a", "b")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 import uuid
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,7 @@ from venice_core.spark.repush_tasks import (
     decode_message,
 )
 from venice_core.spark.submit import PushJobRequest, push_job_spec
+from venice_core.spark.task_specs import RepushTaskSpec, WriterSpec
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -114,7 +116,12 @@ def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None
         versions.finish_push(meta, store, number)
     _serve(meta, store, {"dc-0": 1, "dc-1": 2, "dc-2": 1})
     source = resolve({})  # the region whose current version is largest
-    assert (source.region, source.version, source.partitions, source.compression) == ("dc-1", 2, 2, "GZIP")
+    assert (source.region, source.version, source.partitions, source.compression) == (
+        "dc-1",
+        2,
+        2,
+        CompressionStrategy.GZIP,
+    )
     assert source.topic == config.region("dc-1").version_topic(store, 2) and source.ttl_start_ms is None
     assert (resolve({"kafka.input.fabric": "dc-2"}).region, resolve({"kafka.input.fabric": "dc-2"}).version) == (
         "dc-2",
@@ -177,8 +184,20 @@ def _row(offset: int, kind: int, value: bytes = b"", ts: int = 0, chunk: bytes =
     return (0, key, offset, kind, 1 if kind in (PUT, DELETE) else -1, ts, value, chunk)
 
 
-def _spec(**overrides: object) -> dict:
-    return {"keep_tombstones": False, "source_compression": "NO_OP", "target_compression": "NO_OP", **overrides}
+NO_OP, GZIP, ZSTD = CompressionStrategy.NO_OP, CompressionStrategy.GZIP, CompressionStrategy.ZSTD
+
+
+def _spec(partitions: int = 1, **overrides: Any) -> RepushTaskSpec:
+    return RepushTaskSpec(
+        **{
+            "writer": WriterSpec("job", 2, "", "s_v2", partitions, NO_OP),
+            "source_topic": "s_v1",
+            "source_bootstrap": "",
+            "source_compression": NO_OP,
+            "target_compression": NO_OP,
+            **overrides,
+        }
+    )
 
 
 def test_decoding_and_per_key_compaction() -> None:
@@ -228,7 +247,7 @@ def test_decoding_and_per_key_compaction() -> None:
 
     # Re-compression when the compression changed.
     gz = compressor(CompressionStrategy.GZIP)(b"payload" * 10)
-    recompressed = Compactor(_spec(source_compression="GZIP", target_compression="ZSTD")).resolve([_row(1, PUT, gz)])
+    recompressed = Compactor(_spec(source_compression=GZIP, target_compression=ZSTD)).resolve([_row(1, PUT, gz)])
     assert decompressor(CompressionStrategy.ZSTD)(recompressed[0]) == b"payload" * 10
 
 
@@ -332,7 +351,7 @@ def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, byte
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"ttl_start_ms": 100}, {"source_compression": "NO_OP", "target_compression": "GZIP"}],
+    [{}, {"ttl_start_ms": 100}, {"source_compression": NO_OP, "target_compression": GZIP}],
     ids=["as-stored", "ttl", "recompressed"],
 )
 def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(overrides: dict) -> None:
@@ -340,7 +359,7 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
 
     keys = sorted(f"k{i}".encode() for i in range(200) if partition_for(f"k{i}".encode(), 2) == 1)
     records = [(key, b"v" + key, 0 if i % 7 == 0 else 50 + i) for i, key in enumerate(keys)]
-    spec = {**_spec(**overrides), "partitions": 2, "source_topic": "s_v1"}
+    spec = _spec(partitions=2, **overrides)
     plain, general = _RecordingWriter(), _RecordingWriter()
     plain_compactor, general_compactor = Compactor(spec), Compactor(spec)
     _copy_plain(_messages(records), 1, spec, plain_compactor, plain)
@@ -364,7 +383,7 @@ def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(mo
     def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
         batch = [FakeMessage(*m) for m in messages]
         monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter([batch]))
-        return _read_partition({"source_bootstrap": "", "source_topic": "s_v1"}, 0, 0, len(batch))
+        return _read_partition(_spec(), 0, 0, len(batch))
 
     state = SegmentState(b"g" * 16)
     state.start_segment(0)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from venice_core.controller.stores import validate_store_name
-from venice_core.errors import IncompatibleSchema, InvalidStoreName, SchemaError
+from venice_core.errors import IncompatibleSchema, InvalidName, SchemaError
 from venice_core.schema import canonical_json, check_value_schema_compatible, parse_schema
 
 
@@ -88,5 +88,5 @@ def test_valid_store_names(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["", "1users", "bad name", "a.b", "a;drop", "x" * 129, "é"])
 def test_invalid_store_names(name: str) -> None:
-    with pytest.raises(InvalidStoreName):
+    with pytest.raises(InvalidName):
         validate_store_name(name)

@@ -13,6 +13,7 @@ from venice_core.controller.job import job_reply
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
+from venice_core.rollout.airflow_states import AirflowState
 from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
@@ -36,17 +37,17 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         tasks = sorted(
             api.task_instances(rollout_dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~"
         )
-        version = next((v for v in info["versions"] if v["push_job_id"] == job_id), None)
+        version = info.version_of_push(job_id)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
-        job = job_reply(meta, store, version["number"]) if version else None
+        job = job_reply(meta, store, version.number) if version else None
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
         "start_date": run.get("start_date"),
         "end_date": run.get("end_date"),
-        "version": version and {k: version[k] for k in ("number", "status", "reason")},
-        "serving": {region: v["current"] for region, v in info["regions"].items()},
+        "version": None if version is None else {k: version.to_json()[k] for k in ("number", "status", "reason")},
+        "serving": info.serving(),
         "steps": [{"task": t["task_id"], "state": t["state"] or "none", "tries": t["try_number"]} for t in tasks],
         "hook_answers": [
             {
@@ -66,9 +67,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         return
     typer.echo(f"{store}: run {report['run_id']} {report['state']} (started {report['start_date']})")
     if version:
-        typer.echo(
-            f"version {version['number']}: {version['status']}" + (f" ({version['reason']})" * bool(version["reason"]))
-        )
+        typer.echo(f"version {version.number}: {version.status}" + (f" ({version.reason})" * bool(version.reason)))
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
     for region, state in (job or {}).get("regions", {}).items():
         typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}")
@@ -91,14 +90,14 @@ def approve(
     store: str = StoreArg,
     region: str = typer.Option(..., "--region", help="The region whose swap is decided."),
     reject: bool = typer.Option(False, "--reject", help="Reject the swap: the rollout aborts at this region."),
-    version: int = typer.Option(None, "--version", help="The version (default: the push in flight)."),
+    version: int | None = typer.Option(None, "--version", help="The version (default: the push in flight)."),
 ) -> None:
     """Approve (or reject) swapping a region to the new version, for the ManualApproval hook. Answers the region's
     human-in-the-loop task when its Airflow run waits on it; records the decision directly otherwise."""
     with metadata() as (config, meta):
-        info = stores.describe_store(meta, store)
-        if region not in info["rollout_order"]:
-            raise NoRollout(f"store '{store}' has no region '{region}' (regions: {', '.join(info['rollout_order'])})")
+        order = stores.store_settings(meta, store).rollout_order
+        if region not in order:
+            raise NoRollout(f"store '{store}' has no region '{region}' (regions: {', '.join(order)})")
         version = version or versions.version_in_flight(meta, store)
         if version is None:
             raise NoRollout(f"store '{store}' has no push in flight to approve")
@@ -113,7 +112,10 @@ def approve(
 def _answer_approval_task(api: AirflowApi, store: str, region: str, option: str) -> bool:
     run = api.latest_run(rollout_dag_id(store))
     task_id = f"{region_group(region)}.approval"
-    if run is None or api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id) != "awaiting_input":
+    if (
+        run is None
+        or api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id) != AirflowState.AWAITING_INPUT
+    ):
         return False
     api.respond(rollout_dag_id(store), run["dag_run_id"], task_id, option)
     return True

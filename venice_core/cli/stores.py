@@ -11,8 +11,11 @@ from venice_core.cli.context import metadata, parse_key_values
 from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ConfigError
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.orchestration.airflow.rollouts import reparse_store_dags
+from venice_core.push_schedule import PushSchedule
+from venice_core.repush_schedule import RepushSchedule
+from venice_core.schedule import Schedule
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)
@@ -75,53 +78,51 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     with metadata() as (_, meta):
         info = stores.describe_store(meta, store)
     if as_json:
-        typer.echo(json.dumps(info, indent=2))
+        typer.echo(json.dumps(info.to_json(), indent=2))
         return
-    typer.echo(f"store:                {info['name']}")
-    typer.echo(f"partitions:           {info['partition_count']}")
-    typer.echo(f"compression:          {info['compression']}")
-    typer.echo(f"rollout order:        {', '.join(info['rollout_order'])}")
-    typer.echo(f"auto-register:        {info['auto_register_schemas']}")
-    typer.echo(f"versions to preserve: {info['versions_to_preserve']}")
-    typer.echo(f"hook configs:         {json.dumps(info['hook_configs'])}")
-    typer.echo(f"hybrid:               {_hybrid_text(info['hybrid'])}")
-    typer.echo(f"scheduled repush:     {_repush_text(info['repush_schedule'])}")
-    typer.echo(f"scheduled push:       {_push_text(info['push_schedule'])}")
-    typer.echo(f"key schema:           {json.dumps(info['key_schema'])}")
-    for schema in info["value_schemas"]:
-        typer.echo(f"value schema {schema['id']}:       {json.dumps(schema['schema'])}")
-    for region, versions in info["regions"].items():
-        typer.echo(f"region {region}: current v{versions['current']}, backup v{versions['backup']}")
-    for version in info["versions"]:
-        regions = ", ".join(f"{r}={s['status']}" for r, s in sorted(version["regions"].items()))
-        hybrid = f"  (hybrid: {_hybrid_text(version['hybrid'])})" if version["hybrid"] else ""
-        typer.echo(f"version {version['number']}: {version['status']}  {regions}{hybrid}")
+    settings = info.settings
+    typer.echo(f"store:                {settings.name}")
+    typer.echo(f"partitions:           {settings.partition_count}")
+    typer.echo(f"compression:          {settings.compression.name}")
+    typer.echo(f"rollout order:        {', '.join(settings.rollout_order)}")
+    typer.echo(f"auto-register:        {settings.auto_register_schemas}")
+    typer.echo(f"versions to preserve: {settings.versions_to_preserve}")
+    typer.echo(f"hook configs:         {json.dumps(settings.hook_configs)}")
+    typer.echo(f"hybrid:               {_hybrid_text(settings.hybrid)}")
+    typer.echo(f"scheduled repush:     {_repush_text(settings.repush)}")
+    typer.echo(f"scheduled push:       {_push_text(settings.push)}")
+    typer.echo(f"key schema:           {json.dumps(info.key_schema)}")
+    for schema in info.value_schemas:
+        typer.echo(f"value schema {schema.id}:       {json.dumps(schema.schema)}")
+    for region, versions in info.regions.items():
+        typer.echo(f"region {region}: current v{versions.current}, backup v{versions.backup}")
+    for version in info.versions:
+        regions = ", ".join(f"{r}={s.status}" for r, s in sorted(version.regions.items()))
+        hybrid = f"  (hybrid: {_hybrid_text(version.hybrid)})" if version.hybrid else ""
+        typer.echo(f"version {version.number}: {version.status}  {regions}{hybrid}")
 
 
-def _calendar_text(schedule: dict) -> str:
-    holidays = f", {len(schedule['holidays'])} holidays" if schedule["holidays"] else ""
-    return f"({schedule['days']} {schedule['hours']} h {schedule['timezone']}{holidays})"
+def _calendar_text(schedule: Schedule) -> str:
+    holidays = f", {len(schedule.holidays)} holidays" if schedule.holidays else ""
+    return f"({schedule.days} {schedule.hours} h {schedule.timezone}{holidays})"
 
 
-def _repush_text(schedule: dict | None) -> str:
-    if not schedule:
+def _repush_text(schedule: RepushSchedule | None) -> str:
+    if schedule is None:
         return "no"
-    return (
-        f"{schedule['cron']} when the current version is older than {schedule['ttl_seconds']} s "
-        f"{_calendar_text(schedule)}"
-    )
+    return f"{schedule.cron} when the current version is older than {schedule.ttl_seconds} s {_calendar_text(schedule)}"
 
 
-def _push_text(schedule: dict | None) -> str:
-    if not schedule:
+def _push_text(schedule: PushSchedule | None) -> str:
+    if schedule is None:
         return "no"
-    return f"{schedule['cron']} from {schedule['input_template']} {_calendar_text(schedule)}"
+    return f"{schedule.cron} from {schedule.input_template} {_calendar_text(schedule)}"
 
 
-def _hybrid_text(hybrid: dict | None) -> str:
-    if not hybrid:
+def _hybrid_text(hybrid: HybridSettings | None) -> str:
+    if hybrid is None:
         return "no (batch-only)"
-    return f"rewind {hybrid['rewind_seconds']} s, offset lag threshold {hybrid['offset_lag_threshold']}"
+    return f"rewind {hybrid.rewind_seconds} s, offset lag threshold {hybrid.offset_lag_threshold}"
 
 
 @store_app.command("update")

@@ -9,6 +9,7 @@ import time
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
+from venice_core.controller.streams import PipelineState
 from venice_core.streams import control
 from venice_core.streams import upgrade as stream_upgrade
 from venice_core.streams.control import PipelineStatus
@@ -175,7 +176,7 @@ def stop(name: str = NameArg) -> None:
 
 
 def _state(s: PipelineStatus) -> str:
-    return f"{s.state}: {s.cause}" if s.state == "failed" and s.cause else s.state
+    return f"{s.state}: {s.cause}" if s.state is PipelineState.FAILED and s.cause else s.state
 
 
 def _line(s: PipelineStatus) -> str:

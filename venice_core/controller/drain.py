@@ -17,7 +17,7 @@ from uuid import UUID
 from sqlalchemy import delete, select
 
 from venice_core.errors import ConfigError
-from venice_core.meta.db import MetadataStore
+from venice_core.meta.db import MetadataStore, rows_matched
 from venice_core.meta.models import DrainNotificationRecord
 
 
@@ -111,4 +111,4 @@ def cleanup(meta: MetadataStore, pipeline: str, run_id: str | None = None) -> in
                 if DrainNotification.from_json(row.payload).run_id == run_id
             ]
             query = query.where(r.uuid.in_(ids))
-        return session.execute(query).rowcount or 0
+        return rows_matched(session.execute(query))

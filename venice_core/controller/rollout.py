@@ -18,10 +18,10 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.errors import RolloutStopped
-from venice_core.hooks.api import HookContext, StoreVersionLifecycleEventOutcome
+from venice_core.errors import RolloutStopped, VeniceError
+from venice_core.hooks.api import HookContext
 from venice_core.hooks.api import LifecycleFunction as F
-from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder, settled_answers
 from venice_core.meta import MetadataStore
@@ -36,17 +36,17 @@ class Decision:
     """What the hooks decided at a step that can hold the rollout: PROCEED, ABORT or ROLLBACK, and why. (WAIT is
     no decision: the step is asked again.) It travels from the DAG's decision sensor to its stop tasks as XCom."""
 
-    outcome: StoreVersionLifecycleEventOutcome
+    outcome: Outcome
     reason: str = ""
     regions: tuple[str, ...] = ()  # version creation's PROCEED: the regions it admits
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "outcome", StoreVersionLifecycleEventOutcome(self.outcome))
+        object.__setattr__(self, "outcome", Outcome(self.outcome))  # from XCom JSON too
         object.__setattr__(self, "regions", tuple(self.regions))
 
     @property
     def stops(self) -> bool:
-        return self.outcome in (StoreVersionLifecycleEventOutcome.ABORT, StoreVersionLifecycleEventOutcome.ROLLBACK)
+        return self.outcome in (Outcome.ABORT, Outcome.ROLLBACK)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"outcome": self.outcome.value, "reason": self.reason}
@@ -56,7 +56,7 @@ class Decision:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Decision:
-        return cls(str(data["outcome"]), str(data.get("reason", "")), tuple(data.get("regions") or ()))
+        return cls(Outcome(data["outcome"]), str(data.get("reason", "")), tuple(data.get("regions") or ()))
 
 
 @dataclass
@@ -100,6 +100,13 @@ class Rollout:
             approvals=approvals,
         )
 
+    @property
+    def created(self) -> int:
+        """The push's version, for the steps after its creation."""
+        if self.version is None:
+            raise VeniceError("this step needs the push's version, which is not created yet")
+        return self.version
+
     def ensure_not_stopped(self) -> None:
         """A step of a push already stopped (ABORT, ROLLBACK, killed) must not act again. A retried or re-run step
         raises the recorded stop instead of asking the hooks anew, whose answer might now reverse the decision."""
@@ -113,13 +120,13 @@ class Rollout:
                 + (f": {reason}" if reason else "")
             )
 
-    def ask_once(self, function: str, region: str | None = None) -> str | None:
+    def ask_once(self, function: str, region: str | None = None) -> Outcome | None:
         """One invocation of a lifecycle function on every hook (what a sensor does at each poke)."""
         if self.executor is None:
-            return "PROCEED"
+            return Outcome.PROCEED
         decision = self.executor.invoke(function, self.context(region))
         self.last_reason = decision.reason
-        if decision.outcome not in (None, "PROCEED"):
+        if decision.outcome not in (None, Outcome.PROCEED):
             where = f" in {region}" if region else ""
             self.progress(
                 f"hooks answered {decision.outcome} at {function}{where}"
@@ -127,57 +134,59 @@ class Rollout:
             )
         return decision.outcome
 
-    def ask(self, function: str, region: str | None = None) -> str | None:
+    def ask(self, function: str, region: str | None = None) -> Outcome | None:
         """Invoke until the answer is not WAIT, every wait interval; past the maximum wait, ABORT."""
         waited = 0.0
         interval = self.config.hooks.wait_interval_seconds
         while True:
             outcome = self.ask_once(function, region)
-            if outcome != "WAIT":
+            if outcome is not Outcome.WAIT:
                 return outcome
             if waited + interval > self.config.hooks.wait_max_seconds:
                 return self._gave_up(function, waited)
             self.sleep(interval)
             waited += interval
 
-    def _gave_up(self, function: str, waited: float) -> str:
+    def _gave_up(self, function: str, waited: float) -> Outcome:
         self.progress(f"{function} kept answering WAIT for {waited:.0f}s: giving up (ABORT)")
         self.last_reason = f"still WAIT after {waited:.0f}s, the maximum wait"
-        return "ABORT"
+        return Outcome.ABORT
 
     def decide(self, function: str, region: str | None = None) -> Decision | None:
         """One ask of a decision step (what a sensor does at each poke): None on WAIT, to be asked again after the
         wait interval; else the decision. A WAIT streak past the maximum wait is an explicit ABORT (counted from
         the first persisted invocation, so it survives a restarted task or scheduler)."""
         outcome = self.ask_once(function, region)
-        if outcome == "WAIT":
+        if outcome is Outcome.WAIT:
             since = first_asked_at(self.meta, self.push_job_id, function, region)
             waited = time.time() - since if since is not None else 0.0
             if waited < self.config.hooks.wait_max_seconds:
                 return None
             outcome = self._gave_up(function, waited)
-        return Decision(outcome or "PROCEED", self.last_reason if outcome not in (None, "PROCEED") else "")
+        if outcome in (None, Outcome.PROCEED):
+            return Decision(Outcome.PROCEED)
+        return Decision(outcome, self.last_reason)
 
     def decide_da_vinci_gate(self, region: str) -> Decision | None:
         """The Da Vinci ingestion gate of a region, when version creation left it WAITing: once the hooks let it,
         the region's clients may ingest."""
-        if da_vinci.gate_open(self.meta, self.store, self.version, region):
-            return Decision("PROCEED")
+        if da_vinci.gate_open(self.meta, self.store, self.created, region):
+            return Decision(Outcome.PROCEED)
         decision = self.decide(DA_VINCI_GATE, region)
-        if decision is not None and decision.outcome == "PROCEED":
-            da_vinci.open_gate(self.meta, self.store, self.version, region)
+        if decision is not None and decision.outcome is Outcome.PROCEED:
+            da_vinci.open_gate(self.meta, self.store, self.created, region)
         return decision
 
     def decide_da_vinci_swap(self, region: str) -> Decision | None:
         """The Da Vinci swap: the region's live instances must have ingested the version, then the hooks are asked.
         Waiting on instances past the maximum wait, counted from the region's ingestion completing, is an ABORT."""
-        waiting = da_vinci.pending(self.meta, self.store, region, self.version)
+        waiting = da_vinci.pending(self.meta, self.store, region, self.created)
         if not waiting:
             return self.decide(DA_VINCI_SWAP, region)
-        waited = time.time() - versions.job_status(self.meta, self.store, self.version).regions[region].updated_at
+        waited = time.time() - versions.job_status(self.meta, self.store, self.created).regions[region].updated_at
         if waited >= self.config.hooks.wait_max_seconds:
             return Decision(
-                "ABORT",
+                Outcome.ABORT,
                 f"Da Vinci instances {', '.join(waiting)} had not ingested it after {waited:.0f}s, the maximum wait",
             )
         self.progress(
@@ -204,13 +213,13 @@ class Rollout:
             self.last_reason = decision.reason
             self.stop(decision.outcome, function, region)
 
-    def stop(self, outcome: str, function: str, region: str | None = None) -> None:
+    def stop(self, outcome: Outcome, function: str, region: str | None = None) -> None:
         why = self.last_reason
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
-        if outcome == "ROLLBACK" and self.version:  # first end the push, so no step beside this one swaps it in
+        if outcome is Outcome.ROLLBACK and self.version:  # first end the push, so no step beside this one swaps it in
             versions.finish_push(self.meta, self.store, self.version, stopped=True)
         swapped = self.swapped_regions()
-        if outcome == "ROLLBACK":
+        if outcome is Outcome.ROLLBACK:
             # Every region serving the version goes back, in reverse rollout order, whichever task swapped it. A
             # region with no previous version (the store's first) then serves none: a rolled-back version must
             # never serve.
@@ -242,8 +251,8 @@ class Rollout:
         served = ", ".join(swapped) or "no region"
         raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
 
-    def check(self, outcome: str | None, function: str, region: str | None = None) -> None:
-        if outcome in ("ABORT", "ROLLBACK"):
+    def check(self, outcome: Outcome | None, function: str, region: str | None = None) -> None:
+        if outcome is Outcome.ABORT or outcome is Outcome.ROLLBACK:
             self.stop(outcome, function, region)
 
     # The steps before the data push.
@@ -266,20 +275,20 @@ class Rollout:
             for region in rollout_order:
                 if region in settled:
                     outcome, reason = settled[region]
-                    decided[region] = Decision(outcome, reason if outcome != "PROCEED" else "")
+                    decided[region] = Decision(outcome, reason if outcome is not Outcome.PROCEED else "")
                 else:
                     decided[region] = self.decide(F.PRE_STORE_VERSION_CREATION, region)
         finally:
             self.version = None
-        rolled_back = [(r, d) for r, d in decided.items() if d is not None and d.outcome == "ROLLBACK"]
+        rolled_back = [(r, d) for r, d in decided.items() if d is not None and d.outcome is Outcome.ROLLBACK]
         if rolled_back:
-            return Decision("ROLLBACK", "; ".join(f"{r}: {d.reason}" if d.reason else r for r, d in rolled_back))
+            return Decision(Outcome.ROLLBACK, "; ".join(f"{r}: {d.reason}" if d.reason else r for r, d in rolled_back))
         if any(d is None for d in decided.values()):
             return None
-        admitted = tuple(r for r, d in decided.items() if d is not None and d.outcome == "PROCEED")
+        admitted = tuple(r for r, d in decided.items() if d is not None and d.outcome is Outcome.PROCEED)
         if not admitted:
-            return Decision("ABORT", "; ".join(f"{r}: {d.reason}" for r, d in decided.items() if d and d.reason))
-        return Decision("PROCEED", regions=admitted)
+            return Decision(Outcome.ABORT, "; ".join(f"{r}: {d.reason}" for r, d in decided.items() if d and d.reason))
+        return Decision(Outcome.PROCEED, regions=admitted)
 
     def open_da_vinci_gates(self, regions: list[str]) -> None:
         """VIP-4's first design recommendation: at version creation, `pre_start_of_store_version_ingestion_for_da_vinci`
@@ -287,9 +296,9 @@ class Rollout:
         regions together, not behind earlier regions' swaps). A WAIT leaves the region's gate to its own step, which
         asks again; ABORT or ROLLBACK stops the push."""
         for region in regions:
-            if da_vinci.gate_open(self.meta, self.store, self.version, region):
+            if da_vinci.gate_open(self.meta, self.store, self.created, region):
                 continue
             outcome = self.ask_once(DA_VINCI_GATE, region)
             self.check(outcome, DA_VINCI_GATE, region)
-            if outcome != "WAIT":
-                da_vinci.open_gate(self.meta, self.store, self.version, region)
+            if outcome is not Outcome.WAIT:
+                da_vinci.open_gate(self.meta, self.store, self.created, region)

@@ -6,7 +6,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -14,13 +14,21 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
-from venice_core.errors import ConfigError, InvalidStoreName, StoreAlreadyExists, StoreNotFound, VeniceError
+from venice_core.controller.store_description import (
+    RegionPushStatus,
+    RegionVersions,
+    RegisteredSchema,
+    StoreDescription,
+    StoreSettings,
+    VersionDescription,
+)
+from venice_core.errors import ConfigError, InvalidName, StoreAlreadyExists, StoreNotFound, VeniceError
 from venice_core.hooks.api import HookContext
-from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
     PartitionStatus,
@@ -30,6 +38,7 @@ from venice_core.meta.models import (
     Version,
     VersionRegionStatus,
 )
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.push_schedule import PushSchedule, check_template
@@ -37,18 +46,17 @@ from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
-STORE_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
-COMPRESSION_STRATEGIES = ("NO_OP", "GZIP", "ZSTD")
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
 DEFAULT_PARTITIONS = 4
 DEFAULT_VERSIONS_TO_PRESERVE = 2
 MAX_PARTITIONS = 1024
 MAX_HYBRID_SETTING = 2**31 - 1  # an INTEGER column on PostgreSQL as on SQLite
 
 
-def check_name(kind: str, name: str, error: type[VeniceError]) -> str:
+def check_name(kind: str, name: str) -> str:
     """The one naming rule of stores and pipelines (a name is also part of topics, DAG ids and directories)."""
-    if not STORE_NAME_PATTERN.match(name or ""):
-        raise error(
+    if not NAME_PATTERN.match(name or ""):
+        raise InvalidName(
             f"invalid {kind} name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
             "(at most 128 characters)"
         )
@@ -56,7 +64,7 @@ def check_name(kind: str, name: str, error: type[VeniceError]) -> str:
 
 
 def validate_store_name(name: str) -> str:
-    return check_name("store", name, InvalidStoreName)
+    return check_name("store", name)
 
 
 def _validate_partitions(partitions: int) -> int:
@@ -66,10 +74,12 @@ def _validate_partitions(partitions: int) -> int:
 
 
 def _validate_compression(compression: str) -> str:
-    upper = compression.upper()
-    if upper not in COMPRESSION_STRATEGIES:
-        raise ConfigError(f"unknown compression {compression!r} (one of {', '.join(COMPRESSION_STRATEGIES)})")
-    return upper
+    """The strategy's name, as the store's column keeps it."""
+    try:
+        return CompressionStrategy[compression.upper()].name
+    except KeyError:
+        known = ", ".join(strategy.name for strategy in CompressionStrategy)
+        raise ConfigError(f"unknown compression {compression!r} (one of {known})") from None
 
 
 def _validate_rollout_order(config: ClusterConfig, order: Sequence[str]) -> list[str]:
@@ -413,7 +423,7 @@ def add_value_schema(
     )
     try:
         decision = executor.invoke("pre_schema_registration", ctx)
-        if decision.outcome != "PROCEED":
+        if decision.outcome is not Outcome.PROCEED:
             raise SchemaRefused(
                 f"value schema for '{name}' refused by a lifecycle hook at pre_schema_registration: "
                 f"{decision.reason or 'a hook answered ' + str(decision.outcome)}"
@@ -436,81 +446,61 @@ def list_stores(meta: MetadataStore) -> list[str]:
         return list(session.scalars(select(Store.name).order_by(Store.name)))
 
 
-@dataclass(frozen=True)
-class StoreSettings:
-    """What a push and its rollout read of a store (the typed read model; `describe_store` is for display)."""
-
-    name: str
-    partition_count: int
-    compression: str
-    rollout_order: list[str]
-    auto_register_schemas: bool
-    hook_configs: dict[str, str]
-    hybrid: HybridSettings | None = None
-    repush: RepushSchedule | None = None
-    push: PushSchedule | None = None
+def _settings(store: Store) -> StoreSettings:
+    return StoreSettings(
+        store.name,
+        store.partition_count,
+        CompressionStrategy[store.compression],
+        list(store.rollout_order),
+        store.auto_register_schemas,
+        store.versions_to_preserve,
+        dict(store.hook_configs or {}),
+        store.hybrid,
+        store.repush,
+        store.push,
+    )
 
 
 def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
     """The store's settings, or StoreNotFound."""
     with meta.session() as session:
-        store = get_store(session, name)
-        return StoreSettings(
-            store.name,
-            store.partition_count,
-            store.compression,
-            list(store.rollout_order),
-            store.auto_register_schemas,
-            dict(store.hook_configs or {}),
-            store.hybrid,
-            store.repush,
-            store.push,
-        )
+        return _settings(get_store(session, name))
 
 
-def describe_store(meta: MetadataStore, name: str) -> dict[str, Any]:
-    """Everything `venice store show` prints, as JSON-able data."""
+def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
+    """The store, its schemas, what each region serves and each of its versions; or StoreNotFound."""
     with meta.session() as session:
         store = get_store(session, name)
-        versions = list(session.scalars(select(Version).where(Version.store_name == name).order_by(Version.number)))
+        versions = session.scalars(select(Version).where(Version.store_name == name).order_by(Version.number))
         region_status = list(session.scalars(select(VersionRegionStatus).where(VersionRegionStatus.store_name == name)))
-        current = {
-            row.region: {"current": row.current_version, "backup": row.backup_version}
+        serving = {
+            row.region: RegionVersions(row.current_version, row.backup_version)
             for row in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == name))
         }
-        return {
-            "name": store.name,
-            "key_schema": json.loads(store.key_schema),
-            "value_schemas": [
-                {"id": row.schema_id, "schema": json.loads(row.schema)} for row in value_schemas(session, name)
-            ],
-            "partition_count": store.partition_count,
-            "compression": store.compression,
-            "rollout_order": list(store.rollout_order),
-            "auto_register_schemas": store.auto_register_schemas,
-            "versions_to_preserve": store.versions_to_preserve,
-            "hook_configs": dict(store.hook_configs or {}),
-            "hybrid": None if store.hybrid is None else store.hybrid.to_json(),
-            "repush_schedule": None if store.repush is None else store.repush.to_json(),
-            "push_schedule": None if store.push is None else store.push.to_json(),
-            "largest_used_version": store.largest_used_version,
-            "regions": {region: current.get(region, {"current": 0, "backup": 0}) for region in store.rollout_order},
-            "versions": [
-                {
-                    "number": v.number,
-                    "status": v.status,
-                    "reason": v.lifecycle.reason,
-                    "push_job_id": v.push_job_id,
-                    "created_at": v.created_at,
-                    "partition_count": v.partition_count,
-                    "compression": v.compression,
-                    "hybrid": None if v.lifecycle.hybrid is None else v.lifecycle.hybrid.to_json(),
-                    "regions": {
-                        s.region: {"status": s.status, "updated_at": s.updated_at, "details": s.details}
+        return StoreDescription(
+            settings=_settings(store),
+            key_schema=json.loads(store.key_schema),
+            value_schemas=tuple(
+                RegisteredSchema(row.schema_id, json.loads(row.schema)) for row in value_schemas(session, name)
+            ),
+            largest_used_version=store.largest_used_version,
+            regions={region: serving.get(region, RegionVersions()) for region in store.rollout_order},
+            versions=tuple(
+                VersionDescription(
+                    number=v.number,
+                    status=v.status,
+                    reason=v.lifecycle.reason,
+                    push_job_id=v.push_job_id,
+                    created_at=v.created_at,
+                    partition_count=v.partition_count,
+                    compression=CompressionStrategy[v.compression],
+                    hybrid=v.lifecycle.hybrid,
+                    regions={
+                        s.region: RegionPushStatus(s.status, s.updated_at, s.details)
                         for s in region_status
                         if s.number == v.number
                     },
-                }
+                )
                 for v in versions
-            ],
-        }
+            ),
+        )

@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import select
 
 from venice_core.controller.stores import check_name
-from venice_core.errors import ConfigError, VeniceError
+from venice_core.errors import VeniceError
 from venice_core.meta.db import MetadataStore
 from venice_core.meta.models import StreamPipeline
 
-STARTING, RUNNING, STOPPED, FAILED = "starting", "running", "stopped", "failed"
-# Stopped cleanly by a drain: everything up to the cut processed, windows fired, committed, notification cleaned up.
-DRAINED = "drained"
-ACTIVE = (STARTING, RUNNING)
+
+class PipelineState(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    # Stopped cleanly by a drain: everything up to the cut processed, windows fired, committed, notification gone.
+    DRAINED = "drained"
+
+
+STARTING, RUNNING, STOPPED, FAILED, DRAINED = PipelineState  # the states by name: `streams.RUNNING`
+ACTIVE = frozenset({STARTING, RUNNING})
 
 
 class PipelineNotFound(VeniceError):
@@ -44,7 +53,7 @@ class PipelineRecord:
     region: str
     source_topic: str
     args: dict[str, Any]
-    state: str
+    state: PipelineState
     run_id: str
     query_id: str | None = None
     last_error: str | None = None
@@ -62,7 +71,7 @@ def _record(row: StreamPipeline) -> PipelineRecord:
         row.region,
         row.source_topic,
         dict(row.args or {}),
-        row.state,
+        PipelineState(row.state),
         row.run_id,
         row.query_id,
         row.last_error,
@@ -76,7 +85,7 @@ def _record(row: StreamPipeline) -> PipelineRecord:
 
 def validate_pipeline_name(name: str) -> str:
     """A store name's rule: the name is also a directory under the data dir."""
-    return check_name("pipeline", name, ConfigError)
+    return check_name("pipeline", name)
 
 
 def new_run(
@@ -136,7 +145,7 @@ def record_drain(
     name: str,
     run_id: str,
     drain: dict[str, Any],
-    state: str | None = None,
+    state: PipelineState | None = None,
     error: str | None = None,
     offsets: dict[str, int] | None = None,
 ) -> bool:

@@ -10,14 +10,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import retry_on_conflict
+from venice_core.meta.db import retry_on_conflict, rows_matched
 from venice_core.meta.models import (
     PartitionStatus,
     RegionCurrentVersion,
@@ -26,6 +27,7 @@ from venice_core.meta.models import (
     VersionLifecycle,
     VersionRegionStatus,
 )
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
@@ -107,7 +109,7 @@ def create_version(
             .where(Store.name == store_name, Store.largest_used_version == store.largest_used_version)
             .values(largest_used_version=number)
         )
-        if result.rowcount != 1:
+        if rows_matched(result) != 1:
             raise PushInProgress(f"another push of '{store_name}' started at the same time")
         version = Version(
             store_name=store_name,
@@ -409,7 +411,7 @@ def partition_progress(meta: MetadataStore, store_name: str, number: int) -> lis
         )
 
 
-def _current_row(session: Any, store_name: str, region: str) -> RegionCurrentVersion:
+def _current_row(session: Session, store_name: str, region: str) -> RegionCurrentVersion:
     row = session.get(RegionCurrentVersion, (store_name, region))
     if row is None:
         row = RegionCurrentVersion(store_name=store_name, region=region, current_version=0, backup_version=0)
@@ -539,7 +541,7 @@ class VersionToHost:
     store: str
     number: int
     partition_count: int
-    compression: str
+    compression: CompressionStrategy
     hybrid: HybridSettings | None
 
 
@@ -557,7 +559,9 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
         for store, number, partitions, compression, details in rows:
             lifecycle = VersionLifecycle.of(details)
             if region in (lifecycle.regions or [region]):
-                hosted.append(VersionToHost(store, number, partitions, compression, lifecycle.hybrid))
+                hosted.append(
+                    VersionToHost(store, number, partitions, CompressionStrategy[compression], lifecycle.hybrid)
+                )
         return hosted
 
 
@@ -585,7 +589,8 @@ def retire_old_versions(
                 kept_online += 1
         for number in retired:
             for model in (PartitionStatus, VersionRegionStatus):
-                session.execute(model.__table__.delete().where(model.store_name == store_name, model.number == number))
+                rows = delete(model).where(model.store_name == store_name, model.number == number)
+                session.execute(rows.execution_options(synchronize_session=False))
             session.delete(session.get(Version, (store_name, number)))
     for number in retired:
         for region in config.regions:

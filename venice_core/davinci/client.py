@@ -175,10 +175,10 @@ class DaVinciClient:
         meta = MetadataStore(self.config.metadata_db_url)
         try:
             info = describe_store(meta, self.store)  # an unknown store: StoreNotFound
-            self.key_schema = info["key_schema"]
+            self.key_schema = info.key_schema
             self._parsed_key = serde.parse(self.key_schema)  # parsed once, not on every read
-            self.value_schemas = {s["id"]: s["schema"] for s in info["value_schemas"]}
-            self._check_partitions(info["partition_count"])
+            self.value_schemas = info.schemas_by_id()
+            self._check_partitions(info.settings.partition_count)
             if self.duckdb is not None:  # a key DuckDB cannot key on: refused before the file exists
                 self._key_columns = key_columns(self.key_schema)
             self._check_base_dir()
@@ -313,7 +313,7 @@ class DaVinciClient:
     # versions
     def _subscribe(self, version: controller.VersionToHost) -> None:
         number = version.number
-        strategy = CompressionStrategy.parse(version.compression)
+        strategy = version.compression
         dictionary = self.dictionary(number) if strategy is CompressionStrategy.ZSTD else None
         local = LocalVersion(
             number,
@@ -471,8 +471,7 @@ class DaVinciClient:
     def _schema_for(self, schema_id: int) -> Any:
         """A value schema registered after the client started (a record written with it arrived)."""
         assert self.meta is not None
-        info = describe_store(self.meta, self.store)
-        self.value_schemas = {s["id"]: s["schema"] for s in info["value_schemas"]}
+        self.value_schemas = describe_store(self.meta, self.store).schemas_by_id()
         if schema_id not in self.value_schemas:
             raise VeniceError(f"value schema {schema_id} of store '{self.store}' is not registered")
         return self.value_schemas[schema_id]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,8 +43,8 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
         for region in config.region_names:
             start(
                 servers.process(config, region).pid() is not None,
-                lambda r=region: servers.start(config, r),
-                lambda r=region: servers.stop(config, r),
+                functools.partial(servers.start, config, region),
+                functools.partial(servers.stop, config, region),
             )
         if config.airflow_enabled:
             start(bool(airflow.pids(config)), lambda: airflow.start(config), lambda: airflow.stop(config))

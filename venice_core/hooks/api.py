@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from venice_core.status import JobStatus
 
@@ -43,6 +43,11 @@ class StoreVersionLifecycleEventOutcome(StrEnum):
     ROLLBACK = "ROLLBACK"
 
 
+# What a function may return: its outcome, or its outcome and the reason for it.
+StoreAnswer: TypeAlias = StoreLifecycleEventOutcome | tuple[StoreLifecycleEventOutcome, str]
+VersionAnswer: TypeAlias = StoreVersionLifecycleEventOutcome | tuple[StoreVersionLifecycleEventOutcome, str]
+
+
 @dataclass(frozen=True)
 class HookContext:
     """What a hook gets to decide: where in the rollout this call is, and the store-level configs."""
@@ -57,7 +62,7 @@ class HookContext:
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
     # What the hooks configured before this one answered in this invocation: (class path, outcome or None).
-    earlier_outcomes: tuple[tuple[str, str | None], ...] = ()
+    earlier_outcomes: tuple[tuple[str, StoreVersionLifecycleEventOutcome | None], ...] = ()
 
 
 PROCEED = StoreLifecycleEventOutcome.PROCEED
@@ -84,48 +89,48 @@ class StoreLifecycleHooks:
         return cls.hook_config_keys is None or key in cls.hook_config_keys or key.startswith(cls.hook_config_prefixes)
 
     # Store-level config validation and the push job's start.
-    def validate_hook_config(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+    def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
         return PROCEED
 
-    def pre_start_of_push_job(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+    def pre_start_of_push_job(self, ctx: HookContext) -> StoreAnswer:
         return PROCEED
 
     def post_start_of_push_job(self, ctx: HookContext) -> None:
         return None
 
     # Schema registration.
-    def pre_schema_registration(self, ctx: HookContext) -> StoreLifecycleEventOutcome:
+    def pre_schema_registration(self, ctx: HookContext) -> StoreAnswer:
         return PROCEED
 
     def post_schema_registration(self, ctx: HookContext) -> None:
         return None
 
     # Version creation, per region: ABORT or ROLLBACK leaves the region out.
-    def pre_store_version_creation(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def pre_store_version_creation(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
     def post_store_version_creation(self, ctx: HookContext) -> None:
         return None
 
     # Da Vinci ingestion, per region.
-    def pre_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def pre_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
-    def post_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def post_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
     def post_store_version_leader_replication(self, ctx: HookContext) -> None:
         return None
 
     # The swap, per region.
-    def pre_store_version_swap(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def pre_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
-    def post_store_version_swap(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def post_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
     # The end of the push job.
-    def pre_end_of_push_job(self, ctx: HookContext) -> StoreVersionLifecycleEventOutcome:
+    def pre_end_of_push_job(self, ctx: HookContext) -> VersionAnswer:
         return VERSION_PROCEED
 
     def post_end_of_push_job(self, ctx: HookContext) -> None:

@@ -32,14 +32,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from typing import overload
 from zoneinfo import ZoneInfoNotFoundError
 
 from venice_core.calendar import BusinessCalendar
 from venice_core.hooks.api import (
     HookContext,
+    StoreAnswer,
     StoreLifecycleEventOutcome,
     StoreLifecycleHooks,
     StoreVersionLifecycleEventOutcome,
+    VersionAnswer,
 )
 
 PROCEED = StoreVersionLifecycleEventOutcome.PROCEED
@@ -53,6 +56,12 @@ INVALID = StoreLifecycleEventOutcome.ABORT
 class Configured(StoreLifecycleHooks):
     """Settings: store-level first, then the cluster-level hook configs."""
 
+    @overload
+    def setting(self, ctx: HookContext, key: str, default: str) -> str: ...
+
+    @overload
+    def setting(self, ctx: HookContext, key: str, default: None = None) -> str | None: ...
+
     def setting(self, ctx: HookContext, key: str, default: str | None = None) -> str | None:
         return ctx.store_hook_configs.get(key, self.configs.get(key, default))
 
@@ -61,7 +70,7 @@ class MinDelayBetweenRegions(Configured):
     KEY = "min.delay.between.regions.seconds"
     hook_config_keys = frozenset({KEY})
 
-    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+    def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
         value = self.setting(ctx, self.KEY, "0")
         try:
             if float(value) < 0:
@@ -70,7 +79,7 @@ class MinDelayBetweenRegions(Configured):
             return INVALID, f"{self.KEY} must be a non-negative number of seconds, got {value!r}"
         return VALID
 
-    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+    def pre_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         delay = float(self.setting(ctx, self.KEY, "0"))
         if not delay or ctx.job_status is None:
             return PROCEED
@@ -96,7 +105,7 @@ class SwapWindow(Configured):
             holidays=(self.setting(ctx, "swap.window.holidays", "") or "").split(","),
         )
 
-    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+    def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
         try:
             self.calendar(ctx)
             float(self.setting(ctx, "swap.window.jitter.seconds", "0"))
@@ -115,7 +124,7 @@ class SwapWindow(Configured):
         opens = calendar.next_open(now, delay)
         return float("inf") if opens is None else (opens - now.astimezone(UTC)).total_seconds()
 
-    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+    def pre_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         wait = self.opens_in(ctx, datetime.now(UTC))
         return PROCEED if wait == 0 else (WAIT, f"outside the swap window ({wait:.0f}s until it opens)")
 
@@ -131,7 +140,7 @@ class HealthCheck(Configured):
         }
     )
 
-    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+    def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
         url = self.setting(ctx, "health.check.url")
         prometheus = self.setting(ctx, "health.check.prometheus.url")
         for value in (url, prometheus):
@@ -161,8 +170,11 @@ class HealthCheck(Configured):
                 return f"{target} is unreachable: {exc}"
         prometheus = self.setting(ctx, "health.check.prometheus.url")
         if prometheus:
-            query = self.setting(ctx, "health.check.prometheus.query").format(region=ctx.region, store=ctx.store)
-            limit = float(self.setting(ctx, "health.check.prometheus.max"))
+            template = self.setting(ctx, "health.check.prometheus.query")
+            maximum = self.setting(ctx, "health.check.prometheus.max")
+            if template is None or maximum is None:  # refused by validate_hook_config: a hook failure here
+                raise ValueError("health.check.prometheus.url needs health.check.prometheus.query and .max")
+            query, limit = template.format(region=ctx.region, store=ctx.store), float(maximum)
             api = f"{prometheus.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
             with urllib.request.urlopen(api, timeout=timeout) as response:
                 results = json.load(response)["data"]["result"]
@@ -172,7 +184,7 @@ class HealthCheck(Configured):
                 return f"{query} = {worst:g}, above {limit:g}"
         return None
 
-    def post_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+    def post_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         problem = self._unhealthy(ctx)
         return (ROLLBACK, f"{ctx.region} unhealthy after the swap: {problem}") if problem else PROCEED
 
@@ -185,7 +197,7 @@ class ManualApproval(Configured):
         value = (self.setting(ctx, self.KEY, "") or "").strip()
         return value == "*" or ctx.region in {r.strip() for r in value.split(",")}
 
-    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+    def pre_store_version_swap(self, ctx: HookContext) -> VersionAnswer:
         if not self.needs_approval(ctx):
             return PROCEED
         decision = ctx.approvals.get(ctx.region or "")

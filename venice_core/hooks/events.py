@@ -30,7 +30,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from venice_core.hooks.api import HOOK_FUNCTIONS, HookContext, StoreLifecycleEventOutcome
+from venice_core.hooks.api import (
+    HOOK_FUNCTIONS,
+    PROCEED,
+    HookContext,
+    LifecycleFunction,
+    StoreAnswer,
+    StoreLifecycleEventOutcome,
+)
 from venice_core.hooks.builtin import Configured
 from venice_core.pubsub import KAFKA_LOGGER
 
@@ -69,7 +76,7 @@ class LifecycleEvents(Configured):
         merged = {**self.configs, **ctx.store_hook_configs}
         return {k: v for k, v in merged.items() if k.startswith("lifecycle.events.")}
 
-    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+    def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
         settings = self._settings(ctx)
         url = settings.get(WEBHOOK)
         if url and urllib.parse.urlparse(url).scheme not in ("http", "https"):
@@ -81,7 +88,8 @@ class LifecycleEvents(Configured):
                 raise ValueError
         except ValueError:
             return StoreLifecycleEventOutcome.ABORT, f"{TIMEOUT} must be a positive number of seconds"
-        return self.emit("validate_hook_config", ctx)
+        answer: StoreAnswer = self.emit("validate_hook_config", ctx)
+        return answer
 
     def emit(self, function: str, ctx: HookContext) -> Any:
         """Send the event (at most the timeout, whatever happens), then PROCEED, or nothing for an informational
@@ -89,9 +97,9 @@ class LifecycleEvents(Configured):
         problems = self.send(event_of(function, ctx), self._settings(ctx))
         for problem in problems:
             log.warning("lifecycle event %s of '%s' not delivered: %s", function, ctx.store, problem)
-        if HOOK_FUNCTIONS[function] is None:
+        if HOOK_FUNCTIONS[LifecycleFunction(function)] is None:
             return None
-        return ("PROCEED", "; ".join(problems)) if problems else "PROCEED"
+        return (PROCEED, "; ".join(problems)) if problems else PROCEED
 
     def send(self, event: dict[str, Any], settings: dict[str, str]) -> list[str]:
         """Deliver to the webhook and the topic at once; returns what failed."""

@@ -32,18 +32,21 @@ from venice_core.config import HookSettings
 from venice_core.hooks.api import (
     HOOK_FUNCTIONS,
     HookContext,
+    LifecycleFunction,
     StoreLifecycleEventOutcome,
     StoreLifecycleHooks,
     StoreVersionLifecycleEventOutcome,
 )
 
-PRECEDENCE = ("ROLLBACK", "ABORT", "WAIT", "PROCEED")
+# Any function's outcome (a PROCEED/ABORT function's are among them).
+Outcome = StoreVersionLifecycleEventOutcome
+PRECEDENCE = (Outcome.ROLLBACK, Outcome.ABORT, Outcome.WAIT, Outcome.PROCEED)
 
 
 class InvalidOutcome(TypeError):
     """A hook returned a lifecycle outcome its function may not return."""
 
-    def __init__(self, function: str, outcome: str, kind: type[StrEnum]) -> None:
+    def __init__(self, function: str, outcome: Outcome, kind: type[StrEnum]) -> None:
         allowed = " or ".join(kind)
         super().__init__(f"returned {outcome}, which {function} may not return ({allowed} only)")
         self.outcome = outcome
@@ -54,18 +57,18 @@ class HookInvocation:
     hook_class: str
     function: str
     region: str | None
-    outcome: str | None  # None for informational functions
+    outcome: Outcome | None  # None for informational functions
     reason: str
     queue_wait_seconds: float
     duration_seconds: float
     error: str | None = None
     timed_out: bool = False
-    invalid_outcome: str | None = None  # an outcome the function may not return (WAIT or ROLLBACK), if it did
+    invalid_outcome: Outcome | None = None  # an outcome the function may not return (WAIT or ROLLBACK), if it did
 
 
 @dataclass(frozen=True)
 class HookDecision:
-    outcome: str | None
+    outcome: Outcome | None
     invocations: tuple[HookInvocation, ...]
 
     @property
@@ -82,11 +85,11 @@ class HookDecision:
 Recorder = Callable[[HookContext, HookInvocation], None]
 
 
-def combine(outcomes: list[str]) -> str:
+def combine(outcomes: list[Outcome]) -> Outcome:
     for candidate in PRECEDENCE:
         if candidate in outcomes:
             return candidate
-    return "PROCEED"
+    return Outcome.PROCEED
 
 
 class DaemonPool:
@@ -94,7 +97,7 @@ class DaemonPool:
     lets a process end while an abandoned (timed-out) call is still running."""
 
     def __init__(self, workers: int, name: str) -> None:
-        self._work: SimpleQueue[tuple[Future, Callable[[], Any]] | None] = SimpleQueue()
+        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
         self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(workers)]
         for thread in self._threads:
             thread.start()
@@ -109,8 +112,8 @@ class DaemonPool:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
                 future.set_exception(exc)
 
-    def submit(self, call: Callable[[], Any]) -> Future:
-        future: Future = Future()
+    def submit(self, call: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
         self._work.put((future, call))
         return future
 
@@ -132,25 +135,27 @@ class HookExecutor:
         self.recorder = recorder
         self._pool = DaemonPool(settings.threads, "venice-hook")
 
-    def _policy_outcome(self, kind: type[StrEnum] | None) -> str | None:
+    def _policy_outcome(self, kind: type[StrEnum] | None) -> Outcome | None:
         if kind is None:
             return None
-        policy = self.settings.failure_policy
-        if policy == "WAIT" and kind is StoreLifecycleEventOutcome:
-            return "ABORT"
+        policy = Outcome(self.settings.failure_policy)
+        if policy is Outcome.WAIT and kind is StoreLifecycleEventOutcome:
+            return Outcome.ABORT
         return policy
 
     @staticmethod
-    def _normalise(result: Any, kind: type[StrEnum], function: str) -> tuple[str, str]:
+    def _normalise(result: Any, kind: type[StrEnum], function: str) -> tuple[Outcome, str]:
         outcome, reason = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
         try:
-            return kind(outcome).value, str(reason or "")
+            return Outcome(kind(outcome).value), str(reason or "")
         except ValueError:
-            if outcome in StoreVersionLifecycleEventOutcome.__members__.values():
-                raise InvalidOutcome(function, str(outcome), kind) from None
+            if outcome in Outcome.__members__.values():
+                raise InvalidOutcome(function, Outcome(outcome), kind) from None
             raise TypeError(f"returned {outcome!r}, not a {kind.__name__}") from None
 
-    def _call_one(self, path: str, hook: StoreLifecycleHooks, function: str, ctx: HookContext) -> HookInvocation:
+    def _call_one(
+        self, path: str, hook: StoreLifecycleHooks, function: LifecycleFunction, ctx: HookContext
+    ) -> HookInvocation:
         kind = HOOK_FUNCTIONS[function]
         submitted = time.monotonic()
         started: list[float] = []
@@ -160,7 +165,8 @@ class HookExecutor:
             return getattr(hook, function)(ctx)
 
         future = self._pool.submit(call)
-        error, timed_out, invalid, outcome, reason = None, False, None, None, ""
+        error: str | None = None
+        timed_out, invalid, outcome, reason = False, None, None, ""
         try:
             result = future.result(timeout=self.settings.timeout_seconds)
             if kind is not None:
@@ -190,9 +196,11 @@ class HookExecutor:
             invalid_outcome=invalid,
         )
 
-    def invoke(self, function: str, ctx: HookContext) -> HookDecision:
-        if function not in HOOK_FUNCTIONS:
-            raise ValueError(f"unknown lifecycle function {function!r}")
+    def invoke(self, name: str, ctx: HookContext) -> HookDecision:
+        try:
+            function = LifecycleFunction(name)
+        except ValueError:
+            raise ValueError(f"unknown lifecycle function {name!r}") from None
         invocations: list[HookInvocation] = []
         for path, hook in self.hooks:
             earlier = tuple((i.hook_class, i.outcome) for i in invocations)
@@ -204,8 +212,8 @@ class HookExecutor:
         if kind is None:
             return HookDecision(None, tuple(invocations))
         outcome = combine([i.outcome for i in invocations if i.outcome])
-        if kind is StoreLifecycleEventOutcome and outcome not in ("PROCEED", "ABORT"):
-            outcome = "ABORT"
+        if kind is StoreLifecycleEventOutcome and outcome not in (Outcome.PROCEED, Outcome.ABORT):
+            outcome = Outcome.ABORT
         return HookDecision(outcome, tuple(invocations))
 
     def close(self) -> None:
@@ -217,6 +225,7 @@ __all__ = [
     "HookExecutor",
     "HookInvocation",
     "InvalidOutcome",
+    "Outcome",
     "StoreVersionLifecycleEventOutcome",
     "combine",
 ]

@@ -3,10 +3,13 @@ them (so the counts survive the short-lived processes, such as Airflow tasks, th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import func, select
 
 from venice_core.hooks.api import HookContext
-from venice_core.hooks.executor import HookInvocation, Recorder, combine
+from venice_core.hooks.executor import HookInvocation, Outcome, Recorder, combine
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.metrics import render
@@ -46,7 +49,7 @@ def first_asked_at(meta: MetadataStore, push_job_id: str, function: str, region:
         return session.execute(query).scalar()
 
 
-def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dict[str | None, tuple[str, str]]:
+def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dict[str | None, tuple[Outcome, str]]:
     """Each region's settled answer at `function` in this push: the latest answers of the hooks there, combined as
     one invocation's are, with their reasons, unless that is WAIT (a region still waiting, or never asked, is
     absent). A step asking several regions at each poke asks only the unsettled ones again."""
@@ -54,10 +57,10 @@ def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dic
     for record in _latest(meta, push_job_id):
         if record.function == function:
             by_region.setdefault(record.region, []).append(record)
-    settled = {}
+    settled: dict[str | None, tuple[Outcome, str]] = {}
     for region, answers in by_region.items():
-        outcome = combine([a.outcome for a in answers if a.outcome])
-        if outcome != "WAIT":
+        outcome = combine([Outcome(a.outcome) for a in answers if a.outcome])
+        if outcome is not Outcome.WAIT:
             reasons = [a.error or a.reason for a in answers if a.outcome == outcome and (a.error or a.reason)]
             settled[region] = (outcome, "; ".join(reasons))
     return settled
@@ -97,7 +100,7 @@ def latest_answers(meta: MetadataStore, push_job_id: str) -> list[dict[str, obje
 
 def is_notable(record: HookInvocationRecord) -> bool:
     """An answer worth showing a person following a rollout: anything but PROCEED, or a hook's failure."""
-    return record.outcome not in (None, "PROCEED") or record.error is not None
+    return record.outcome not in (None, Outcome.PROCEED) or record.error is not None
 
 
 def describe(record: HookInvocationRecord) -> str:
@@ -128,7 +131,7 @@ def metrics_text(meta: MetadataStore) -> str:
         ).all()
         timeouts = session.execute(select(*keys, func.count()).where(r.timed_out.is_(True)).group_by(*keys)).all()
 
-    def labels(row) -> dict[str, str]:
+    def labels(row: Sequence[Any]) -> dict[str, str]:
         return {"hook_class": row[0], "function": row[1]}
 
     lines = render("venice_hook_invocations_total", "counter", "Hook invocations.", [(labels(t), t[2]) for t in totals])
@@ -136,7 +139,7 @@ def metrics_text(meta: MetadataStore) -> str:
         "venice_hook_outcomes_total",
         "counter",
         "Hook answers by outcome.",
-        [({**labels(o), "outcome": o[2]}, o[3]) for o in outcomes],
+        [({**labels(o), "outcome": str(o[2])}, o[3]) for o in outcomes],
     )
     lines += render(
         "venice_hook_failures_total",

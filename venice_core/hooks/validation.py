@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from venice_core.config import HOOKS, ClusterConfig
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext, StoreLifecycleHooks
-from venice_core.hooks.executor import HookExecutor
+from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 
 
@@ -38,7 +38,7 @@ def validate_store_hook_configs(
         decision = executor.invoke("validate_hook_config", ctx)
     finally:
         executor.close()
-    if decision.outcome != "PROCEED":
+    if decision.outcome is not Outcome.PROCEED:
         raise InvalidHookConfig(
             f"store-level hook config of '{store}' refused: {decision.reason or 'a hook refused it'}"
         )

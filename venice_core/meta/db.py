@@ -6,9 +6,9 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001 - DB-API connection
+def rows_matched(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE statement matched (its cursor's row count)."""
+    assert isinstance(result, CursorResult)
+    return result.rowcount
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")

@@ -33,7 +33,9 @@ _PREFIX = np.dtype(
 assert _PREFIX.itemsize == DATA_PREFIX.size and _PREFIX.fields is not None
 # The bytes every message of a run shares: protocol version, message type, producer GUID and segment (all that
 # comes before the sequence number).
-_SHARED = _PREFIX.fields["sequence"][1]
+_FIELDS = _PREFIX.fields
+assert _FIELDS is not None  # a structured dtype has fields
+_SHARED: int = _FIELDS["sequence"][1]
 _DATA_TYPE = KEY_TYPE_DATA[0]
 
 

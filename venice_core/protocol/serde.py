@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import fastavro
 
+# An Avro schema as its decoded JSON: a record's dict, a union's list or a primitive's name such as "string".
+AvroSchemaJson: TypeAlias = Any
 
-def parse(schema: Any) -> Any:
-    """Parse a decoded schema (the JSON value: a dict, a list, or a primitive's name such as "string")."""
+
+def parse(schema: AvroSchemaJson) -> Any:
+    """Parse a decoded schema (fastavro's parsed form)."""
     return fastavro.parse_schema(schema)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from venice_core.config import ClusterConfig
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType
 from venice_core.pubsub.writer import VersionTopicWriter
@@ -38,7 +39,7 @@ def send_start_of_push(
     number: int,
     partitions: int,
     push_job_id: str,
-    compression: str,
+    compression: CompressionStrategy,
     dictionary: bytes | None = None,
 ) -> None:
     """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression (and a ZSTD
@@ -47,7 +48,7 @@ def send_start_of_push(
     import base64
 
     encoded = base64.b64encode(dictionary).decode() if dictionary else None
-    sop = {"sorted": True, "chunked": True, "compression": compression, "compression_dictionary": encoded}
+    sop = {"sorted": True, "chunked": True, "compression": compression.name, "compression_dictionary": encoded}
     send_control(config, store, number, partitions, push_job_id, ControlMessageType.START_OF_PUSH, [sop] * partitions)
 
 
@@ -75,10 +76,11 @@ def read_start_of_push(bootstrap: str, topic: str, partition: int = 0, timeout: 
         seen = 0
         while time.monotonic() < deadline and seen < 1000:
             for raw in consumer.consume(100, timeout=0.5):
-                if raw.error():
+                key, value = raw.key(), raw.value()
+                if raw.error() or key is None or value is None:
                     continue
                 seen += 1
-                message = decode(raw.key(), raw.value())
+                message = decode(key, value)
                 if message.control_type is ControlMessageType.START_OF_PUSH:
                     return dict(message.control or {})
         return None

@@ -5,13 +5,12 @@ version; the previous one keeps serving.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
@@ -23,6 +22,7 @@ from venice_core.rollout.push_confs import check_push_confs
 from venice_core.rollout.steps import CreatedVersion, PushRequest, run_in_process
 from venice_core.spark import repush_config
 from venice_core.spark.input_schema import check_push_input
+from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest, push_job_spec, submit_env
 
 
@@ -31,13 +31,13 @@ class PushFailed(VeniceError):
 
 
 class PushJobRunner(Protocol):
-    """Runs the push job and returns what it wrote (`record_counts` per partition as strings, `schema_id`,
-    `records`). `run_spark_job` is the real one; tests run the same job on an in-process session."""
+    """Runs the push job and returns what it wrote. `run_spark_job` is the real one; tests run the same job on an
+    in-process session."""
 
-    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]: ...
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult: ...
 
 
-def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
     """The push job through `spark-submit`."""
     with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
         result_file = Path(tmp) / "result.json"
@@ -48,7 +48,7 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> dict[str, A
             reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
             job = "repush" if repush_config.is_repush(request.confs) else "push"
             raise PushFailed(f"{job} job failed: {reason}")
-        return json.loads(result_file.read_text())
+        return JobResult.read(result_file)
 
 
 def push(
@@ -83,7 +83,7 @@ def _roll_out(
     settings = stores.store_settings(meta, request.store)
     rollout = Rollout(config, meta, request.store, push_job_id, settings.hook_configs, progress)
 
-    def run(request: PushRequest, created: CreatedVersion) -> dict[str, Any]:
+    def run(request: PushRequest, created: CreatedVersion) -> JobResult:
         return run_job(config, job_request(request, created))
 
     try:

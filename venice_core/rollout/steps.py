@@ -24,11 +24,13 @@ from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decisio
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
+from venice_core.hooks.executor import Outcome
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.rollout.push_confs import check_push_confs
 from venice_core.spark import repush_config
 from venice_core.spark.input_files import check_readable, read_input_schema
 from venice_core.spark.input_schema import input_value, match_value_schema
+from venice_core.spark.job_result import JobResult
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
@@ -101,7 +103,7 @@ class StepInputs:
     request: PushRequest
     created: CreatedVersion | None = None
     region: str | None = None
-    job_result: dict[str, Any] | None = None  # the push job's result (record counts), for END_OF_PUSH
+    job_result: JobResult | None = None  # what the push job wrote, for END_OF_PUSH
     admitted: tuple[str, ...] = ()  # the regions `pre_version_creation` admitted, for version creation
 
     @property
@@ -110,13 +112,25 @@ class StepInputs:
             raise VeniceError("this step needs the created version")
         return self.created
 
+    @property
+    def in_region(self) -> str:
+        """The region a region step runs in."""
+        if self.region is None:
+            raise VeniceError("this step runs in a region")
+        return self.region
+
+
+def _run_by_orchestrator(s: StepInputs) -> None:
+    """A step the orchestrator runs itself (the Spark job, a person's approval), never through `Step.run`."""
+    raise VeniceError("this step is run by the orchestrator")
+
 
 @dataclass(frozen=True)
 class Step:
     name: str
     kind: StepKind
     scope: Scope = Scope.PUSH
-    run: Callable[[StepInputs], Any] | None = None  # None: the orchestrator runs it (Spark, a person's approval)
+    run: Callable[[StepInputs], Any] = _run_by_orchestrator
     function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
     admitted_by: str | None = None  # the decision step whose admitted regions this step takes (version creation)
@@ -162,7 +176,7 @@ def _schema_registration(s: StepInputs) -> int | None:
         )
     except stores.SchemaRefused as exc:
         raise RolloutStopped(str(exc)) from None
-    if schema_id not in {entry["id"] for entry in info["value_schemas"]}:
+    if schema_id not in info.schemas_by_id():
         r.progress(f"registered value schema {schema_id} of '{r.store}' from the input")
     return schema_id
 
@@ -174,7 +188,7 @@ def _pre_version_creation(s: StepInputs) -> Decision | None:
     r = s.rollout
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)
     if version is not None:
-        return Decision("PROCEED", regions=tuple(versions.version_regions(version)))
+        return Decision(Outcome.PROCEED, regions=tuple(versions.version_regions(version)))
     order = stores.store_settings(r.meta, r.store).rollout_order
     return r.decide_version_creation(versions.next_version_number(r.meta, r.store), order)
 
@@ -239,17 +253,20 @@ def _repush_source(r: Rollout, request: PushRequest) -> tuple[dict[str, str], in
 
 def _da_vinci_ingestion_gate(s: StepInputs) -> Decision | None:
     if s.region not in s.version.regions:
-        return Decision("PROCEED")  # nothing to gate: the region is not part of the push
-    return s.rollout.decide_da_vinci_gate(s.region)
+        return Decision(Outcome.PROCEED)  # nothing to gate: the region is not part of the push
+    return s.rollout.decide_da_vinci_gate(s.in_region)
 
 
 def _end_of_push(s: StepInputs) -> int:
     """END_OF_PUSH in every partition, with the count the Spark job wrote to it (ingestion checks it)."""
-    created, result = s.version, s.job_result or {}
+    created, result = s.version, s.job_result
+    if result is None:
+        raise VeniceError("END_OF_PUSH needs the push job's result")
     r = s.rollout
-    send_end_of_push(r.config, r.store, created.number, created.partitions, r.push_job_id, result["record_counts"])
-    versions.record_push_counts(r.meta, r.store, created.number, result["record_counts"])
-    return int(result["records"])
+    counts = dict(result.record_counts)
+    send_end_of_push(r.config, r.store, created.number, created.partitions, r.push_job_id, counts)
+    versions.record_push_counts(r.meta, r.store, created.number, counts)
+    return result.records
 
 
 def _admitted(s: StepInputs) -> bool:
@@ -257,14 +274,14 @@ def _admitted(s: StepInputs) -> bool:
 
 
 def _ingestion_complete(s: StepInputs) -> bool:
-    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.region]
+    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.in_region]
     if status.status is ExecutionStatus.ERROR:
         raise IngestionFailed(f"ingestion failed in {s.region}: {status.details}")
     return status.status is ExecutionStatus.COMPLETED
 
 
 def _da_vinci_swap(s: StepInputs) -> Decision | None:
-    return s.rollout.decide_da_vinci_swap(s.region)
+    return s.rollout.decide_da_vinci_swap(s.in_region)
 
 
 def _leader_replication_done(s: StepInputs) -> None:
@@ -277,8 +294,8 @@ def _pre_swap(s: StepInputs) -> Decision | None:
 
 def _server_swap(s: StepInputs) -> None:
     r = s.rollout
-    versions.swap_region(r.meta, r.store, s.region, s.version.number)
-    wait_until_served(r.config, r.store, s.version.number, [s.region])
+    versions.swap_region(r.meta, r.store, s.in_region, s.version.number)
+    wait_until_served(r.config, r.store, s.version.number, [s.in_region])
     r.progress(f"swapped {s.region} to version {s.version.number}")
 
 
@@ -391,7 +408,7 @@ def stop(inputs: StepInputs, decided: Step, decision: Decision) -> None:
 
 # Runs the push job for a request and its version; returns what it wrote (`record_counts` per partition as strings,
 # `schema_id`, `records`).
-JobRunner = Callable[[PushRequest, CreatedVersion], dict[str, Any]]
+JobRunner = Callable[[PushRequest, CreatedVersion], JobResult]
 
 
 def run_in_process(
@@ -434,21 +451,20 @@ def run_in_process(
     return inputs.version.number
 
 
-def _run_job(inputs: StepInputs, run_job: JobRunner) -> dict[str, Any]:
+def _run_job(inputs: StepInputs, run_job: JobRunner) -> JobResult:
     r = inputs.rollout
     started = time.monotonic()
     result = run_job(inputs.request, inputs.version)
     took = time.monotonic() - started
-    if "repush" in result:
-        left = result["repush"]
+    if result.repush is not None:
+        left = result.repush
         r.progress(
-            f"repush job read {left['source']} ({left['plan']}) and wrote {result['records']} records and "
-            f"{left['tombstones']} tombstones in {took:.1f}s (left out: {left['superseded']} superseded, "
-            f"{left['deleted']} deleted, {left['expired']} expired by TTL)"
+            f"repush job read {left.source} ({left.plan}) and wrote {result.records} records and "
+            f"{left.tombstones} tombstones in {took:.1f}s (left out: {left.superseded} superseded, "
+            f"{left.deleted} deleted, {left.expired} expired by TTL)"
         )
     else:
-        schema = result["schema_id"]
-        r.progress(f"spark job wrote {result['records']} records with value schema {schema} in {took:.1f}s")
+        r.progress(f"spark job wrote {result.records} records with value schema {result.schema_id} in {took:.1f}s")
     return result
 
 

@@ -23,16 +23,15 @@ from sqlalchemy import select
 
 from venice_core.controller.stores import get_store
 from venice_core.controller.versions import RegionProgress, ingestion_progress
+from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
+from venice_core.rollout.airflow_states import ENDED, NEVER_RAN, NOT_RUN, AirflowState
 from venice_core.rollout.names import push_job_id, region_group
 from venice_core.status import VersionStatus
 
 DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)
-NOT_RUN = frozenset({"none", "scheduled", "queued", "skipped", "upstream_failed", "removed"})
-ENDED = frozenset({"success", "failed"})
-NEVER_RAN = frozenset({"skipped", "upstream_failed", "removed"})  # Airflow stamps their start and end at once
 
 
 def decision(step: str) -> str | None:
@@ -67,7 +66,7 @@ class Answer:
     @property
     def notable(self) -> bool:
         """Worth a line of its own: anything but PROCEED or an informational call, or a reason or error."""
-        return self.outcome not in (None, "PROCEED") or bool(self.detail)
+        return self.outcome not in (None, Outcome.PROCEED) or bool(self.detail)
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,7 @@ def rollout_view(
             if job_id
             else None
         )
-        info = version and VersionInfo(version.number, version.status, version.lifecycle.reason)
+        info = None if version is None else VersionInfo(version.number, version.status, version.lifecycle.reason)
     progress = ingestion_progress(meta, store, info.number) if info else {}
     records = invocations(meta, job_id) if job_id else []
 
@@ -228,7 +227,7 @@ def _skipped_everywhere(rows: tuple[RegionRow, ...]) -> set[str]:
     for row in rows:
         for name, step in row.steps.items():
             states.setdefault(name, set()).add(step.state)
-    return {name for name, seen in states.items() if seen == {"skipped"}}
+    return {name for name, seen in states.items() if seen == {AirflowState.SKIPPED}}
 
 
 def _place_answers(
@@ -286,11 +285,13 @@ def _append(answers: list[Answer], record: HookInvocationRecord) -> None:
 
 def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
     """The rollout stopped in this region if one of its steps failed, or one of its decision tasks ran."""
-    step = next((s for s in steps if s.state == "failed" or (decision(s.name) and s.state not in NOT_RUN)), None)
+    step = next(
+        (s for s in steps if s.state == AirflowState.FAILED or (decision(s.name) and s.state not in NOT_RUN)), None
+    )
     if step is None:
         return None
     reason = version.reason if version else ""
-    decided = [a for a in step.answers if a.outcome in ("ABORT", "ROLLBACK")]
+    decided = [a for a in step.answers if a.outcome in (Outcome.ABORT, Outcome.ROLLBACK)]
     named = decision(step.name)
     at = step.name
     if named:  # `pre_swap_abort`: the decision of `pre_swap`
@@ -298,9 +299,9 @@ def _stop(steps: list[Step], version: VersionInfo | None) -> Stop | None:
     elif decided:
         what, reason = decided[-1].outcome or "", reason or decided[-1].detail
     elif version is not None and version.status == VersionStatus.ROLLED_BACK:
-        what = "ROLLBACK"
-    elif "WAIT" in {(a.hook, a.function, a.region): a.outcome for a in step.answers}.values():
-        what = "ABORT"  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
+        what = Outcome.ROLLBACK
+    elif Outcome.WAIT in {(a.hook, a.function, a.region): a.outcome for a in step.answers}.values():
+        what = Outcome.ABORT  # a hook's last answer was WAIT: still WAIT past the maximum wait, an explicit ABORT
     else:
         what = "FAILED"
     return Stop(what, at, reason)

@@ -29,7 +29,7 @@ import json
 import re
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
 import httptools
@@ -230,7 +230,9 @@ class ReadServer:
         self._server = self.loop.run_until_complete(
             self.loop.create_server(lambda: _Connection(self), host, port, backlog=1024, reuse_address=True)
         )
-        self.server_address: tuple[str, int] = self._server.sockets[0].getsockname()[:2]
+        # uvloop's Server has asyncio.Server's `sockets` (create_server is typed as returning an AbstractServer).
+        listening = cast(asyncio.Server, self._server).sockets
+        self.server_address: tuple[str, int] = listening[0].getsockname()[:2]
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="http")
         self._thread.start()
 

@@ -100,14 +100,14 @@ class RegionServer:
             self.region.kafka_bootstrap,
             self.region.version_topic(version.store, version.number),
             version.partition_count,
-            compressor(CompressionStrategy.parse(version.compression)),
+            compressor(version.compression),
         )
 
     def _host(self, version: controller.VersionToHost) -> None:
         store, number, partition_count = version.store, version.number, version.partition_count
         stop = threading.Event()
         local_topic = self.region.version_topic(store, number)
-        strategy = CompressionStrategy.parse(version.compression)
+        strategy = version.compression
         decompress = None if strategy is CompressionStrategy.ZSTD else decompressor(strategy)
         hosted = HostedVersion(store, number, [], decompress, stop, [], [])
         source = self.config.region(self.config.source_region)
@@ -257,8 +257,8 @@ class RegionServer:
 
         info = describe_store(self.meta, store)
         return {
-            "key_schema": info["key_schema"],
-            "value_schemas": {str(s["id"]): s["schema"] for s in info["value_schemas"]},
+            "key_schema": info.key_schema,
+            "value_schemas": {str(entry.id): entry.schema for entry in info.value_schemas},
         }
 
     def ingestion(self) -> list[PartitionIngestion]:

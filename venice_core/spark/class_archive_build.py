@@ -12,12 +12,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from venice_core.cache import filling, staging
 from venice_core.spark.class_archive import archive_path, usable_archive
 from venice_core.spark.submit import DEFAULT_SPARK_CONFS, DRIVER_JAVA_OPTIONS, SparkJobSpec
 
 BUILD_TIMEOUT_SECONDS = 600
+
+
+def _count(batch: Any, _batch_id: int) -> None:
+    """A micro-batch's action, so the streaming classes load too."""
+    batch.count()
 
 
 def build(force: bool = False) -> Path:
@@ -77,7 +83,7 @@ def train(scratch: Path) -> None:
     frame.mapInArrow(lambda batches: batches, frame.schema).groupBy("key").count().collect()
     stream = spark.readStream.schema(frame.schema).json(str(scratch / "json"))
     query = (
-        stream.writeStream.foreachBatch(lambda batch, _id: batch.count())
+        stream.writeStream.foreachBatch(_count)
         .option("checkpointLocation", str(scratch / "checkpoint"))
         .trigger(availableNow=True)
         .start()

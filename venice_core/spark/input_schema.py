@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
+from venice_core.controller.store_description import StoreDescription
 from venice_core.errors import IncompatibleSchema, PushJobError, SchemaError
 from venice_core.meta import MetadataStore
 from venice_core.spark.input_files import read_input_schema
@@ -141,7 +142,7 @@ class ValueSchemaChoice:
     changed: tuple[str, ...] = ()  # fields of the latest schema whose type a derived schema changes
 
 
-def _registrable(info: dict[str, Any], choice: ValueSchemaChoice, register: Callable[[str], T]) -> T:
+def _registrable(info: StoreDescription, choice: ValueSchemaChoice, register: Callable[[str], T]) -> T:
     """`register` (check or add) the derived schema; an incompatible one is refused naming the fields it changes."""
     try:
         return register(json.dumps(choice.schema))
@@ -150,33 +151,33 @@ def _registrable(info: dict[str, Any], choice: ValueSchemaChoice, register: Call
             f" (the input changes the type of {', '.join(repr(f) for f in choice.changed)})" if choice.changed else ""
         )
         raise IncompatibleSchema(
-            f"the input needs a new value schema for '{info['name']}', which cannot be registered{changed}: {exc}"
+            f"the input needs a new value schema for '{info.name}', which cannot be registered{changed}: {exc}"
         ) from None
 
 
 def choose_value_schema(
-    info: dict[str, Any], value_struct: Any, single_value: bool, value_field: str
+    info: StoreDescription, value_struct: Any, single_value: bool, value_field: str
 ) -> ValueSchemaChoice:
     """The newest registered value schema the input fits; a new one derived from the input when the store
     auto-registers (the caller registers it); otherwise a SchemaError saying why no schema fits."""
     target = value_struct.fields[0].dataType if single_value else value_struct
     reasons = []
-    for entry in reversed(info["value_schemas"]):
-        reason = mismatch(entry["schema"], target, value_struct.fields[0].name if single_value else "")
+    for entry in reversed(info.value_schemas):
+        reason = mismatch(entry.schema, target, value_struct.fields[0].name if single_value else "")
         if reason is None:
-            return ValueSchemaChoice(entry["id"], entry["schema"])
-        reasons.append(f"value schema {entry['id']}: {reason}")
-    if not info["auto_register_schemas"] or single_value:
+            return ValueSchemaChoice(entry.id, entry.schema)
+        reasons.append(f"value schema {entry.id}: {reason}")
+    if not info.settings.auto_register_schemas or single_value:
         what = (
             "input" if single_value else f"input has no value field '{value_field}', and the record of its other fields"
         )
         raise SchemaError(
-            f"{what} does not match any value schema of '{info['name']}' ({'; '.join(reasons)}); "
+            f"{what} does not match any value schema of '{info.name}' ({'; '.join(reasons)}); "
             "register a compatible schema or enable auto-registration"
         )
-    latest = info["value_schemas"][-1]["schema"]
+    latest = info.value_schemas[-1].schema
     if _type_name(latest) != "record":
-        raise SchemaError(f"cannot derive a value schema from the input: '{info['name']}' values are not records")
+        raise SchemaError(f"cannot derive a value schema from the input: '{info.name}' values are not records")
     known = {f["name"]: f for f in latest["fields"]}
     fits = {
         f.name
@@ -196,7 +197,7 @@ def choose_value_schema(
 def match_value_schema(
     meta: MetadataStore,
     config: ClusterConfig,
-    info: dict[str, Any],
+    info: StoreDescription,
     value_struct: Any,
     single_value: bool,
     value_field: str,
@@ -209,7 +210,7 @@ def match_value_schema(
     if choice.schema_id is not None:
         return choice.schema_id, choice.schema
     schema_id = _registrable(
-        info, choice, lambda text: store_ops.add_value_schema(meta, config, info["name"], text, push_job_id)
+        info, choice, lambda text: store_ops.add_value_schema(meta, config, info.name, text, push_job_id)
     )
     return schema_id, choice.schema
 

@@ -156,7 +156,7 @@ def with_markers(start: Mapping[str, int], end: dict[str, int], drain_cut: Mappi
 def split(start: Mapping[str, int], end: Mapping[str, int], max_records: int) -> list[OffsetRange]:
     """A batch read's tasks: each partition's range cut into ceil(records / max_records) ranges of at most
     `max_records` records, by partition then offset (0: one task per partition)."""
-    ranges = []
+    ranges: list[OffsetRange] = []
     for r in plan(start, end):
         step = max_records if max_records > 0 else r.end - r.start
         ranges.extend(OffsetRange(r.partition, s, min(s + step, r.end)) for s in range(r.start, r.end, step))

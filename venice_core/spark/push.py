@@ -10,7 +10,6 @@ ones it has. The caller sends START_OF_PUSH before and END_OF_PUSH after (with t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -21,9 +20,12 @@ from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, PushJobError, VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.spark.input_files import check_readable, input_format
 from venice_core.spark.input_schema import input_value, match_value_schema
+from venice_core.spark.job_result import JobResult
 from venice_core.spark.push_tasks import record_counts, serialize_batches, write_batches, write_sorted
+from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
 FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
@@ -49,14 +51,14 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
         ) from None
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> JobResult:
     """The job as `spark-submit` runs it: a SparkSession of its own, the cluster config from the environment."""
     return run_in_session("venice-push", run_on, args)
 
 
 def run_in_session(
-    app: str, job: Callable[[Any, ClusterConfig, argparse.Namespace], dict[str, Any]], args: argparse.Namespace
-) -> dict[str, Any]:
+    app: str, job: Callable[[Any, ClusterConfig, argparse.Namespace], JobResult], args: argparse.Namespace
+) -> JobResult:
     """A job on a SparkSession of its own (spark-submit's), stopped after it."""
     from pyspark.sql import SparkSession
 
@@ -67,13 +69,28 @@ def run_in_session(
         spark.stop()
 
 
-def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
+def writer_spec(spark: Any, args: argparse.Namespace, partitions: int, compression: CompressionStrategy) -> WriterSpec:
+    """Where a job's tasks write (the new version's topic, as its push job), with the retry test's fault injection
+    from the session's confs."""
+    return WriterSpec(
+        push_job_id=args.push_job_id,
+        version=args.version,
+        bootstrap=args.bootstrap,
+        topic=args.topic,
+        partitions=partitions,
+        compression=compression,
+        fail_partition=int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
+        fail_after=int(spark.conf.get(FAIL_AFTER_CONF, "0")),
+    )
+
+
+def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process on one session; `run` on spark-submit's).
     Returns the per-partition record counts and the value schema id."""
     meta = MetadataStore(config.metadata_db_url)
     try:
         info = store_ops.describe_store(meta, args.store)
-        version = next((v for v in info["versions"] if v["number"] == args.version), None)
+        version = info.version(args.version)
         if version is None:
             raise PushJobError(f"store '{args.store}' has no version {args.version}: create it first")
         df = read_input(spark, args.input, input_format(args.input, args.input_format))
@@ -83,24 +100,17 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         schema_id, value_schema = match_value_schema(
             meta, config, info, value_struct, single_value, args.value_field, args.push_job_id
         )
-        partitions = version["partition_count"]
-        spec = {
-            "push_job_id": args.push_job_id,
-            "version": args.version,
-            "bootstrap": args.bootstrap,
-            "topic": args.topic,
-            "partitions": partitions,
-            "schema_id": schema_id,
-            "key_schema": info["key_schema"],
-            "value_schema": value_schema,
-            "key_field": args.key_field,
-            "value_field": args.value_field,
-            "single_value": single_value,
-            "compression": version["compression"],
-            "allow_duplicate_key": args.allow_duplicate_key,
-            "fail_partition": int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
-            "fail_after": int(spark.conf.get(FAIL_AFTER_CONF, "0")),
-        }
+        partitions = version.partition_count
+        spec = PushTaskSpec(
+            writer=writer_spec(spark, args, partitions, version.compression),
+            schema_id=schema_id,
+            key_schema=info.key_schema,
+            value_schema=value_schema,
+            key_field=args.key_field,
+            value_field=args.value_field,
+            single_value=single_value,
+            allow_duplicate_key=args.allow_duplicate_key,
+        )
         # Serialise in Python (Arrow batches), then shuffle and sort in the JVM: every Kafka partition lands whole
         # in one task, sorted by key bytes (Spark compares binary as unsigned bytes, as RocksDB does).
         serialized = df.select(args.key_field, *value_columns).mapInArrow(
@@ -113,11 +123,7 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
             raise PushJobError(
                 f"input {args.input} holds no records (pass --conf allow.empty.input=true to push an empty version)"
             )
-        return {
-            "record_counts": counts,
-            "schema_id": schema_id,
-            "records": total,
-        }
+        return JobResult(counts, total, schema_id)
     finally:
         meta.dispose()
 
@@ -159,32 +165,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _write_result(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result))
-
-
-def refused_input(result_file: Path) -> str | None:
-    """Why the job refused its input (a missing field, an incompatible schema, ...), if that is how it ended: a
-    failure that running the job again would not change."""
+def run_and_report(args: argparse.Namespace, run_job: Callable[[argparse.Namespace], JobResult]) -> int:
+    """Run a job (the push's or the repush's) and write its result file: what it wrote, or why it refused its
+    input. The exit status."""
     try:
-        return json.loads(result_file.read_text()).get("refused")
-    except (OSError, ValueError):
-        return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        result = run(args)
+        result = run_job(args)
     except Exception as exc:  # noqa: BLE001 - one line for the caller; Spark wraps executor errors in pages
         refused = _refusal(exc)
         print(f"error: {failure_reason(exc)}", file=sys.stderr)
         if refused:
-            _write_result(Path(args.result_file), {"refused": refused})
+            JobResult(refused=refused).write(Path(args.result_file))
         return 1
-    _write_result(Path(args.result_file), result)
+    result.write(Path(args.result_file))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_and_report(parse_args(sys.argv[1:] if argv is None else argv), run)
 
 
 if __name__ == "__main__":

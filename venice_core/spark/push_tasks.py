@@ -8,24 +8,25 @@ from typing import Any
 
 from venice_core.errors import PushJobError
 from venice_core.protocol import serde
-from venice_core.protocol.compression import CompressionStrategy, compressor
+from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.hash_partitioning import spread_values
+from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 
 
-def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
+def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
     """mapInArrow on the executors: input rows -> (kafka partition, key bytes, value bytes)."""
     import pyarrow as pa
 
-    serialize_key, value_schema = serde.serializer(serde.parse(spec["key_schema"])), serde.parse(spec["value_schema"])
-    key_field, value_field, partitions = spec["key_field"], spec["value_field"], spec["partitions"]
+    serialize_key, value_schema = serde.serializer(serde.parse(spec.key_schema)), serde.parse(spec.value_schema)
+    key_field, value_field, partitions = spec.key_field, spec.value_field, spec.writer.partitions
     for batch in batches:
         out_partitions, out_keys, out_values = [], [], []
         for row in batch.to_pylist():
             key = row.pop(key_field)
-            value = row[value_field] if spec["single_value"] else row
+            value = row[value_field] if spec.single_value else row
             try:
                 key_bytes = serialize_key(key)
             except (ValueError, TypeError, AttributeError) as exc:
@@ -34,7 +35,7 @@ def serialize_batches(batches: Any, spec: dict[str, Any]) -> Any:
                 value_bytes = serde.serialize(value_schema, value)
             except (ValueError, TypeError, AttributeError) as exc:
                 raise PushJobError(
-                    f"value of key {key!r} does not match value schema {spec['schema_id']}: {exc}"
+                    f"value of key {key!r} does not match value schema {spec.schema_id}: {exc}"
                 ) from None
             out_partitions.append(partition_for(key_bytes, partitions))
             out_keys.append(key_bytes)
@@ -52,66 +53,66 @@ class PartitionWriter:
     repush job writes records it has already compacted and compressed, each with its own schema id and write
     timestamp, deletes included (`write_record`). The counts END_OF_PUSH carries are of PUTs, as ingestion counts."""
 
-    def __init__(self, spec: dict[str, Any], first_attempt: bool) -> None:
+    def __init__(self, spec: WriterSpec, first_attempt: bool) -> None:
         self.spec = spec
         self.first_attempt = first_attempt
-        self.compress = compressor(CompressionStrategy[spec["compression"]])
+        self.compress = compressor(spec.compression)
         self.counts: dict[int, int] = {}
         self.partition: int | None = None
         self.writer: VersionTopicWriter | None = None
         self.previous: tuple[bytes, bytes] | None = None
 
-    def _switch(self, partition: int) -> None:
+    def _writer_for(self, partition: int) -> VersionTopicWriter:
+        """The partition's writer: a new one, its segment started, when the task moves on to another partition."""
+        if self.writer is not None and partition == self.partition:
+            return self.writer
         self.finish()
         spec = self.spec
         # A GUID per Kafka partition derived from the push job id: a retried task writes as the same producer.
-        guid = deterministic_guid(spec["push_job_id"], spec["version"], partition)
-        self.writer = VersionTopicWriter(spec["bootstrap"], spec["topic"], spec["partitions"], guid)
+        guid = deterministic_guid(spec.push_job_id, spec.version, partition)
+        self.writer = VersionTopicWriter(spec.bootstrap, spec.topic, spec.partitions, guid)
         self.writer.start_segment(partition)
         self.partition, self.previous = partition, None
         self.counts[partition] = 0
+        return self.writer
 
-    def write(self, partition: int, key: bytes, value: bytes) -> None:
+    def write(self, partition: int, key: bytes, value: bytes, schema_id: int, allow_duplicate_key: bool) -> None:
         """A pushed record: the value serialised, not yet compressed; a duplicate key is refused unless allowed."""
-        if partition != self.partition:
-            self._switch(partition)
+        writer = self._writer_for(partition)
         if self.previous is not None and self.previous[0] == key:
-            if self.previous[1] == value or self.spec["allow_duplicate_key"]:
+            if self.previous[1] == value or allow_duplicate_key:
                 return
             raise PushJobError(
                 f"duplicate key with different values in the input (key bytes {key[:32].hex()}); "
                 "set allow.duplicate.key=true to keep one of them"
             )
-        self.writer.put(key, self.compress(value), self.spec["schema_id"], partition=partition)
+        writer.put(key, self.compress(value), schema_id, partition=partition)
         self.previous = (key, value)
         self._written(partition)
 
     def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp_ms: int) -> None:
         """A record as stored (value compressed already), with its write timestamp; `value` None is a DELETE."""
-        if partition != self.partition:
-            self._switch(partition)
+        writer = self._writer_for(partition)
         if value is None:
-            self.writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+            writer.delete(key, schema_id, partition=partition, timestamp_ms=timestamp_ms)
             return
-        self.writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
+        writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
         self._written(partition)
 
     def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
         """A PUT copied as a version topic holds it (`VersionTopicWriter.put_stored`), with its write timestamp."""
-        if partition != self.partition:
-            self._switch(partition)
-        self.writer.put_stored(kafka_key, body, partition, timestamp_ms)
+        self._writer_for(partition).put_stored(kafka_key, body, partition, timestamp_ms)
         self._written(partition)
 
     def _written(self, partition: int) -> None:
         self.counts[partition] += 1
-        injected = self.first_attempt and partition == self.spec.get("fail_partition", -1)
-        if injected and self.counts[partition] == self.spec["fail_after"]:
-            self.writer.flush()  # part of the partition is in Kafka when the task dies
+        injected = self.first_attempt and partition == self.spec.fail_partition
+        if injected and self.counts[partition] == self.spec.fail_after:
+            self._writer_for(partition).flush()  # part of the partition is in Kafka when the task dies
             raise RuntimeError(f"injected failure in partition {partition} after {self.counts[partition]} records")
 
     def finish(self) -> None:
-        if self.writer is not None:
+        if self.writer is not None and self.partition is not None:
             self.writer.end_segment(self.partition)
             self.writer.flush()
             self.writer = None
@@ -126,7 +127,7 @@ class PartitionWriter:
         )
 
 
-def task_writer(spec: dict[str, Any]) -> PartitionWriter:
+def task_writer(spec: WriterSpec) -> PartitionWriter:
     """The writer of this Spark task (a retry is not its first attempt: fault injection spares it)."""
     from pyspark import TaskContext
 
@@ -134,13 +135,14 @@ def task_writer(spec: dict[str, Any]) -> PartitionWriter:
     return PartitionWriter(spec, first_attempt=context is None or context.attemptNumber() == 0)
 
 
-def write_batches(batches: Any, spec: dict[str, Any]) -> Any:
+def write_batches(batches: Any, spec: PushTaskSpec) -> Any:
     """mapInArrow on the executors: write sorted rows through the protocol writer; yield per-partition counts."""
-    writer = task_writer(spec)
+    writer = task_writer(spec.writer)
+    schema_id, allow_duplicate_key = spec.schema_id, spec.allow_duplicate_key
     for batch in batches:
         columns = [batch.column(i).to_pylist() for i in range(3)]
         for partition, key, value in zip(*columns, strict=True):
-            writer.write(partition, key, value)
+            writer.write(partition, key, value, schema_id, allow_duplicate_key)
     writer.finish()
     yield writer.counts_batch()
 

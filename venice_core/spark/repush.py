@@ -19,14 +19,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores as store_ops
+from venice_core.controller.store_description import StoreDescription, VersionDescription
 from venice_core.errors import PushJobError
 from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.spark import push as push_job
+from venice_core.spark.job_result import JobResult, RepushStats
 from venice_core.spark.push_tasks import record_counts, write_sorted
 from venice_core.spark.repush_tasks import (
     DECODED_SCHEMA,
@@ -35,20 +38,21 @@ from venice_core.spark.repush_tasks import (
     decode_batches,
     repush_partitions,
 )
+from venice_core.spark.task_specs import RepushTaskSpec, SourceRange
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> JobResult:
     return push_job.run_in_session("venice-repush", run_on, args)
 
 
-def _version(info: dict[str, Any], number: int) -> dict[str, Any]:
-    version = next((v for v in info["versions"] if v["number"] == number), None)
+def _version(info: StoreDescription, number: int) -> VersionDescription:
+    version = info.version(number)
     if version is None:
-        raise PushJobError(f"store '{info['name']}' has no version {number}")
+        raise PushJobError(f"store '{info.name}' has no version {number}")
     return version
 
 
-def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[str, Any]:
+def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
     from venice_core.spark.kafka_source import batch_ranges
@@ -60,33 +64,25 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         meta.dispose()
     target = _version(info, args.version)
     source = _version(info, args.source_version)
-    partitions = target["partition_count"]
-    spec = {
-        "push_job_id": args.push_job_id,
-        "version": args.version,
-        "bootstrap": args.bootstrap,
-        "topic": args.topic,
-        "partitions": partitions,
-        "compression": "NO_OP",  # the writer's own: values arrive compressed for the new version already
-        "source_compression": source["compression"],
-        "target_compression": target["compression"],
-        "ttl_start_ms": args.ttl_start_ms,
+    partitions = target.partition_count
+    spec = RepushTaskSpec(
+        # The writer's own compression is none: values arrive compressed for the new version already.
+        writer=push_job.writer_spec(spark, args, partitions, CompressionStrategy.NO_OP),
+        source_topic=args.source_topic,
+        source_bootstrap=args.source_bootstrap,
+        source_compression=source.compression,
+        target_compression=target.compression,
+        ttl_start_ms=args.ttl_start_ms,
         # An active-active (hybrid) version keeps its tombstones: a replayed older nearline write must lose to them.
-        "keep_tombstones": target["hybrid"] is not None,
-        "combiner": args.combiner,
-        "fail_partition": int(spark.conf.get(push_job.FAIL_PARTITION_CONF, "-1")),
-        "fail_after": int(spark.conf.get(push_job.FAIL_AFTER_CONF, "0")),
-    }
+        keep_tombstones=target.hybrid is not None,
+        combiner=args.combiner,
+    )
     ranges = batch_ranges(
         args.source_bootstrap, args.source_topic, "earliest", args.source_end_offsets or "latest", 0
     )  # fixed here, on the driver: a retried task reads exactly the same records
-    if source["partition_count"] == partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
+    if source.partition_count == partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
         # One task per source partition with records: spark.range's ids index the ranges.
-        spec.update(
-            ranges=[(r.partition, r.start, r.end) for r in ranges],
-            source_topic=args.source_topic,
-            source_bootstrap=args.source_bootstrap,
-        )
+        spec = replace(spec, ranges=tuple(SourceRange(r.partition, r.start, r.end) for r in ranges))
         tasks = spark.range(0, len(ranges), 1, max(1, len(ranges)))
         written = tasks.mapInArrow(lambda batches: repush_partitions(batches, spec), WRITTEN_SCHEMA).collect()
         plan = "map-only"
@@ -94,15 +90,10 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> dict[
         written, plan = _shuffled(spark, args, spec, partitions), "shuffled"
     counts = record_counts(written, partitions)
     left_out = {name: sum(getattr(row, name) for row in written) for name in WRITTEN_SCHEMA_STATS}
-    return {
-        "record_counts": counts,
-        "schema_id": None,
-        "records": sum(counts.values()),
-        "repush": {"source": args.source_topic, "plan": plan, **left_out},
-    }
+    return JobResult(counts, sum(counts.values()), repush=RepushStats(args.source_topic, plan, **left_out))
 
 
-def _shuffled(spark: Any, args: argparse.Namespace, spec: dict[str, Any], partitions: int) -> list[Any]:
+def _shuffled(spark: Any, args: argparse.Namespace, spec: RepushTaskSpec, partitions: int) -> list[Any]:
     """The general repush: offset ranges read in parallel through the venice_kafka source, decoded (and combined)
     per range, shuffled to the new version's partitions and sorted there (`write_sorted`), compacted and written."""
     from venice_core.spark.kafka_source import KafkaDataSource
@@ -151,17 +142,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        result = run(args)
-    except Exception as exc:  # noqa: BLE001 - one line for the caller; Spark wraps executor errors in pages
-        refused = push_job._refusal(exc)
-        print(f"error: {push_job.failure_reason(exc)}", file=sys.stderr)
-        if refused:
-            push_job._write_result(Path(args.result_file), {"refused": refused})
-        return 1
-    push_job._write_result(Path(args.result_file), result)
-    return 0
+    return push_job.run_and_report(parse_args(sys.argv[1:] if argv is None else argv), run)
 
 
 if __name__ == "__main__":

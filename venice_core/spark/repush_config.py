@@ -26,6 +26,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.errors import ConfigError, RepushRefused
 from venice_core.meta import MetadataStore
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.offsets import parse_partition_offsets
 from venice_core.repush_schedule import RepushDecision, decide
@@ -203,7 +204,7 @@ class RepushSource:
     topic: str
     bootstrap: str
     partitions: int
-    compression: str
+    compression: CompressionStrategy
     hybrid: bool  # the source version is hybrid: its new version rewinds a day unless overridden
     ttl_start_ms: int | None  # records written before it are dropped (None: no TTL)
     end_offsets: tuple[int, ...] = ()  # each partition's end offset when resolved
@@ -221,19 +222,19 @@ def resolve(
     """The repush's source, checked before anything is created (RepushRefused, ConfigError, StoreNotFound or an
     unreachable broker's ComponentError). `topics`: `pubsub.admin` (`check_reachable`, `partition_count`,
     `end_offsets`), or a test's in-memory one."""
-    settings = stores.store_settings(meta, store)
     info = stores.describe_store(meta, store)
+    settings = info.settings
     if repush.ttl_enable and settings.hybrid is None:
         raise RepushRefused(f"repush with TTL is only supported for hybrid stores; '{store}' is batch-only")
     if repush.fabric is not None:
         config.region(repush.fabric)  # ConfigError: unknown region
-    current = {region: int(v["current"] or 0) for region, v in info["regions"].items()}
+    current = info.serving()
     order = list(dict.fromkeys([config.source_region, *settings.rollout_order, *config.region_names]))
     if repush.topic is not None:
         owner, number = topic_version(_unprefixed(config, repush.topic, repush.fabric))
         if owner != store:
             raise RepushRefused(f"{KAFKA_INPUT_TOPIC} {repush.topic} is a topic of store '{owner}', not of '{store}'")
-        if not any(v["number"] == number for v in info["versions"]):
+        if info.version(number) is None:
             raise RepushRefused(f"{repush.topic} no longer exists: '{store}' has no version {number}")
         if repush.fabric is not None:
             region = repush.fabric
@@ -255,6 +256,7 @@ def resolve(
         if repush.ttl_start_timestamp is not None:
             ttl_start = repush.ttl_start_timestamp
         else:
+            assert settings.hybrid is not None  # TTL was refused above for a batch-only store
             seconds = repush.ttl_seconds if repush.ttl_seconds is not None else settings.hybrid.rewind_seconds
             ttl_start = now - seconds * 1000
     return RepushSource(
@@ -264,7 +266,7 @@ def resolve(
         topic,
         bootstrap,
         partitions,
-        version.compression,
+        CompressionStrategy[version.compression],
         version.lifecycle.hybrid is not None,
         ttl_start,
         tuple(topics.end_offsets(bootstrap, topic, partitions)),
@@ -323,8 +325,9 @@ def scheduled_repush(
     if settings.repush is None:
         return RepushDecision(False, f"store '{store}' has no scheduled repush"), {}
     info = stores.describe_store(meta, store)
-    current = max((int(v["current"] or 0) for v in info["regions"].values()), default=0)
-    created = next((v["created_at"] for v in info["versions"] if v["number"] == current), None)
+    current = max(info.serving().values(), default=0)
+    version = info.version(current)
+    created = None if version is None else version.created_at
     in_flight = versions.version_in_flight(meta, store)
     decision = decide(current, created, settings.repush.ttl_seconds, in_flight, now)
     ttl = {REPUSH_TTL_ENABLE: "true", REPUSH_TTL_SECONDS: str(settings.repush.ttl_seconds)}

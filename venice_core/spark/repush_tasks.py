@@ -17,12 +17,12 @@ re-compressed when the compression differs; each record is written with its own 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from venice_core.errors import PushJobError
 from venice_core.protocol import chunking
-from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
+from venice_core.protocol.compression import compressor, decompressor
 from venice_core.protocol.envelope import (
     CHUNK_SCHEMA_ID,
     DATA_PREFIX,
@@ -33,7 +33,8 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark.push_tasks import task_writer
+from venice_core.spark.push_tasks import PartitionWriter, task_writer
+from venice_core.spark.task_specs import RepushTaskSpec
 
 PUT, DELETE, MANIFEST, CHUNK = 0, 1, 2, 3
 DECODED_SCHEMA = (
@@ -87,18 +88,18 @@ def combine(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted(kept, key=lambda row: row[2])
 
 
-def decode_batches(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
+def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
     """mapInArrow over one offset range (rows of the venice_kafka source): decoded data rows, each tagged with the
     new version's partition for its key; combined per key first when the combiner is on."""
     import pyarrow as pa
 
-    partitions, combiner = spec["partitions"], spec["combiner"]
+    partitions, combiner = spec.writer.partitions, spec.combiner
     names = ["partition", "key", "offset", "kind", "schema_id", "timestamp", "value", "chunk"]
     types = [pa.int32(), pa.binary(), pa.int64(), pa.int32(), pa.int32(), pa.int64(), pa.binary(), pa.binary()]
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
 
     def to_batch(rows: list[tuple[Any, ...]]) -> Any:
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+        columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[] for _ in names]
         return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
 
     for batch in batches:
@@ -127,14 +128,13 @@ def decode_batches(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any
 class Compactor:
     """The reduce side of one key at a time: fed its rows in offset order, it says what the new version holds."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.ttl_start = spec.get("ttl_start_ms")
-        self.keep_tombstones = spec["keep_tombstones"]
-        source, target = spec["source_compression"], spec["target_compression"]
-        self.recompress = None
+    def __init__(self, spec: RepushTaskSpec) -> None:
+        self.ttl_start = spec.ttl_start_ms
+        self.keep_tombstones = spec.keep_tombstones
+        source, target = spec.source_compression, spec.target_compression
+        self.recompress: Callable[[bytes], bytes] | None = None
         if source != target:
-            decompress = decompressor(CompressionStrategy[source])
-            compress = compressor(CompressionStrategy[target])
+            decompress, compress = decompressor(source), compressor(target)
             self.recompress = lambda value: compress(decompress(value))
         self.stats = {"tombstones": 0, "expired": 0, "deleted": 0, "superseded": 0}
 
@@ -208,19 +208,19 @@ def grouped(batches: Iterable[Any]) -> Iterator[list[tuple[Any, ...]]]:
         yield group
 
 
-def compact_and_write(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
+def compact_and_write(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
     """mapInArrow on the sorted rows of whole Kafka partitions: compact each key, write the survivors through the
     push job's writer; yield per-partition counts (PUTs, as END_OF_PUSH carries them) and what was left out."""
     compactor = Compactor(spec)
-    writer = task_writer(spec)
+    writer = task_writer(spec.writer)
     for rows in grouped(batches):
         _write_key(compactor, writer, rows)
     writer.finish()
     yield _written(writer, compactor)
 
 
-def repush_partitions(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[Any]:
-    """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec["ranges"]`), for a source
+def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
+    """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec.ranges`), for a source
     with the new version's partition count (the same partitioner sends each key to the same partition) and no
     partition over `max.records.per.mapper`: each task reads its whole partition in offset order from its range
     (fixed on the driver, so a retried task reads the same records) and writes it compacted, keys in byte order.
@@ -230,21 +230,21 @@ def repush_partitions(batches: Iterable[Any], spec: dict[str, Any]) -> Iterator[
     or an earlier repush wrote them) has nothing to compact or sort: its records are copied as they are stored
     (TTL and re-compression applied). Any other partition is grouped by key in memory and compacted."""
     compactor = Compactor(spec)
-    writer = task_writer(spec)
+    writer = task_writer(spec.writer)
     for batch in batches:
         for index in batch.column(0).to_pylist():
-            source_partition, start, end = spec["ranges"][index]
-            messages, plain = _read_partition(spec, source_partition, start, end)
+            source = spec.ranges[index]
+            messages, plain = _read_partition(spec, source.partition, source.start, source.end)
             if plain:
-                _copy_plain(messages, source_partition, spec, compactor, writer)
+                _copy_plain(messages, source.partition, spec, compactor, writer)
             else:
-                _compact_partition(messages, source_partition, spec, compactor, writer)
+                _compact_partition(messages, source.partition, spec, compactor, writer)
     writer.finish()
     yield _written(writer, compactor)
 
 
 def _read_partition(
-    spec: dict[str, Any], partition: int, start: int, end: int
+    spec: RepushTaskSpec, partition: int, start: int, end: int
 ) -> tuple[list[tuple[bytes, bytes, int]], bool]:
     """One source partition's data messages in offset order, as (Kafka key, Kafka value, offset), control messages
     left out (the new version has its own); and whether they are plain: well-formed PUTs of user schemas (no
@@ -255,7 +255,7 @@ def _read_partition(
     append = messages.append
     plain, previous = True, b""
     unpack, size = DATA_PREFIX.unpack_from, DATA_PREFIX.size
-    for batch in read_range_messages(spec["source_bootstrap"], spec["source_topic"], partition, start, end):
+    for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end):
         for msg in batch:
             kafka_key = msg.key()
             if kafka_key[:1] != KEY_TYPE_DATA:
@@ -276,16 +276,16 @@ def _read_partition(
 def _copy_plain(
     messages: list[tuple[bytes, bytes, int]],
     partition: int,
-    spec: dict[str, Any],
+    spec: RepushTaskSpec,
     compactor: Compactor,
-    writer: Any,
+    writer: PartitionWriter,
 ) -> None:
     """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
     its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
     the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
     unpack, header_size, prefix_size = DATA_PREFIX.unpack_from, HEADER.size, DATA_PREFIX.size
-    partitions, recompress, expired = spec["partitions"], compactor.recompress, compactor.expired
-    topic = spec["source_topic"]
+    partitions, recompress, expired = spec.writer.partitions, compactor.recompress, compactor.expired
+    topic = spec.source_topic
     for kafka_key, kafka_value, _offset in messages:
         _check_partition(kafka_key[1:], partition, partitions, topic)
         *_, timestamp, schema_id = unpack(kafka_value)
@@ -300,9 +300,9 @@ def _copy_plain(
 def _compact_partition(
     messages: list[tuple[bytes, bytes, int]],
     partition: int,
-    spec: dict[str, Any],
+    spec: RepushTaskSpec,
     compactor: Compactor,
-    writer: Any,
+    writer: PartitionWriter,
 ) -> None:
     """Group a partition's records by key, then write each key's survivor in key byte order. `messages` is emptied
     as they are grouped, so the partition is held in memory once, not twice."""
@@ -315,7 +315,7 @@ def _compact_partition(
         key, kind, schema_id, timestamp, value, chunk_key = decoded
         by_key.setdefault(key, []).append((partition, key, offset, kind, schema_id, timestamp, value, chunk_key))
     for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
-        _check_partition(key, partition, spec["partitions"], spec["source_topic"])
+        _check_partition(key, partition, spec.writer.partitions, spec.source_topic)
         _write_key(compactor, writer, by_key.pop(key))
 
 

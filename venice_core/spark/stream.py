@@ -205,8 +205,9 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
     drainer = Drainer(meta, args.name, args.run_id, checkpoint, writer.tracker, args.drain_timeout_seconds)
     stop_instead = spark.conf.get(STOP_INSTEAD_OF_DRAIN_CONF, "false") == "true"
     report = None
-    if monitor.check_now() is not None and not stop_instead:  # written before the start: drains at start
-        report = drainer.begin(monitor.found, args.source_bootstrap, args.source_topic)
+    found = monitor.check_now()
+    if found is not None and not stop_instead:  # written before the start: drains at start
+        report = drainer.begin(found, args.source_bootstrap, args.source_topic)
 
     spark.dataSource.register(KafkaDataSource)
     reader = (

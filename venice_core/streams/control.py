@@ -71,7 +71,7 @@ class PipelineStatus:
     gone without reporting is failed)."""
 
     record: streams.PipelineRecord
-    state: str
+    state: streams.PipelineState
     cause: str | None
     pid: int | None
     log: Path

@@ -15,9 +15,12 @@ from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, VeniceError
+from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
+from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
+from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
     ROLLOUT_DAG_FILE,
     SOURCE_FILES_PARAM,
@@ -131,10 +134,9 @@ def trigger_and_follow(
         view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
     follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
     state = follow(follower, view, timeout)
-    if state == "success":
-        info = describe_store(meta, store)
-        return max(v["current"] for v in info["regions"].values())
-    if state == "failed":
+    if state == S.SUCCESS:
+        return max(describe_store(meta, store).serving().values())
+    if state == S.FAILED:
         _wait_until_push_ended(meta, store, job_id)
         raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
@@ -145,7 +147,7 @@ def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hin
     few seconds: a request that arrives while the file is being parsed is dropped (the dag-processor does not
     start a second parse of a file in progress)."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    said = time.monotonic() + PARSE_PATIENCE_SECONDS
+    said: float | None = time.monotonic() + PARSE_PATIENCE_SECONDS  # None once said
     asked = 0.0
     while not api.has_dag(dag):
         now = time.monotonic()
@@ -188,10 +190,10 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
                 raise
             time.sleep(2)
             continue
-        if state in ("success", "failed"):
+        if state in ENDED:
             return state
         time.sleep(FOLLOW_POLL_SECONDS)
-    return "running"
+    return S.RUNNING
 
 
 def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None:
@@ -244,14 +246,6 @@ def describe_progress(p: RegionProgress) -> str:
     return f"{p.records:,} of {p.total:,} records ({p.percent:.0f}%)"
 
 
-TERMINAL_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
-QUIET_STATES = frozenset({"none", "scheduled", "queued"})
-# States that begin when the try starts; every other state is dated by its end.
-STARTED_STATES = frozenset({"running", "deferred", "awaiting_input", "restarting"})
-# Not printed one by one: branches not taken, and the steps a stop leaves unrun, are counted.
-SKIPPED_STATES = frozenset({"skipped", "upstream_failed"})
-
-
 @dataclass(frozen=True)
 class Event:
     at: float  # seconds since the epoch
@@ -292,21 +286,22 @@ class RunFollower:
     def poll(self) -> str:
         # The run's state first: a run seen finished has its task instances final in the call after.
         state = self.api.run_state(self.dag, self.run_id)
-        if self.queued and state != "queued":
+        if self.queued and state != S.QUEUED:
             self.queued = False
             self.view.line(f"run {self.run_id} started")
         events = self._step_events(self.api.task_instances(self.dag, self.run_id))
         events += self._hook_events()
-        active = {t: s for t, s in self.seen.items() if s not in TERMINAL_STATES}
+        active = {t: s for t, s in self.seen.items() if s not in TERMINAL}
         self.view.steps(active, len(self.skipped))
         for event in sorted(events, key=lambda e: e.at):  # stable: a poll's order breaks ties
             self.view.line(event.text)
         self._progress()
-        if state in ("success", "failed") and self.skipped:
-            count = f"{len(self.skipped)} {'later ' if state == 'failed' else ''}step{'s' * (len(self.skipped) != 1)}"
+        if state in ENDED and self.skipped:
+            later = "later " if state == S.FAILED else ""
+            count = f"{len(self.skipped)} {later}step{'s' * (len(self.skipped) != 1)}"
             # After a success, what was skipped are the ways not taken: the stops, and regions left out.
             self.view.line(
-                f"  {count} skipped" if state == "failed" else f"  {count} not taken (stops, regions left out)"
+                f"  {count} skipped" if state == S.FAILED else f"  {count} not taken (stops, regions left out)"
             )
         return state
 
@@ -314,26 +309,26 @@ class RunFollower:
         now = time.time()
         events = []
         for ti in task_instances:
-            task_id, state = ti["task_id"], ti["state"] or "none"
-            if self.seen.get(task_id) == state or state in QUIET_STATES:
+            task_id, state = ti["task_id"], ti["state"] or S.NONE
+            if self.seen.get(task_id) == state or state in QUIET:
                 continue
             self.seen[task_id] = state
-            if state in SKIPPED_STATES:
+            if state in SKIPPED:
                 self.skipped.add(task_id)
                 continue
             self.skipped.discard(task_id)  # cleared and run again
-            if state not in ("running", "up_for_reschedule"):
+            if state not in (S.RUNNING, S.UP_FOR_RESCHEDULE):
                 self.waiting.discard(task_id)
             elif task_id in self.waiting:
                 continue  # another poke of a sensor already shown waiting
-            elif state == "up_for_reschedule":
+            elif state == S.UP_FOR_RESCHEDULE:
                 self.waiting.add(task_id)
-            dated = ti.get("start_date") if state in STARTED_STATES else ti.get("end_date") or ti.get("start_date")
+            dated = ti.get("start_date") if state in STARTED else ti.get("end_date") or ti.get("start_date")
             at = _timestamp(dated) or now
             tries = ti.get("try_number") or 1
-            text = f"  {task_id}: {state}" + (f" (try {tries})" if state == "running" and tries > 1 else "")
+            text = f"  {task_id}: {state}" + (f" (try {tries})" if state == S.RUNNING and tries > 1 else "")
             events.append(Event(at, text))
-            if state == "awaiting_input":
+            if state == S.AWAITING_INPUT:
                 region = region_of(task_id)
                 events.append(
                     Event(
@@ -370,19 +365,19 @@ class RunFollower:
         self.ingested = bool(regions) and all(p.percent == 100.0 for p in regions.values())
 
     def failed_tasks(self) -> list[str]:
-        return [t for t, s in self.seen.items() if s == "failed"]
+        return [t for t, s in self.seen.items() if s == S.FAILED]
 
 
 def failure_summary(meta: MetadataStore, store: str, job_id: str, failed_tasks: list[str]) -> str:
     """Where the run (of push job `job_id`) failed, and what became of its version (or, if it made none, what the
     hooks said)."""
     where = f"rollout run failed at {', '.join(failed_tasks) or 'a task'}"
-    version = next((v for v in describe_store(meta, store)["versions"] if v["push_job_id"] == job_id), None)
+    version = describe_store(meta, store).version_of_push(job_id)
     if version is not None:
-        return f"{where}; version {version['number']} is {version['status']}" + (
-            f": {version['reason']}" if version["reason"] else ""
+        return f"{where}; version {version.number} is {version.status}" + (
+            f": {version.reason}" if version.reason else ""
         )
-    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, "PROCEED")]
+    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
     if not stops:
         return f"{where}; no version was created"
     detail = stops[-1].error or stops[-1].reason

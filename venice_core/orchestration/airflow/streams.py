@@ -13,6 +13,7 @@ from venice_core.errors import ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.orchestration.airflow.rollouts import PlainView, RunFollower, follow, wait_for_dag
+from venice_core.rollout.airflow_states import AirflowState
 from venice_core.rollout.names import upgrade_dag_id
 from venice_core.streams import control, upgrade
 
@@ -52,10 +53,10 @@ def drain_or_upgrade(
     follower = RunFollower(api, meta, status.record.store, run_id, view, dag=dag)
     state = follow(follower, view, wait_seconds)
     record = streams.get_pipeline(meta, name)
-    if state == "success":
+    if state == AirflowState.SUCCESS:
         return record.run_id
     where = ", ".join(follower.failed_tasks()) or "a task"
     cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
-    if state == "failed":
+    if state == AirflowState.FAILED:
         raise DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
     raise DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
