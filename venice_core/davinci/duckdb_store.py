@@ -387,10 +387,10 @@ class DuckDBVersionTable:
             if schema is None:
                 schema = schema_for(schema_id)
                 self.add_value_schema(schema_id, schema)
-            record = self._value_record.setdefault(schema_id, value_is_record(schema))
+            is_record = self._value_record.setdefault(schema_id, value_is_record(schema))
             decoded = serde.deserialize_many(json.dumps(schema), [payloads[i] for i in indexes])
             for i, value in zip(indexes, decoded, strict=True):
-                values[i] = value if record else {"value": value}
+                values[i] = value if is_record else {"value": value}
         table = self.key_rows(keys)
         return self._append_values(table, values)
 

@@ -120,7 +120,8 @@ def _check_select(parser: duckdb.DuckDBPyConnection, query: str, refusal: str) -
     statements = _statements(parser, query)
     if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
         raise QueryRefused(refusal)
-    tree = json.loads(parser.execute("SELECT json_serialize_sql(?)", [statements[0].query]).fetchone()[0])
+    (serialized,) = parser.execute("SELECT json_serialize_sql(?)", [statements[0].query]).fetchone() or ("{}",)
+    tree = json.loads(serialized)
     if tree.get("error"):  # e.g. a PIVOT inside a SELECT: what cannot be checked is not run
         raise QueryRefused(f"query refused: DuckDB cannot show what it does ({tree.get('error_message')})")
     problem = next(_unsafe(tree.get("statements")), None)
