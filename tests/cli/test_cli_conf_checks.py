@@ -66,6 +66,14 @@ def test_push_refuses_an_unknown_conf(env: PlatformEnv, data: Path, mode: str) -
 
 
 @pytest.mark.parametrize("mode", ["--airflow", "--local"])
+@pytest.mark.parametrize("value", ["perhaps", "1", "yes"])
+def test_push_refuses_a_flag_that_is_not_true_or_false(env: PlatformEnv, data: Path, mode: str, value: str) -> None:
+    push = ("push", "users", "--input", str(data), mode)
+    for key in ("allow.duplicate.key", "allow.empty.input"):
+        assert _refused(env, *push, "--conf", f"{key}={value}") == f"error: {key} must be true or false, got '{value}'"
+
+
+@pytest.mark.parametrize("mode", ["--airflow", "--local"])
 def test_repush_refuses_an_unknown_conf(env: PlatformEnv, mode: str) -> None:
     assert _refused(env, "repush", "users", mode, "--conf", "repush.ttl.enabel=true") == TYPO
     assert _refused(env, "repush", "users", mode, "--conf", "no.such.repush.key=1").startswith(

@@ -44,6 +44,22 @@ def test_an_unknown_conf_is_refused_naming_it_and_the_nearest_known_one(confs: d
     assert str(refused.value) == message
 
 
+@pytest.mark.parametrize("value", ["perhaps", "1", "yes", "", "on"])
+@pytest.mark.parametrize("key", ["allow.duplicate.key", "allow.empty.input"])
+def test_a_push_flag_is_true_or_false_and_anything_else_is_refused_naming_it(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs({key: value})
+    assert str(refused.value) == f"{key} must be true or false, got {value!r}"
+    check_push_confs({key: "TRUE", "spark.master": "local[1]"})
+    check_push_confs({key: " false "})
+
+
+def test_a_repush_flag_is_refused_with_the_same_words() -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs({"source.kafka": "true", "repush.ttl.enable": "maybe"})
+    assert str(refused.value) == "repush.ttl.enable must be true or false, got 'maybe'"
+
+
 def test_the_confs_users_and_the_platform_set_pass() -> None:
     check_push_confs(
         {
@@ -59,5 +75,17 @@ def test_the_confs_users_and_the_platform_set_pass() -> None:
     pinned = rc.resolved_confs({**asked, "source.kafka": "true"}, SOURCE)  # what version creation pins
     assert {rc.KAFKA_INPUT_END_OFFSETS, rc.REPUSH_TTL_START_TIMESTAMP, rc.KAFKA_INPUT_BROKER_URL} <= set(pinned)
     check_push_confs(pinned)
-    every = {key: "1" for key in rc.REPUSH_CONFS}
-    check_push_confs({**every, "source.kafka": "true", "spark.master": "local[1]"})
+    every = {
+        rc.SOURCE_KAFKA: "true",
+        rc.KAFKA_INPUT_TOPIC: "users_v3",
+        rc.KAFKA_INPUT_FABRIC: "dc-1",
+        rc.KAFKA_INPUT_BROKER_URL: "127.0.0.1:9092",
+        rc.KAFKA_INPUT_MAX_RECORDS_PER_MAPPER: "1000",
+        rc.KAFKA_INPUT_COMBINER_ENABLED: "true",
+        rc.REPUSH_TTL_ENABLE: "true",
+        rc.REPUSH_TTL_START_TIMESTAMP: "5000",  # (repush.ttl.seconds is the other way to say it: one of the two)
+        rc.REWIND_TIME_IN_SECONDS_OVERRIDE: "60",
+        rc.KAFKA_INPUT_END_OFFSETS: '{"0": 10}',
+    }
+    assert set(every) == rc.REPUSH_CONFS - {rc.REPUSH_TTL_SECONDS}
+    check_push_confs({**every, "spark.master": "local[1]"})
