@@ -61,6 +61,7 @@ from venice_core.rollout.names import (
     run_confs,
     store_of,
 )
+from venice_core.rollout.push_confs import check_user_confs
 from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
 from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
@@ -76,8 +77,11 @@ def result_file(config: ClusterConfig, job_id: str) -> Path:
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
     """The run's request: `venice push --conf`s, and `source=kafka` (a repush) as `source.kafka=true`. A scheduled
-    run (or one triggered without an input) pushes the store's `--push-input` rendered for it (`run_input`)."""
+    run (or one triggered without an input) pushes the store's `--push-input` rendered for it (`run_input`). The
+    run's `conf` is a user's (the trigger form's): a key the platform sets itself is refused there."""
     params = context["params"]
+    asked = {str(k): str(v) for k, v in (params.get("conf") or {}).items()}
+    check_user_confs(asked, repush=params.get("source") == SOURCE_KAFKA_PARAM)
     return PushRequest(store, run_input(store, context), params["key_field"], params["value_field"], run_confs(params))
 
 

@@ -165,6 +165,21 @@ def test_a_run_pushes_the_template_rendered_for_its_logical_date_or_the_input_it
         request("scheduled", MONDAY_10)
 
 
+def test_a_run_whose_form_conf_holds_a_key_the_platform_sets_fails_at_its_first_step(
+    platform: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The trigger form's `conf` is a user's: `source.kafka` there would turn the push into a repush. The DAG's own
+    `source=kafka` param is how a run repushes."""
+    store = _store(platform, "form")
+    dag = _dag(monkeypatch, store)
+    first_step = dag.get_task("start_of_push_job")
+    conf = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true"}}
+    with pytest.raises(AirflowFailException, match=r"^conf 'source.kafka' is set by the platform, not by a user"):
+        first_step.python_callable(**_context(dag, "manual", MONDAY_10, conf))
+    repush = _request(store, _context(_dag(monkeypatch, store), "manual", MONDAY_10, {"source": "kafka"}))
+    assert repush.confs == {"source.kafka": "true"}
+
+
 def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_a_version(
     platform: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
