@@ -119,6 +119,8 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
         (["store", "create", "{store}", "--key-schema", "{key}", "--value-schema", "{v1}"], "already exists"),
         (["store", "update", "{store}", "--rollout-order", "dc-0,dc-9"], "unknown regions ['dc-9']"),
         (["store", "update", "{store}", "--hook-config", "novalue"], "--hook-config expects key=value"),
+        (["store", "update", "{store}", "--remove-hook-config", "nothere"], "has no hook config 'nothere' to remove"),
+        (["store", "update", "{store}"], "nothing to update in store"),
         (["store", "update", "{store}", "--compression", "LZ4"], "unknown compression 'LZ4'"),
         (
             ["store", "update", "{store}", "--repush-schedule", "61 * * * *", "--repush-ttl", "60"],
