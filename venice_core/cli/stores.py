@@ -182,14 +182,16 @@ def update(
         "--push-schedule",
         metavar="CRON|daily",
         help="Scheduled push: the venice_push__<store> DAG runs on its own, at a five-field cron expression in the "
-        "calendar's zone, or 'daily' (each working day at opening); only inside working hours. Needs --push-input.",
+        "calendar's zone, or 'daily' (or '@daily': each working day at opening); only inside working hours. Needs "
+        "--push-input.",
     ),
     push_input: str = typer.Option(
         None,
         "--push-input",
         metavar="TEMPLATE",
-        help="A scheduled run's input: a Jinja template Airflow renders for the run, e.g. '/data/users/{{ ds }}/' "
-        "({{ ds }}: the run's logical date). A missing input fails the run, creating no version.",
+        help="A scheduled run's input: a Jinja template Airflow renders for the run, an absolute path or a URL, e.g. "
+        "'/data/users/{{ ds }}/' ({{ ds }}: the run's logical date; a variable no run provides is refused). A "
+        "missing input fails the run, creating no version.",
     ),
     push_days: str = typer.Option(None, "--push-days", help="Working days of the push (default mon-fri)."),
     push_hours: str = typer.Option(None, "--push-hours", help="Working hours of the push (default 9-17, 0-24)."),

@@ -41,7 +41,7 @@ from venice_core.meta.models import (
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.push_schedule import PushSchedule, check_template
+from venice_core.push_schedule import PushSchedule, check_input_template
 from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
@@ -295,7 +295,7 @@ def update_store(
                 "--repush-schedule and --repush-ttl",
             )
         )
-        template = None if push_input is None else check_template(push_input)
+        template = None if push_input is None else check_input_template(push_input)
         updates.update(
             _schedule_updates(
                 store,
