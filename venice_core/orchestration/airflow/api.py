@@ -29,7 +29,14 @@ from venice_core.errors import ComponentError
 
 
 class AirflowUnreachable(ComponentError):
-    pass
+    """Airflow's API does not answer: the platform is down (the message says what to do), or Airflow restarts."""
+
+    HINT = "is the platform up? run `venice up`, or push with --local"
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        why = getattr(cause, "reason", cause)  # a URLError's own cause
+        self.url, self.why = url, getattr(why, "strerror", None) or str(why)  # `Connection refused`
+        super().__init__(f"Airflow at {url} is unreachable ({self.why}): {self.HINT}")
 
 
 class AirflowRefused(ComponentError):
@@ -70,7 +77,7 @@ class AirflowApi:
                 f"Airflow answered {exc.code} to {method} {path}: {exc.read()[:300]!r}", exc.code
             ) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise AirflowUnreachable(f"Airflow at {self.url} is unreachable: {exc}") from None
+            raise AirflowUnreachable(self.url, exc) from None
 
     def get(self, path: str) -> dict:
         """Any read of Airflow's REST API (`/api/v2/...`), signed in."""

@@ -186,7 +186,7 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
         except AirflowUnreachable as exc:  # Airflow restarting: the run goes on when it is back
             if unreachable_since is None:
                 unreachable_since = time.monotonic()
-                view.line(f"  {exc}; still following the run")
+                view.line(f"  Airflow at {exc.url} is unreachable ({exc.why}); still following the run")
             if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
                 raise
             time.sleep(2)
