@@ -1,11 +1,11 @@
 """Entry point of the `venice` command: every error the platform raises, and every usage error, is one line on
 stderr starting `error:`.
 
-Exit statuses: 0 done; 1 a failure of the platform or of a component (Kafka, Airflow, a region server unreachable
-or failing, a push that failed on its own), and `venice status` when a component is not healthy; 2 bad input, as
-the command line (a usage error: an unknown option, a value of the wrong type) or as what it names (a bad conf,
-name, schema, setting: `ConfigError`); 3 a rollout stopped by a hook (ABORT or ROLLBACK), a schema refused by one, a
-failed rollout run, a drain that failed; 130 interrupted; `venice airflow` exits with airflow's own status."""
+Exit statuses (each error's `exit_code`): 0 done; 2 a usage error (an unknown option, a value of the wrong type, a
+missing argument) or a conf, name or setting refused (`ConfigError`); 3 a rollout stopped by a hook (ABORT or
+ROLLBACK) or failed, a schema a hook refused, a drain that failed; 1 any other error (an unknown store, an
+incompatible schema, Kafka, Airflow or a region server unreachable, ...), and `venice status` when a component is
+not healthy; 130 interrupted; `venice airflow` exits with airflow's own status."""
 
 from __future__ import annotations
 
