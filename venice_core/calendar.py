@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -24,12 +24,37 @@ def parse_days(text: str) -> frozenset[int]:
 
 
 def parse_hours(text: str) -> tuple[int, int]:
-    """`9-17` -> (9, 17): open from 09:00 to 17:00, local time."""
+    """`9-17` -> (9, 17): open from 09:00 to 17:00, local time. ValueError naming the text otherwise; a window
+    across midnight (`18-6`) is said to be one, as it is not supported."""
     start, _, end = text.partition("-")
-    begin, finish = int(start), int(end)
+    try:
+        begin, finish = int(start), int(end)
+    except ValueError:
+        raise ValueError(f"hours must be like 9-17 within 0-24, got {text!r}") from None
+    if 0 <= finish < begin <= 24:
+        raise ValueError(
+            f"hours {text!r} cross midnight: overnight windows are not supported (hours like 9-17 within 0-24)"
+        )
     if not 0 <= begin < finish <= 24:
         raise ValueError(f"hours must be like 9-17 within 0-24, got {text!r}")
     return begin, finish
+
+
+def parse_zone(text: str) -> ZoneInfo:
+    """An IANA time zone (`Europe/Paris`); ValueError naming the text otherwise."""
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # unknown key; a path; a folder of the zone database
+        raise ValueError(f"unknown time zone {text!r} (an IANA zone, e.g. Europe/Paris)") from None
+
+
+def parse_holiday(text: str) -> date:
+    """An ISO date (`2026-12-24`); ValueError naming the text and what is wrong with it otherwise."""
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError as exc:
+        why = "" if "isoformat" in str(exc) else f" ({exc})"  # `month must be in 1..12`, not the text again
+        raise ValueError(f"holiday {text.strip()!r} is not a date YYYY-MM-DD{why}") from None
 
 
 def _plain_utc(at: datetime) -> datetime:
@@ -54,8 +79,8 @@ class BusinessCalendar:
             parse_days(days),
             begin,
             end,
-            ZoneInfo(timezone),
-            frozenset(date.fromisoformat(h.strip()) for h in holidays if h.strip()),
+            parse_zone(timezone),
+            frozenset(parse_holiday(h) for h in holidays if h.strip()),
         )
 
     def is_business_day(self, day: date) -> bool:

@@ -240,12 +240,24 @@ def _path(settings: Mapping[str, _Setting], key: str) -> Path | None:
     return Path(settings[key].value).expanduser().absolute() if key in settings else None
 
 
+def parse_bool(value: object, what: str) -> bool:
+    """`true` or `false`, in any case: the one spelling of a boolean, in the cluster config and in a push's or a
+    repush's confs (`allow.empty.input`, `repush.ttl.enable`, ...). ConfigError naming `what` otherwise: a `1`,
+    `yes` or typo is refused, not read as false."""
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{what} must be true or false, got {value!r}")
+    return text == "true"
+
+
+def conf_flag(confs: Mapping[str, object], key: str) -> bool:
+    """A boolean conf of a push or a repush: false when it is not set, else `parse_bool`'s."""
+    return key in confs and parse_bool(confs[key], key)
+
+
 def _bool(settings: Mapping[str, _Setting], key: str) -> bool:
     setting = settings[key]
-    lowered = setting.value.lower()
-    if lowered not in ("true", "false"):
-        raise ConfigError(f"{setting.where}: {key} must be true or false, got {setting.value!r}")
-    return lowered == "true"
+    return parse_bool(setting.value, f"{setting.where}: {key}")
 
 
 def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: str | None) -> ClusterConfig:

@@ -13,6 +13,8 @@
 Deliberate stops (ABORT, ROLLBACK, a WAIT past its maximum, input the push job refuses) fail for good
 (AirflowFailException). A step that fails on its own (a broker briefly unreachable, a lost Spark executor,
 Airflow's stale-event race on reschedule sensors) is retried `rollout.step.retries` times: every step can run again.
+A step that fails keeps why as its XCom `failure`, which `venice rollout status` and `venice push` show (a run that
+failed before a version existed has no version to say it).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
 from venice_core.rollout.local import job_request
 from venice_core.rollout.names import (
+    FAILURE_XCOM,
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
     asset_uri,
@@ -61,6 +64,7 @@ from venice_core.rollout.names import (
     run_confs,
     store_of,
 )
+from venice_core.rollout.push_confs import check_user_confs
 from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
 from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
@@ -76,8 +80,11 @@ def result_file(config: ClusterConfig, job_id: str) -> Path:
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
     """The run's request: `venice push --conf`s, and `source=kafka` (a repush) as `source.kafka=true`. A scheduled
-    run (or one triggered without an input) pushes the store's `--push-input` rendered for it (`run_input`)."""
+    run (or one triggered without an input) pushes the store's `--push-input` rendered for it (`run_input`). The
+    run's `conf` is a user's (the trigger form's): a key the platform sets itself is refused there."""
     params = context["params"]
+    asked = {str(k): str(v) for k, v in (params.get("conf") or {}).items()}
+    check_user_confs(asked, repush=params.get("source") == SOURCE_KAFKA_PARAM)
     return PushRequest(store, run_input(store, context), params["key_field"], params["value_field"], run_confs(params))
 
 
@@ -92,30 +99,42 @@ def _inputs(
 ) -> Iterator[StepInputs]:
     """A step's inputs in this task: the run's rollout (its hook threads and DB connections released when the task
     is done). A push that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`:
-    applying a stop again is harmless, and completes one a failure cut short); a stop is final (no retry)."""
+    applying a stop again is harmless, and completes one a failure cut short); a stop is final (no retry). A step
+    that fails on a VeniceError keeps its reason as the XCom `failure` (`keep_failure`)."""
     created = _created(context)
-    with metadata() as (config, meta):
-        rollout = Rollout(
-            config,
-            meta,
-            store,
-            push_job_id(store, context["run_id"], context["params"]),
-            stores.store_settings(meta, store).hook_configs,
-            progress=print,
-            version=created.number if created else None,
-        )
-        try:
-            if not stopping:
-                rollout.ensure_not_stopped()
-            yield StepInputs(rollout, _request(store, context), created, region)
-        except VeniceError as error:
-            if error.retryable:
-                raise
-            # Decided, refused or broken for good (a hook's decision, input that fits no schema, a region's failed
-            # ingestion, a repush refused): a retry would meet it again.
-            raise AirflowFailException(str(error)) from error
-        finally:
-            rollout.close()
+    try:
+        with metadata() as (config, meta):
+            rollout = Rollout(
+                config,
+                meta,
+                store,
+                push_job_id(store, context["run_id"], context["params"]),
+                stores.store_settings(meta, store).hook_configs,
+                progress=print,
+                version=created.number if created else None,
+            )
+            try:
+                if not stopping:
+                    rollout.ensure_not_stopped()
+                yield StepInputs(rollout, _request(store, context), created, region)
+            finally:
+                rollout.close()
+    except VeniceError as error:
+        keep_failure(context, str(error))
+        if error.retryable:
+            raise
+        # Decided, refused or broken for good (a hook's decision, input that fits no schema, a region's failed
+        # ingestion, a repush refused): a retry would meet it again.
+        raise AirflowFailException(str(error)) from error
+
+
+def keep_failure(context: Any, reason: str) -> None:
+    """Keep why the step failed as its XCom `failure` (`rollout.names.FAILURE_XCOM`), where `venice rollout
+    status` and `venice push` read it through the REST API. A try that is retried starts with its XComs cleared."""
+    try:
+        context["ti"].xcom_push(key=FAILURE_XCOM, value=reason)
+    except Exception as exc:  # noqa: BLE001 - the failure itself is what the task must report
+        print(f"could not keep the failure's reason as an XCom: {exc}")
 
 
 def finish_failed_run(context: Context) -> None:
@@ -247,6 +266,7 @@ class PushJobOperator(SparkSubmitOperator):
             reason = f"the push job refused its input: {refused}"
             with metadata() as (_, meta):
                 versions.stop_push(meta, self.store, created.number, reason)
+            keep_failure(context, reason)
             raise AirflowFailException(reason) from exc
 
 

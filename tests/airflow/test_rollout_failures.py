@@ -345,6 +345,9 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
     log = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
     said = (log / "task_id=start_of_push_job" / "attempt=1.log").read_text()
     assert f"input path {tmp_path}/missing/{ds}/ does not exist" in said
+    # ... and kept as the step's XCom `failure`, where `venice rollout status` and `venice push` read it.
+    reason = api.xcom(rollout_dag_id(bad), failed["dag_run_id"], "start_of_push_job", "failure")
+    assert reason == f"input path {tmp_path}/missing/{ds}/ does not exist"
     assert stores.describe_store(env.meta, bad).versions == ()
 
     run = urllib.parse.quote(stopped["dag_run_id"])

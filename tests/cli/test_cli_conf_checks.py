@@ -66,6 +66,29 @@ def test_push_refuses_an_unknown_conf(env: PlatformEnv, data: Path, mode: str) -
 
 
 @pytest.mark.parametrize("mode", ["--airflow", "--local"])
+@pytest.mark.parametrize("value", ["perhaps", "1", "yes"])
+def test_push_refuses_a_flag_that_is_not_true_or_false(env: PlatformEnv, data: Path, mode: str, value: str) -> None:
+    push = ("push", "users", "--input", str(data), mode)
+    for key in ("allow.duplicate.key", "allow.empty.input"):
+        assert _refused(env, *push, "--conf", f"{key}={value}") == f"error: {key} must be true or false, got '{value}'"
+
+
+@pytest.mark.parametrize("mode", ["--airflow", "--local"])
+def test_push_and_repush_refuse_a_conf_the_platform_sets(env: PlatformEnv, data: Path, mode: str) -> None:
+    push = ("push", "users", "--input", str(data), mode)
+    assert _refused(env, *push, "--conf", "source.kafka=true").startswith(
+        "error: conf 'source.kafka' is set by the platform, not by a user (a repush sets it: run `venice repush"
+    )
+    assert _refused(env, *push, "--conf", "venice.push.test.fail.partition=1") == (
+        "error: conf 'venice.push.test.fail.partition' is set by the platform, not by a user (the tests' fault "
+        "injection)"
+    )
+    assert _refused(env, "repush", "users", mode, "--conf", 'kafka.input.end.offsets={"0": 1}').startswith(
+        "error: conf 'kafka.input.end.offsets' is set by the platform, not by a user"
+    )
+
+
+@pytest.mark.parametrize("mode", ["--airflow", "--local"])
 def test_repush_refuses_an_unknown_conf(env: PlatformEnv, mode: str) -> None:
     assert _refused(env, "repush", "users", mode, "--conf", "repush.ttl.enabel=true") == TYPO
     assert _refused(env, "repush", "users", mode, "--conf", "no.such.repush.key=1").startswith(

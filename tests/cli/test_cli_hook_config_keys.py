@@ -42,6 +42,10 @@ def test_a_key_no_configured_hook_reads_is_refused_with_the_nearest_known_key(tm
         f"configured hooks ({hooks}) reads it; did you mean 'lifecycle.events.topic'?"
     )
     assert "unknown key 'no.such.key'" in _refused(env, "no.such.key=5")
+    assert _refused(env, "swap.window.timezone=Mars/Base") == (  # alone: no day, hour or holiday makes a window yet
+        "error: store-level hook config of 'users' refused: SwapWindow: invalid swap window setting "
+        "swap.window.timezone: unknown time zone 'Mars/Base' (an IANA zone, e.g. Europe/Paris)"
+    )
     # Declared keys, and a key under a declared prefix (the event producer's own properties), are taken.
     env.cli(
         "store",

@@ -119,6 +119,8 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
         (["store", "create", "{store}", "--key-schema", "{key}", "--value-schema", "{v1}"], "already exists"),
         (["store", "update", "{store}", "--rollout-order", "dc-0,dc-9"], "unknown regions ['dc-9']"),
         (["store", "update", "{store}", "--hook-config", "novalue"], "--hook-config expects key=value"),
+        (["store", "update", "{store}", "--remove-hook-config", "nothere"], "has no hook config 'nothere' to remove"),
+        (["store", "update", "{store}"], "nothing to update in store"),
         (["store", "update", "{store}", "--compression", "LZ4"], "unknown compression 'LZ4'"),
         (
             ["store", "update", "{store}", "--repush-schedule", "61 * * * *", "--repush-ttl", "60"],
@@ -167,6 +169,40 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
             "invalid push calendar",
         ),
         (["store", "update", "{store}", "--no-push-schedule", "--push-input", "/d"], "takes no other push setting"),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "/tmp/x/{{{{ nosuchvar }}}}/"],
+            "uses what an Airflow run does not provide: 'nosuchvar' is undefined",
+        ),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "/data/{{{{ dss }}}}/"],
+            "'dss' is undefined (did you mean 'ds'?)",
+        ),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "relative/{{{{ ds }}}}"],
+            "is a relative path (a run renders it like 'relative/2026-01-05'): give an absolute path or a URL",
+        ),
+        (
+            [
+                "store",
+                "update",
+                "{store}",
+                "--push-schedule",
+                "daily",
+                "--push-input",
+                "/d",
+                "--push-holidays",
+                "2026-12-24,2026-13-01",
+            ],
+            "invalid push calendar: holiday '2026-13-01' is not a date YYYY-MM-DD (month must be in 1..12)",
+        ),
+        (
+            ["store", "update", "{store}", "--push-schedule", "daily", "--push-input", "/d", "--push-hours", "18-6"],
+            "hours '18-6' cross midnight: overnight windows are not supported",
+        ),
+        (
+            ["store", "update", "{store}", "--push-schedule", "@hourly", "--push-input", "/d"],
+            "of Airflow's presets only @daily is taken",
+        ),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(
@@ -245,6 +281,11 @@ def test_a_scheduled_push_is_set_changed_shown_and_turned_off(cli_env: PlatformE
     assert f"scheduled push:       daily from {template} (mon-sun 0-24 h Europe/Paris, 2 holidays)" in text
     cli_env.cli("store", "update", store, "--push-input", "/data/{{ ds_nodash }}/", check=True)
     assert _show(cli_env, store)["push_schedule"]["input_template"] == "/data/{{ ds_nodash }}/"
+    # What Airflow users write: its @daily preset, pendulum's dates and filters, macros, a URL.
+    template = "s3a://bucket/{{ macros.ds_add(ds, -1) }}/{{ data_interval_end.subtract(hours=1) | ts_nodash }}/"
+    cli_env.cli("store", "update", store, "--push-schedule", "@daily", "--push-input", template, check=True)
+    schedule = _show(cli_env, store)["push_schedule"]
+    assert (schedule["cron"], schedule["input_template"]) == ("daily", template)
     cli_env.cli("store", "update", store, "--no-push-schedule", check=True)
     assert _show(cli_env, store)["push_schedule"] is None
     assert "scheduled push:       no" in cli_env.cli("store", "show", store, check=True).stdout

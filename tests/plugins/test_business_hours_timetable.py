@@ -82,8 +82,10 @@ def test_serialisation_round_trip_and_validation() -> None:
     assert again.serialize() == timetable.serialize() and again.summary == timetable.summary
     with pytest.raises(ValueError, match="unknown day"):
         BusinessHoursTimetable(days="mon-fry")
-    with pytest.raises(ValueError, match="hours must be like"):
+    with pytest.raises(ValueError, match="hours '17-9' cross midnight: overnight windows are not supported"):
         BusinessHoursTimetable(hours="17-9")
+    with pytest.raises(ValueError, match="hours must be like 9-17 within 0-24, got '9-25'"):
+        BusinessHoursTimetable(hours="9-25")
 
 
 def test_the_plugin_registers_the_timetable() -> None:

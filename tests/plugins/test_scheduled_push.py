@@ -50,10 +50,17 @@ def _dag(monkeypatch: pytest.MonkeyPatch, store: str) -> DAG:
 
 
 class _NoXComYet:
-    """The run's task instance before any step has pushed an XCom (a task process asks the supervisor for them)."""
+    """The run's task instance before any step has pushed an XCom (a task process asks the supervisor for them);
+    what the step pushes is kept in `pushed`."""
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
 
     def xcom_pull(self, **_: Any) -> None:
         return None
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
 
 
 def _context(dag: DAG, run_type: str, logical_date: datetime | None, conf: dict | None = None) -> dict[str, Any]:
@@ -165,6 +172,23 @@ def test_a_run_pushes_the_template_rendered_for_its_logical_date_or_the_input_it
         request("scheduled", MONDAY_10)
 
 
+def test_a_run_whose_form_conf_holds_a_key_the_platform_sets_fails_at_its_first_step(
+    platform: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The trigger form's `conf` is a user's: `source.kafka` there would turn the push into a repush. The DAG's own
+    `source=kafka` param is how a run repushes."""
+    store = _store(platform, "form")
+    dag = _dag(monkeypatch, store)
+    first_step = dag.get_task("start_of_push_job")
+    conf = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true"}}
+    context = _context(dag, "manual", MONDAY_10, conf)
+    with pytest.raises(AirflowFailException, match=r"^conf 'source.kafka' is set by the platform, not by a user"):
+        first_step.python_callable(**context)
+    assert context["ti"].pushed["failure"].startswith("conf 'source.kafka' is set by the platform")
+    repush = _request(store, _context(_dag(monkeypatch, store), "manual", MONDAY_10, {"source": "kafka"}))
+    assert repush.confs == {"source.kafka": "true"}
+
+
 def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_a_version(
     platform: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -175,6 +199,8 @@ def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_
     missing = tmp_path / "users" / "2026-11-23"
     with pytest.raises(AirflowFailException, match=f"^input path {missing}/ does not exist$"):  # final: no retry
         first_step.python_callable(**context)
+    # Why, kept where `venice rollout status` and `venice push` read it (no version exists to say it).
+    assert context["ti"].pushed == {"failure": f"input path {missing}/ does not exist"}
     assert stores.describe_store(meta, store).versions == ()
     assert invocations(meta, push_job_id(store, context["run_id"])) == []  # no hook was asked
     generate(missing, 10, files=1)  # the day's dataset lands: the next run's first step goes on

@@ -107,6 +107,25 @@ class TestSwapWindow:
         assert outcome == "ABORT" and "invalid swap window" in reason
         assert self.hook.validate_hook_config(ctx({"swap.window.hours": "18-9"}))[0] == "ABORT"
 
+    @pytest.mark.parametrize(
+        ("key", "value", "reason"),
+        [
+            ("swap.window.timezone", "Mars/Base", "unknown time zone 'Mars/Base' (an IANA zone, e.g. Europe/Paris)"),
+            ("swap.window.days", "mon-xyz", "unknown day in 'mon-xyz'"),
+            ("swap.window.hours", "18-6", "hours '18-6' cross midnight: overnight windows are not supported"),
+            ("swap.window.hours", "nine-5", "hours must be like 9-17 within 0-24, got 'nine-5'"),
+            ("swap.window.holidays", "2026-12-24,2026-13-01", "'2026-13-01' is not a date YYYY-MM-DD (month must be"),
+            ("swap.window.jitter.seconds", "-5", "must be a number of seconds, 0 or more, got '-5'"),
+            ("swap.window.jitter.seconds", "soon", "must be a number of seconds, 0 or more, got 'soon'"),
+        ],
+    )
+    def test_each_setting_is_checked_on_its_own_when_set(self, key: str, value: str, reason: str) -> None:
+        """Alone, before any day, hour or holiday makes the window: a time zone set first is checked too."""
+        outcome, said = SwapWindow({}).validate_hook_config(ctx({key: value}))
+        assert outcome == "ABORT" and said.startswith(f"invalid swap window setting {key}: ") and reason in said
+        assert SwapWindow({key: value}).validate_hook_config(ctx({}))[0] == "ABORT"  # cluster-level alike
+        assert SwapWindow({}).validate_hook_config(ctx({"swap.window.timezone": "Europe/Paris"})) == "PROCEED"
+
 
 @pytest.fixture
 def health_server() -> Iterator[int]:

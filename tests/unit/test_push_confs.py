@@ -7,7 +7,7 @@ import pytest
 
 from venice_core.errors import ConfigError
 from venice_core.rollout.names import SOURCE_KAFKA_PARAM, run_confs
-from venice_core.rollout.push_confs import check_push_confs
+from venice_core.rollout.push_confs import check_push_confs, check_user_confs
 from venice_core.spark import repush_config as rc
 
 SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 2, "NO_OP", True, 5_000, (10, 12))
@@ -26,7 +26,7 @@ SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 
         ),
         (
             {"spark.master": "local[1]", "no.such.key": "1"},
-            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, source.kafka, spark.*)",
+            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, spark.*)",
         ),
         (
             {"repush.ttl.enable": "true"},
@@ -44,20 +44,86 @@ def test_an_unknown_conf_is_refused_naming_it_and_the_nearest_known_one(confs: d
     assert str(refused.value) == message
 
 
+@pytest.mark.parametrize("value", ["perhaps", "1", "yes", "", "on"])
+@pytest.mark.parametrize("key", ["allow.duplicate.key", "allow.empty.input"])
+def test_a_push_flag_is_true_or_false_and_anything_else_is_refused_naming_it(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs({key: value})
+    assert str(refused.value) == f"{key} must be true or false, got {value!r}"
+    check_push_confs({key: "TRUE", "spark.master": "local[1]"})
+    check_push_confs({key: " false "})
+
+
+def test_a_repush_flag_is_refused_with_the_same_words() -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs({"source.kafka": "true", "repush.ttl.enable": "maybe"})
+    assert str(refused.value) == "repush.ttl.enable must be true or false, got 'maybe'"
+
+
+@pytest.mark.parametrize(
+    ("confs", "repush", "message"),
+    [
+        (
+            {"source.kafka": "true"},  # it would turn the push into a repush
+            False,
+            "conf 'source.kafka' is set by the platform, not by a user (a repush sets it: run `venice repush STORE`, "
+            "or trigger the DAG with source=kafka)",
+        ),
+        (
+            {"kafka.input.end.offsets": '{"0": 5}'},
+            True,
+            "conf 'kafka.input.end.offsets' is set by the platform, not by a user (a repush pins each source "
+            "partition's end offset when it creates the version)",
+        ),
+        (
+            {"allow.empty.input": "true", "venice.push.test.x": "1"},
+            False,
+            "conf 'venice.push.test.x' is set by the platform, not by a user (the tests' fault injection)",
+        ),
+    ],
+)
+def test_a_user_may_not_set_a_conf_the_platform_sets(confs: dict, repush: bool, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_user_confs(confs, repush=repush)
+    assert str(refused.value) == message
+
+
+def test_the_keys_the_platform_sets_are_not_offered_to_a_user() -> None:
+    with pytest.raises(ConfigError) as refused:
+        check_user_confs({"no.such.repush.key": "1"}, repush=True)
+    assert "source.kafka" not in str(refused.value) and "kafka.input.end.offsets" not in str(refused.value)
+    assert "kafka.input.topic" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"did you mean 'kafka.input.topic'\?"):
+        check_user_confs({"kafka.input.end.offset": "{}"}, repush=True)  # not the pinned offsets' key
+
+
 def test_the_confs_users_and_the_platform_set_pass() -> None:
-    check_push_confs(
+    check_user_confs(
         {
             "allow.duplicate.key": "true",
             "allow.empty.input": "true",
             "spark.master": "local[1]",
             "spark.executor.memory": "1g",
-            "venice.push.test.fail.partition": "1",  # the tests' fault injection, passed to Spark
         }
     )
+    check_push_confs({"venice.push.test.fail.partition": "1"})  # the tests' fault injection, passed to Spark
     asked = {"repush.ttl.enable": "true", "repush.ttl.seconds": "60", "kafka.input.combiner.enabled": "true"}
+    check_user_confs(asked, repush=True)
     check_push_confs(run_confs({"source": SOURCE_KAFKA_PARAM, "conf": asked}))  # a DAG run's, from its form
     pinned = rc.resolved_confs({**asked, "source.kafka": "true"}, SOURCE)  # what version creation pins
     assert {rc.KAFKA_INPUT_END_OFFSETS, rc.REPUSH_TTL_START_TIMESTAMP, rc.KAFKA_INPUT_BROKER_URL} <= set(pinned)
     check_push_confs(pinned)
-    every = {key: "1" for key in rc.REPUSH_CONFS}
-    check_push_confs({**every, "source.kafka": "true", "spark.master": "local[1]"})
+    every = {
+        rc.SOURCE_KAFKA: "true",
+        rc.KAFKA_INPUT_TOPIC: "users_v3",
+        rc.KAFKA_INPUT_FABRIC: "dc-1",
+        rc.KAFKA_INPUT_BROKER_URL: "127.0.0.1:9092",
+        rc.KAFKA_INPUT_MAX_RECORDS_PER_MAPPER: "1000",
+        rc.KAFKA_INPUT_COMBINER_ENABLED: "true",
+        rc.REPUSH_TTL_ENABLE: "true",
+        rc.REPUSH_TTL_START_TIMESTAMP: "5000",  # (repush.ttl.seconds is the other way to say it: one of the two)
+        rc.REWIND_TIME_IN_SECONDS_OVERRIDE: "60",
+        rc.KAFKA_INPUT_END_OFFSETS: '{"0": 10}',
+    }
+    assert set(every) == rc.REPUSH_CONFS - {rc.REPUSH_TTL_SECONDS}
+    check_push_confs({**every, "spark.master": "local[1]"})

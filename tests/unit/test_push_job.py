@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from venice_core.controller.stores import SchemaRefused
-from venice_core.errors import ComponentError, IncompatibleSchema, MetadataStoreError, PushJobError
+from venice_core.errors import ComponentError, ConfigError, IncompatibleSchema, MetadataStoreError, PushJobError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import partition_for
@@ -26,12 +26,14 @@ def test_spark_properties_and_fault_injections_go_to_spark() -> None:
     assert spark_confs(confs) == {"spark.executor.memory": "1g", "spark.venice.push.test.fail.partition": "1"}
 
 
-def test_allow_flags_become_job_flags_only_when_true() -> None:
+def test_allow_flags_become_job_flags_when_true_and_anything_but_true_or_false_is_refused() -> None:
     assert job_flags({"allow.duplicate.key": "TRUE", "allow.empty.input": "true"}) == [
         "--allow-duplicate-key",
         "--allow-empty",
     ]
     assert job_flags({"allow.duplicate.key": "false", "spark.x": "true"}) == []
+    with pytest.raises(ConfigError, match=r"^allow.empty.input must be true or false, got 'yes'$"):
+        job_flags({"allow.empty.input": "yes"})  # not read as false: the push would run without it
 
 
 @pytest.mark.parametrize(

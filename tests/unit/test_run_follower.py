@@ -5,6 +5,7 @@ region's ingestion progress, the queue behind a run in flight and `--no-queue`."
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -45,10 +46,17 @@ def ti(task_id: str, state: str | None, start: float | None = None, end: float |
 
 
 class ScriptedAirflow:
-    """Airflow's REST API as the follower sees it: each poll answers the next (run state, task instances)."""
+    """Airflow's REST API as the follower sees it: each poll answers the next (run state, task instances);
+    `failures`: the reason each failed task kept (its XCom `failure`)."""
 
-    def __init__(self, polls: list[tuple[str, list[dict]]], in_flight: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        polls: list[tuple[str, list[dict]]],
+        in_flight: list[str] | None = None,
+        failures: dict[str, str] | None = None,
+    ) -> None:
         self.polls, self.in_flight, self.triggered = polls, in_flight or [], []
+        self.failures = failures or {}
         self.index = -1
 
     def has_dag(self, dag_id: str) -> bool:
@@ -67,6 +75,15 @@ class ScriptedAirflow:
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
         return self.polls[self.index][1]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> object | None:
+        return self.failures.get(task_id) if key == "failure" else None
+
+    def latest_run(self, dag_id: str) -> dict:
+        """The run as `venice rollout status` reads it: the last poll's state."""
+        state = self.polls[-1][0]
+        self.index = len(self.polls) - 1
+        return {"dag_run_id": RUN, "state": state, "start_date": at(0), "end_date": at(9), "conf": {}}
 
 
 @pytest.fixture
@@ -188,6 +205,45 @@ def test_steps_skipped_after_a_stop_are_one_line_and_the_summary_names_the_faile
         "  12 later steps skipped",
     ]
     assert str(failed.value) == "rollout run failed at dc_1.pre_swap; no version was created"
+
+
+MISSING = "input path /data/users/2026-11-23/ does not exist"
+
+
+def _failed_before_a_version() -> list[tuple[str, list[dict]]]:
+    """A scheduled run whose input is missing: its first step fails, and every other step is upstream_failed."""
+    later = [ti(f"dc_{r}.step_{i}", "upstream_failed", 2, 2) for r in range(3) for i in range(22)]
+    return [
+        ("running", [ti("start_of_push_job", "running", 0)]),
+        ("failed", [ti("start_of_push_job", "failed", 0, 1), *later]),
+    ]
+
+
+def test_the_reason_a_step_kept_reaches_the_push_and_its_summary(env: PlatformEnv, store: str) -> None:
+    """The step's reason (its XCom `failure`) is the summary's, where a run that failed before a version existed
+    had only the failed task's name."""
+    lines: list[str] = []
+    api = ScriptedAirflow(_failed_before_a_version(), failures={"start_of_push_job": MISSING})
+    with pytest.raises(RolloutFailed) as failed:
+        rollouts.push(
+            env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api
+        )
+    assert str(failed.value) == f"rollout run failed at start_of_push_job: {MISSING}; no version was created"
+    assert lines[-2:] == ["  start_of_push_job: failed", "  66 later steps skipped"]
+
+
+def test_rollout_status_shows_why_the_run_failed_and_folds_the_steps_not_run(
+    env: PlatformEnv, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = ScriptedAirflow(_failed_before_a_version(), failures={"start_of_push_job": MISSING})
+    monkeypatch.setattr("venice_core.cli.rollout.AirflowApi", lambda _config: api)
+    text = env.cli("rollout", "status", store, check=True).stdout.splitlines()
+    assert text[0] == f"{store}: run {RUN} failed (started {at(0)})"
+    assert text[2:] == [f"  {'start_of_push_job':<40} failed: {MISSING}", "  66 later steps skipped"]
+    report = json.loads(env.cli("rollout", "status", store, "--json", check=True).stdout)
+    assert report["error"] == f"start_of_push_job: {MISSING}"
+    assert report["steps"][0] == {"task": "start_of_push_job", "state": "failed", "tries": 1, "error": MISSING}
+    assert len(report["steps"]) == 67 and "error" not in report["steps"][1]
 
 
 def test_ingestion_progress_per_region_at_each_tenth(env: PlatformEnv, store: str) -> None:

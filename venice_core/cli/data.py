@@ -51,9 +51,11 @@ def push(
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
     from venice_core.rollout.local import push as run_push
+    from venice_core.rollout.push_confs import check_user_confs
     from venice_core.spark.input_files import is_remote
 
     confs = parse_key_values(conf, "--conf")
+    check_user_confs(confs)
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow_enabled if mode is None else mode:
@@ -88,8 +90,10 @@ def repush(
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout."""
     from venice_core.rollout.local import repush as run_repush
+    from venice_core.rollout.push_confs import check_user_confs
 
     confs = parse_key_values(conf, "--conf")
+    check_user_confs(confs, repush=True)
     with metadata() as (config, meta):
         if config.airflow_enabled if mode is None else mode:
             from venice_core.orchestration.airflow.rollouts import repush as airflow_repush

@@ -1,4 +1,11 @@
-"""Entry point of the `venice` command: every error the platform raises is one line on stderr."""
+"""Entry point of the `venice` command: every error the platform raises, and every usage error, is one line on
+stderr starting `error:`.
+
+Exit statuses (each error's `exit_code`): 0 done; 2 a usage error (an unknown option, a value of the wrong type, a
+missing argument) or a conf, name or setting refused (`ConfigError`); 3 a rollout stopped by a hook (ABORT or
+ROLLBACK) or failed, a schema a hook refused, a drain that failed; 1 any other error (an unknown store, an
+incompatible schema, Kafka, Airflow or a region server unreachable, ...), and `venice status` when a component is
+not healthy; 130 interrupted; `venice airflow` exits with airflow's own status."""
 
 from __future__ import annotations
 
@@ -43,15 +50,36 @@ app.add_typer(davinci_app, name="davinci")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the command line `argv` (default: the process's own); exits with the command's status."""
+    """Run the command line `argv` (default: the process's own); exits with the command's status. Click's own
+    errors come here too (not standalone): a usage error is one `error:` line, exit 2, like any bad input."""
     try:
-        app(args=argv, prog_name="venice")
+        code = app(args=argv, prog_name="venice", standalone_mode=False)
+    except typer.TyperException as exc:  # Click's (Typer's copy): usage errors (exit 2), a file it cannot open
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `venice`, `venice store`: the help, as before
+            exc.show()  # type: ignore[attr-defined]
+        else:
+            typer.echo(f"error: {usage_error(exc)}", err=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
     except VeniceError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    if isinstance(code, int) and code:  # `typer.Exit(n)`: a command's own status (`venice status`, `venice airflow`)
+        sys.exit(code)
+
+
+def usage_error(exc: typer.TyperException) -> str:
+    """Click's error in one line: its message (`Invalid value for '--partitions': ...`), lower-cased as our
+    messages are, and where the command's help is."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)  # a usage error's command
+    return f"{message} (see `{ctx.command_path} --help`)" if ctx is not None else message
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from venice_core.controller.job import job_reply
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
-from venice_core.rollout.airflow_states import AirflowState
+from venice_core.orchestration.airflow.rollouts import failure_reasons, steps_not_taken
+from venice_core.rollout.airflow_states import SKIPPED, AirflowState
 from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
@@ -37,6 +38,8 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         tasks = sorted(
             api.task_instances(rollout_dag_id(store), run["dag_run_id"]), key=lambda t: t["start_date"] or "~"
         )
+        failed = [t["task_id"] for t in tasks if t["state"] == AirflowState.FAILED]
+        failures = failure_reasons(api, rollout_dag_id(store), run["dag_run_id"], failed)
         version = info.version_of_push(job_id)
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
@@ -48,7 +51,10 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         "end_date": run.get("end_date"),
         "version": None if version is None else {k: version.to_json()[k] for k in ("number", "status", "reason")},
         "serving": info.serving(),
-        "steps": [{"task": t["task_id"], "state": t["state"] or "none", "tries": t["try_number"]} for t in tasks],
+        # Why the run failed, as its failed steps kept it (a run that failed before a version existed says it only
+        # here): "<task>: <reason>", each failed step's also under its step.
+        "error": "; ".join(f"{task}: {why}" for task, why in failures.items() if why) or None,
+        "steps": [_step(t, failures.get(t["task_id"])) for t in tasks],
         "hook_answers": [
             {
                 "hook": r.hook_class,
@@ -71,14 +77,23 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
     for region, state in (job or {}).get("regions", {}).items():
         typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}")
+    not_run = [step for step in report["steps"] if step["state"] in SKIPPED]  # one line, as `venice push` says it
     for step in report["steps"]:
-        typer.echo(f"  {step['task']:<40} {step['state']}")
+        if step["state"] not in SKIPPED:
+            typer.echo(f"  {step['task']:<40} {step['state']}" + (f": {step['error']}" if "error" in step else ""))
+    if not_run:
+        typer.echo(f"  {steps_not_taken(len(not_run), report['state'])}")
     for record in answers:
         detail = record.error or record.reason
         typer.echo(f"  {describe(record)}" + (f": {detail}" if detail else ""))
     for row in instances:
         state = "live" if row["live"] else "gone"
         typer.echo(f"Da Vinci {row['instance']} in {row['region']}: v{row['version']} {row['status'] or '-'} ({state})")
+
+
+def _step(task: dict, error: str | None) -> dict:
+    step = {"task": task["task_id"], "state": task["state"] or "none", "tries": task["try_number"]}
+    return {**step, "error": error} if error else step
 
 
 def _clock(epoch: float | None) -> str:

@@ -182,14 +182,16 @@ def update(
         "--push-schedule",
         metavar="CRON|daily",
         help="Scheduled push: the venice_push__<store> DAG runs on its own, at a five-field cron expression in the "
-        "calendar's zone, or 'daily' (each working day at opening); only inside working hours. Needs --push-input.",
+        "calendar's zone, or 'daily' (or '@daily': each working day at opening); only inside working hours. Needs "
+        "--push-input.",
     ),
     push_input: str = typer.Option(
         None,
         "--push-input",
         metavar="TEMPLATE",
-        help="A scheduled run's input: a Jinja template Airflow renders for the run, e.g. '/data/users/{{ ds }}/' "
-        "({{ ds }}: the run's logical date). A missing input fails the run, creating no version.",
+        help="A scheduled run's input: a Jinja template Airflow renders for the run, an absolute path or a URL, e.g. "
+        "'/data/users/{{ ds }}/' ({{ ds }}: the run's logical date; a variable no run provides is refused). A "
+        "missing input fails the run, creating no version.",
     ),
     push_days: str = typer.Option(None, "--push-days", help="Working days of the push (default mon-fri)."),
     push_hours: str = typer.Option(None, "--push-hours", help="Working hours of the push (default 9-17, 0-24)."),
@@ -200,6 +202,14 @@ def update(
     ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
+    settings = (partitions, compression, rollout_order, auto_register, versions_to_preserve, rewind, lag)
+    schedules = (repush_schedule, repush_ttl, repush_days, repush_hours, repush_timezone, repush_holidays)
+    schedules += (push_schedule, push_input, push_days, push_hours, push_timezone, push_holidays)
+    switches = (hook_config, remove_hook_config, no_hybrid, no_repush_schedule, no_push_schedule)
+    if all(value is None for value in (*settings, *schedules)) and not any(switches):
+        raise ConfigError(
+            f"nothing to update in store '{store}': give a setting to change (venice store update --help)"
+        )
     if no_hybrid and (rewind is not None or lag is not None):
         raise ConfigError("--no-hybrid cannot be given with --hybrid-rewind-seconds or --hybrid-offset-lag-threshold")
     calendar = {"days": repush_days, "hours": repush_hours, "timezone": repush_timezone, "holidays": repush_holidays}

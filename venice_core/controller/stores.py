@@ -41,7 +41,7 @@ from venice_core.meta.models import (
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.push_schedule import PushSchedule, check_template
+from venice_core.push_schedule import PushSchedule, check_input_template
 from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
@@ -276,6 +276,7 @@ def update_store(
     with meta.session() as session:  # validate everything before any topic is created
         store = get_store(session, name)
         if hook_configs or remove_hook_configs:
+            _check_removable(name, store.hook_configs or {}, remove_hook_configs)
             merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
             merged.update(hook_configs or {})
             # Data, checked by the hooks, never code; only the keys set now must be ones a hook reads.
@@ -294,7 +295,7 @@ def update_store(
                 "--repush-schedule and --repush-ttl",
             )
         )
-        template = None if push_input is None else check_template(push_input)
+        template = None if push_input is None else check_input_template(push_input)
         updates.update(
             _schedule_updates(
                 store,
@@ -318,6 +319,15 @@ def update_store(
         for attribute, value in updates.items():
             setattr(store, attribute, value)
     return warnings
+
+
+def _check_removable(name: str, current: Mapping[str, str], removed: Sequence[str]) -> None:
+    """ConfigError naming the first hook config key to remove that the store does not have (a typo would otherwise
+    leave the key it meant in place, and say the store was updated)."""
+    for key in removed:
+        if key not in current:
+            has = f"its hook configs: {', '.join(sorted(current))}" if current else "it has none"
+            raise ConfigError(f"store '{name}' has no hook config '{key}' to remove ({has})")
 
 
 def _check_fixed_partitions(store: Store, updates: Mapping[str, Any]) -> None:

@@ -81,11 +81,13 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
         detail = "not running" if pid is None else f"pid {pid}, port {config.server_port(region)}"
         components.append(ComponentStatus(f"server-{region}", healthy, detail))
     if config.airflow_enabled:
-        pids = airflow.pids(config)
+        running = {name: proc.pid() for name, proc in zip(airflow.COMPONENTS, airflow.processes(config), strict=True)}
+        pids = [pid for pid in running.values() if pid is not None]
         healthy = len(pids) == len(airflow.COMPONENTS) and airflow.is_healthy(config)
         detail = f"pids {', '.join(map(str, pids))}, {airflow.base_url(config)}" if pids else "not running"
         if pids and len(pids) < len(airflow.COMPONENTS):
-            detail += f" ({len(pids)} of {len(airflow.COMPONENTS)} components running)"
+            missing = ", ".join(name for name, pid in running.items() if pid is None)
+            detail += f" ({missing} not running: {len(pids)} of {len(airflow.COMPONENTS)} components running)"
         components.append(ComponentStatus("airflow", healthy, detail))
     meta = MetadataStore(config.metadata_db_url)
     try:

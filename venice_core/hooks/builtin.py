@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import overload
-from zoneinfo import ZoneInfoNotFoundError
+from typing import ClassVar, overload
 
-from venice_core.calendar import BusinessCalendar
+from venice_core.calendar import BusinessCalendar, parse_days, parse_holiday, parse_hours, parse_zone
 from venice_core.hooks.api import (
     HookContext,
     StoreAnswer,
@@ -90,9 +91,32 @@ class MinDelayBetweenRegions(Configured):
         return (WAIT, f"{remaining:.0f}s left of the {delay:.0f}s minimum delay") if remaining > 0 else PROCEED
 
 
+def _holidays(text: str) -> None:
+    for holiday in text.split(","):
+        if holiday.strip():
+            parse_holiday(holiday)
+
+
+def _seconds(text: str) -> None:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"must be a number of seconds, 0 or more, got {text!r}")
+
+
 class SwapWindow(Configured):
     ENABLING = ("swap.window.days", "swap.window.hours", "swap.window.holidays")
-    hook_config_keys = frozenset({*ENABLING, "swap.window.timezone", "swap.window.jitter.seconds"})
+    # Each setting's check (ValueError says what is wrong).
+    CHECKS: ClassVar[dict[str, Callable[[str], object]]] = {
+        "swap.window.days": parse_days,
+        "swap.window.hours": parse_hours,
+        "swap.window.timezone": parse_zone,
+        "swap.window.holidays": _holidays,
+        "swap.window.jitter.seconds": _seconds,
+    }
+    hook_config_keys = frozenset(CHECKS)
 
     def calendar(self, ctx: HookContext) -> BusinessCalendar | None:
         """The window's calendar; None (every hour allowed) until a setting restricts it."""
@@ -106,11 +130,16 @@ class SwapWindow(Configured):
         )
 
     def validate_hook_config(self, ctx: HookContext) -> StoreAnswer:
-        try:
-            self.calendar(ctx)
-            float(self.setting(ctx, "swap.window.jitter.seconds", "0"))
-        except (ValueError, ZoneInfoNotFoundError) as exc:
-            return INVALID, f"invalid swap window setting: {exc!s} (days like mon-fri, hours like 9-17, an IANA zone)"
+        """Each setting checked on its own, whenever it is set (a time zone alone is checked too, before a day,
+        hour or holiday makes the window)."""
+        for key, check in self.CHECKS.items():
+            value = self.setting(ctx, key)
+            if value is None:
+                continue
+            try:
+                check(value)
+            except ValueError as exc:
+                return INVALID, f"invalid swap window setting {key}: {exc}"
         return VALID
 
     def opens_in(self, ctx: HookContext, now: datetime) -> float:

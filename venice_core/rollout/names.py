@@ -18,6 +18,9 @@ ROLLOUT_DAG_FILE = "venice_rollout.py"  # in dags/: every store's rollout DAG an
 # The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
 SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
 ASSET_SCHEME = "venice"
+# The XCom a rollout DAG's step keeps its failure's reason in (the plugin's step wrapper), which `venice rollout
+# status` and the push's follower read through Airflow's REST API: the reason is otherwise only in the task's log.
+FAILURE_XCOM = "failure"
 
 
 def rollout_dag_id(store: str) -> str:

@@ -1,7 +1,9 @@
 """The check of a push's confs (`venice push --conf`, `venice repush --conf`, a DAG run's `conf`): a key that
 nothing reads is refused before anything starts, since a typo (`repush.ttl.enabel=true`) would otherwise run the
-job without the setting and say nothing. The known keys are defined where they are read: the push job's in
-`spark.submit`, a repush's in `spark.repush_config`."""
+job without the setting and say nothing; so is a value the key's reader would refuse later (a boolean conf is
+`true` or `false`, `config.parse_bool`). The known keys are defined where they are read: the push job's in
+`spark.submit`, a repush's in `spark.repush_config`. A user's confs (`check_user_confs`) may not hold the keys the
+platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,45 @@ from collections.abc import Mapping
 
 from venice_core.errors import ConfigError
 from venice_core.spark import repush_config
-from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX
+from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX, job_flags
 
 PUSH_CONFS = frozenset({*JOB_FLAGS, repush_config.SOURCE_KAFKA})  # `source.kafka=true` makes a push a repush
 PASSED_TO_SPARK = (SPARK_PREFIX, TEST_FAULT_PREFIX)
+# What the platform sets itself, never a user's conf (`venice push/repush --conf`, the DAG form's `conf`): each with
+# who sets it. The platform's own paths pass them on: the repush command and the DAG's `source=kafka` param set
+# `source.kafka`, a repush's version creation pins the end offsets, and the tests inject faults in-process
+# (`rollout.local.push(confs=...)`).
+PLATFORM_CONFS = {
+    repush_config.SOURCE_KAFKA: "a repush sets it: run `venice repush STORE`, or trigger the DAG with source=kafka",
+    repush_config.KAFKA_INPUT_END_OFFSETS: "a repush pins each source partition's end offset when it creates the "
+    "version",
+}
+PLATFORM_PREFIXES = {TEST_FAULT_PREFIX: "the tests' fault injection"}
+
+
+def _platform_set(key: str) -> str | None:
+    """Who sets `key`, if the platform does."""
+    if key in PLATFORM_CONFS:
+        return PLATFORM_CONFS[key]
+    return next((who for prefix, who in PLATFORM_PREFIXES.items() if key.startswith(prefix)), None)
+
+
+def check_user_confs(confs: Mapping[str, str], repush: bool = False) -> None:
+    """A user's confs for a push (or, `repush`, a repush): ConfigError for a key the platform sets itself, which
+    a user must not (`source.kafka=true` would turn a push into a repush), then `check_push_confs`."""
+    for key in confs:
+        if (who := _platform_set(key)) is not None:
+            raise ConfigError(f"conf '{key}' is set by the platform, not by a user ({who})")
+    check_push_confs({**confs, repush_config.SOURCE_KAFKA: "true"} if repush else confs)
 
 
 def check_push_confs(confs: Mapping[str, str]) -> None:
     """ConfigError naming the first key that neither a push nor, with `source.kafka=true`, a repush reads, with the
-    nearest known key (or the known keys, when none is near)."""
+    nearest known key (or the known keys, when none is near); then a value the push job or the repush refuses
+    (`allow.empty.input=yes`, `repush.ttl.enable=maybe`), naming the key."""
     repush = repush_config.is_repush(confs)
     kind, known = ("repush", repush_config.REPUSH_CONFS) if repush else ("push", PUSH_CONFS)
+    settable = sorted(key for key in known if _platform_set(key) is None)  # what a user is pointed to
     for key in confs:
         if key in known or key.startswith(PASSED_TO_SPARK):
             continue
@@ -28,8 +58,12 @@ def check_push_confs(confs: Mapping[str, str]) -> None:
             hint = "a repush conf: repush with `venice repush`"
         elif repush and key in PUSH_CONFS:
             hint = "a push conf, which a repush does not read"
-        elif near := difflib.get_close_matches(key, sorted(known), n=1):
+        elif near := difflib.get_close_matches(key, settable, n=1):
             hint = f"did you mean '{near[0]}'?"
         else:
-            hint = f"known: {', '.join(sorted(known))}, {SPARK_PREFIX}*"
+            hint = f"known: {', '.join(settable)}, {SPARK_PREFIX}*"
         raise ConfigError(f"unknown {kind} conf '{key}' ({hint})")
+    if repush:
+        repush_config.parse(confs)
+    else:
+        job_flags(dict(confs))

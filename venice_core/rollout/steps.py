@@ -2,8 +2,9 @@
 
 Both orchestrators read this list. `venice push --local` runs it in one process (`run_in_process`: a decision
 that answers WAIT is asked again in place); the Airflow DAG (`venice_plugin.rollout`) renders each step as tasks:
-an ACTION as a task, a CONDITION as a sensor, a DECISION as a sensor (WAIT = poke again) followed by a branch that
-takes the next step, or the step's `abort` or `rollback` task. A test checks the DAG's tasks against this list.
+an ACTION as a task, a CONDITION as a sensor, a DECISION as one sensor that branches itself (WAIT = poke again;
+decided, it takes the next step, or the step's `abort` or `rollback` task). A test checks the DAG's tasks against
+this list.
 
 Steps run again safely (a retried or re-run task): version creation resumes its push's version, the control
 messages and the Spark job write with GUIDs derived from the push job (ingestion skips what it already has), and

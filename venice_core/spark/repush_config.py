@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, conf_flag
 from venice_core.controller import stores, versions
 from venice_core.errors import ConfigError, RepushRefused
 from venice_core.meta import MetadataStore
@@ -84,13 +84,6 @@ class RepushConfig:
     end_offsets: Mapping[str, int] | None = None  # pinned at version creation (`kafka.input.end.offsets`)
 
 
-def _bool(confs: Mapping[str, str], key: str) -> bool:
-    text = str(confs.get(key, "false")).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"{key} must be true or false, got {confs[key]!r}")
-    return text == "true"
-
-
 def _int(confs: Mapping[str, str], key: str, minimum: int) -> int | None:
     if key not in confs or str(confs[key]).strip() == "":
         return None
@@ -135,9 +128,9 @@ def end_offsets(confs: Mapping[str, str]) -> dict[str, int] | None:
 
 def parse(confs: Mapping[str, str]) -> RepushConfig:
     """The repush's configs, checked (ConfigError names the conf); the source itself is `resolve`'s."""
-    if not _bool(confs, SOURCE_KAFKA):
+    if not conf_flag(confs, SOURCE_KAFKA):
         raise ConfigError(f"a repush needs {SOURCE_KAFKA}=true")
-    ttl_enable = _bool(confs, REPUSH_TTL_ENABLE)
+    ttl_enable = conf_flag(confs, REPUSH_TTL_ENABLE)
     ttl_seconds = _int(confs, REPUSH_TTL_SECONDS, 0)
     ttl_start = _int(confs, REPUSH_TTL_START_TIMESTAMP, 0)
     if ttl_seconds is not None and ttl_start is not None:
@@ -155,7 +148,7 @@ def parse(confs: Mapping[str, str]) -> RepushConfig:
         fabric=(confs.get(KAFKA_INPUT_FABRIC) or "").strip() or None,
         broker_url=(confs.get(KAFKA_INPUT_BROKER_URL) or "").strip() or None,
         max_records_per_mapper=_int(confs, KAFKA_INPUT_MAX_RECORDS_PER_MAPPER, 1) or DEFAULT_MAX_RECORDS_PER_MAPPER,
-        combiner=_bool(confs, KAFKA_INPUT_COMBINER_ENABLED),
+        combiner=conf_flag(confs, KAFKA_INPUT_COMBINER_ENABLED),
         ttl_enable=ttl_enable,
         ttl_seconds=ttl_seconds,
         ttl_start_timestamp=ttl_start,

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from venice_core.config import ClusterConfig, process_env
+from venice_core.config import ClusterConfig, conf_flag, process_env
 from venice_core.spark import class_archive
 from venice_core.spark.python_path import DAEMON_CONFS
 
@@ -91,8 +91,9 @@ def spark_confs(confs: dict[str, str]) -> dict[str, str]:
 
 
 def job_flags(confs: dict[str, str]) -> list[str]:
-    """The push job's flags for a push's configs (`allow.duplicate.key`, `allow.empty.input`)."""
-    return [flag for key, flag in JOB_FLAGS.items() if str(confs.get(key, "false")).lower() == "true"]
+    """The push job's flags for a push's configs (`allow.duplicate.key`, `allow.empty.input`): each `true` or
+    `false` (ConfigError otherwise: `rollout.push_confs` checks them before anything starts)."""
+    return [flag for key, flag in JOB_FLAGS.items() if conf_flag(confs, key)]
 
 
 def _version_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:

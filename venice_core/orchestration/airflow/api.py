@@ -1,6 +1,6 @@
 """Airflow's REST API (v2), the calls the platform makes of its own Airflow: sign in (again on 401), trigger a DAG
-run, read runs and task instances, answer a human-in-the-loop task, ask for a DAG file to be parsed. What the
-client needs of the Airflow home (its URL, the admin password, the API's secret key) it reads through
+run, read runs, task instances and their XComs, answer a human-in-the-loop task, ask for a DAG file to be parsed.
+What the client needs of the Airflow home (its URL, the admin password, the API's secret key) it reads through
 `embedded.airflow`, which prepared it."""
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ from venice_core.errors import ComponentError
 
 
 class AirflowUnreachable(ComponentError):
-    pass
+    """Airflow's API does not answer: the platform is down (the message says what to do), or Airflow restarts."""
+
+    HINT = "is the platform up? run `venice up`, or push with --local"
+
+    def __init__(self, url: str, cause: BaseException) -> None:
+        why = getattr(cause, "reason", cause)  # a URLError's own cause
+        self.url, self.why = url, getattr(why, "strerror", None) or str(why)  # `Connection refused`
+        super().__init__(f"Airflow at {url} is unreachable ({self.why}): {self.HINT}")
 
 
 class AirflowRefused(ComponentError):
@@ -70,7 +77,7 @@ class AirflowApi:
                 f"Airflow answered {exc.code} to {method} {path}: {exc.read()[:300]!r}", exc.code
             ) from None
         except (urllib.error.URLError, OSError) as exc:
-            raise AirflowUnreachable(f"Airflow at {self.url} is unreachable: {exc}") from None
+            raise AirflowUnreachable(self.url, exc) from None
 
     def get(self, path: str) -> dict:
         """Any read of Airflow's REST API (`/api/v2/...`), signed in."""
@@ -128,6 +135,19 @@ class AirflowApi:
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
         return self._call("GET", path)["task_instances"]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> object | None:
+        """A task instance's XCom value under `key` (None: it has none)."""
+        path = (
+            f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/"
+            f"{urllib.parse.quote(task_id)}/xcomEntries/{urllib.parse.quote(key)}"
+        )
+        try:
+            return self._call("GET", path).get("value")
+        except AirflowRefused as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         return {t["task_id"]: t["state"] or "none" for t in self.task_instances(dag_id, run_id)}

@@ -22,6 +22,7 @@ from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
 from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
 from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
+    FAILURE_XCOM,
     ROLLOUT_DAG_FILE,
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
@@ -138,7 +139,7 @@ def trigger_and_follow(
         return max(describe_store(meta, store).serving().values())
     if state == S.FAILED:
         _wait_until_push_ended(meta, store, job_id)
-        raise RolloutFailed(failure_summary(meta, store, job_id, follower.failed_tasks()))
+        raise RolloutFailed(failure_summary(meta, store, job_id, follower.failures()))
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
 
@@ -185,7 +186,7 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
         except AirflowUnreachable as exc:  # Airflow restarting: the run goes on when it is back
             if unreachable_since is None:
                 unreachable_since = time.monotonic()
-                view.line(f"  {exc}; still following the run")
+                view.line(f"  Airflow at {exc.url} is unreachable ({exc.why}); still following the run")
             if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
                 raise
             time.sleep(2)
@@ -297,12 +298,7 @@ class RunFollower:
             self.view.line(event.text)
         self._progress()
         if state in ENDED and self.skipped:
-            later = "later " if state == S.FAILED else ""
-            count = f"{len(self.skipped)} {later}step{'s' * (len(self.skipped) != 1)}"
-            # After a success, what was skipped are the ways not taken: the stops, and regions left out.
-            self.view.line(
-                f"  {count} skipped" if state == S.FAILED else f"  {count} not taken (stops, regions left out)"
-            )
+            self.view.line(f"  {steps_not_taken(len(self.skipped), state)}")
         return state
 
     def _step_events(self, task_instances: list[dict]) -> list[Event]:
@@ -367,16 +363,41 @@ class RunFollower:
     def failed_tasks(self) -> list[str]:
         return [t for t, s in self.seen.items() if s == S.FAILED]
 
+    def failures(self) -> dict[str, str | None]:
+        """Each failed task and why, as its step kept it (`failure_reasons`)."""
+        return failure_reasons(self.api, self.dag, self.run_id, self.failed_tasks())
 
-def failure_summary(meta: MetadataStore, store: str, job_id: str, failed_tasks: list[str]) -> str:
-    """Where the run (of push job `job_id`) failed, and what became of its version (or, if it made none, what the
-    hooks said)."""
-    where = f"rollout run failed at {', '.join(failed_tasks) or 'a task'}"
+
+def steps_not_taken(count: int, run_state: str) -> str:
+    """The one line that stands for a run's skipped and upstream-failed steps: after a failure, the steps it left
+    unrun; otherwise the ways not taken (the stops, regions left out)."""
+    steps = f"{count} {'later ' * (run_state == S.FAILED)}step{'s' * (count != 1)}"
+    return f"{steps} skipped" if run_state == S.FAILED else f"{steps} not taken (stops, regions left out)"
+
+
+def failure_reasons(api: AirflowApi, dag: str, run_id: str, tasks: list[str]) -> dict[str, str | None]:
+    """Each of a run's failed `tasks` and the reason its step kept as its XCom `failure` (None: it kept none, such
+    as a task that failed outside the platform's code). Airflow unreachable: no reasons, the tasks still named."""
+    reasons: dict[str, str | None] = {}
+    for task in tasks:
+        try:
+            value = api.xcom(dag, run_id, task, FAILURE_XCOM)
+        except ComponentError:
+            value = None
+        reasons[task] = None if value is None else str(value)
+    return reasons
+
+
+def failure_summary(meta: MetadataStore, store: str, job_id: str, failures: dict[str, str | None]) -> str:
+    """Where the run (of push job `job_id`) failed and why (each failed task and the reason its step kept,
+    `failure_reasons`), and what became of its version (or, if it made none, what the hooks said)."""
     version = describe_store(meta, store).version_of_push(job_id)
+    said = version.reason if version is not None and version.reason else ""
+    # A reason the version already gives (a step's failure stops the push with it) is said once.
+    named = [f"{task}: {why}" if why and why not in said else task for task, why in failures.items()]
+    where = f"rollout run failed at {'; '.join(named) or 'a task'}"
     if version is not None:
-        return f"{where}; version {version.number} is {version.status}" + (
-            f": {version.reason}" if version.reason else ""
-        )
+        return f"{where}; version {version.number} is {version.status}" + (f": {said}" if said else "")
     stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
     if not stops:
         return f"{where}; no version was created"
