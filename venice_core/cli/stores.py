@@ -203,10 +203,10 @@ def update(
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
     settings = (partitions, compression, rollout_order, auto_register, versions_to_preserve, rewind, lag)
-    schedules = (repush_schedule, repush_ttl, repush_days, repush_hours, repush_timezone, repush_holidays)
-    schedules += (push_schedule, push_input, push_days, push_hours, push_timezone, push_holidays)
+    repush = (repush_schedule, repush_ttl, repush_days, repush_hours, repush_timezone, repush_holidays)
+    push = (push_schedule, push_input, push_days, push_hours, push_timezone, push_holidays)
     switches = (hook_config, remove_hook_config, no_hybrid, no_repush_schedule, no_push_schedule)
-    if all(value is None for value in (*settings, *schedules)) and not any(switches):
+    if all(value is None for value in (*settings, *repush, *push)) and not any(switches):
         raise ConfigError(
             f"nothing to update in store '{store}': give a setting to change (venice store update --help)"
         )
