@@ -7,10 +7,10 @@ down, and it is started again."""
 from __future__ import annotations
 
 import re
-import time
 
 from tests.support.ingestion import read_checkpoint, wait_for_ingestion
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
@@ -26,13 +26,6 @@ from venice_core.status import ExecutionStatus
 
 PARTITIONS = 2
 RECORDS = 20_000
-
-
-def _wait_for(condition, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
-        time.sleep(0.1)
 
 
 def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv) -> None:
@@ -65,9 +58,11 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
 
     dc1 = config.home / "regions" / "dc-1" / f"{store}_v1"
     checkpoints = lambda: [read_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
-    _wait_for(
-        lambda: all(c and c.records == halves[p] for p, c in enumerate(checkpoints())),
+    wait_for(
         "dc-1 checkpointing the first half of every partition",
+        lambda: all(c and c.records == halves[p] for p, c in enumerate(checkpoints())),
+        timeout=300,
+        interval=0.1,
     )
     log_before = servers.process(config, "dc-1").log_file.read_text()
     servers.process(config, "dc-1").kill()
