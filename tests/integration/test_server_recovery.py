@@ -22,7 +22,7 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus
+from venice_core.status import ExecutionStatus, VersionStatus
 
 PARTITIONS = 2
 RECORDS = 20_000
@@ -80,7 +80,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     resumed = [int(m) for m in re.findall(r"from its checkpoint at offset (\d+)", log_after)]
     assert len(resumed) == PARTITIONS and min(resumed) > 0, "the restarted server did not resume from checkpoints"
 
-    versions.mark_pushed(meta, store, 1)
+    versions.set_version_status(meta, store, 1, VersionStatus.PUSHED)
     versions.swap_region(meta, store, "dc-1", 1)
     wait_until_served(config, store, 1, ["dc-1"])
     client = ReadClient("127.0.0.1", config.server_port("dc-1"))

@@ -115,7 +115,7 @@ def test_swap_backup_rollback_and_retire(config, meta, topics: InMemoryTopics) -
         with pytest.raises(VeniceError, match="not fully ingested"):
             versions.swap_region(meta, store, "dc-0", number)
         _complete(meta, config, store, number)
-        versions.mark_pushed(meta, store, number)
+        versions.set_version_status(meta, store, number, VersionStatus.PUSHED)
         versions.swap_region(meta, store, "dc-0", number)
         assert versions.get_version(meta, store, number).status == VersionStatus.PARTIALLY_ONLINE
         for region in ("dc-1", "dc-2"):
