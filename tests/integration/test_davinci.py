@@ -23,6 +23,7 @@ from tests.support.ingestion import wait_for_ingestion
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually
+from tests.support.sandbox import free_ports
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import da_vinci, stores, versions
@@ -30,7 +31,6 @@ from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
-from venice_core.embedded.sandbox import free_ports
 from venice_core.errors import ConfigError, StoreNotFound, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
