@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.sandbox import write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.embedded import platform
-from venice_core.embedded.sandbox import write_sandbox_config
 from venice_core.meta import MetadataStore
 
 SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from tests.support import sandbox
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import ClusterConfig
-from venice_core.embedded import platform, sandbox
+from venice_core.embedded import platform
 from venice_core.meta import MetadataStore
 from venice_core.spark.submit import DEFAULT_MASTER, default_spark_confs
 

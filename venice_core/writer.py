@@ -188,11 +188,6 @@ class OnlineWriter:
         self._last_timestamp: dict[int, int] = {}  # the partitions with an open segment: their last write's time
         self._closed = False
 
-    @property
-    def open_partitions(self) -> Mapping[int, int]:
-        """The partitions written to (each has an open segment), with the timestamp of each one's last write."""
-        return dict(self._last_timestamp)
-
     def _partition(self, key_bytes: bytes, timestamp: int) -> int:
         if self._closed:
             raise VeniceError(f"the writer to {self.target.topic} is closed")

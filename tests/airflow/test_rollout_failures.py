@@ -288,7 +288,8 @@ def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_a
         record = streams.get_pipeline(meta, name)
         assert record.args["trigger_seconds"] == 0.4 and record.state == streams.RUNNING
         assert drain.read(meta, name) == [n for n in drain.read(meta, name) if n.notification.run_id == first_run]
-        time.sleep(1.0)
+        written = len(puts())
+        wait_for("the upgraded run writing events", lambda: len(puts()) > written)  # live, not only the backlog
         produced = producer.stop()
         wait_for("every event written", lambda: len(puts()) >= len(produced), timeout=300)
         assert sorted(puts()) == sorted((p.event["user"], p.event["n"]) for p in produced)  # once each
@@ -298,17 +299,16 @@ def test_a_stream_pipeline_upgraded_through_its_dag_and_a_drain_that_times_out_a
 
 
 def _first_scheduled_run_ended(env: PlatformEnv, store: str, timeout: float) -> dict:
-    """The store's first scheduled run, once it has ended."""
-    api, deadline, dag = AirflowApi(env.config), time.monotonic() + timeout, rollout_dag_id(store)
-    while not api.has_dag(dag):  # the dag-processor parses the DAG file every 20 s
-        assert time.monotonic() < deadline, f"{dag} never appeared"
-        time.sleep(2)
-    while True:
+    """The store's first scheduled run, once it has ended (asked every 2 s: each poll costs the API server)."""
+    api, dag = AirflowApi(env.config), rollout_dag_id(store)
+
+    def first_ended() -> dict | None:
+        if not api.has_dag(dag):  # not parsed yet
+            return None
         runs = api.get(f"/api/v2/dags/{dag}/dagRuns?run_type=scheduled&order_by=run_after&limit=1")["dag_runs"]
-        if runs and runs[0]["state"] in ("success", "failed"):
-            return runs[0]
-        assert time.monotonic() < deadline, f"no scheduled run of {dag} ended: {runs}"
-        time.sleep(2)
+        return runs[0] if runs and runs[0]["state"] in ("success", "failed") else None
+
+    return wait_for(f"the first scheduled run of {dag} to end", first_ended, timeout=timeout, interval=2)
 
 
 def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fails_at_once(

@@ -39,12 +39,12 @@ from tests.support.inputs import expected_records, write_rows
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import assert_serves, wait_for
+from tests.support.sandbox import free_ports
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.embedded import airflow
-from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import asset_uri, rollout_dag_id

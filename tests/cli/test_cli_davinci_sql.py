@@ -22,8 +22,8 @@ import duckdb
 from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
 from tests.support.reads import eventually
+from tests.support.slow_asker import SlowAsker
 from venice_core.controller import stores
-from venice_core.davinci import sql_endpoint
 from venice_core.writer import OnlineWriter
 
 REGION = "dc-1"
@@ -150,29 +150,6 @@ def _client(env: PlatformEnv, store: str, file: Path, log: Path) -> Iterator[sub
         process.wait()
 
 
-@contextlib.contextmanager
-def _trickler(sock: Path) -> Iterator[None]:
-    """An asker of the endpoint at `sock` sending one byte every 0.2 s, until the endpoint cuts it off or 90 s."""
-    connection = sql_endpoint._connect(sock, timeout=5)
-    assert connection is not None
-    stop = threading.Event()
-
-    def trickle() -> None:
-        deadline = time.monotonic() + 90
-        with contextlib.suppress(OSError):
-            while not stop.wait(0.2) and time.monotonic() < deadline:
-                connection.send(b" ")
-
-    thread = threading.Thread(target=trickle)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        connection.close()
-
-
 def _value(i: int) -> dict[str, Any]:
     return {"name": f"n{i}", "age": i % 90, "score": float(i)}
 
@@ -258,8 +235,8 @@ def test_sql_on_a_live_client_while_it_ingests(platform_env: PlatformEnv, tmp_pa
         assert "left by a client that did not stop cleanly" in (tmp_path / "second.log").read_text()
         assert count() == 700 and sock.is_socket()
         # An asker sending a byte at a time neither holds the endpoint's close nor delays Ctrl-C.
-        with _trickler(sock):
-            time.sleep(1)
+        with SlowAsker(sock, every=0.2):
+            assert count() == 700  # asked after the slow asker connected: the client is reading its request
             os.killpg(second.pid, signal.SIGINT)
             started = time.monotonic()
             assert second.wait(timeout=60) == 0, (tmp_path / "second.log").read_text()

@@ -23,6 +23,7 @@ from tests.support.ingestion import wait_for_ingestion
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually
+from tests.support.sandbox import free_ports
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import da_vinci, stores, versions
@@ -30,7 +31,6 @@ from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
-from venice_core.embedded.sandbox import free_ports
 from venice_core.errors import ConfigError, StoreNotFound, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
@@ -38,6 +38,7 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.status import VersionStatus
 from venice_core.storage.checkpoint import PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.writer import OnlineWriter
@@ -239,7 +240,7 @@ def test_a_version_with_a_zstd_dictionary_reads_through_the_endpoint_the_server_
     writer.flush()
     send_end_of_push(config, store, 1, 1, job, {"0": len(records)})
     wait_for_ingestion(meta, store, 1, ["dc-0"], progress=lambda _line: None, timeout=120)
-    versions.mark_pushed(meta, store, 1)
+    versions.set_version_status(meta, store, 1, VersionStatus.PUSHED)
     versions.swap_region(meta, store, "dc-0", 1)
     wait_until_served(config, store, 1, ["dc-0"])
 

@@ -115,15 +115,20 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
         held = int(wait_for("a held batch", lambda: Path(f"{hold}.held").exists() and Path(f"{hold}.held").read_text()))
         requested = upgrade.request_drain(config, meta, name, timeout_seconds=120)
         wait_for("the cut", lambda: (streams.get_pipeline(meta, name).drain or {}).get("uuid") == requested.uuid)
-        time.sleep(1.0)
-        assert upgrade.drain_outcome(config, meta, name, first_run) is None  # waiting for the batch
+        waiting = f"drain {requested.uuid}: waiting for batch {held} in flight"
+        wait_for("the drain waiting for the held batch", lambda: waiting in job.log_file.read_text())
+        waiting_seen = time.monotonic()
+        assert upgrade.drain_outcome(config, meta, name, first_run) is None  # the drain is at the batch: held there
+        released = time.monotonic()
         hold.unlink()
         outcome = wait_for("the drain", lambda: upgrade.drain_outcome(config, meta, name, first_run))
         drained = streams.get_pipeline(meta, name)
         assert outcome == streams.DRAINED, (outcome, job.log_tail())
         report = drained.drain
         assert report["uuid"] == requested.uuid and report["outcome"] == "drained"
-        assert report["batch_in_flight"] == held and report["waited_for_batch_s"] >= 1.0  # finished, not cancelled
+        # Finished, not cancelled: the drain waited at least from its saying so to the batch's release.
+        assert report["batch_in_flight"] == held
+        assert report["waited_for_batch_s"] >= round(released - waiting_seen, 3), (report, released - waiting_seen)
         assert drained.offsets == report["cut"] == report["offsets"]  # processed exactly to the cut
         checkpoint = control.checkpoint_dir(config, name)
         assert last_batch(checkpoint, "offsets") == last_batch(checkpoint, "commits") == report["last_batch"]
@@ -179,7 +184,7 @@ def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_en
     source = f"events_{uuid.uuid4().hex[:8]}"
     admin.create_topic(bootstrap, source, 1)
     producer = SteadyProducer(bootstrap, source, 1, rate=500).start()
-    time.sleep(0.5)
+    wait_for("events in the source topic", lambda: producer.produced)  # there before the job starts: a cut past 0
     name = f"m{uuid.uuid4().hex[:8]}"
     request = StreamJobRequest(name, store, REGION, source, bootstrap, "user", ("n",), "ts", trigger_seconds=0.5)
     job = control.process(config, name)

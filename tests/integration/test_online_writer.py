@@ -6,10 +6,10 @@ store."""
 from __future__ import annotations
 
 import json
-import time
 import zlib
 
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition
 from venice_core.controller import stores
 from venice_core.errors import InvalidRecord
@@ -157,8 +157,10 @@ def test_cli_write_and_delete_and_the_stores_topics(platform_env: PlatformEnv) -
     assert messages[0].producer.guid != messages[3].producer.guid  # a random GUID per writer
 
     env.cli("store", "delete", store, check=True)
-    deadline = time.monotonic() + 15
     region = config.region("dc-2")
-    while admin.partition_count(region.kafka_bootstrap, topic) is not None:  # Kafka deletes topics asynchronously
-        assert time.monotonic() < deadline, f"{topic} still exists after the store's deletion"
-        time.sleep(0.2)
+    wait_for(  # Kafka deletes topics asynchronously
+        f"{topic} to be gone after the store's deletion",
+        lambda: admin.partition_count(region.kafka_bootstrap, topic) is None,
+        timeout=15,
+        interval=0.2,
+    )

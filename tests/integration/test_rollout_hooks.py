@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition
 from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
@@ -110,15 +111,16 @@ def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: P
     assert _version_status(env, store, 1) == "ROLLED_BACK"
     for region in ("dc-0", "dc-1", "dc-2"):  # each region server stops serving it (it syncs every second)
         client = ReadClient("127.0.0.1", env.config.server_port(region))
-        deadline = time.monotonic() + 15
-        while True:
+
+        def serves_no_version(client: ReadClient = client, region: str = region) -> bool:
             try:
                 client.get(store, "user-00007")
             except NoCurrentVersion as exc:
                 assert str(exc) == f"store '{store}' has no current version in {region}"
-                break
-            assert time.monotonic() < deadline, f"{region} still serves the rolled-back version"
-            time.sleep(0.2)
+                return True
+            return False
+
+        wait_for(f"{region} to stop serving the rolled-back version", serves_no_version, timeout=15, interval=0.2)
         client.close()
     stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.post_store_version_swap.dc-1"])
     second = _records(100, seed=1)

@@ -7,10 +7,10 @@ down, and it is started again."""
 from __future__ import annotations
 
 import re
-import time
 
 from tests.support.ingestion import read_checkpoint, wait_for_ingestion
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
@@ -22,17 +22,10 @@ from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus
+from venice_core.status import ExecutionStatus, VersionStatus
 
 PARTITIONS = 2
 RECORDS = 20_000
-
-
-def _wait_for(condition, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
-        time.sleep(0.1)
 
 
 def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv) -> None:
@@ -65,9 +58,11 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
 
     dc1 = config.home / "regions" / "dc-1" / f"{store}_v1"
     checkpoints = lambda: [read_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
-    _wait_for(
-        lambda: all(c and c.records == halves[p] for p, c in enumerate(checkpoints())),
+    wait_for(
         "dc-1 checkpointing the first half of every partition",
+        lambda: all(c and c.records == halves[p] for p, c in enumerate(checkpoints())),
+        timeout=300,
+        interval=0.1,
     )
     log_before = servers.process(config, "dc-1").log_file.read_text()
     servers.process(config, "dc-1").kill()
@@ -85,7 +80,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     resumed = [int(m) for m in re.findall(r"from its checkpoint at offset (\d+)", log_after)]
     assert len(resumed) == PARTITIONS and min(resumed) > 0, "the restarted server did not resume from checkpoints"
 
-    versions.mark_pushed(meta, store, 1)
+    versions.set_version_status(meta, store, 1, VersionStatus.PUSHED)
     versions.swap_region(meta, store, "dc-1", 1)
     wait_until_served(config, store, 1, ["dc-1"])
     client = ReadClient("127.0.0.1", config.server_port("dc-1"))

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from tests.support.clock import ManualClock
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
 from tests.support.topics import InMemoryTopics
@@ -81,20 +82,26 @@ def test_topics_are_created_and_deleted_on_the_real_broker(platform_env: Platfor
         wait_for(f"{topic} to be gone", lambda t=topic, c=client: t not in c.list_topics(timeout=10).topics, timeout=60)
 
 
-def test_region_status_aggregates_partitions_with_change_times(config, meta, topics: InMemoryTopics) -> None:
+def test_region_status_aggregates_partitions_with_change_times(
+    config, meta, topics: InMemoryTopics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock()
+    monkeypatch.setattr(versions, "time", clock)  # the controller's clock: a change time is one the test set
     store = _store(meta, config)
     versions.create_version(meta, config, store, "job", topics=topics)
     versions.report_partition(meta, store, 1, "dc-0", 0, ExecutionStatus.COMPLETED, 9, 3)
     status = versions.job_status(meta, store, 1)
     assert status.regions["dc-0"].status is ExecutionStatus.PROGRESS  # one of two partitions done
     changed_at = status.regions["dc-0"].updated_at
-    time.sleep(0.05)
+    assert changed_at == clock.now
+    clock.advance(60)
     versions.report_partition(meta, store, 1, "dc-0", 0, ExecutionStatus.COMPLETED, 9, 3)  # no change
     assert versions.job_status(meta, store, 1).regions["dc-0"].updated_at == changed_at
+    clock.advance(60)
     versions.report_partition(meta, store, 1, "dc-0", 1, ExecutionStatus.COMPLETED, 9, 3)
     status = versions.job_status(meta, store, 1)
     assert status.regions["dc-0"].status is ExecutionStatus.COMPLETED
-    assert status.regions["dc-0"].updated_at > changed_at
+    assert status.regions["dc-0"].updated_at == changed_at + 120
     assert status.overall is ExecutionStatus.PROGRESS  # dc-1, dc-2 not yet
     versions.report_partition(meta, store, 1, "dc-1", 0, ExecutionStatus.ERROR, 2, 1, "boom")
     status = versions.job_status(meta, store, 1)
@@ -108,7 +115,7 @@ def test_swap_backup_rollback_and_retire(config, meta, topics: InMemoryTopics) -
         with pytest.raises(VeniceError, match="not fully ingested"):
             versions.swap_region(meta, store, "dc-0", number)
         _complete(meta, config, store, number)
-        versions.mark_pushed(meta, store, number)
+        versions.set_version_status(meta, store, number, VersionStatus.PUSHED)
         versions.swap_region(meta, store, "dc-0", number)
         assert versions.get_version(meta, store, number).status == VersionStatus.PARTIALLY_ONLINE
         for region in ("dc-1", "dc-2"):

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.regions import url_key
 from venice_core.client import ReadClient
 from venice_core.controller import stores
 from venice_core.errors import NoCurrentVersion, StoreNotFound
 from venice_core.meta import MetadataStore
 from venice_core.server.http import serve
-from venice_core.server.region_server import RegionServer, encode_key
+from venice_core.server.region_server import RegionServer
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def region(tmp_path) -> Iterator[tuple[PlatformEnv, int]]:
 def test_a_store_without_a_current_version_is_a_404_saying_so(region: tuple[PlatformEnv, int]) -> None:
     _, port = region
     with pytest.raises(urllib.error.HTTPError) as answer:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/storage/users/{encode_key(b'user-1')}", timeout=10)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/storage/users/{url_key(b'user-1')}", timeout=10)
     assert answer.value.code == 404
     assert answer.value.headers["X-Venice-Error"] == "NoCurrentVersion"
     assert json.loads(answer.value.read()) == {"error": "store 'users' has no current version in dc-0"}

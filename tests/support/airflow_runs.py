@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError
@@ -137,15 +137,20 @@ def read_line(process: subprocess.Popen[str], prefix: str) -> str:
 def kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tuple[str, str]:
     """SIGKILL the store's Spark push JVM as soon as it appears, on `times` tries; then follow the push out."""
     pattern = f"SparkSubmit.*--name venice-push-{store}"
-    deadline = time.monotonic() + 600
+
+    def killed() -> bool:
+        if subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode == 0:
+            return True
+        assert push.poll() is None, push.communicate()
+        return False
+
+    def gone() -> bool:
+        return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0
+
     try:
-        for _ in range(times):
-            while subprocess.run(["pkill", "-KILL", "-f", pattern]).returncode != 0:
-                assert push.poll() is None, push.communicate()
-                assert time.monotonic() < deadline, "the Spark push never started"
-                time.sleep(0.5)
-            while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
-                time.sleep(0.2)  # gone before the next try starts
+        for attempt in range(1, times + 1):
+            wait_for(f"Spark push try {attempt} of {store} to start", killed, timeout=600, interval=0.5)
+            wait_for(f"killed Spark push try {attempt} to be gone", gone, timeout=60, interval=0.2)  # before the next
         return push.communicate(timeout=900)
     finally:
         if push.poll() is None:
@@ -153,11 +158,15 @@ def kill_spark_push(store: str, push: subprocess.Popen[str], times: int) -> tupl
 
 
 def wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 600
-    while step_state(env, store, task_id) != state:
+    """Until the step is in `state` in the store's latest run; a push that ended before is a failure, with why."""
+
+    def reached() -> bool:
+        if step_state(env, store, task_id) == state:
+            return True
         assert push.poll() is None, (push.communicate(), failed_attempts(env, store))
-        assert time.monotonic() < deadline, f"{task_id} never became {state}"
-        time.sleep(1)
+        return False
+
+    wait_for(f"{task_id} to become {state}", reached, timeout=600, interval=1)
 
 
 def failed_attempts(env: PlatformEnv, store: str, lines: int = 25) -> str:
@@ -182,13 +191,15 @@ def wait_for_data_in_version_topic(
 ) -> None:
     """Until the source version topic holds more than START_OF_PUSH's segment (3 messages a partition)."""
     source = env.config.region(env.config.source_region)
-    deadline = time.monotonic() + 600
-    while sum(admin.end_offsets(source.kafka_bootstrap, source.version_topic(store, number), partitions)) <= (
-        3 * partitions
-    ):
+    topic = source.version_topic(store, number)
+
+    def written() -> bool:
+        if sum(admin.end_offsets(source.kafka_bootstrap, topic, partitions)) > 3 * partitions:
+            return True
         assert push.poll() is None, push.communicate()
-        assert time.monotonic() < deadline, "the push job never wrote"
-        time.sleep(0.1)
+        return False
+
+    wait_for("the push job writing", written, timeout=600, interval=0.1)
 
 
 def crash_and_restart_airflow(env: PlatformEnv) -> None:
@@ -249,11 +260,13 @@ class ConsumedStore:
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
     def wait_for_runs(self, count: int, timeout: float = 180) -> list[list[dict]]:
-        deadline = time.monotonic() + timeout
-        while len(runs := self.runs()) < count:
-            assert time.monotonic() < deadline, f"the downstream DAG ran {len(runs)} times, not {count}"
-            time.sleep(1)
-        return runs
+        """Until the downstream DAG has run at least `count` times (count > 0): what each run received."""
+
+        def at_least_count() -> list[list[dict]] | None:
+            runs = self.runs()
+            return runs if len(runs) >= count else None
+
+        return wait_for(f"{count} runs of the downstream DAG", at_least_count, timeout=timeout, interval=1)
 
 
 def asset_events(env: PlatformEnv, store: str) -> list[dict]:

@@ -17,10 +17,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tests.support.sandbox import write_sandbox_config
 from venice_core.cli.main import main as cli_main
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores
-from venice_core.embedded.sandbox import write_sandbox_config
 from venice_core.meta import MetadataStore
 from venice_core.rollout import local
 

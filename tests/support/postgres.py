@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from venice_core.embedded.sandbox import free_ports
+from tests.support.sandbox import free_ports
 
 
 def _bin_dir() -> Path:

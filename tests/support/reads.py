@@ -24,15 +24,16 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 90, interva
     raise AssertionError(f"{what} not within {timeout:.0f}s (last: {last})")
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 240.0) -> Any:
-    """Until `check()` returns something truthy, which it returns (minutes by default: a loaded machine)."""
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 240.0, interval: float = 0.3) -> Any:
+    """Until `check()` returns something truthy, which it returns (minutes by default: a loaded machine); asked
+    every `interval` seconds. A check may assert, to fail at once on what the wait can never get past."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
         if result:
             return result
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
+        time.sleep(interval)
 
 
 def reads_equal(

@@ -1,8 +1,10 @@
 """A region server in the test's own process, without a broker: one store of the example user schemas, its version 1
-seeded straight into one RocksDB partition, what the read-path tests serve over HTTP (`server.http.serve`)."""
+seeded straight into one RocksDB partition, what the read-path tests serve over HTTP (`server.http.serve`); and a
+key as those tests put it in a raw request's URL."""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from pathlib import Path
@@ -47,3 +49,9 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     region.hosted[(store, 1)] = HostedVersion(store, 1, [storage], no_op, threading.Event(), [], [])
     region.current = {store: 1}
     return region
+
+
+def url_key(key: bytes) -> str:
+    """A serialised key as the read API carries it in a URL (`GET /storage/<store>/<key>`) and in a JSON batch:
+    URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from venice_core.embedded.sandbox import free_ports
+from tests.support.sandbox import free_ports
 from venice_core.hooks import HookContext
 from venice_core.hooks.builtin import HealthCheck, ManualApproval, MinDelayBetweenRegions, SwapWindow
 from venice_core.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus

@@ -105,7 +105,7 @@ def test_unknown_region_lookup(tmp_path: Path) -> None:
 
 
 def test_sandbox_ports_come_from_the_workers_slice(monkeypatch: pytest.MonkeyPatch) -> None:
-    from venice_core.embedded import sandbox
+    from tests.support import sandbox
 
     monkeypatch.setenv(sandbox.ENV_PORT_RANGE, "24000-24100")
     ports = sandbox.free_ports(5, block=8)

@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.support.slow_asker import SlowAsker
 from venice_core.cli import rows
 from venice_core.davinci import read_only_sql, sql_endpoint
 from venice_core.davinci.read_only_sql import QueryFailed, QueryRefused
@@ -99,46 +100,19 @@ def _endpoint(file: Path, cursor: object, **options: float) -> Iterator[SqlEndpo
         endpoint.close()
 
 
-@contextlib.contextmanager
-def _trickler(path: Path, for_seconds: float = 12.0) -> Iterator[dict[str, float]]:
-    """An asker sending its request one byte every 0.1 s, for up to `for_seconds`; yields when the endpoint cut
-    it off (`cut`, seconds after it connected)."""
-    seen: dict[str, float] = {}
-    stop = threading.Event()
-    sock = sql_endpoint._connect(path, timeout=5)
-    assert sock is not None
-
-    def trickle() -> None:
-        started = time.monotonic()
-        try:
-            while not stop.wait(0.1) and time.monotonic() - started < for_seconds:
-                sock.send(b" ")
-        except OSError:
-            seen["cut"] = time.monotonic() - started
-
-    thread = threading.Thread(target=trickle)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join()
-        sock.close()
-
-
 def test_a_slow_asker_has_one_deadline(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
     with _endpoint(tmp_path / "dv.duckdb", con.cursor, request_timeout=1.0) as endpoint:
-        with _trickler(endpoint.path) as seen:
-            deadline = time.monotonic() + 8
-            while "cut" not in seen and time.monotonic() < deadline:
-                time.sleep(0.1)
-        assert seen.get("cut", 99) < 5, seen  # not reset by every byte
+        with SlowAsker(endpoint.path, for_seconds=12) as asker:
+            assert asker.cut.wait(8), "the endpoint never cut the slow asker off"
+        assert asker.cut_after is not None and asker.cut_after < 5, asker.cut_after  # not reset by every byte
 
 
 def test_a_slow_asker_does_not_delay_close(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    endpoint = SqlEndpoint(tmp_path / "dv.duckdb", con.cursor).start()
-    with _trickler(endpoint.path):
-        time.sleep(0.5)
+    file = tmp_path / "dv.duckdb"
+    endpoint = SqlEndpoint(file, con.cursor).start()
+    with SlowAsker(endpoint.path):
+        # Asked after the slow asker connected and answered: the endpoint is reading the slow asker's request.
+        assert sql_endpoint.ask(file, "SELECT 1 AS one") == {"columns": ["one"], "rows": [[1]], "truncated": None}
         started = time.monotonic()
         endpoint.close()
         assert time.monotonic() - started < 3

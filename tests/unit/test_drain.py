@@ -65,25 +65,30 @@ def test_utils_write_read_and_clean_up_per_pipeline_and_ignore_stale_runs(meta: 
 def test_the_monitor_checks_at_start_and_then_polls_at_its_interval(meta: MetadataStore) -> None:
     drain.write(meta, "p", "run-1")  # a stale notification: ignored
     found: list[StoredNotification] = []
-    seen = threading.Event()
-    polls: list[float] = []
+    seen, polled_thrice = threading.Event(), threading.Event()
+    polls = 0
 
     def poll() -> StoredNotification | None:
-        polls.append(time.monotonic())
+        nonlocal polls
+        polls += 1
+        if polls == 3:
+            polled_thrice.set()
         return drain.for_run(meta, "p", "run-2")
 
     monitor = DrainMonitor(poll, lambda n: (found.append(n), seen.set()), interval=0.05)
-    assert monitor.check_now() is None and len(polls) == 1
+    assert monitor.check_now() is None and polls == 1
     monitor.start()
     try:
-        time.sleep(0.3)
-        assert not found and len(polls) >= 3  # polling, finding nothing for run-2
+        assert polled_thrice.wait(5), "the monitor does not poll"
+        assert not found  # two polls of its own, finding nothing for run-2
         notification = drain.write(meta, "p", "run-2")
         assert seen.wait(5)
         assert found == [StoredNotification(notification, None)]
-        count = len(polls)
-        time.sleep(0.2)
-        assert len(polls) == count  # stops polling once it found one, and hands it over once
+        count = polls
+        # Its thread ends once it has found one: it can poll no more, and it has not polled since.
+        assert monitor._thread is not None
+        monitor._thread.join(5)
+        assert not monitor._thread.is_alive() and polls == count and found == [StoredNotification(notification, None)]
     finally:
         monitor.stop()
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.sandbox import free_ports
 from tests.support.webhook import Webhook
 from venice_core.config import HookSettings
-from venice_core.embedded.sandbox import free_ports
 from venice_core.hooks import HookContext
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.hooks.events import LifecycleEvents

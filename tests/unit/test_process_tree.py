@@ -7,11 +7,11 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.reads import wait_for
 from venice_core.embedded.process import ManagedProcess, members
 
 # The leader starts one child in a process group of its own and one in a session of its own, both deaf to SIGTERM
@@ -32,10 +32,12 @@ time.sleep(300)
 def test_children_in_groups_and_sessions_of_their_own_are_stopped(tmp_path: Path, how: str) -> None:
     process = ManagedProcess("tree", tmp_path)
     pid = process.start([sys.executable, "-c", LEADER])
-    deadline = time.monotonic() + 10
-    while len(members(pid)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    started = members(pid)
+
+    def leader_and_children() -> list[int] | None:
+        found = members(pid)
+        return found if len(found) >= 3 else None
+
+    started = wait_for("the leader and its two children", leader_and_children, timeout=10, interval=0.05)
     try:
         assert len(started) == 3, started
         if how == "stop":
@@ -74,9 +76,7 @@ time.sleep(300)
 def test_what_a_killed_leader_left_running_is_stopped_by_the_next_start_or_stop(tmp_path: Path, then: str) -> None:
     process = ManagedProcess("crashed", tmp_path)
     pid = process.start([sys.executable, "-c", LEADER_WITH_WORKER])
-    deadline = time.monotonic() + 10
-    while len(members(pid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for("the leader and its worker", lambda: len(members(pid)) >= 2, timeout=10, interval=0.05)
     (worker,) = [p for p in members(pid) if p != pid]
     replacement = None
     try:

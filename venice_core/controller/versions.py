@@ -435,10 +435,6 @@ def _refresh_version_statuses(session: Any, store: Store) -> None:
             version.status = VersionStatus.ONLINE  # no longer current anywhere: an ONLINE backup
 
 
-def mark_pushed(meta: MetadataStore, store_name: str, number: int) -> None:
-    set_version_status(meta, store_name, number, VersionStatus.PUSHED)
-
-
 def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) -> None:
     """Make `number` the region's current version; the previous current becomes its backup."""
     with meta.session() as session:

@@ -17,7 +17,6 @@ The layout is versioned by its first byte: a new layout is a new version number,
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
 import time
@@ -141,11 +140,3 @@ def checksum_bytes(message_key: bytes, kafka_value: bytes) -> bytes:
     """What a segment checksum covers for a data message: the Kafka key and the value after the header, so the
     checksum does not depend on timestamps."""
     return message_key + kafka_value[HEADER.size :]
-
-
-def b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode()
-
-
-def unb64(text: str | None) -> bytes | None:
-    return None if text is None else base64.b64decode(text)

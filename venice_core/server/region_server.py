@@ -295,10 +295,6 @@ class RegionServer:
         }
 
 
-def encode_key(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode().rstrip("=")
-
-
 def dumps(data: object) -> bytes:
     return json.dumps(data).encode()
 

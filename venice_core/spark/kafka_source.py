@@ -134,10 +134,6 @@ def data_offsets(offsets: Mapping[str, int]) -> dict[str, int]:
     return {p: o for p, o in offsets.items() if p != MARKER_KEY}
 
 
-def is_marker(offset: int) -> bool:
-    return offset == MARKER_OFFSET
-
-
 def marker_rows(topic: str, partitions: Sequence[int]) -> Iterator[tuple[Any, ...]]:
     for p in partitions:
         yield (topic, p, MARKER_OFFSET, MARKER_EVENT_TIME_MS, None, None)

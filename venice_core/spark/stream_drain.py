@@ -157,6 +157,8 @@ class Drainer:
         """Steps 2 to 4; the report as recorded. The query is stopped either way."""
         began = time.monotonic()
         deadline = began + report.timeout_seconds
+        if (running := self.tracker.running) is not None:  # what a drain that takes long is waiting on
+            print(f"drain {report.uuid}: waiting for batch {running} in flight", flush=True)
         report.batch_in_flight, idle = self.tracker.wait_idle(deadline)
         waited = time.monotonic()
         report.waited_for_batch_s = round(waited - began, 3)

@@ -1,4 +1,5 @@
-"""A throwaway embedded platform: its own data dir and free loopback ports, for tests and benchmarks."""
+"""A throwaway embedded platform's config: its own data dir and free loopback ports, for the tests and the benchmarks
+(bench/ imports it from here)."""
 
 from __future__ import annotations
 
