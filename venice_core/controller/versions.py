@@ -539,6 +539,7 @@ class VersionToHost:
     partition_count: int
     compression: CompressionStrategy
     hybrid: HybridSettings | None
+    status: VersionStatus  # a version newer than the current one is in flight only while STARTED or PUSHED
 
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
@@ -548,15 +549,27 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
     with meta.session() as session:
         rows = session.execute(
             select(
-                Version.store_name, Version.number, Version.partition_count, Version.compression, Version.details
+                Version.store_name,
+                Version.number,
+                Version.partition_count,
+                Version.compression,
+                Version.details,
+                Version.status,
             ).where(Version.status.in_(list(HOSTABLE)))
         ).all()
         hosted = []
-        for store, number, partitions, compression, details in rows:
+        for store, number, partitions, compression, details, status in rows:
             lifecycle = VersionLifecycle.of(details)
             if region in (lifecycle.regions or [region]):
                 hosted.append(
-                    VersionToHost(store, number, partitions, CompressionStrategy[compression], lifecycle.hybrid)
+                    VersionToHost(
+                        store,
+                        number,
+                        partitions,
+                        CompressionStrategy[compression],
+                        lifecycle.hybrid,
+                        VersionStatus(status),
+                    )
                 )
         return hosted
 
