@@ -42,6 +42,7 @@ from venice_core.davinci.duckdb_store import (
     quote,
 )
 from venice_core.davinci.ingest_worker import IngestWorker
+from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.task import PartitionIngestionTask
@@ -156,10 +157,8 @@ class DaVinciClient:
         self.meta: MetadataStore | None = None
         self.local: dict[int, LocalVersion] = {}
         self.serving = 0  # the version reads go to (0: none yet)
-        self.key_schema: Any = None
-        self._parsed_key: Any = None
+        self.schemas: StoreSchemas | None = None  # once started
         self._key_columns: list[Any] = []  # DuckDB's primary key columns
-        self.value_schemas: dict[int, Any] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()  # a partition finished its batch data: sync now, not at the next interval
         self._changed = threading.Event()  # a swap or a failure: `wait_until_serving` looks at once
@@ -175,12 +174,12 @@ class DaVinciClient:
         meta = MetadataStore(self.config.metadata_db_url)
         try:
             info = describe_store(meta, self.store)  # an unknown store: StoreNotFound
-            self.key_schema = info.key_schema
-            self._parsed_key = serde.parse(self.key_schema)  # parsed once, not on every read
-            self.value_schemas = info.schemas_by_id()
+            self.schemas = schemas = StoreSchemas(
+                self.store, info.key_schema, info.schemas_by_id(), self._fetch_value_schemas
+            )
             self._check_partitions(info.settings.partition_count)
             if self.duckdb is not None:  # a key DuckDB cannot key on: refused before the file exists
-                self._key_columns = key_columns(self.key_schema)
+                self._key_columns = key_columns(schemas.key)
             self._check_base_dir()
             self._check_region_server()
             self.base_dir.mkdir(parents=True, exist_ok=True)  # created once every check has passed
@@ -322,16 +321,17 @@ class DaVinciClient:
             version.partition_count,
             decompressor(strategy, dictionary),
         )
+        assert self.schemas is not None
         if self.duckdb is not None:
             local.table = self.duckdb.open_version(
-                self.store, number, self.key_schema, self.value_schemas, local.decompress
+                self.store, number, self.schemas.key, self.schemas.values, local.decompress
             )
         hybrid = self._hybrid(version, strategy, dictionary)
         checkpoints: dict[int, IngestionCheckpoint | None] = {}
         for p in self.subscribed if self.subscribed is not None else range(version.partition_count):
             tp = PubSubTopicPartition(local.topic, p)
             if local.table is not None:
-                storage: PartitionStore = DuckDBPartitionStore(local.table, tp, self._schema_for)
+                storage: PartitionStore = DuckDBPartitionStore(local.table, tp, self.schemas.registered)
             else:
                 storage = PartitionStorage(self.base_dir / f"{self.store}_v{number}" / f"p{p}")
             checkpoints[p] = checkpoint = storage.checkpoint()
@@ -468,13 +468,9 @@ class DaVinciClient:
 
         return report
 
-    def _schema_for(self, schema_id: int) -> Any:
-        """A value schema registered after the client started (a record written with it arrived)."""
+    def _fetch_value_schemas(self) -> dict[int, serde.AvroSchemaJson]:
         assert self.meta is not None
-        self.value_schemas = describe_store(self.meta, self.store).schemas_by_id()
-        if schema_id not in self.value_schemas:
-            raise VeniceError(f"value schema {schema_id} of store '{self.store}' is not registered")
-        return self.value_schemas[schema_id]
+        return describe_store(self.meta, self.store).schemas_by_id()
 
     def _unsubscribe(self, number: int, destroy: bool) -> None:
         local = self.local.pop(number)
@@ -586,7 +582,8 @@ class DaVinciClient:
             local = self.local.get(serving)
         if not serving:
             raise VeniceError(f"store '{self.store}' has no version served by this client yet")
-        key_bytes = serde.serialize(self._parsed_key, key)
+        assert self.schemas is not None
+        key_bytes = serde.serialize(self.schemas.parsed_key, key)
         if self.subscribed is not None and local is not None:
             partition = partition_for(key_bytes, local.partition_count)
             if partition not in self.subscribed:
@@ -599,7 +596,7 @@ class DaVinciClient:
         if raw is None:
             return None
         (schema_id,) = SCHEMA_ID.unpack_from(raw)
-        schema = self.value_schemas.get(schema_id) or self._schema_for(schema_id)
+        schema = self.schemas.value(schema_id)
         return serde.deserialize(serde.parse(schema), local.decompress(raw[SCHEMA_ID.size :]))
 
     def _cursor(self) -> Any:
@@ -610,8 +607,9 @@ class DaVinciClient:
         return cursor
 
     def _get_duckdb(self, key: Any) -> Any | None:
+        assert self.schemas is not None
         keys = self._key_columns
-        values = [key[c.name] for c in keys] if key_is_record(self.key_schema) else [key]
+        values = [key[c.name] for c in keys] if key_is_record(self.schemas.key) else [key]
         where = " AND ".join(f"{quote(c.name)} = ?" for c in keys)
         cursor = self._cursor()
         row = cursor.execute(f"SELECT * FROM {quote(self.store)} WHERE {where}", values).fetchone()
@@ -620,8 +618,7 @@ class DaVinciClient:
         names = [d[0] for d in cursor.description]
         key_names = {c.name for c in keys}
         value = {n: v for n, v in zip(names, row, strict=True) if n not in key_names}
-        newest = self.value_schemas[max(self.value_schemas)]
-        return value if value_is_record(newest) else value.get("value")
+        return value if value_is_record(self.schemas.newest_value) else value.get("value")
 
     def sql(self, query: str, parameters: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Plain SQL on the client's DuckDB file (the store's view is `"<store>"`)."""
