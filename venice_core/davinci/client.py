@@ -1,6 +1,7 @@
 """The Da Vinci client: a full local copy of a store in the application's process, ingested from its region's
 version topic (and, for a hybrid store, every region's real-time topic) by the same engine region servers run
-(`ingestion.task.PartitionIngestionTask`), into RocksDB (no transformer) or DuckDB (`DuckDBRecordTransformer`).
+(`ingestion.task.PartitionIngestionTask`), into RocksDB (no transformer) or DuckDB (`DuckDBRecordTransformer`): a
+`backend.LocalBackend`, chosen when the client is built.
 
 Every `sync_interval` seconds it asks the metadata store what its region serves, and:
 - ingests the region's current version, and a newer version once the rollout opens the region's Da Vinci gate;
@@ -13,7 +14,6 @@ A restarted client resumes every partition from its checkpoint: nothing is re-re
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
@@ -33,15 +33,9 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci
 from venice_core.controller import versions as controller
 from venice_core.controller.stores import describe_store
-from venice_core.davinci.columns import key_columns, key_is_record, value_is_record
-from venice_core.davinci.duckdb_store import (
-    DuckDBPartitionStore,
-    DuckDBRecordTransformer,
-    DuckDBVersionTable,
-    RecordTransformer,
-    quote,
-)
+from venice_core.davinci.backend import LocalBackend, VersionStorage
 from venice_core.davinci.ingest_worker import IngestWorker
+from venice_core.davinci.rocksdb_backend import RocksDBBackend
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
@@ -49,14 +43,14 @@ from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
-from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
-from venice_core.storage.checkpoint import PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
-from venice_core.storage.rocksdb import PartitionStorage
+
+if TYPE_CHECKING:
+    from venice_core.davinci.duckdb_store import RecordTransformer
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +58,6 @@ SYNC_INTERVAL_SECONDS = 1.0
 # Below this many records to ingest, starting worker processes (half a second of imports each) costs more than
 # it saves.
 WORKER_MIN_RECORDS = 200_000
-CURRENT_FILE = "current.json"  # RocksDB mode: the version each store's reads go to, across restarts
 
 
 class RegionServerUnreachable(VeniceError):
@@ -73,18 +66,17 @@ class RegionServerUnreachable(VeniceError):
 
 @dataclass
 class LocalVersion:
-    """One version held locally: a storage and an ingestion task per subscribed partition."""
+    """One version held locally: its storage, and a partition's storage and ingestion task per subscribed partition."""
 
     number: int
     topic: str
     hybrid: bool
     partition_count: int
-    decompress: Callable[[bytes], bytes]
-    stores: dict[int, PartitionStore] = field(default_factory=dict)
-    tasks: dict[int, PartitionIngestionTask] = field(default_factory=dict)
+    storage: VersionStorage
+    stores: dict[int, PartitionStore[Any]] = field(default_factory=dict)
+    tasks: dict[int, PartitionIngestionTask[Any]] = field(default_factory=dict)
     threads: list[threading.Thread] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
-    table: DuckDBVersionTable | None = None
     resumed_from: dict[int, int] = field(default_factory=dict)  # partition -> offset its checkpoint resumed at
     workers: list[IngestWorker] = field(default_factory=list)  # processes ingesting its batch phase, if any
 
@@ -98,7 +90,7 @@ class LocalVersion:
         if task is not None:
             task.stats.offset, task.stats.records = offset, records
 
-    def partition_ready(self, task: PartitionIngestionTask) -> bool:
+    def partition_ready(self, task: PartitionIngestionTask[Any]) -> bool:
         if not self.hybrid:
             return task.completed
         return task.real_time is not None and task.real_time.ready
@@ -145,27 +137,26 @@ class DaVinciClient:
         self.config = config or load_config()
         self.region = self.config.region(region)  # an unknown region: ConfigError naming the configured ones
         self.base_dir = Path(base_dir)
-        self.transformer = transformer
-        self.duckdb = transformer if isinstance(transformer, DuckDBRecordTransformer) else None
+        self.backend = local_backend(
+            transformer, self.store, self.base_dir, lambda number: self.region.version_topic(store, number)
+        )
         self.subscribed = None if partitions is None else sorted(set(partitions))
         self.instance_id = instance_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.sync_interval = sync_interval
-        # DuckDB: a version's batch phase of `worker_min_records` or more is ingested by this many processes
-        # (`ingest_worker`): the engine's Python off this process's GIL. 0: threads only.
+        # Where the backend takes their commits (DuckDB), a version's batch phase of `worker_min_records` or more is
+        # ingested by this many processes (`ingest_worker`): the engine's Python off this process's GIL. 0: threads.
         self.ingest_workers = min(os.cpu_count() or 1, 4) if ingest_workers is None else ingest_workers
         self.worker_min_records = worker_min_records
         self.meta: MetadataStore | None = None
         self.local: dict[int, LocalVersion] = {}
         self.serving = 0  # the version reads go to (0: none yet)
         self.schemas: StoreSchemas | None = None  # once started
-        self._key_columns: list[Any] = []  # DuckDB's primary key columns
         self._stop = threading.Event()
         self._wake = threading.Event()  # a partition finished its batch data: sync now, not at the next interval
         self._changed = threading.Event()  # a swap or a failure: `wait_until_serving` looks at once
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self._dictionaries: dict[int, bytes | None] = {}
-        self._local_reads = threading.local()
 
     # start and stop
     def start(self, wait: bool = True, timeout: float = 300.0) -> DaVinciClient:
@@ -178,16 +169,11 @@ class DaVinciClient:
                 self.store, info.key_schema, info.schemas_by_id(), self._fetch_value_schemas
             )
             self._check_partitions(info.settings.partition_count)
-            if self.duckdb is not None:  # a key DuckDB cannot key on: refused before the file exists
-                self._key_columns = key_columns(schemas.key)
+            self.backend.check_key_schema(schemas.key)
             self._check_base_dir()
             self._check_region_server()
             self.base_dir.mkdir(parents=True, exist_ok=True)  # created once every check has passed
-            if self.duckdb is not None:
-                self.duckdb.open()
-                self.serving = self.duckdb.current_version(self.store)
-            else:
-                self.serving = self._read_current_file()
+            self.serving = self.backend.open(schemas)
         except BaseException:
             meta.dispose()
             raise
@@ -239,8 +225,7 @@ class DaVinciClient:
         with self._lock:
             for number in list(self.local):
                 self._unsubscribe(number, destroy=False)
-        if self.duckdb is not None:
-            self.duckdb.close()
+        self.backend.close()
         if self.meta is not None:
             try:
                 da_vinci.deregister(self.meta, self.store, self.region.name, self.instance_id)
@@ -280,18 +265,18 @@ class DaVinciClient:
             for number in [n for n in self.local if n not in wanted and n != self.serving]:
                 log.info("%s v%d abandoned by the rollout: dropped", self.store, number)
                 self._unsubscribe(number, destroy=True)
-            unkeyed = [v.table for v in self.local.values() if v.table is not None and not v.table.keyed and v.ready]
-        # A bulk-loaded version's primary key, built once the version is ingested: seconds on a large table, so
-        # outside the client's lock (reads of the version served go on meanwhile) and before the swap.
-        for table in unkeyed:
-            table.ensure_keyed()
+            unprepared = [v.storage for v in self.local.values() if v.ready and not v.storage.ready_to_serve]
+        # What serving an ingested version needs (DuckDB: a bulk-loaded table's primary key): seconds on a large
+        # table, so outside the client's lock (reads of the version served go on meanwhile) and before the swap.
+        for storage in unprepared:
+            storage.prepare_to_serve()
         if self._stop.is_set():
-            return  # closed during a long key build: close() has taken the versions down
+            return  # closed while preparing: close() has taken the versions down
         with self._lock:
             target = self.local.get(current)
             if current and current != self.serving and target is not None and target.ready:
-                if target.table is not None and not target.table.keyed:
-                    self._wake.set()  # ready since the key builds above: keyed on the next round, not under the lock
+                if not target.storage.ready_to_serve:
+                    self._wake.set()  # ready since the preparing above: prepared on the next round, not under the lock
                 else:
                     self._swap(target)
         self._heartbeat()
@@ -319,24 +304,14 @@ class DaVinciClient:
             self.region.version_topic(self.store, number),
             version.hybrid is not None,
             version.partition_count,
-            decompressor(strategy, dictionary),
+            self.backend.open_version(number, version.partition_count, decompressor(strategy, dictionary)),
         )
-        assert self.schemas is not None
-        if self.duckdb is not None:
-            local.table = self.duckdb.open_version(
-                self.store, number, self.schemas.key, self.schemas.values, local.decompress
-            )
         hybrid = self._hybrid(version, strategy, dictionary)
         checkpoints: dict[int, IngestionCheckpoint | None] = {}
         for p in self.subscribed if self.subscribed is not None else range(version.partition_count):
-            tp = PubSubTopicPartition(local.topic, p)
-            if local.table is not None:
-                storage: PartitionStore = DuckDBPartitionStore(local.table, tp, self.schemas.registered)
-            else:
-                storage = PartitionStorage(self.base_dir / f"{self.store}_v{number}" / f"p{p}")
+            storage = local.stores[p] = local.storage.open_partition(p)
             checkpoints[p] = checkpoint = storage.checkpoint()
             local.resumed_from[p] = checkpoint.next_offset if checkpoint else 0
-            local.stores[p] = storage
         workers = self._start_workers(local, checkpoints)
         try:
             self._start_tasks(local, workers, hybrid)
@@ -383,12 +358,13 @@ class DaVinciClient:
     def _start_workers(
         self, local: LocalVersion, checkpoints: dict[int, IngestionCheckpoint | None]
     ) -> dict[int, IngestWorker]:
-        """Ingestion workers (`ingest_worker`) for the partitions still in their batch phase, if the version holds
-        DuckDB and `worker_min_records` or more records remain to ingest; else none (threads, as RocksDB)."""
+        """Ingestion workers (`ingest_worker`) for the partitions still in their batch phase, if the backend takes
+        their commits and `worker_min_records` or more records remain to ingest; else none (threads)."""
         batch = [p for p, checkpoint in checkpoints.items() if not (checkpoint and checkpoint.end_of_push)]
+        commit_messages = self.backend.worker_commit_messages
         # A hybrid version keeps the write stamps its records carry (a repush's), which takes the hybrid settings a
         # worker does not have: threads.
-        if local.table is None or local.hybrid or self.ingest_workers < 1 or not batch:
+        if commit_messages is None or local.hybrid or self.ingest_workers < 1 or not batch:
             return {}
         try:
             ends = admin.end_offsets(self.region.kafka_bootstrap, local.topic, batch)
@@ -407,7 +383,7 @@ class DaVinciClient:
                     "topic": local.topic,
                     "group": self._consumer_group,
                     "partitions": {p: checkpoints[p] for p in group},
-                    "commit_every_messages": DuckDBPartitionStore.commit_every_messages,
+                    "commit_every_messages": commit_messages,
                 }
                 worker = IngestWorker(
                     spec,
@@ -481,44 +457,18 @@ class DaVinciClient:
             thread.join(timeout=30)
         local.close_workers()
         for storage in local.stores.values():
-            storage.destroy() if destroy else storage.close()
-        if destroy and self.duckdb is not None:
-            self.duckdb.drop_version(self.store, number, local.topic)
-        elif destroy:
-            import shutil
-
-            shutil.rmtree(self.base_dir / f"{self.store}_v{number}", ignore_errors=True)
+            storage.close()
+        if destroy:
+            self.backend.drop_version(number)
 
     def _swap(self, target: LocalVersion) -> None:
         retired = self.serving
         if retired and retired in self.local:
-            self._unsubscribe(retired, destroy=self.duckdb is None)
-        if self.duckdb is not None:
-            assert target.table is not None
-            self.duckdb.swap(target.table, lambda n: self.region.version_topic(self.store, n))
-        else:
-            self._write_current_file(target.number)
+            self._unsubscribe(retired, destroy=False)  # its data: the backend's swap drops it
+        self.backend.swap(target.storage)
         self.serving = target.number
         self._changed.set()
         log.info("%s: serving v%d%s", self.store, target.number, f" (v{retired} retired)" if retired else "")
-
-    def _read_current_file(self) -> int:
-        path = self.base_dir / CURRENT_FILE
-        try:
-            return int(json.loads(path.read_text()).get(self.store, 0))
-        except (OSError, ValueError):
-            return 0
-
-    def _write_current_file(self, number: int) -> None:
-        path = self.base_dir / CURRENT_FILE
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            data = {}
-        data[self.store] = number
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
 
     # what it holds
     def wait_until_serving(self, timeout: float = 300.0) -> int:
@@ -588,40 +538,22 @@ class DaVinciClient:
             partition = partition_for(key_bytes, local.partition_count)
             if partition not in self.subscribed:
                 raise ConfigError(f"key {key!r} is in partition {partition}, which this client does not subscribe to")
-        if self.duckdb is not None:
-            return self._get_duckdb(key)
-        if local is None:
-            return None
-        raw = local.stores[partition_for(key_bytes, local.partition_count)].get(key_bytes)  # type: ignore[attr-defined]
-        if raw is None:
-            return None
-        (schema_id,) = SCHEMA_ID.unpack_from(raw)
-        schema = self.schemas.value(schema_id)
-        return serde.deserialize(serde.parse(schema), local.decompress(raw[SCHEMA_ID.size :]))
-
-    def _cursor(self) -> Any:
-        cursor = getattr(self._local_reads, "cursor", None)
-        if cursor is None:
-            assert self.duckdb is not None
-            cursor = self._local_reads.cursor = self.duckdb.cursor()
-        return cursor
-
-    def _get_duckdb(self, key: Any) -> Any | None:
-        assert self.schemas is not None
-        keys = self._key_columns
-        values = [key[c.name] for c in keys] if key_is_record(self.schemas.key) else [key]
-        where = " AND ".join(f"{quote(c.name)} = ?" for c in keys)
-        cursor = self._cursor()
-        row = cursor.execute(f"SELECT * FROM {quote(self.store)} WHERE {where}", values).fetchone()
-        if row is None:
-            return None
-        names = [d[0] for d in cursor.description]
-        key_names = {c.name for c in keys}
-        value = {n: v for n, v in zip(names, row, strict=True) if n not in key_names}
-        return value if value_is_record(self.schemas.newest_value) else value.get("value")
+        return self.backend.get(key, key_bytes, None if local is None else local.storage)
 
     def sql(self, query: str, parameters: list[Any] | None = None) -> list[tuple[Any, ...]]:
-        """Plain SQL on the client's DuckDB file (the store's view is `"<store>"`)."""
-        if self.duckdb is None:
-            raise ConfigError("SQL needs the DuckDB transformer")
-        return self._cursor().execute(query, parameters or []).fetchall()
+        """Plain SQL on the client's DuckDB file (the store's view is `"<store>"`); ConfigError without DuckDB."""
+        return self.backend.sql(query, parameters or [])
+
+
+def local_backend(
+    transformer: RecordTransformer | None, store: str, base_dir: Path, version_topic: Callable[[int], str]
+) -> LocalBackend[Any]:
+    """The storage the transformer asks for: DuckDB's file for a `DuckDBRecordTransformer`, else RocksDB under the
+    base dir. DuckDB is imported only when chosen."""
+    if transformer is not None:
+        from venice_core.davinci.duckdb_backend import DuckDBBackend
+        from venice_core.davinci.duckdb_store import DuckDBRecordTransformer
+
+        if isinstance(transformer, DuckDBRecordTransformer):
+            return DuckDBBackend(transformer, store, version_topic)
+    return RocksDBBackend(store, base_dir)
