@@ -58,6 +58,7 @@ class DuckDBBackend:
 
     def close(self) -> None:
         self.transformer.close()
+        self._reads = threading.local()  # the reading threads' cursors closed with the connection
 
     def open_version(self, number: int, partition_count: int, decompress: Callable[[bytes], bytes]) -> DuckDBVersion:
         schemas = self._opened()
