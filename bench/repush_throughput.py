@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
@@ -28,6 +27,7 @@ from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout import local
+from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
 
 SCHEMA_ID = 1
@@ -40,7 +40,7 @@ class ProtocolWriterSeed:
     def __init__(self, records: list[tuple[bytes, bytes]]) -> None:
         self.records = records
 
-    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+    def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(PARTITIONS)}
         for key, value in self.records:
             by_partition[partition_for(key, PARTITIONS)].append((key, value))
@@ -55,7 +55,7 @@ class ProtocolWriterSeed:
             writer.end_segment(partition)
             writer.flush()
         counts = {str(p): len(rows) for p, rows in by_partition.items()}
-        return {"record_counts": counts, "schema_id": SCHEMA_ID, "records": len(self.records)}
+        return JobResult(counts, len(self.records), SCHEMA_ID)
 
 
 def raw_kafka(bootstrap: str, source_topic: str, topic: str | None = None) -> tuple[float, int, float]:
@@ -112,7 +112,7 @@ def main() -> None:
 
         job_seconds: list[float] = []
 
-        def timed_job(job_config: ClusterConfig, request: PushJobRequest) -> dict[str, Any]:
+        def timed_job(job_config: ClusterConfig, request: PushJobRequest) -> JobResult:
             began = time.perf_counter()
             try:
                 return local.run_spark_job(job_config, request)
