@@ -22,7 +22,7 @@ import pytest
 from tests.support.ingestion import wait_for_ingestion
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import eventually
+from tests.support.reads import eventually, wait_for
 from tests.support.sandbox import free_ports
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
@@ -280,6 +280,38 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         assert restarted.get("r7") == records["r7"]
     finally:
         restarted.close()
+
+
+def test_after_an_operators_rollback_the_client_serves_the_backup_and_never_takes_the_version_back(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """`venice store rollback` returns the region to version 1: the client swaps back with it and drops version 2,
+    which is ROLLED_BACK (its topic still there, its region gate still open) and must never be ingested again. A
+    heartbeat sent after the rollback was seen comes from a sync round that saw the rolled-back version, and says
+    the newest version the client holds is 1."""
+    env = platform_env
+    store = env.create_user_store("dvcback", PARTITIONS)
+    v1, v2 = {f"a{i}": _value(i) for i in range(40)}, {f"b{i}": _value(i, "v2") for i in range(40)}
+    env.push(store, RecordsJob(v1))
+    env.push(store, RecordsJob(v2))
+    client = DaVinciClient(store, "dc-2", tmp_path, config=env.config).start(timeout=60)
+    try:
+        assert client.serving == 2 and client.get("b3") == v2["b3"]
+        versions.rollback_store(env.meta, store)
+        assert versions.get_version(env.meta, store, 2).status == VersionStatus.ROLLED_BACK
+        wait_for("the client to serve version 1 again", lambda: client.serving == 1, timeout=60)
+        rolled_back_at = time.time()
+
+        def heartbeat_after_rollback() -> dict[str, Any] | None:
+            (instance,) = [i for i in da_vinci.instances(env.meta, store) if i["region"] == "dc-2"]
+            sent_at = time.time() - float(instance["heartbeat_age_seconds"])
+            return instance if sent_at > rolled_back_at + 0.5 else None  # (the age is rounded to 0.1 s)
+
+        instance = wait_for("a heartbeat after the rollback", heartbeat_after_rollback, timeout=30)
+        assert instance["version"] == 1 and 2 not in client.status()["versions"], (instance, client.status())
+        assert client.get("a3") == v1["a3"] and client.get("b3") is None
+    finally:
+        client.close()
 
 
 def test_reads_of_the_served_version_go_on_while_the_next_versions_key_is_built(
