@@ -6,6 +6,8 @@ DuckDB."""
 from __future__ import annotations
 
 import contextlib
+import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.support.reads import wait_for
 from tests.support.slow_asker import SlowAsker
 from venice_core.cli import rows
 from venice_core.davinci import read_only_sql, sql_endpoint
@@ -156,3 +159,21 @@ def test_the_reply_is_capped_and_a_symlink_finds_the_endpoint(
             "rows": [[42]],
             "truncated": None,
         }
+
+
+def test_a_query_whose_asker_hangs_up_is_interrupted(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """Ctrl-C on `venice davinci sql` closes its connection: the query stops there, not at its 60 s timeout (it
+    held a cursor of the live client and its cores all along)."""
+    file = tmp_path / "dv.duckdb"
+    with _endpoint(file, con.cursor) as endpoint:
+        asker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        asker.connect(str(endpoint.path))
+        endless = "SELECT count(*) FROM range(1000000000) a, range(1000000000) b"
+        asker.sendall(json.dumps({"sql": endless}).encode())
+        asker.shutdown(socket.SHUT_WR)
+        wait_for("the query to run", lambda: endpoint._running, timeout=10, interval=0.05)
+        hung_up = time.monotonic()
+        asker.close()
+        wait_for("the query to be interrupted", lambda: not endpoint._running, timeout=10, interval=0.05)
+        assert time.monotonic() - hung_up < 5
+        assert sql_endpoint.ask(file, "SELECT 1 AS one") == {"columns": ["one"], "rows": [[1]], "truncated": None}

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import socket
 import socketserver
 import stat
@@ -37,6 +38,7 @@ MAX_QUERIES = 2  # at once: each takes cores the client's ingestion needs
 BUSY_WAIT_SECONDS = 5.0  # a query beyond MAX_QUERIES waits this long for a turn, then is answered busy
 MAX_CONNECTIONS = 16  # open at once (a thread each); more are answered busy at once
 CLOSE_WAIT_SECONDS = 2.0  # for interrupted queries to end when the endpoint closes
+HANG_UP_POLL_MS = 200  # how soon a query whose asker hung up is interrupted
 SUN_PATH_MAX = 107  # AF_UNIX's limit on a socket path, in bytes
 
 
@@ -106,11 +108,25 @@ class _Handler(socketserver.BaseRequestHandler):
             if request is None:
                 reply = _error(f"query longer than {MAX_REQUEST_BYTES} bytes")
             else:
-                reply = endpoint.answer(request, deadline)
+                reply = endpoint.answer(request, deadline, asker=self.request)
             self.request.settimeout(max(deadline - time.monotonic(), 0.001))
             self.request.sendall(reply)  # the timeout bounds the whole sendall
         except OSError as exc:  # the asker gone, too slow, or the endpoint closing: nothing to answer
             log.debug("SQL endpoint: %s", exc)
+
+
+def _interrupt_on_hang_up(asker: socket.socket, cursor: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Interrupt `cursor`'s query once the asker has closed its connection, until `done`. The asker shut its sending
+    side after the request, so the socket reads EOF all along; its closing the connection, and only that, makes
+    the socket hang up (POLLHUP)."""
+    poller = select.poll()
+    poller.register(asker, select.POLLHUP)
+    while not done.is_set():
+        if poller.poll(HANG_UP_POLL_MS) and not done.is_set():
+            log.info("SQL endpoint: the asker hung up; its query is interrupted")
+            with contextlib.suppress(duckdb.Error):  # the query ended meanwhile and its cursor is closed
+                cursor.interrupt()
+            return
 
 
 def _read(sock: socket.socket, deadline: float) -> bytes | None:
@@ -220,8 +236,9 @@ class SqlEndpoint:
         with self._lock:
             self._connections.discard(connection)
 
-    def answer(self, request: bytes, deadline: float | None = None) -> bytes:
-        """One request's reply, as JSON: the result, or an error (the client goes on whatever the query does)."""
+    def answer(self, request: bytes, deadline: float | None = None, asker: socket.socket | None = None) -> bytes:
+        """One request's reply, as JSON: the result, or an error (the client goes on whatever the query does). An
+        `asker` that hangs up while its query runs (Ctrl-C on `venice davinci sql`) has the query interrupted."""
         deadline = time.monotonic() + self.request_timeout if deadline is None else deadline
         try:
             parsed = json.loads(request)
@@ -233,11 +250,11 @@ class SqlEndpoint:
         if not self._queries.acquire(timeout=max(0.0, min(self.busy_wait, deadline - time.monotonic()))):
             return _error("the Da Vinci client is busy (it runs few queries at once, beside ingestion): try again")
         try:
-            return self._run(sql, max_rows, deadline)
+            return self._run(sql, max_rows, deadline, asker)
         finally:
             self._queries.release()
 
-    def _run(self, sql: str, max_rows: int, deadline: float) -> bytes:
+    def _run(self, sql: str, max_rows: int, deadline: float, asker: socket.socket | None) -> bytes:
         try:
             cursor = self.cursor()
         except VeniceError as exc:  # the client is closing its file
@@ -247,6 +264,9 @@ class SqlEndpoint:
                 cursor.close()
                 return _error("the Da Vinci client is stopping")
             self._running.add(cursor)
+        done = threading.Event()
+        if asker is not None:
+            threading.Thread(target=_interrupt_on_hang_up, args=(asker, cursor, done), daemon=True).start()
         try:
             timeout = max(0.001, min(self.timeout, deadline - time.monotonic()))
             return read_only_sql.run_json(cursor, sql, timeout, max_rows, MAX_REPLY_BYTES).encode()
@@ -258,6 +278,7 @@ class SqlEndpoint:
             log.exception("SQL endpoint: query failed")
             return _error(f"query failed: {exc}")
         finally:
+            done.set()
             with self._lock:
                 self._running.discard(cursor)
                 self._idle.notify_all()
