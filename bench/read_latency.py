@@ -26,6 +26,7 @@ from venice_core.controller import stores
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.rollout.local import push
+from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
 BATCH = 100
@@ -121,7 +122,7 @@ def main() -> None:
             batch.put(
                 serde.serialize(key_schema, row.pop("key")), SCHEMA_ID.pack(1) + serde.serialize(value_schema, row)
             )
-        storage.commit(batch, {})
+        storage.commit(batch, IngestionCheckpoint())
         raw_keys = [serde.serialize(key_schema, k) for k in keys]
         raw_batches = [[serde.serialize(key_schema, k) for k in b] for b in batches]
         base_get = timed(storage.get, raw_keys)
