@@ -95,8 +95,9 @@ class PhaseClock:
                 finally:
                     clock.add("Kafka consume (confluent-kafka)", time.thread_time() - cpu, time.perf_counter() - wall)
 
-        self._undo.append((ingestion_task, "Consumer", ingestion_task.Consumer))
-        ingestion_task.Consumer = TimedConsumer  # type: ignore[misc]
+        # The task module's own name for confluent-kafka's Consumer (an import, not its API), patched for profiling.
+        self._undo.append((ingestion_task, "Consumer", ingestion_task.Consumer))  # type: ignore[attr-defined]
+        ingestion_task.Consumer = TimedConsumer  # type: ignore[attr-defined]
         self.patch(ingestion_task.PartitionIngestionTask, "run", "ingestion threads in all")
         self.patch(duckdb_store.DuckDBPartitionStore, "commit", "commit in all")
         self.patch(duckdb_store.DuckDBVersionTable, "rows", "records -> Arrow (decode, columns)")
@@ -144,15 +145,16 @@ class Profiled:
     def install(self) -> None:
         profiled, original = self, self.original
 
-        def run(task: Any, stop: threading.Event) -> None:
+        # The task's method, profiled: its parameters named as the method's (a method's can be passed by name).
+        def run(self: ingestion_task.PartitionIngestionTask[Any], stop: threading.Event) -> None:
             profile = cProfile.Profile()
             profiled.profiles.append(profile)
-            profile.runcall(original, task, stop)
+            profile.runcall(original, self, stop)
 
-        ingestion_task.PartitionIngestionTask.run = run  # type: ignore[method-assign]
+        ingestion_task.PartitionIngestionTask.run = run  # type: ignore[method-assign]  # patched for profiling
 
     def uninstall(self) -> None:
-        ingestion_task.PartitionIngestionTask.run = self.original  # type: ignore[method-assign]
+        ingestion_task.PartitionIngestionTask.run = self.original  # type: ignore[method-assign]  # the patch undone
 
     def print(self, top: int = 25) -> None:
         if not self.profiles:
@@ -174,7 +176,8 @@ def raw_duckdb(path: Path, arrow_table: Any) -> float:
         started = time.perf_counter()
         con.execute("INSERT INTO raw SELECT key, name, age, score FROM rows_in_memory")
         seconds = time.perf_counter() - started
-        assert con.execute("SELECT count(*) FROM raw").fetchone()[0] == arrow_table.num_rows
+        counted = con.execute("SELECT count(*) FROM raw").fetchone()
+        assert counted is not None and counted[0] == arrow_table.num_rows, counted
         return seconds
     finally:
         con.close()

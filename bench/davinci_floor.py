@@ -39,6 +39,8 @@ def worker() -> None:
     from venice_core.pubsub import CONSUMER_CONFIG, client_config
 
     spec = read_frame(sys.stdin.buffer)
+    if spec is None:
+        raise SystemExit("davinci_floor worker: no spec on stdin")
     out = sys.stdout.buffer
     consumer = Consumer(client_config(spec["bootstrap"], **CONSUMER_CONFIG, **{"group.id": "bench-davinci-floor"}))
     consumer.assign([TopicPartition(spec["topic"], p, 0) for p in spec["ends"]])
@@ -56,10 +58,17 @@ def worker() -> None:
 
     while left:
         for message in consumer.consume(5000, 0.2):
-            keys.append(message.key())
-            values.append(message.value())
-            partition = message.partition()
-            if message.offset() + 1 >= left.get(partition, 1 << 62):
+            error = message.error()
+            if error is not None:  # not a record: a fatal error ends the run, the consumer retries any other
+                if error.fatal():
+                    raise RuntimeError(error.str())
+                continue
+            key, value, partition, offset = message.key(), message.value(), message.partition(), message.offset()
+            # A record of the version topic: the protocol writer sends every one with a key and a value.
+            assert key is not None and value is not None and partition is not None and offset is not None
+            keys.append(key)
+            values.append(value)
+            if offset + 1 >= left.get(partition, 1 << 62):
                 del left[partition]
         if len(values) >= FRAME_RECORDS:
             ship()

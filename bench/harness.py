@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.support.sandbox import write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.embedded import platform
+from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore
 
 SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
@@ -37,6 +38,14 @@ def cpu_now(who: int = resource.RUSAGE_SELF) -> float:
     """CPU seconds of this process (or, with RUSAGE_CHILDREN, of its waited-for children) so far."""
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
+
+
+def running_pid(process: ManagedProcess) -> int:
+    """The pid of a process of the platform that must be running (its CPU and memory are read from /proc)."""
+    pid = process.pid()
+    if pid is None:
+        raise RuntimeError(f"{process.name} is not running")
+    return pid
 
 
 def cpu_seconds(pid: int) -> float:

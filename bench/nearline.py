@@ -109,8 +109,9 @@ def raw_latency(config: ClusterConfig, rate: float, count: int) -> list[float]:
     def consume() -> None:
         while not done.is_set() or len(latencies) < len(sent):
             for message in consumer.consume(1000, timeout=0.05):
-                if not message.error():
-                    latencies.append(time.perf_counter() - sent[message.key()])
+                key = message.key()
+                if not message.error() and key is not None:
+                    latencies.append(time.perf_counter() - sent[key])
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
@@ -177,6 +178,7 @@ def region_throughput(config: ClusterConfig, meta: MetadataStore, backlog: int) 
                     break
             time.sleep(0.02)
         assert first is not None and last is not None and last[0] > first[0], f"{region} applied nothing"
+        assert baseline_count is not None  # set with the first count, before `first`
         rates[region] = (last[1] - first[1]) / (last[0] - first[0])
         print(f"  {region}: {last[1] - baseline_count} writes applied, {rates[region]:,.0f} records/s")
         servers.stop(config, region)

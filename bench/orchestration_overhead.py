@@ -21,8 +21,10 @@ from pathlib import Path
 
 from bench.harness import SCHEMAS, sandbox_platform
 from scripts.generate_dataset import generate
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import airflow
+from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow import rollouts
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import rollout_dag_id
@@ -86,10 +88,12 @@ def run_floor(api: AirflowApi) -> RunTiming:
     return timing(api, FLOOR_DAG, run_id)
 
 
-def run_rollout(api: AirflowApi, config, meta, store: str, data: Path) -> RunTiming:
+def run_rollout(api: AirflowApi, config: ClusterConfig, meta: MetadataStore, store: str, data: Path) -> RunTiming:
     rollouts.push(config, meta, store, str(data), "key", "value", {}, progress=lambda _line: None)
     dag_id = rollout_dag_id(store)
-    return timing(api, dag_id, api.latest_run(dag_id)["dag_run_id"])
+    run = api.latest_run(dag_id)
+    assert run is not None, f"no run of {dag_id} after a rollout"
+    return timing(api, dag_id, run["dag_run_id"])
 
 
 def main() -> None:

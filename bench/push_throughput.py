@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from bench import raw_topology
-from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, sandbox_platform
+from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, running_pid, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores
@@ -51,8 +51,9 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
     received, eof = 0, 0
     while eof < PARTITIONS:
         for message in consumer.consume(5000, 1.0):
-            if message.error():
-                eof += message.error().code() == KafkaError._PARTITION_EOF
+            error = message.error()
+            if error is not None:
+                eof += error.code() == KafkaError._PARTITION_EOF
             else:
                 received += 1
     consumer.close()
@@ -103,8 +104,8 @@ def main() -> None:
         # baseline after it on a warm one (a first raw round took 6.0 s and 2.7 broker CPU-s, the next 5.1 and 1.6).
         print(f"  warm-up (not counted): a raw round in {raw_kafka(config.kafka.bootstrap, records):.1f}s")
 
-        processes = {"kafka broker": kafka.process(config).pid()}
-        processes.update({f"region server {r}": servers.process(config, r).pid() for r in config.region_names})
+        processes = {"kafka broker": running_pid(kafka.process(config))}
+        processes.update({f"region server {r}": running_pid(servers.process(config, r)) for r in config.region_names})
         cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
         children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         own_before = resource.getrusage(resource.RUSAGE_SELF)
@@ -145,7 +146,7 @@ def main() -> None:
             print(f"    {seconds:6.1f}s  {name}")
         print_timeline("push", started, marks)
         for region in config.region_names:
-            pid = servers.process(config, region).pid()
+            pid = running_pid(servers.process(config, region))
             print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
         print(
             f"  the floor, confluent-kafka alone doing the Kafka work of a rollout to {len(config.regions)} region(s) "

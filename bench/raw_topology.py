@@ -99,11 +99,13 @@ def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str 
     at_end: set[int] = set()
     while len(at_end) < partitions:  # connected, and each partition fetched (still empty), before the clock starts
         for message in consumer.consume(partitions, 1.0):
-            if message.error() and message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG)) if mirror else None
-    if producer is not None:
-        producer.list_topics(mirror, timeout=30)  # the copy's metadata known before the clock starts
+            error, partition = message.error(), message.partition()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF and partition is not None:
+                at_end.add(partition)
+    copy: tuple[Producer, str] | None = None  # outside the source region: the producer and topic of the copy
+    if mirror:
+        copy = Producer(client_config(bootstrap, **PRODUCER_CONFIG)), mirror
+        copy[0].list_topics(mirror, timeout=30)  # the copy's metadata known before the clock starts
     print("ready", flush=True)
     received = 0
     deadline = time.monotonic() + 600
@@ -111,17 +113,20 @@ def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str 
         if time.monotonic() > deadline:
             sys.exit(f"raw region: {received} of {count} records after 600 s")
         for message in consumer.consume(5000, 1.0):
-            if message.error():
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(message.error().str())
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(error.str())
                 continue
             received += 1
-            if producer is not None:
-                produce(producer, mirror, message.key(), message.value(), message.partition())
-        if producer is not None:
-            producer.poll(0)
-    if producer is not None:
-        assert producer.flush(120) == 0
+            if copy is not None:
+                key, value, partition = message.key(), message.value(), message.partition()
+                assert key is not None and value is not None and partition is not None  # a record the bench wrote
+                produce(*copy, key, value, partition)
+        if copy is not None:
+            copy[0].poll(0)
+    if copy is not None:
+        assert copy[0].flush(120) == 0
     consumer.close()
     print("done", flush=True)
 

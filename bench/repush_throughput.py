@@ -73,15 +73,18 @@ def raw_kafka(bootstrap: str, source_topic: str, topic: str | None = None) -> tu
     remaining = {p for p in range(PARTITIONS) if ends[p] > 0}
     while remaining:
         for message in consumer.consume(5000, 1.0):
-            if message.error():
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(message.error().str())
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(error.str())
                 continue
-            key, value, partition = message.key(), message.value(), message.partition()
+            key, value, partition, offset = message.key(), message.value(), message.partition(), message.offset()
+            # A record of the version topic: the protocol writer sends every one with a key and a value.
+            assert key is not None and value is not None and partition is not None and offset is not None
             raw_topology.produce(producer, topic, key, value, partition)
             copied += 1
             payload += len(key) + len(value)
-            if message.offset() + 1 >= ends[partition]:
+            if offset + 1 >= ends[partition]:
                 remaining.discard(partition)
         producer.poll(0)
     assert producer.flush(120) == 0
@@ -112,10 +115,11 @@ def main() -> None:
 
         job_seconds: list[float] = []
 
-        def timed_job(job_config: ClusterConfig, request: PushJobRequest) -> JobResult:
+        # Named as `local.PushJobRunner` names them (a protocol's parameters can be passed by name).
+        def timed_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
             began = time.perf_counter()
             try:
-                return local.run_spark_job(job_config, request)
+                return local.run_spark_job(config, request)
             finally:
                 job_seconds.append(time.perf_counter() - began)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 
 class FakeMessage:
-    """What ingestion reads of a confluent-kafka Message."""
+    """What ingestion reads of a confluent-kafka Message (`ingestion.messages.ConsumedMessage`): a record at
+    `offset` of partition 0 of a topic the batch phase never asks the name of."""
 
     __slots__ = ("_key", "_value", "_offset")
 
@@ -20,6 +21,12 @@ class FakeMessage:
 
     def value(self) -> bytes:
         return self._value
+
+    def topic(self) -> str:
+        return "fake"
+
+    def partition(self) -> int:
+        return 0
 
     def offset(self) -> int:
         return self._offset
