@@ -52,7 +52,6 @@ from venice_core.errors import VeniceError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
-from venice_core.rollout.local import job_request
 from venice_core.rollout.names import (
     FAILURE_XCOM,
     SOURCE_FILES_PARAM,
@@ -65,7 +64,17 @@ from venice_core.rollout.names import (
     store_of,
 )
 from venice_core.rollout.push_confs import check_user_confs
-from venice_core.rollout.steps import STEPS, CreatedVersion, PushRequest, Scope, Step, StepInputs, StepKind, stop
+from venice_core.rollout.steps import (
+    STEPS,
+    CreatedVersion,
+    PushRequest,
+    Scope,
+    Step,
+    StepInputs,
+    StepKind,
+    job_request,
+    stop,
+)
 from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import random
 
-from venice_core.ingestion.conflict import BATCH_STAMP, WriteStamp, wins
+from venice_core.ingestion.conflict import WriteStamp, stamp_wins
 from venice_core.protocol.div import Validator
-from venice_core.protocol.envelope import ControlMessageType, Message, MessageType, ProducerMetadata
+from venice_core.protocol.envelope import (
+    BATCH_WRITE_TIMESTAMP,
+    ControlMessageType,
+    Message,
+    MessageType,
+    ProducerMetadata,
+)
+
+BATCH_STAMP = WriteStamp(BATCH_WRITE_TIMESTAMP)  # what batch data carries
+
+
+def wins(incoming: WriteStamp, existing: WriteStamp) -> bool:
+    """`stamp_wins` on decoded stamps, as ingestion compares the encoded ones."""
+    return stamp_wins(incoming.encode(), existing.encode())
 
 
 def test_the_later_timestamp_wins_then_the_larger_region_name() -> None:

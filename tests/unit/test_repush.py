@@ -278,8 +278,7 @@ def test_a_replay_from_a_rewind_joins_producers_mid_segment() -> None:
 def test_end_offsets_are_pinned_at_version_creation_and_kept_for_a_retried_job(meta: MetadataStore, config) -> None:
     """Review finding: a retried job read up to "latest" again. The end offset of each source partition is resolved
     with the source, kept on the version the repush creates, and a retried job's spec reads no further."""
-    from venice_core.rollout.local import job_request
-    from venice_core.rollout.steps import CreatedVersion, PushRequest
+    from venice_core.rollout.steps import CreatedVersion, PushRequest, job_request
 
     topics = InMemoryTopics()
     store = f"rp_{uuid.uuid4().hex[:6]}"

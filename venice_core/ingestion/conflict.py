@@ -16,8 +16,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from venice_core.protocol.envelope import BATCH_WRITE_TIMESTAMP
-
 # Encoded stamp: a flags byte, the write timestamp as an unsigned big-endian number (offset from the signed range),
 # then the writing region's name in UTF-8. Past the flags byte, byte order is (timestamp, region) order, so the
 # ingestion hot path compares encoded stamps without decoding them.
@@ -52,11 +50,3 @@ class WriteStamp:
     def decode(cls, data: bytes) -> WriteStamp:
         flags, shifted = _FLAGS_AND_TIME.unpack_from(data)
         return cls(shifted - _OFFSET, data[_FLAGS_AND_TIME.size :].decode(), bool(flags & _TOMBSTONE))
-
-
-BATCH_STAMP = WriteStamp(BATCH_WRITE_TIMESTAMP)
-
-
-def wins(incoming: WriteStamp, existing: WriteStamp) -> bool:
-    """`stamp_wins` on decoded stamps."""
-    return stamp_wins(incoming.encode(), existing.encode())

@@ -29,7 +29,6 @@ class VersionTopicMirror:
     def __init__(self, local_bootstrap: str, local_topic: str, partition: int) -> None:
         self.local_bootstrap, self.local_topic, self.partition = local_bootstrap, local_topic, partition
         self.end_offset = 0  # the local topic's end offset at start: records below it are there already
-        self.mirrored = 0
         self._errors: list[KafkaError] = []
         self._producer: Producer | None = None
 
@@ -72,7 +71,6 @@ class VersionTopicMirror:
                 break
             except BufferError:
                 producer.poll(0.05)
-        self.mirrored += 1
 
     def check(self) -> None:
         """Serve delivery reports; a failed delivery fails the partition (the local topic would have a gap)."""

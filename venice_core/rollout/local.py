@@ -19,7 +19,7 @@ from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
 from venice_core.rollout.push_confs import check_push_confs
-from venice_core.rollout.steps import CreatedVersion, PushRequest, run_in_process
+from venice_core.rollout.steps import CreatedVersion, PushRequest, job_request, run_in_process
 from venice_core.spark import repush_config
 from venice_core.spark.input_schema import check_push_input
 from venice_core.spark.job_result import JobResult
@@ -124,17 +124,3 @@ def repush(
     progress(f"repushing '{store}' from version {source.version} in {source.region} ({source.topic}{ttl})")
     request = PushRequest(store, repush_config.REPUSH_INPUT, confs=pinned)
     return _roll_out(config, meta, request, repush_config.repush_job_id(store, repush), progress, run_job)
-
-
-def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest:
-    """What the push job is asked, for a push request and the version created for it (with the confs version
-    creation pinned, a repush's)."""
-    return PushJobRequest(
-        request.store,
-        created.number,
-        request.input_path,
-        request.key_field,
-        request.value_field,
-        created.push_job_id,
-        created.job_confs or request.confs,
-    )

@@ -32,6 +32,7 @@ from venice_core.spark import repush_config
 from venice_core.spark.input_files import check_readable, read_input_schema
 from venice_core.spark.input_schema import input_value, match_value_schema
 from venice_core.spark.job_result import JobResult
+from venice_core.spark.submit import PushJobRequest
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
@@ -94,6 +95,20 @@ class CreatedVersion:
             str(data["push_job_id"]),
             dict(data.get("job_confs") or {}),
         )
+
+
+def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest:
+    """What the push job is asked, for a push request and the version created for it (with the confs version
+    creation pinned, a repush's)."""
+    return PushJobRequest(
+        request.store,
+        created.number,
+        request.input_path,
+        request.key_field,
+        request.value_field,
+        created.push_job_id,
+        created.job_confs or request.confs,
+    )
 
 
 @dataclass
