@@ -539,7 +539,7 @@ class VersionToHost:
     partition_count: int
     compression: CompressionStrategy
     hybrid: HybridSettings | None
-    status: VersionStatus  # a version newer than the current one is in flight only while STARTED or PUSHED
+    push_over: bool  # no region swaps to it any more (a newer version whose push is over is never served)
 
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
@@ -554,11 +554,10 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
                 Version.partition_count,
                 Version.compression,
                 Version.details,
-                Version.status,
             ).where(Version.status.in_(list(HOSTABLE)))
         ).all()
         hosted = []
-        for store, number, partitions, compression, details, status in rows:
+        for store, number, partitions, compression, details in rows:
             lifecycle = VersionLifecycle.of(details)
             if region in (lifecycle.regions or [region]):
                 hosted.append(
@@ -568,7 +567,7 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
                         partitions,
                         CompressionStrategy[compression],
                         lifecycle.hybrid,
-                        VersionStatus(status),
+                        lifecycle.finished,
                     )
                 )
         return hosted

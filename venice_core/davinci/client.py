@@ -45,7 +45,7 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
-from venice_core.status import IN_FLIGHT, ExecutionStatus
+from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 
@@ -258,12 +258,12 @@ class DaVinciClient:
         hosted = {v.number: v for v in controller.versions_to_host(self.meta, region) if v.store == self.store}
         current = controller.current_versions(self.meta, region).get(self.store, 0)
         wanted = {current} & set(hosted)
-        # A newer version while its push is in flight and the rollout has opened the region's gate: a version rolled
-        # back, or one whose push stopped before this region swapped, is never served here.
+        # A newer version while its push goes on and the rollout has opened the region's gate: one whose push is
+        # over (rolled back, stopped before this region swapped) is never served here.
         wanted |= {
             n
             for n, v in hosted.items()
-            if n > current and v.status in IN_FLIGHT and da_vinci.gate_open(self.meta, self.store, n, region)
+            if n > current and not v.push_over and da_vinci.gate_open(self.meta, self.store, n, region)
         }
         with self._lock:
             for number in sorted(wanted - set(self.local)):

@@ -389,16 +389,21 @@ def failure_reasons(api: AirflowApi, dag: str, run_id: str, tasks: list[str]) ->
 
 
 def failure_summary(meta: MetadataStore, store: str, job_id: str, failures: dict[str, str | None]) -> str:
-    """Where the run (of push job `job_id`) failed and why (each failed task and the reason its step kept,
-    `failure_reasons`), and what became of its version (or, if it made none, what the hooks said)."""
+    """Where the run (of push job `job_id`) failed, what became of its version, and why: the reason the version
+    records, else the hooks' last answer that stopped the push, else the reason each failed step kept
+    (`failure_reasons`: a missing input, a refused conf), said once."""
     version = describe_store(meta, store).version_of_push(job_id)
-    said = version.reason if version is not None and version.reason else ""
-    # A reason the version already gives (a step's failure stops the push with it) is said once.
-    named = [f"{task}: {why}" if why and why not in said else task for task, why in failures.items()]
+    said = version.reason if version is not None else ""
+    stops = (
+        []
+        if version is not None
+        else [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
+    )
+    explained = bool(said or stops)
+    named = [f"{task}: {why}" if why and not explained else task for task, why in failures.items()]
     where = f"rollout run failed at {'; '.join(named) or 'a task'}"
     if version is not None:
         return f"{where}; version {version.number} is {version.status}" + (f": {said}" if said else "")
-    stops = [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
     if not stops:
         return f"{where}; no version was created"
     detail = stops[-1].error or stops[-1].reason
