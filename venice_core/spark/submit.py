@@ -162,8 +162,10 @@ def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]
 def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: Path) -> SparkJobSpec:
     """The push job's spark-submit for a request: the name says which store (so an operator can find the JVM). A
     repush (`source.kafka=true`) runs the repush job instead, with the same Spark settings."""
+    from venice_core.spark import repush_config as rc  # imports the controller: only where a spec is rendered
+
     confs = request.confs
-    if str(confs.get("source.kafka", "false")).strip().lower() == "true":
+    if rc.is_repush(confs):
         return SparkJobSpec(
             name=f"venice-repush-{request.store}",
             master=confs.get("spark.master", DEFAULT_MASTER),
