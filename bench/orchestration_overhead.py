@@ -25,7 +25,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
-from venice_core.orchestration.airflow import rollouts
+from venice_core.orchestration.airflow import rollouts, store_dags
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import rollout_dag_id
 
@@ -111,8 +111,8 @@ def main() -> None:
             partitions=1,
         )
         data = generate(home / "input", args.records, files=1)
-        dags = Path(tempfile.mkdtemp(prefix="venice-bench-dags-"))
-        shutil.copy(airflow.PROJECT_ROOT / "dags" / "venice_rollout.py", dags)
+        dags = Path(tempfile.mkdtemp(prefix="venice-bench-dags-"))  # the floor's DAG file, beside no other
+        store_dags.sync_store(config, meta, store)  # the store's rollout DAG, as `venice store create` writes it
         try:
             print(f"  {airflow.start(config, dags_folder=dags)}")
             api = AirflowApi(config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
@@ -70,8 +71,35 @@ def render_page(view: RolloutView, runs: Sequence[RunInfo] = (), now: float | No
     return "\n".join(p for p in parts if p)
 
 
-def render_index(stores: Sequence[tuple[RolloutView, RunInfo | None]]) -> str:
-    """Every store the user may read: what each region serves, its latest run, a link to its DAG's Rollout tab."""
+PAGE_SIZE = 50  # stores on a page of the list: a page reads each of its stores' state, not every store's
+
+
+@dataclass(frozen=True)
+class StorePage:
+    """Which page of the (filtered) store list is shown: `names` are its stores."""
+
+    names: Sequence[str]
+    number: int  # 1-based
+    pages: int
+    total: int  # stores matching the filter
+    query: str  # the filter: a part of the name, any case ("" for every store)
+    first: int  # the 1-based position of the page's first store (0 when there is none)
+
+    @classmethod
+    def of(cls, names: Sequence[str], query: str, number: int, size: int = PAGE_SIZE) -> StorePage:
+        """The page `number` of the stores among `names` whose name holds `query` (clamped to the pages there
+        are)."""
+        matching = [name for name in names if query.lower() in name.lower()]
+        pages = max(1, -(-len(matching) // size))
+        number = min(max(1, number), pages)
+        start = (number - 1) * size
+        shown = matching[start : start + size]
+        return cls(shown, number, pages, len(matching), query, start + 1 if shown else 0)
+
+
+def render_index(stores: Sequence[tuple[RolloutView, RunInfo | None]], page: StorePage) -> str:
+    """A page of the stores the user may read: what each region serves, its latest run, a link to its DAG's Rollout
+    tab; a filter by name, and links to the pages before and after."""
     rows = []
     for view, run in stores:
         serving = ", ".join(f"{_e(r.region)} {_version(r.current)}" for r in view.regions)
@@ -81,12 +109,34 @@ def render_index(stores: Sequence[tuple[RolloutView, RunInfo | None]]) -> str:
             f"<tr data-store='{_e(view.store)}'><th><a href='{link}' target='_top'>{_e(view.store)}</a></th>"
             f"<td>{serving}</td><td>{latest}</td></tr>"
         )
-    body = "".join(rows) or "<tr><td colspan='3' class='muted'>No store yet.</td></tr>"
+    empty = f"No store matches '{_e(page.query)}'." if page.query else "No store yet."
+    body = "".join(rows) or f"<tr><td colspan='3' class='muted'>{empty}</td></tr>"
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Rollouts</title><style>{STYLE}</style></head>"
-        "<body><h1>Rollouts</h1><table id='stores'><tr><th>store</th><th>serving, in rollout order</th>"
-        f"<th>latest run</th></tr>{body}</table></body></html>"
+        f"<body><h1>Rollouts</h1>{_filter(page)}<table id='stores'><tr><th>store</th>"
+        f"<th>serving, in rollout order</th><th>latest run</th></tr>{body}</table>{_pager(page)}</body></html>"
     )
+
+
+def _filter(page: StorePage) -> str:
+    return (
+        "<form id='filter' method='get'><input name='q' type='search' placeholder='store name contains'"
+        f" value='{_e(page.query)}'> <button type='submit'>Filter</button></form>"
+    )
+
+
+def _pager(page: StorePage) -> str:
+    """ "Stores 51-100 of 3000", and links to the page before and after (keeping the filter)."""
+    if page.total == 0:
+        return ""
+    query = f"&q={quote(page.query, safe='')}" if page.query else ""
+    links = []
+    if page.number > 1:
+        links.append(f"<a id='previous' href='{_e(f'?page={page.number - 1}{query}')}'>previous</a>")
+    if page.number < page.pages:
+        links.append(f"<a id='next' href='{_e(f'?page={page.number + 1}{query}')}'>next</a>")
+    shown = f"{page.first}-{page.first + len(page.names) - 1}"
+    return f"<p id='pager' class='runs'>Stores {shown} of {page.total} {' '.join(links)}</p>"
 
 
 def render_missing(message: str) -> str:

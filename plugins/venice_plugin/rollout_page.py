@@ -42,7 +42,7 @@ def create_app() -> Any:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import HTMLResponse
 
     from venice_core.controller.job import job_reply
@@ -51,7 +51,7 @@ def create_app() -> Any:
     from venice_core.meta.context import metadata
     from venice_core.rollout.view import RolloutView, rollout_view
     from venice_plugin import airflow_runs
-    from venice_plugin.rollout_html import render_index, render_missing, render_page
+    from venice_plugin.rollout_html import StorePage, render_index, render_missing, render_page
 
     app = FastAPI(title="Venice rollouts", docs_url=None, redoc_url=None, openapi_url=None)
     read_runs = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]
@@ -79,15 +79,16 @@ def create_app() -> Any:
         return page, runs
 
     @app.get("/rollout/", response_class=HTMLResponse)
-    def index(user: GetUserDep) -> HTMLResponse:
+    def index(user: GetUserDep, q: str = "", page: int = Query(1, ge=1)) -> HTMLResponse:
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
         with metadata() as (_, meta):
+            names = [name for name in list_stores(meta) if rollout_dag_id(name) in readable]
+            shown = StorePage.of(names, q.strip(), page)
             stores = [
                 (rollout_view(meta, name), next(iter(airflow_runs.recent_runs(rollout_dag_id(name), 1)), None))
-                for name in list_stores(meta)
-                if rollout_dag_id(name) in readable
+                for name in shown.names
             ]
-        return HTMLResponse(render_index(stores))
+        return HTMLResponse(render_index(stores, shown))
 
     @app.get("/rollout/{dag_id}", response_class=HTMLResponse, dependencies=read_runs)
     def page(dag_id: str, run_id: str | None = None) -> HTMLResponse:

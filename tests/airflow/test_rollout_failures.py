@@ -6,6 +6,7 @@ as any push."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 import uuid
@@ -38,6 +39,7 @@ from tests.support.reads import assert_serves, wait_for
 from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
+from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.protocol import serde
 from venice_core.pubsub import admin
@@ -110,21 +112,45 @@ def test_airflow_listens_on_loopback_only(airflow_env: PlatformEnv) -> None:
     assert listening_beyond_loopback(parts) == {}
 
 
-def test_a_new_store_created_asks_airflow_for_its_dag(airflow_env: PlatformEnv) -> None:
-    """`venice store create` asks Airflow to parse the stores' DAG file at once (the periodic parse is every two
-    minutes), and the new store's DAG appears. The parse request names the file by the token Airflow's own API
-    gives it."""
+MANY_STORES = 200
+
+
+def test_hundreds_of_stores_each_have_their_dags_and_follow_creates_and_deletes(airflow_env: PlatformEnv) -> None:
+    """Every store's DAG has a file of its own (`store_dags`): `venice up` writes those of stores made through the
+    controller alone, and all their DAGs are in Airflow; a store created and one deleted with the CLI while the
+    platform runs appear and go within seconds, each its own file's parse, whatever the store count. (The stores
+    stay in the session's metadata store: they never pushed, and this module's Airflow is the only one with
+    their files.)"""
     env, api = airflow_env, AirflowApi(airflow_env.config)
-    store = f"afd_{uuid.uuid4().hex[:8]}"
+    prefix = f"many{uuid.uuid4().hex[:4]}_"
+    key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
+    meta = MetadataStore(env.config.metadata_db_url)
+    try:
+        for index in range(MANY_STORES):
+            stores.create_store(meta, env.config, f"{prefix}{index:03d}", key, value, partitions=1)
+    finally:
+        meta.dispose()
+    up = env.cli("up", check=True)
+    assert "airflow is already running" in up.stdout
+    synced = re.search(r"DAG files of (\d+) stores in \S+: (\d+) new, \d+ rewritten, \d+ removed", up.stdout)
+    assert synced, up.stdout  # (new: also the stores of the session's other tests, made without this Airflow)
+    assert int(synced[1]) >= int(synced[2]) >= MANY_STORES
+
+    def present(name: str) -> int:
+        found = api.get(f"/api/v2/dags?limit=1&dag_id_pattern={rollout_dag_id(name)}%25&exclude_stale=true")
+        return int(found["total_entries"])
+
+    wait_for(f"{MANY_STORES} stores' DAGs", lambda: present(prefix) == MANY_STORES, timeout=300, interval=2)
+    new, gone = f"{prefix}new", f"{prefix}007"
     env.cli(
-        "store", "create", store, "--key-schema", str(SCHEMAS / "user_key.avsc"),
+        "store", "create", new, "--key-schema", str(SCHEMAS / "user_key.avsc"),
         "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,
     )  # fmt: skip
-    # (Within seconds, unless the request met a parse of the file in progress, which drops it: then at the
-    # periodic parse, at most two minutes later.)
-    wait_for("the new store's DAG", lambda: api.has_dag(rollout_dag_id(store)), timeout=180)
-    listed = api.get(f"/api/v2/dags?dag_id_pattern={rollout_dag_id(store)}")["dags"]
-    assert [d["file_token"] for d in listed] == [api._file_token("venice_rollout.py")]
+    env.cli("store", "delete", gone, check=True)
+    wait_for("the new store's DAG, and the deleted one's gone", lambda: present(new) and not present(gone), 120)
+    assert present(prefix) == MANY_STORES  # one more, one less
+    details = api.get(f"/api/v2/dags/{rollout_dag_id(new)}/details")
+    assert (details["bundle_name"], details["relative_fileloc"]) == ("venice-stores", f"{rollout_dag_id(new)}.py")
 
 
 def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:

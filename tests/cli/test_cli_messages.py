@@ -82,7 +82,7 @@ class _Process:
 def test_status_names_the_airflow_component_that_is_not_running(
     env: PlatformEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pids = dict(zip(airflow.COMPONENTS, (41, 42, None), strict=True))  # the scheduler is not running
+    pids = dict(zip(airflow.COMPONENTS, (41, 42, 43, None), strict=True))  # the scheduler is not running
     assert pids["scheduler"] is None
     monkeypatch.setattr(airflow, "processes", lambda _config: [_Process(pid) for pid in pids.values()])
     monkeypatch.setattr(airflow, "is_healthy", lambda _config: True)
@@ -91,5 +91,5 @@ def test_status_names_the_airflow_component_that_is_not_running(
     line = next(line for line in result.stdout.splitlines() if line.startswith("airflow"))
     assert line.split()[1] == "DOWN"
     assert line.endswith(
-        f"pids 41, 42, {airflow.base_url(env.config)} (scheduler not running: 2 of 3 components running)"
+        f"pids 41, 42, 43, {airflow.base_url(env.config)} (scheduler not running: 3 of 4 components running)"
     )

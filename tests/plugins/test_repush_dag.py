@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,19 +14,14 @@ from airflow.sdk.exceptions import AirflowSkipException
 from venice_plugin.repush_dag import check_version_age
 from venice_plugin.timetables import BusinessHoursTimetable
 
-from tests.support.dag_files import parse_dag_file
+from tests.support.dag_files import parse_store_dags
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.meta.models import RegionCurrentVersion, Version
 from venice_core.spark import repush_config
 
-DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
-
-
-def _parse(monkeypatch: pytest.MonkeyPatch, running: str | None = None) -> dict[str, Any]:
-    return parse_dag_file(monkeypatch, DAG_FILE, ("venice_push__", "venice_repush__"), running)
 
 
 def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(
@@ -41,7 +35,7 @@ def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(
     stores.update_store(
         meta, config, kept, repush_schedule="30 9 * * *", repush_ttl_seconds="86400", repush_calendar=calendar
     )
-    dags = _parse(monkeypatch)
+    dags = parse_store_dags(monkeypatch, platform, plain, kept)
     assert set(dags) == {f"venice_push__{plain}", f"venice_push__{kept}", f"venice_repush__{kept}"}
     repush = dags[f"venice_repush__{kept}"]
     assert isinstance(repush.timetable, BusinessHoursTimetable)
@@ -58,21 +52,30 @@ def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(
     assert not repush.catchup and repush.max_active_runs == 1
 
     # A task process builds only the DAG it runs.
-    assert set(_parse(monkeypatch, f"venice_repush__{kept}")) == {f"venice_repush__{kept}"}
-    assert set(_parse(monkeypatch, f"venice_push__{kept}")) == {f"venice_push__{kept}"}
+    assert set(parse_store_dags(monkeypatch, platform, kept, running=f"venice_repush__{kept}")) == {
+        f"venice_repush__{kept}"
+    }
+    assert set(parse_store_dags(monkeypatch, platform, kept, running=f"venice_push__{kept}")) == {
+        f"venice_push__{kept}"
+    }
     # `daily`: one slot a working day, at opening; the schedule turned off, the DAG is gone.
     stores.update_store(meta, config, kept, repush_schedule="daily")
-    daily = _parse(monkeypatch, f"venice_repush__{kept}")[f"venice_repush__{kept}"].timetable.serialize()
+    daily = parse_store_dags(monkeypatch, platform, kept, running=f"venice_repush__{kept}")[
+        f"venice_repush__{kept}"
+    ].timetable.serialize()
     assert daily["interval_minutes"] == 24 * 60 and "cron" not in daily
     stores.update_store(meta, config, kept, repush=False)
-    assert set(_parse(monkeypatch)) == {f"venice_push__{plain}", f"venice_push__{kept}"}
+    assert set(parse_store_dags(monkeypatch, platform, plain, kept)) == {
+        f"venice_push__{plain}",
+        f"venice_push__{kept}",
+    }
 
 
 def test_the_rollout_dag_offers_a_repush_in_its_trigger_form(platform: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     config, meta = platform
     store = f"form_{uuid.uuid4().hex[:6]}"
     stores.create_store(meta, config, store, KEY, VALUE, partitions=1)
-    dag = _parse(monkeypatch)[f"venice_push__{store}"]
+    dag = parse_store_dags(monkeypatch, platform, store)[f"venice_push__{store}"]
     source = dag.params.get_param("source")
     assert source.value == "files" and source.schema["enum"] == ["files", "kafka"]
     assert dag.params.get_param("conf").value == {}

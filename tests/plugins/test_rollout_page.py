@@ -8,7 +8,7 @@ import asyncio
 
 from venice_plugin import VenicePlugin
 from venice_plugin.airflow_runs import RunInfo
-from venice_plugin.rollout_html import render_index, render_page
+from venice_plugin.rollout_html import PAGE_SIZE, StorePage, render_index, render_page
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 
 from venice_core.controller.versions import RegionProgress
@@ -113,10 +113,33 @@ def test_a_decisions_branches_share_its_header_and_long_names_are_shortened() ->
 
 def test_the_store_list_links_each_store_to_its_dags_tab_escaped() -> None:
     store = RolloutView("users", None, None, None, (), (), (RegionRow("dc-0", 2, 1, {}, None, None),))
-    html = render_index([(store, RunInfo(f"manual__{EVIL}", f"failed{EVIL}", "2026-11-22T22:00:00+00:00"))])
+    html = render_index(
+        [(store, RunInfo(f"manual__{EVIL}", f"failed{EVIL}", "2026-11-22T22:00:00+00:00"))],
+        StorePage.of(["users"], "", 1),
+    )
     assert "<script>" not in html and "class='state failedscriptalertxscript'" in html
     assert "<a href='/dags/venice_push__users/plugin/venice-rollout' target='_top'>users</a>" in html
     assert "dc-0 v2" in html
+
+
+def test_the_store_list_shows_a_page_at_a_time_filtered_by_name() -> None:
+    """At thousands of stores the list reads only one page of them; the filter and the page are in the address,
+    so the links before and after keep the filter."""
+    names = [f"store{i:04d}" for i in range(3000)]
+    first = StorePage.of(names, "", 1)
+    assert (first.names[0], len(first.names), first.pages, first.total, first.first) == ("store0000", 50, 60, 3000, 1)
+    assert StorePage.of(names, "", 999).number == 60 and StorePage.of(names, "", 999).names[-1] == "store2999"
+    matching = StorePage.of(names, "STORE01", 2)  # any case: store0100-0199, the second page
+    assert (matching.total, matching.names[0], matching.first) == (100, "store0150", 51)
+    assert PAGE_SIZE == 50
+    views = [(RolloutView(name, None, None, None, (), (), ()), None) for name in matching.names]
+    html = render_index(views, matching)
+    assert "Stores 51-100 of 100" in html and "href='?page=1&amp;q=STORE01'>previous</a>" in html
+    assert "next</a>" not in html and html.count("<tr data-store=") == 50
+    assert "value='STORE01'" in html
+    nothing = render_index([], StorePage.of(names, f"no{EVIL}", 1))
+    assert "<script>" not in nothing and "No store matches 'no&lt;script&gt;" in nothing
+    assert "No store yet." in render_index([], StorePage.of([], "", 1))
 
 
 def test_a_request_without_a_token_is_refused() -> None:

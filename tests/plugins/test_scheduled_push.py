@@ -21,7 +21,7 @@ from venice_plugin.rollout import _request
 from venice_plugin.timetables import BusinessHoursTimetable
 
 from scripts.generate_dataset import generate
-from tests.support.dag_files import parse_dag_file
+from tests.support.dag_files import parse_store_dags
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
@@ -29,7 +29,6 @@ from venice_core.push_schedule import PushSchedule
 from venice_core.rollout.names import push_job_id
 from venice_core.rollout.steps import PushRequest
 
-DAG_FILE = Path(__file__).parents[2] / "dags" / "venice_rollout.py"
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
 MONDAY_10 = datetime(2026, 11, 23, 10, tzinfo=UTC)
@@ -44,9 +43,9 @@ def _store(platform: Any, prefix: str, template: str | None = None) -> str:
     return store
 
 
-def _dag(monkeypatch: pytest.MonkeyPatch, store: str) -> DAG:
+def _dag(monkeypatch: pytest.MonkeyPatch, platform: Any, store: str) -> DAG:
     """The store's rollout DAG, as a task process of it builds it."""
-    return parse_dag_file(monkeypatch, DAG_FILE, ("venice_push__",), f"venice_push__{store}")[f"venice_push__{store}"]
+    return parse_store_dags(monkeypatch, platform, store, running=f"venice_push__{store}")[f"venice_push__{store}"]
 
 
 class _NoXComYet:
@@ -106,12 +105,12 @@ def test_the_rollout_dag_runs_on_the_working_hours_of_the_store_push_schedule(
 ) -> None:
     config, meta = platform
     store = _store(platform, "sched")
-    assert not _dag(monkeypatch, store).timetable.can_be_scheduled  # triggered only, as before
+    assert not _dag(monkeypatch, platform, store).timetable.can_be_scheduled  # triggered only, as before
     calendar = {"days": "mon-thu", "hours": "8-12", "timezone": "Europe/Paris", "holidays": "2026-12-24"}
     stores.update_store(
         meta, config, store, push_schedule="30 9 * * *", push_input="/data/{{ ds }}/", push_calendar=calendar
     )
-    timetable = _dag(monkeypatch, store).timetable
+    timetable = _dag(monkeypatch, platform, store).timetable
     assert isinstance(timetable, BusinessHoursTimetable)
     assert timetable.serialize() == {
         "days": "mon-thu",
@@ -123,12 +122,12 @@ def test_the_rollout_dag_runs_on_the_working_hours_of_the_store_push_schedule(
     }
     assert timetable.summary == "cron 30 9 * * *, within 8-12 h on mon-thu (Europe/Paris), 1 holiday"
     stores.update_store(meta, config, store, push_schedule="daily")
-    daily = _dag(monkeypatch, store).timetable
+    daily = _dag(monkeypatch, platform, store).timetable
     assert daily.summary == "daily at opening, within 8-12 h on mon-thu (Europe/Paris), 1 holiday"
     # The scheduled push makes no repush DAG; turned off, the rollout DAG is triggered only again.
-    assert set(parse_dag_file(monkeypatch, DAG_FILE, ("venice_repush__",))) == set()
+    assert set(parse_store_dags(monkeypatch, platform, store)) == {f"venice_push__{store}"}
     stores.update_store(meta, config, store, push=False)
-    assert not _dag(monkeypatch, store).timetable.can_be_scheduled
+    assert not _dag(monkeypatch, platform, store).timetable.can_be_scheduled
 
 
 def test_a_whole_day_every_day_calendar_runs_every_minute_across_midnight() -> None:
@@ -155,7 +154,7 @@ def test_a_run_pushes_the_template_rendered_for_its_logical_date_or_the_input_it
     store = _store(platform, "render", template)
 
     def request(run_type: str, logical_date: datetime | None, conf: dict | None = None) -> PushRequest:
-        return _request(store, _context(_dag(monkeypatch, store), run_type, logical_date, conf))
+        return _request(store, _context(_dag(monkeypatch, platform, store), run_type, logical_date, conf))
 
     rendered = f"{tmp_path}/users/2026-11-23/2026-11-22-10/"
     assert request("scheduled", MONDAY_10).input_path == rendered
@@ -178,14 +177,14 @@ def test_a_run_whose_form_conf_holds_a_key_the_platform_sets_fails_at_its_first_
     """The trigger form's `conf` is a user's: `source.kafka` there would turn the push into a repush. The DAG's own
     `source=kafka` param is how a run repushes."""
     store = _store(platform, "form")
-    dag = _dag(monkeypatch, store)
+    dag = _dag(monkeypatch, platform, store)
     first_step = dag.get_task("start_of_push_job")
     conf = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true"}}
     context = _context(dag, "manual", MONDAY_10, conf)
     with pytest.raises(AirflowFailException, match=r"^conf 'source.kafka' is set by the platform, not by a user"):
         first_step.python_callable(**context)
     assert context["ti"].pushed["failure"].startswith("conf 'source.kafka' is set by the platform")
-    repush = _request(store, _context(_dag(monkeypatch, store), "manual", MONDAY_10, {"source": "kafka"}))
+    repush = _request(store, _context(_dag(monkeypatch, platform, store), "manual", MONDAY_10, {"source": "kafka"}))
     assert repush.confs == {"source.kafka": "true"}
 
 
@@ -194,7 +193,7 @@ def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_
 ) -> None:
     _, meta = platform
     store = _store(platform, "missing", str(tmp_path / "users" / "{{ ds }}") + "/")
-    dag = _dag(monkeypatch, store)
+    dag = _dag(monkeypatch, platform, store)
     first_step, context = dag.get_task("start_of_push_job"), _context(dag, "scheduled", MONDAY_10)
     missing = tmp_path / "users" / "2026-11-23"
     with pytest.raises(AirflowFailException, match=f"^input path {missing}/ does not exist$"):  # final: no retry

@@ -111,6 +111,8 @@ def rollout_tab(config: ClusterConfig, store: str, run_id: str, workdir: Path) -
         version_status = frame.locator("#version-status").inner_text()
         page.screenshot(path=str(workdir / "rollout-tab.png"))
         stores = open_tab(page, base, "plugin/venice-rollouts", "Rollouts")
+        stores.locator("#filter input[name='q']").fill(store)  # a page of 50 stores at a time: filtered by name
+        stores.locator("#filter button").click()
         listed = stores.locator(f"tr[data-store='{store}']").inner_text()
         page.goto(f"{base}/assets")
         asset = page.locator("tr", has_text=asset_uri(config.cluster_name, store)).first.inner_text()

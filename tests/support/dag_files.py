@@ -10,6 +10,11 @@ from typing import Any
 import pytest
 from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
 
+from venice_core.config import ClusterConfig
+from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow import store_dags
+from venice_core.rollout.names import repush_dag_id, rollout_dag_id
+
 DAGS = Path(__file__).parents[2] / "dags"
 
 
@@ -24,3 +29,24 @@ def parse_dag_file(
     finally:
         monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
     return {name: value for name, value in found.items() if name.startswith(prefixes)}
+
+
+def parse_store_dags(
+    monkeypatch: pytest.MonkeyPatch,
+    platform: tuple[ClusterConfig, MetadataStore],
+    *names: str,
+    running: str | None = None,
+) -> dict[str, Any]:
+    """The DAGs of the stores `names`, each from its file the platform writes (`store_dags.sync_store`, as `venice
+    store create` and `update` do), parsed as the dag-processor does (or a task process running `running`, which
+    parses that DAG's file alone); a store that is gone has no file, so no DAG."""
+    config, meta = platform
+    dags: dict[str, Any] = {}
+    for name in names:
+        store_dags.sync_store(config, meta, name)
+        for dag_id in (rollout_dag_id(name), repush_dag_id(name)):
+            path = store_dags.folder(config) / store_dags.file_name(dag_id)
+            if path.exists() and running in (None, dag_id):
+                dag = parse_dag_file(monkeypatch, path, ("dag",), running)["dag"]
+                dags[dag.dag_id] = dag
+    return dags

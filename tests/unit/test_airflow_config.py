@@ -88,9 +88,32 @@ def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(
         config = dataclasses.replace(env.config, airflow_port=server.server_address[1])
         airflow._write_config(config)
         api = AirflowApi(config)
-        api.request_parse("venice_rollout.py")
-        api.request_parse("venice_rollout.py")  # pending still: Airflow answers 409, which is no error
+        api.request_parse("venice_streams.py")
+        api.request_parse("venice_streams.py")  # pending still: Airflow answers 409, which is no error
         assert len(_ParseRequests.pending) == 1
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_stores_dag_files_have_a_bundle_and_a_dag_processor_of_their_own(tmp_path: Path) -> None:
+    """Two dag-processors: one for the stores' generated files (parsed on request: it stats and sorts nothing),
+    one for dags/ and the users' folder, with Airflow's defaults (it sees an edit by its modification time)."""
+    users = tmp_path / "my-dags"
+    users.mkdir()
+    config = dataclasses.replace(make_platform_env(tmp_path / "home").config, airflow_user_dags=users)
+    bundles = {b["name"]: b["kwargs"] for b in json.loads(airflow.settings(config)[airflow.BUNDLES_SETTING])}
+    assert bundles == {
+        "dags-folder": {},
+        "venice-stores": {"path": str(airflow.home(config) / "store_dags")},
+        "user-dags": {"path": str(users)},
+    }
+    commands = {name: airflow._component_command(config, name) for name in airflow.COMPONENTS}
+    assert commands["store-dag-processor"] == ["dag-processor", "--bundle-name", "venice-stores"]
+    assert commands["dag-processor"] == ["dag-processor", "--bundle-name", "dags-folder", "--bundle-name", "user-dags"]
+    env = airflow.environment(config)
+    stores_env = airflow._component_env("store-dag-processor", env)
+    assert stores_env["AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE"] == "random_seeded_by_host"
+    assert stores_env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == str(6 * 3600)
+    assert "AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE" not in airflow._component_env("dag-processor", env)
+    assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == "120"

@@ -12,7 +12,12 @@ from venice_core.embedded import platform
 
 def up() -> None:
     """Bring up the embedded platform: Kafka, the metadata store (migrated), and the services after them."""
-    platform.up(load_config(), report=typer.echo)
+    config = load_config()
+    platform.up(config, report=typer.echo)
+    if config.airflow_enabled:  # every store's DAG files as the metadata store has them
+        from venice_core.orchestration.airflow import store_dags
+
+        typer.echo(store_dags.sync_and_report(config))
 
 
 def down() -> None:

@@ -8,11 +8,13 @@ from pathlib import Path
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
-from venice_core.errors import ConfigError
+from venice_core.errors import ComponentError, ConfigError
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
-from venice_core.orchestration.airflow.rollouts import reparse_store_dags
+from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow import store_dags
 from venice_core.push_schedule import PushSchedule
 from venice_core.repush_schedule import RepushSchedule
 from venice_core.schedule import Schedule
@@ -22,6 +24,14 @@ store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_ar
 schema_app = typer.Typer(help="Register and list a store's value schemas.", no_args_is_help=True)
 
 StoreArg = typer.Argument(..., help="Store name.")
+
+
+def _sync_dags(config: ClusterConfig, meta: MetadataStore, store: str) -> None:
+    """The store's DAG files as the store now is (`store_dags`): Airflow follows within seconds."""
+    try:
+        store_dags.store_changed(config, meta, store)
+    except ComponentError as exc:  # done all the same: Airflow catches up at its next periodic parse
+        typer.echo(f"warning: Airflow was not asked to parse the DAGs of '{store}' again: {exc}", err=True)
 
 
 def _rollout(value: str | None) -> list[str] | None:
@@ -60,7 +70,7 @@ def create(
             auto_register_schemas=auto_register,
             versions_to_preserve=versions_to_preserve,
         )
-        reparse_store_dags(config)
+        _sync_dags(config, meta, store)
     typer.echo(f"created store '{store}' ({partitions} partitions, value schema 1)")
 
 
@@ -238,7 +248,7 @@ def update(
             push_calendar=push_calendar,
             push=False if no_push_schedule else None,
         )
-        reparse_store_dags(config)  # its rollout order or schedules may shape its DAGs
+        _sync_dags(config, meta, store)  # its rollout order or schedules shape its DAGs
     for warning in warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"updated store '{store}'")
@@ -249,7 +259,7 @@ def delete(store: str = StoreArg) -> None:
     """Delete a store, all its versions and its topics in every region."""
     with metadata() as (config, meta):
         stores.delete_store(meta, config, store)
-        reparse_store_dags(config)
+        _sync_dags(config, meta, store)
     typer.echo(f"deleted store '{store}'")
 
 

@@ -76,6 +76,10 @@ def start(
             confs=parse_key_values(conf, "--conf") or None,
         )
         status = control.start(config, meta, request, wait=wait, progress=typer.echo)
+        if config.airflow_enabled:
+            from venice_core.orchestration.airflow.streams import reparse_stream_dags
+
+            reparse_stream_dags(config)  # a new pipeline's upgrade DAG
     typer.echo(_line(status))
 
 

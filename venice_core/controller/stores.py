@@ -477,6 +477,12 @@ def store_settings(meta: MetadataStore, name: str) -> StoreSettings:
         return _settings(get_store(session, name))
 
 
+def all_store_settings(meta: MetadataStore) -> list[StoreSettings]:
+    """Every store's settings, by name, in one query."""
+    with meta.session() as session:
+        return [_settings(store) for store in session.scalars(select(Store).order_by(Store.name))]
+
+
 def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
     """The store, its schemas, what each region serves and each of its versions; or StoreNotFound."""
     with meta.session() as session:

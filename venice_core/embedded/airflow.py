@@ -1,7 +1,8 @@
-"""The embedded Airflow: its components started directly (`airflow api-server`, `scheduler`, `dag-processor`;
-LocalExecutor on SQLite), each a managed process of its own, with the project's dags/ and plugins/, bound to
-127.0.0.1, parallelism small enough for two cores. No triggerer: nothing the project runs defers (sensors
-reschedule, and Airflow 3.3's human-in-the-loop tasks wait in `awaiting_input` without one).
+"""The embedded Airflow: its components started directly (`airflow api-server`, `scheduler`, and two
+`dag-processor`s, one for the stores' generated DAG files and one for the rest; LocalExecutor on SQLite), each a
+managed process of its own, with the project's dags/ and plugins/, bound to 127.0.0.1, parallelism small enough
+for two cores. No triggerer: nothing the project runs defers (sensors reschedule, and Airflow 3.3's
+human-in-the-loop tasks wait in `awaiting_input` without one).
 
 Not `airflow standalone`, which costs a parent process importing Airflow (and a triggerer) and creates the
 database before it starts anything. The database is created once per Airflow version, as a template in the cache
@@ -40,11 +41,11 @@ from venice_core.spark.submit import DEFAULT_MASTER
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0
 USER = "admin"
-# The components, in start order: the API server takes longest to start (it builds every route's models).
-COMPONENTS = ("api-server", "dag-processor", "scheduler")
-# No log server beside the scheduler: it listens on every interface (Airflow has no setting for its host), and the
-# API server reads the task logs it would serve from the files the local executor's tasks write on this machine.
-COMPONENT_ARGS = {"scheduler": ("--skip-serve-logs",)}
+# The components, in start order: the API server takes longest to start (it builds every route's models). Two
+# dag-processors, each for its bundles: the stores' generated files, parsed on request only (see STORE_SETTINGS),
+# and the rest (the platform's dags/, the users' own folder), parsed as Airflow does by default.
+STORE_DAG_PROCESSOR = "store-dag-processor"
+COMPONENTS = ("api-server", "dag-processor", STORE_DAG_PROCESSOR, "scheduler")
 DB_FILE = "airflow.db"
 
 
@@ -89,6 +90,7 @@ def _sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}?timeout={SQLITE_BUSY_TIMEOUT_SECONDS}"
 
 
+BUNDLES_SETTING = ("dag_processor", "dag_bundle_config_list")  # the DAG bundles: `_bundles`
 # The section of the home's airflow.cfg naming the venice config the DAG files read (`venice_plugin.platform_config`).
 PLATFORM_SECTION = "venice"
 
@@ -122,10 +124,10 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         ("logging", "worker_log_server_port"): str(config.airflow_port + 1),
         ("logging", "trigger_log_server_port"): str(config.airflow_port + 2),
         ("dag_processor", "refresh_interval"): "5",
-        # Parsing builds every store's DAG, so a file is parsed when the platform asks (`AirflowApi.request_parse`:
-        # a store created, changed or deleted, a push to a store whose DAG is not there yet), and every 2 minutes
-        # only as a safety net (at 20 s, the suite's two Airflows spent 200 CPU-seconds re-parsing unchanged stores).
+        # A file of dags/ or the users' folder is parsed again when it changes (its modification time passes its
+        # last parse), and every 2 minutes. (The stores' files have settings of their own: STORE_SETTINGS.)
         ("dag_processor", "min_file_process_interval"): "120",
+        BUNDLES_SETTING: _bundles(config),
         ("scheduler", "task_queued_timeout"): "600",
         # The scheduler sleeps this long after a loop that queued nothing. Each loop moves a failure one task
         # further down (upstream_failed) and notices finished tasks: at 1 s (Airflow's default), a 29-step rollout
@@ -141,23 +143,68 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         # The venice config, as the components get it in their environment: its file, if any, and its data dir.
         **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
         (PLATFORM_SECTION, ENV_HOME.lower()): str(config.home),
-        **({("dag_processor", "dag_bundle_config_list"): _bundles(config)} if config.airflow_user_dags else {}),
     }
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
-PLATFORM_BUNDLE = "dags-folder"  # Airflow's bundle of its dags_folder: the platform's DAG files
+PLATFORM_BUNDLE = "dags-folder"  # Airflow's bundle of its dags_folder: the platform's own DAG files (dags/)
+STORES_BUNDLE = "venice-stores"  # the stores' generated DAG files (`store_dags`)
+USER_BUNDLE = "user-dags"
+
+
+# The store dag-processor's own settings (in its environment, over the others). A store's DAG file is rewritten
+# when the store changes, and the platform then asks for its parse (`AirflowApi.request_parse`); a new file is found
+# at the next look at the folder. So nothing stats the files (at 3,000 stores, stat-ing every file every second
+# and listing the folder every 5 s kept 10% of a core busy), nor sorts them (sorting 3,300 paths every second cost
+# ~1%: a shuffle seeded by the host is the order instead), nor prints a table of them every 30 s; the folder is
+# listed every 10 s, and an unchanged file is parsed again only every 6 hours, a safety net (~700 CPU-seconds for
+# 3,000 stores). Measured by bench/dag_scale.py.
+STORE_SETTINGS = {
+    ("dag_processor", "file_parsing_sort_mode"): "random_seeded_by_host",
+    ("dag_processor", "refresh_interval"): "10",
+    ("dag_processor", "min_file_process_interval"): str(6 * 3600),
+    ("dag_processor", "print_stats_interval"): "0",
+}
+
+
+def _component_command(config: ClusterConfig, name: str) -> list[str]:
+    """The `airflow` arguments that start a component."""
+    if name == STORE_DAG_PROCESSOR:
+        return ["dag-processor", "--bundle-name", STORES_BUNDLE]
+    if name == "dag-processor":
+        users = ["--bundle-name", USER_BUNDLE] if config.airflow_user_dags is not None else []
+        return ["dag-processor", "--bundle-name", PLATFORM_BUNDLE, *users]
+    if name == "scheduler":
+        # No log server: it listens on every interface (Airflow has no setting for its host), and the API server
+        # reads the task logs it would serve from the files the local executor's tasks write on this machine.
+        return ["scheduler", "--skip-serve-logs"]
+    return [name]
+
+
+def _component_env(name: str, env: dict[str, str]) -> dict[str, str]:
+    if name != STORE_DAG_PROCESSOR:
+        return env
+    return {**env, **{f"AIRFLOW__{s.upper()}__{o.upper()}": v for (s, o), v in STORE_SETTINGS.items()}}
+
+
+def stores_folder(config: ClusterConfig) -> Path:
+    """The folder of the stores' DAG files, in the Airflow home."""
+    return home(config) / "store_dags"
 
 
 def _bundles(config: ClusterConfig) -> str:
-    """The DAG bundles with the users' own folder (`airflow.user.dags.folder`: a model-training DAG scheduled on a
-    store's asset, say) beside Airflow's default one, the platform's dags folder."""
-    return json.dumps(
-        [
-            {"name": PLATFORM_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {}},
-            {"name": "user-dags", "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(config.airflow_user_dags)}},
-        ]
-    )
+    """The DAG bundles: Airflow's default one (its dags_folder: the platform's dags/), the stores' generated
+    files, and the users' own folder when there is one (`airflow.user.dags.folder`: a model-training DAG scheduled
+    on a store's asset, say)."""
+    bundles = [
+        {"name": PLATFORM_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {}},
+        {"name": STORES_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(stores_folder(config))}},
+    ]
+    if config.airflow_user_dags is not None:
+        bundles.append(
+            {"name": USER_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(config.airflow_user_dags)}}
+        )
+    return json.dumps(bundles)
 
 
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
@@ -334,6 +381,7 @@ def prepare(config: ClusterConfig, dags_folder: Path | None = None) -> tuple[str
     # secrets into airflow.cfg, and components started with another's would refuse each other's tokens.
     with filling(home(config) / "airflow.cfg"):
         password(config)
+        stores_folder(config).mkdir(parents=True, exist_ok=True)  # a bundle's folder must exist
         _write_config(config, dags_folder)
         env = environment(config, dags_folder)
         _prepare_database(config, airflow, env)
@@ -366,7 +414,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
         if name == "scheduler":
             _wait(config, procs[:index], deadline, answers)
         if proc.pid() is None:
-            proc.start([airflow, name, *COMPONENT_ARGS.get(name, ())], env=env, cwd=home(config))
+            proc.start([airflow, *_component_command(config, name)], env=_component_env(name, env), cwd=home(config))
     _wait(config, procs, deadline, is_healthy)
     return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
 
@@ -395,7 +443,7 @@ def _pid_list(config: ClusterConfig) -> str:
 # How long a component may take to exit on SIGTERM before it is killed. The scheduler waits for its running tasks.
 # The dag-processor keeps nothing (a parse cut short is done again at the next start), and one SIGTERMed mid-parse
 # was seen to ignore the signal until killed: the whole 60 s.
-STOP_TIMEOUT_SECONDS = {"dag-processor": 10.0}
+STOP_TIMEOUT_SECONDS = {"dag-processor": 10.0, STORE_DAG_PROCESSOR: 10.0}
 DEFAULT_STOP_TIMEOUT_SECONDS = 60.0
 
 

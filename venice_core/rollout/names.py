@@ -14,7 +14,6 @@ from venice_core.spark import repush_config
 ROLLOUT_DAG_PREFIX = "venice_push__"  # a store's rollout: pushes and repushes (`venice_plugin.rollout`)
 REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
 UPGRADE_DAG_PREFIX = "venice_upgrade__"  # a pipeline's drain and upgrade (`venice_plugin.upgrade_dag`)
-ROLLOUT_DAG_FILE = "venice_rollout.py"  # in dags/: every store's rollout DAG and scheduled repush DAG
 # The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).
 SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM = "files", "kafka"
 ASSET_SCHEME = "venice"

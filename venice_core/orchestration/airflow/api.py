@@ -5,13 +5,10 @@ What the client needs of the Airflow home (its URL, the admin password, the API'
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 from itsdangerous import URLSafeSerializer
 
@@ -84,34 +81,33 @@ class AirflowApi:
         return self._call("GET", path)
 
     def has_dag(self, dag_id: str) -> bool:
+        """Airflow has the DAG, and not as stale (its file gone: a deleted store's, until one of that name is back)."""
         try:
-            self._call("GET", f"/api/v2/dags/{dag_id}")
-            return True
+            return not self._call("GET", f"/api/v2/dags/{dag_id}").get("is_stale", False)
         except ComponentError:
             return False
 
-    def request_parse(self, dag_file: str) -> None:
-        """Ask the dag-processor to parse one of the platform's DAG files now (a new store's DAG then appears within
-        seconds, not at the next periodic parse). Airflow takes a parse request only for a file it knows a DAG of;
-        for one it knows none of yet (the very first store), the file's modification time is renewed instead,
-        which the dag-processor also watches (at its next look at the folder, every few seconds). A request made while
-        another for the file is pending is the same request (Airflow answers 409: its row is unique)."""
+    def request_parse(self, dag_file: str, bundle: str = PLATFORM_BUNDLE) -> bool:
+        """Ask the dag-processor to parse one DAG file of a bundle now (a store's changed file, the platform's
+        pipelines file after a new pipeline); whether Airflow took the request. It takes one only for a file it
+        knows a DAG of: a new file is found at the dag-processor's next look at its bundle instead. A request made
+        while another for the file is pending is the same request (Airflow answers 409: its row is unique)."""
         try:
-            self._call("PUT", f"/api/v2/parseDagFile/{self._file_token(dag_file)}")
+            self._call("PUT", f"/api/v2/parseDagFile/{self.file_token(dag_file, bundle)}")
         except AirflowRefused as exc:
             if exc.status == 409:  # a request for the file is pending already (its row is unique): it will do
-                return
-            if exc.status != 404:
-                raise
-            with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
-                os.utime(Path(config_value(self.home, "core", "dags_folder")) / dag_file)
+                return True
+            if exc.status == 404:  # no DAG of that file yet
+                return False
+            raise
+        return True
 
-    def _file_token(self, dag_file: str) -> str:
+    def file_token(self, dag_file: str, bundle: str = PLATFORM_BUNDLE) -> str:
         """What Airflow's API names a DAG file by (a DAG's `file_token` in `/api/v2/dags`): its bundle and path,
         signed with the API's secret key, which the platform keeps in airflow.cfg. Made here, not read from one of
-        the file's DAGs, so that the very first store's DAG is asked for too."""
+        the file's DAGs, so that a file whose DAG is not there yet is asked for too."""
         secret = config_value(self.home, "api", "secret_key")
-        return URLSafeSerializer(secret).dumps({"bundle_name": PLATFORM_BUNDLE, "relative_fileloc": dag_file})
+        return URLSafeSerializer(secret).dumps({"bundle_name": bundle, "relative_fileloc": dag_file})
 
     def trigger(self, dag_id: str, conf: dict) -> str:
         body = json.dumps({"logical_date": None, "conf": conf}).encode()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,17 +13,16 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import versions
 from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
-from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow import store_dags
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
 from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
 from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
     FAILURE_XCOM,
-    ROLLOUT_DAG_FILE,
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
     push_job_id,
@@ -122,7 +121,7 @@ def trigger_and_follow(
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = rollout_dag_id(store)
-    wait_for_dag(api, dag, ROLLOUT_DAG_FILE, view, "is the store new?")
+    wait_for_dag(api, dag, functools.partial(store_dags.nudge, config, meta, store, api), view, "is the store new?")
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
         raise RunInFlight(
@@ -143,10 +142,10 @@ def trigger_and_follow(
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
 
-def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hint: str) -> None:
-    """Until Airflow has the DAG, asking its dag-processor to parse the DAG's file (in dags/) now, and again every
-    few seconds: a request that arrives while the file is being parsed is dropped (the dag-processor does not
-    start a second parse of a file in progress)."""
+def wait_for_dag(api: AirflowApi, dag: str, nudge: Callable[[], None], view: FollowView, hint: str) -> None:
+    """Until Airflow has the DAG, nudging its dag-processor (`nudge`: the DAG's file written if missing, or its
+    parse asked for) now, and again every few seconds: a nudge that arrives while the file is being parsed can be
+    lost (the dag-processor does not start a second parse of a file in progress)."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
     said: float | None = time.monotonic() + PARSE_PATIENCE_SECONDS  # None once said
     asked = 0.0
@@ -155,23 +154,12 @@ def wait_for_dag(api: AirflowApi, dag: str, dag_file: str, view: FollowView, hin
         if now > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")
         if now - asked > PARSE_PATIENCE_SECONDS:
-            api.request_parse(dag_file)
+            nudge()
             asked = now
         if said is not None and now > said:
             view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
             said = None
         time.sleep(1)
-
-
-def reparse_store_dags(config: ClusterConfig) -> None:
-    """After a store is created, changed or deleted: Airflow's DAGs of the stores follow within seconds, not at
-    the dag-processor's next periodic parse (which also catches up when this request is dropped, as one arriving
-    during a parse of the file is). Nothing when Airflow is off or not running here (it parses every file at its
-    start), nor when it does not answer."""
-    if not config.airflow_enabled or not airflow.pids(config):
-        return
-    with contextlib.suppress(ComponentError):
-        AirflowApi(config).request_parse(ROLLOUT_DAG_FILE)
 
 
 def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:

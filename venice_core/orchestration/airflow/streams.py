@@ -4,12 +4,17 @@ refuse is refused here first, before Airflow is asked anything."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import streams
-from venice_core.errors import ConfigError, DrainFailed
+from venice_core.embedded import airflow
+from venice_core.errors import ComponentError, ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.orchestration.airflow.rollouts import PlainView, RunFollower, follow, wait_for_dag
@@ -42,7 +47,7 @@ def drain_or_upgrade(
     view = PlainView(progress)
     api = api or AirflowApi(config)
     dag = upgrade_dag_id(name)
-    wait_for_dag(api, dag, STREAMS_DAG_FILE, view, "is the pipeline new?")
+    wait_for_dag(api, dag, functools.partial(_parse_pipelines_file, config, api), view, "is the pipeline new?")
     params = {
         "upgrade": upgrade_args is not None,
         "args": dict(upgrade_args or {}),
@@ -60,3 +65,21 @@ def drain_or_upgrade(
     if state == AirflowState.FAILED:
         raise DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
     raise DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
+
+
+def _parse_pipelines_file(config: ClusterConfig, api: AirflowApi) -> None:
+    """The pipelines' DAG file parsed now: asked for, or, while Airflow knows no DAG of it yet (the first pipeline),
+    its modification time renewed, which the dag-processor of dags/ watches (at its next loop)."""
+    if not api.request_parse(STREAMS_DAG_FILE):
+        with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
+            os.utime(Path(airflow.config_value(airflow.home(config), "core", "dags_folder")) / STREAMS_DAG_FILE)
+
+
+def reparse_stream_dags(config: ClusterConfig) -> None:
+    """After a pipeline starts (a new one has no upgrade DAG yet): the pipelines' DAG file parsed within seconds,
+    not at the dag-processor's periodic parse. Nothing when Airflow is off or not running here (it parses every
+    file at its start), nor when it does not answer (a drain or an upgrade asks again)."""
+    if not config.airflow_enabled or not airflow.pids(config):
+        return
+    with contextlib.suppress(ComponentError):
+        _parse_pipelines_file(config, AirflowApi(config))
