@@ -42,12 +42,12 @@ def create_app() -> Any:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-    from fastapi import Depends, FastAPI, HTTPException, Query, Request
+    from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.responses import HTMLResponse
 
     from venice_core.controller.job import job_reply
     from venice_core.controller.stores import list_stores
-    from venice_core.errors import VeniceError
+    from venice_core.errors import StoreNotFound, VeniceError
     from venice_core.meta.context import metadata
     from venice_core.rollout.view import RolloutView, rollout_view
     from venice_plugin import airflow_runs
@@ -79,15 +79,18 @@ def create_app() -> Any:
         return page, runs
 
     @app.get("/rollout/", response_class=HTMLResponse)
-    def index(user: GetUserDep, q: str = "", page: int = Query(1, ge=1)) -> HTMLResponse:
+    def index(user: GetUserDep, q: str = "", page: int = 1) -> HTMLResponse:
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
         with metadata() as (_, meta):
             names = [name for name in list_stores(meta) if rollout_dag_id(name) in readable]
-            shown = StorePage.of(names, q.strip(), page)
-            stores = [
-                (rollout_view(meta, name), next(iter(airflow_runs.recent_runs(rollout_dag_id(name), 1)), None))
-                for name in shown.names
-            ]
+            shown = StorePage.of(names, q.strip(), page)  # a page out of range: the nearest there is
+            stores = []
+            for name in shown.names:
+                try:
+                    view = rollout_view(meta, name)
+                except StoreNotFound:  # deleted since the list was read
+                    continue
+                stores.append((view, next(iter(airflow_runs.recent_runs(rollout_dag_id(name), 1)), None)))
         return HTMLResponse(render_index(stores, shown))
 
     @app.get("/rollout/{dag_id}", response_class=HTMLResponse, dependencies=read_runs)

@@ -1,7 +1,7 @@
-"""The scheduled repush DAG and the rollout DAG's repush Param, without a running Airflow: the DAG folder's file
-parsed against a metadata store of the test's own (`venice_repush__<store>` only for a store with a schedule, on
-the BusinessHoursTimetable with the store's settings; a task process builds only its DAG), and the check task's
-decision (skipped while the current version is fresh, the repush's run conf once it is stale)."""
+"""The scheduled repush DAG and the rollout DAG's repush Param, without a running Airflow: the stores' DAG files
+written and parsed against a metadata store of the test's own (`venice_repush__<store>` only for a store with a
+schedule, on the BusinessHoursTimetable with the store's settings), and the check task's decision (skipped while
+the current version is fresh, the repush's run conf once it is stale)."""
 
 from __future__ import annotations
 
@@ -51,18 +51,9 @@ def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(
     assert repush.get_task("trigger_repush").trigger_dag_id == f"venice_push__{kept}"
     assert not repush.catchup and repush.max_active_runs == 1
 
-    # A task process builds only the DAG it runs.
-    assert set(parse_store_dags(monkeypatch, platform, kept, running=f"venice_repush__{kept}")) == {
-        f"venice_repush__{kept}"
-    }
-    assert set(parse_store_dags(monkeypatch, platform, kept, running=f"venice_push__{kept}")) == {
-        f"venice_push__{kept}"
-    }
     # `daily`: one slot a working day, at opening; the schedule turned off, the DAG is gone.
     stores.update_store(meta, config, kept, repush_schedule="daily")
-    daily = parse_store_dags(monkeypatch, platform, kept, running=f"venice_repush__{kept}")[
-        f"venice_repush__{kept}"
-    ].timetable.serialize()
+    daily = parse_store_dags(monkeypatch, platform, kept)[f"venice_repush__{kept}"].timetable.serialize()
     assert daily["interval_minutes"] == 24 * 60 and "cron" not in daily
     stores.update_store(meta, config, kept, repush=False)
     assert set(parse_store_dags(monkeypatch, platform, plain, kept)) == {

@@ -1,7 +1,7 @@
-"""A store's scheduled push, without a running Airflow: the DAG folder's file parsed against a metadata store of the
-test's own (the rollout DAG on the BusinessHoursTimetable of the store's `--push-schedule`, unscheduled without
-one), and the run's input as the steps build it, from a template context Airflow's own task runner builds for a
-run of a given type and logical date (`RuntimeTaskInstance.get_template_context`)."""
+"""A store's scheduled push, without a running Airflow: the store's DAG file written and parsed against a metadata
+store of the test's own (the rollout DAG on the BusinessHoursTimetable of the store's `--push-schedule`,
+unscheduled without one), and the run's input as the steps build it, from a template context Airflow's own task
+runner builds for a run of a given type and logical date (`RuntimeTaskInstance.get_template_context`)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _store(platform: Any, prefix: str, template: str | None = None) -> str:
 
 def _dag(monkeypatch: pytest.MonkeyPatch, platform: Any, store: str) -> DAG:
     """The store's rollout DAG, as a task process of it builds it."""
-    return parse_store_dags(monkeypatch, platform, store, running=f"venice_push__{store}")[f"venice_push__{store}"]
+    return parse_store_dags(monkeypatch, platform, store)[f"venice_push__{store}"]
 
 
 class _NoXComYet:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,10 @@ from airflow.dag_processing.dagbag import DagBag
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores
 from venice_core.controller.store_description import StoreSettings
+from venice_core.errors import ComponentError
 from venice_core.orchestration.airflow import store_dags
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.rollout.store_dag_spec import RolloutDagSpec, doc_line, encode, fingerprint
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -79,8 +79,11 @@ def test_airflow_parses_each_file_into_its_one_dag(platform: Any) -> None:
         dag_id: f"{dag_id}.py"
         for dag_id in (f"venice_push__{plain}", f"venice_push__{scheduled}", f"venice_repush__{scheduled}")
     }
-    regions = {task_id.split(".")[0] for task_id in bag.dags[f"venice_push__{scheduled}"].task_ids if "." in task_id}
-    assert regions == {"dc_0", "dc_1", "dc_2"}
+    rollout = bag.dags[f"venice_push__{scheduled}"]
+    assert {task_id.split(".")[0] for task_id in rollout.task_ids if "." in task_id} == {"dc_0", "dc_1", "dc_2"}
+    # Each DAG's doc names the text it was built from: what the platform waits for Airflow to serve.
+    built_from = store_dags.current_rollout(config, meta, scheduled)
+    assert rollout.doc_md.endswith(f"settings {built_from} (written by the platform at each store change).")
 
 
 def test_a_store_name_is_data_in_its_file_never_code() -> None:
@@ -98,43 +101,30 @@ def test_a_store_name_is_data_in_its_file_never_code() -> None:
     assert isinstance(spec, ast.Constant) and json.loads(spec.value)["store"] == evil
 
 
-class _ParseRequests:
-    """What `ask_to_parse` asks of Airflow's API."""
+class _Airflow:
+    """What `wait_until_parsed` asks of Airflow's API: a DAG's details, whose doc shows the fingerprint of the text
+    it was built from once `parses` requests were made for its file (a request while its file is being parsed is
+    dropped: the first ones here)."""
 
-    def __init__(self) -> None:
-        self.asked: list[tuple[str, str]] = []
+    def __init__(self, doc: str, parses: int) -> None:
+        self.doc, self.parses, self.asked = doc, parses, 0
 
     def request_parse(self, dag_file: str, bundle: str) -> bool:
-        self.asked.append((dag_file, bundle))
+        assert bundle == "venice-stores"
+        self.asked += 1
         return True
 
+    def get(self, path: str) -> dict[str, Any]:
+        return {"is_stale": False, "doc_md": self.doc if self.asked >= self.parses else "built from an old text"}
 
-def test_a_rewritten_file_is_asked_for_and_asked_again_when_it_may_be_in_a_parse(
-    platform: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A new file needs no request (the dag-processor finds it); a rewritten one does, and one whose text before
-    was written moments ago (maybe in a parse now: the dag-processor drops a request for a file in a parse) is asked
-    for again a moment later."""
-    config, meta = platform
-    monkeypatch.setattr(store_dags, "ASK_AGAIN_AFTER_SECONDS", 0.0)
-    store = f"ask_{uuid.uuid4().hex[:6]}"
-    stores.create_store(meta, config, store, KEY, VALUE, partitions=1)
-    name = f"venice_push__{store}.py"
-    api = _ParseRequests()
-    created = store_dags.sync_store(config, meta, store)
-    assert created.new == [name] and not created.rewritten
-    store_dags.ask_to_parse(config, created, api)
-    assert api.asked == []
-    stores.update_store(meta, config, store, rollout_order=["dc-2", "dc-1", "dc-0"])
-    updated = store_dags.sync_store(config, meta, store)
-    assert updated.rewritten == updated.recent == [name]
-    store_dags.ask_to_parse(config, updated, api)
-    assert api.asked == [(name, "venice-stores")] * 2
-    # Written long before: asked for once.
-    path = store_dags.folder(config) / name
-    long_ago = time.time() - 600
-    os.utime(path, (long_ago, long_ago))
-    stores.update_store(meta, config, store, rollout_order=["dc-0", "dc-1", "dc-2"])
-    api.asked.clear()
-    store_dags.ask_to_parse(config, store_dags.sync_store(config, meta, store), api)
-    assert api.asked == [(name, "venice-stores")]
+
+def test_a_change_is_waited_for_until_airflow_serves_the_new_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_dags, "ASK_AGAIN_SECONDS", 0.0)
+    spec = RolloutDagSpec("users", ("dc-0",))
+    text = encode(spec)
+    airflow = _Airflow(doc_line(text), parses=3)
+    store_dags.wait_until_parsed(airflow, {spec.dag_id: fingerprint(text)}, timeout=10)
+    assert airflow.asked == 3
+    never = _Airflow(doc_line(text), parses=10**9)
+    with pytest.raises(ComponentError, match=r"did not parse the new files of venice_push__users in 1s"):
+        store_dags.wait_until_parsed(never, {spec.dag_id: fingerprint(text)}, timeout=1)

@@ -32,21 +32,19 @@ def parse_dag_file(
 
 
 def parse_store_dags(
-    monkeypatch: pytest.MonkeyPatch,
-    platform: tuple[ClusterConfig, MetadataStore],
-    *names: str,
-    running: str | None = None,
+    monkeypatch: pytest.MonkeyPatch, platform: tuple[ClusterConfig, MetadataStore], *names: str
 ) -> dict[str, Any]:
-    """The DAGs of the stores `names`, each from its file the platform writes (`store_dags.sync_store`, as `venice
-    store create` and `update` do), parsed as the dag-processor does (or a task process running `running`, which
-    parses that DAG's file alone); a store that is gone has no file, so no DAG."""
+    """The DAGs of the stores `names`, each from its own file as the platform writes it (`store_dags.sync_store`,
+    as `venice store create` and `update` do), parsed as the dag-processor (or a task process of that DAG) does;
+    a store that is gone has no file, so no DAG."""
     config, meta = platform
     dags: dict[str, Any] = {}
     for name in names:
         store_dags.sync_store(config, meta, name)
         for dag_id in (rollout_dag_id(name), repush_dag_id(name)):
             path = store_dags.folder(config) / store_dags.file_name(dag_id)
-            if path.exists() and running in (None, dag_id):
-                dag = parse_dag_file(monkeypatch, path, ("dag",), running)["dag"]
-                dags[dag.dag_id] = dag
+            if path.exists():
+                dag = parse_dag_file(monkeypatch, path, ("dag",))["dag"]
+                assert dag.dag_id == dag_id  # a file, its one DAG
+                dags[dag_id] = dag
     return dags

@@ -10,8 +10,11 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.support.platform import make_platform_env
 from venice_core.embedded import airflow
+from venice_core.errors import ComponentError
 from venice_core.orchestration.airflow.api import AirflowApi
 
 
@@ -114,6 +117,28 @@ def test_the_stores_dag_files_have_a_bundle_and_a_dag_processor_of_their_own(tmp
     env = airflow.environment(config)
     stores_env = airflow._component_env("store-dag-processor", env)
     assert stores_env["AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE"] == "random_seeded_by_host"
-    assert stores_env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == str(6 * 3600)
+    assert stores_env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == str(7 * 24 * 3600)
     assert "AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE" not in airflow._component_env("dag-processor", env)
     assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == "120"
+
+
+class _Component:
+    def __init__(self, name: str, pid: int | None) -> None:
+        self.name, self._pid = name, pid
+
+    def pid(self) -> int | None:
+        return self._pid
+
+
+def test_a_start_beside_running_components_whose_settings_changed_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A component missing (the store dag-processor a new version adds, say) is not started beside ones that run on
+    other settings: they would not see them (another bundle list: their tasks would not find the stores' DAGs)."""
+    config = make_platform_env(tmp_path / "home").config
+    airflow._write_config(config)  # as the running components read it
+    pids = dict(zip(airflow.COMPONENTS, (41, 42, None, 44), strict=True))
+    monkeypatch.setattr(airflow, "processes", lambda _: [_Component(f"airflow-{n}", p) for n, p in pids.items()])
+    monkeypatch.setattr(airflow, "prepare", lambda c, d=None: (airflow._write_config(c, d), ("airflow", {}))[1])
+    with pytest.raises(ComponentError, match=r"settings changed since airflow-api-server, airflow-dag-processor, "):
+        airflow.start(config, dags_folder=tmp_path / "other-dags")

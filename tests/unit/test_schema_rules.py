@@ -86,7 +86,7 @@ def test_valid_store_names(name: str) -> None:
     assert validate_store_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "1users", "bad name", "a.b", "a;drop", "x" * 129, "é"])
+@pytest.mark.parametrize("name", ["", "1users", "bad name", "a.b", "a;drop", "x" * 129, "é", "users\n", "a/../b"])
 def test_invalid_store_names(name: str) -> None:
     with pytest.raises(InvalidName):
         validate_store_name(name)

@@ -13,11 +13,28 @@ from venice_core.embedded import platform
 def up() -> None:
     """Bring up the embedded platform: Kafka, the metadata store (migrated), and the services after them."""
     config = load_config()
-    platform.up(config, report=typer.echo)
-    if config.airflow_enabled:  # every store's DAG files as the metadata store has them
-        from venice_core.orchestration.airflow import store_dags
+    platform.up(config, report=typer.echo, before_airflow=lambda running: _sync_store_dags(config, running))
 
-        typer.echo(store_dags.sync_and_report(config))
+
+def _sync_store_dags(config: ClusterConfig, airflow_running: bool) -> None:
+    """Every store's DAG files as the metadata store has them, before Airflow parses them; a running Airflow is
+    asked to parse each rewritten one (its store dag-processor watches no file)."""
+    from venice_core.errors import ComponentError
+    from venice_core.meta import MetadataStore
+    from venice_core.orchestration.airflow import store_dags
+    from venice_core.orchestration.airflow.api import AirflowApi
+
+    meta = MetadataStore(config.metadata_db_url)
+    try:
+        result = store_dags.sync(config, meta)
+    finally:
+        meta.dispose()
+    typer.echo(result.summary(config))
+    if airflow_running and result.changes.rewritten:
+        try:
+            store_dags.ask_to_parse(AirflowApi(config), list(result.changes.rewritten_dags()))
+        except ComponentError as exc:  # it has them at its next start
+            typer.echo(f"warning: Airflow was not asked to parse the rewritten DAG files: {exc}", err=True)
 
 
 def down() -> None:

@@ -27,11 +27,11 @@ StoreArg = typer.Argument(..., help="Store name.")
 
 
 def _sync_dags(config: ClusterConfig, meta: MetadataStore, store: str) -> None:
-    """The store's DAG files as the store now is (`store_dags`): Airflow follows within seconds."""
+    """The store's DAG files as the store now is (`store_dags`), and a running Airflow serving the changed ones."""
     try:
         store_dags.store_changed(config, meta, store)
-    except ComponentError as exc:  # done all the same: Airflow catches up at its next periodic parse
-        typer.echo(f"warning: Airflow was not asked to parse the DAGs of '{store}' again: {exc}", err=True)
+    except (ComponentError, OSError) as exc:  # the store is changed all the same; Airflow has it at its next start
+        typer.echo(f"warning: Airflow's DAGs of '{store}' are not updated yet: {exc}", err=True)
 
 
 def _rollout(value: str | None) -> list[str] | None:

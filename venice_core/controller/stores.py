@@ -46,7 +46,7 @@ from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
 
-NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,127}$")
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
 DEFAULT_PARTITIONS = 4
 DEFAULT_VERSIONS_TO_PRESERVE = 2
 MAX_PARTITIONS = 1024
@@ -55,7 +55,7 @@ MAX_HYBRID_SETTING = 2**31 - 1  # an INTEGER column on PostgreSQL as on SQLite
 
 def check_name(kind: str, name: str) -> str:
     """The one naming rule of stores and pipelines (a name is also part of topics, DAG ids and directories)."""
-    if not NAME_PATTERN.match(name or ""):
+    if not NAME_PATTERN.fullmatch(name or ""):  # (`$` would take a name ending in a newline)
         raise InvalidName(
             f"invalid {kind} name {name!r}: it must start with a letter and hold only letters, digits, '_' and '-' "
             "(at most 128 characters)"

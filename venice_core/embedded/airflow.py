@@ -157,12 +157,12 @@ USER_BUNDLE = "user-dags"
 # at the next look at the folder. So nothing stats the files (at 3,000 stores, stat-ing every file every second
 # and listing the folder every 5 s kept 10% of a core busy), nor sorts them (sorting 3,300 paths every second cost
 # ~1%: a shuffle seeded by the host is the order instead), nor prints a table of them every 30 s; the folder is
-# listed every 10 s, and an unchanged file is parsed again only every 6 hours, a safety net (~700 CPU-seconds for
-# 3,000 stores). Measured by bench/dag_scale.py.
+# listed every 10 s, and an unchanged file is parsed again only once a week, a safety net (a parse of 3,000 stores'
+# files costs ~750 CPU-seconds: every 6 hours, that would be 3.4% of a core). Measured by bench/dag_scale.py.
 STORE_SETTINGS = {
     ("dag_processor", "file_parsing_sort_mode"): "random_seeded_by_host",
     ("dag_processor", "refresh_interval"): "10",
-    ("dag_processor", "min_file_process_interval"): str(6 * 3600),
+    ("dag_processor", "min_file_process_interval"): str(7 * 24 * 3600),
     ("dag_processor", "print_stats_interval"): "0",
 }
 
@@ -403,20 +403,44 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
     procs = processes(config)
     if all(proc.pid() is not None for proc in procs):
         return f"airflow is already running (pids {_pid_list(config)}) on {base_url(config)}"
+    cfg = home(config) / "airflow.cfg"
+    before = cfg.read_text() if cfg.exists() else None
     airflow, env = prepare(config, dags_folder)
+    running = [proc.name for proc in procs if proc.pid() is not None]
+    if running and cfg.read_text() != before:  # e.g. a new version of the platform, with another bundle list
+        raise ComponentError(
+            f"Airflow's settings changed since {', '.join(running)} started: they would not see the new ones "
+            "(`venice down`, then `venice up`)"
+        )
     if all(proc.pid() is None for proc in procs):
         _write_ahead_log(home(config) / DB_FILE)  # a home made before the platform used SQLite's write-ahead log
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     # The scheduler last, once the API server answers: at its start it resets the tasks a crashed scheduler was
     # running and queues them again at once, and a task whose process cannot reach the execution API fails (three
     # tries in a few seconds, on a busy machine, while the API server was still importing).
+    # The store dag-processor once the other has registered the bundles in the database: each registers every
+    # bundle at its start, and two inserting the first rows at once fail one of them on the rows' unique names.
     for index, (name, proc) in enumerate(zip(COMPONENTS, procs, strict=True)):
+        if name == STORE_DAG_PROCESSOR:
+            _wait(config, procs[:index], deadline, _bundles_registered)
         if name == "scheduler":
             _wait(config, procs[:index], deadline, answers)
         if proc.pid() is None:
             proc.start([airflow, *_component_command(config, name)], env=_component_env(name, env), cwd=home(config))
     _wait(config, procs, deadline, is_healthy)
     return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
+
+
+def _bundles_registered(config: ClusterConfig) -> bool:
+    """Every DAG bundle has its row in Airflow's database (read-only, and quietly false while it has no table)."""
+    wanted = {bundle["name"] for bundle in json.loads(_bundles(config))}
+    uri = f"{(home(config) / DB_FILE).as_uri()}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as connection:
+            names = {row[0] for row in connection.execute("SELECT name FROM dag_bundle")}
+    except sqlite3.Error:
+        return False
+    return wanted <= names
 
 
 def _wait(

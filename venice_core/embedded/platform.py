@@ -19,10 +19,15 @@ class ComponentStatus:
     detail: str
 
 
-def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
+def up(
+    config: ClusterConfig,
+    report: Callable[[str], None] = print,
+    before_airflow: Callable[[bool], None] | None = None,
+) -> None:
     """Start every component in dependency order; each already running is left as it is. If one fails to start,
     the ones this call started are stopped again before the error is raised: a failed `venice up` leaves nothing
-    half-started behind."""
+    half-started behind. `before_airflow` runs before Airflow starts, told whether it runs already (the stores'
+    DAG files are written there: this layer knows no store)."""
     config.home.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
 
@@ -47,7 +52,10 @@ def up(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
                 functools.partial(servers.stop, config, region),
             )
         if config.airflow_enabled:
-            start(bool(airflow.pids(config)), lambda: airflow.start(config), lambda: airflow.stop(config))
+            running = bool(airflow.pids(config))
+            if before_airflow is not None:
+                before_airflow(running)
+            start(running, lambda: airflow.start(config), lambda: airflow.stop(config))
     except BaseException:
         for stop in reversed(started):
             stop()

@@ -121,7 +121,14 @@ def trigger_and_follow(
     view = view or PlainView(progress)
     api = api or AirflowApi(config)
     dag = rollout_dag_id(store)
-    wait_for_dag(api, dag, functools.partial(store_dags.nudge, config, meta, store, api), view, "is the store new?")
+    built_from = store_dags.current_rollout(config, meta, store)
+    wait_for_dag(
+        dag,
+        functools.partial(store_dags.dag_is_current, api, dag, built_from),
+        functools.partial(store_dags.ask_to_parse, api, [dag]),
+        view,
+        "is the store new, or just changed?",
+    )
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
         raise RunInFlight(
@@ -142,14 +149,14 @@ def trigger_and_follow(
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
 
-def wait_for_dag(api: AirflowApi, dag: str, nudge: Callable[[], None], view: FollowView, hint: str) -> None:
-    """Until Airflow has the DAG, nudging its dag-processor (`nudge`: the DAG's file written if missing, or its
-    parse asked for) now, and again every few seconds: a nudge that arrives while the file is being parsed can be
-    lost (the dag-processor does not start a second parse of a file in progress)."""
+def wait_for_dag(dag: str, ready: Callable[[], bool], nudge: Callable[[], None], view: FollowView, hint: str) -> None:
+    """Until Airflow has the DAG as its file now is (`ready`), nudging its dag-processor (`nudge`: the file's parse
+    asked for) now, and again every few seconds: a request that arrives while the file is being parsed is dropped,
+    and a new file is found only at the dag-processor's next look at its folder."""
     deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
     said: float | None = time.monotonic() + PARSE_PATIENCE_SECONDS  # None once said
     asked = 0.0
-    while not api.has_dag(dag):
+    while not ready():
         now = time.monotonic()
         if now > deadline:
             raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")

@@ -47,7 +47,13 @@ def drain_or_upgrade(
     view = PlainView(progress)
     api = api or AirflowApi(config)
     dag = upgrade_dag_id(name)
-    wait_for_dag(api, dag, functools.partial(_parse_pipelines_file, config, api), view, "is the pipeline new?")
+    wait_for_dag(
+        dag,
+        functools.partial(api.has_dag, dag),
+        functools.partial(_parse_pipelines_file, config, api),
+        view,
+        "is the pipeline new?",
+    )
     params = {
         "upgrade": upgrade_args is not None,
         "args": dict(upgrade_args or {}),
