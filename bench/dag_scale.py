@@ -68,11 +68,6 @@ def dag_processor_cpu(config: ClusterConfig) -> float:
     )
 
 
-def active_dags(api: AirflowApi, prefix: str) -> int:
-    """How many DAGs whose id starts with `prefix` Airflow has, not stale."""
-    return int(api.get(f"/api/v2/dags?limit=1&dag_id_pattern={prefix}%25&exclude_stale=true")["total_entries"])
-
-
 def dag_absent(api: AirflowApi, dag_id: str) -> bool:
     return not api.has_dag(dag_id)
 
@@ -197,7 +192,7 @@ def measure(count: int, steady_seconds: float, changes: int) -> Figures:
             cpu_at_start = dag_processor_cpu(config)
 
             def all_present() -> bool:
-                return all(active_dags(api, prefix) == n for prefix, n in expected.items())
+                return all(api.count_dags(prefix) == n for prefix, n in expected.items())
 
             full = wait(all_present, FULL_PARSE_TIMEOUT_SECONDS, f"{sum(expected.values())} DAGs", poll=2.0)
             full += time.monotonic() - started - full  # from Airflow's start
@@ -237,7 +232,7 @@ def measure(count: int, steady_seconds: float, changes: int) -> Figures:
                 browse_seconds(config, api, 1 if names else 0, query=names[-1] if names else "x"),
             )
             print(f"  Browse > Rollouts: first page {browse[0]:.2f}s, filtered to one store {browse[1]:.2f}s")
-            present = sum(active_dags(api, prefix) for prefix in expected)
+            present = sum(api.count_dags(prefix) for prefix in expected)
             return Figures(
                 count,
                 sum(expected.values()),

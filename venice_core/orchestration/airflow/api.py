@@ -123,6 +123,13 @@ class AirflowApi:
         runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
         return runs[0] if runs else None
 
+    def count_dags(self, prefix: str) -> int:
+        """How many DAGs Airflow has whose id starts with `prefix`, stale ones left out."""
+        pattern = urllib.parse.quote(f"{prefix}%")
+        return int(
+            self._call("GET", f"/api/v2/dags?limit=1&dag_id_pattern={pattern}&exclude_stale=true")["total_entries"]
+        )
+
     def active_runs(self, dag_id: str) -> list[str]:
         """The DAG's runs in flight (running, or queued behind one), oldest first."""
         path = f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after&limit=100"
