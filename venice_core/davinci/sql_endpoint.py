@@ -38,6 +38,7 @@ MAX_QUERIES = 2  # at once: each takes cores the client's ingestion needs
 BUSY_WAIT_SECONDS = 5.0  # a query beyond MAX_QUERIES waits this long for a turn, then is answered busy
 MAX_CONNECTIONS = 16  # open at once (a thread each); more are answered busy at once
 CLOSE_WAIT_SECONDS = 2.0  # for interrupted queries to end when the endpoint closes
+INTERRUPT_AGAIN_SECONDS = 0.05  # how often an interrupt is sent until the query ends
 HANG_UP_POLL_MS = 200  # how soon a query whose asker hung up is interrupted
 SUN_PATH_MAX = 107  # AF_UNIX's limit on a socket path, in bytes
 
@@ -124,8 +125,11 @@ def _interrupt_on_hang_up(asker: socket.socket, cursor: duckdb.DuckDBPyConnectio
     while not done.is_set():
         if poller.poll(HANG_UP_POLL_MS) and not done.is_set():
             log.info("SQL endpoint: the asker hung up; its query is interrupted")
-            with contextlib.suppress(duckdb.Error):  # the query ended meanwhile and its cursor is closed
-                cursor.interrupt()
+            # Again until it ends: an interrupt before DuckDB runs the query (its SQL still being checked) is lost.
+            while not done.is_set():
+                with contextlib.suppress(duckdb.Error):  # the query ended meanwhile and its cursor is closed
+                    cursor.interrupt()
+                done.wait(INTERRUPT_AGAIN_SECONDS)
             return
 
 
