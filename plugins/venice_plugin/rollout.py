@@ -19,6 +19,7 @@ failed before a version existed has no version to say it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -156,10 +157,19 @@ def end_push_at_failed_step(context: Context) -> None:
     """Task failure callback (a step failed for good, its retries spent): the push ends now, not when the whole
     run does, so the steps still running beside it (a Da Vinci gate that WAITs) stop at their next poke and the
     version says why."""
-    error = " ".join(str(context.get("exception") or "").split())
-    if len(error) > 200:  # spark-submit's message holds its whole command line: keep its start and its end
-        error = f"{error[:100]} ... {error[-80:]}"
+    error = short_error(str(context.get("exception") or ""))
     _end_push(context, f"{context['ti'].task_id} failed" + (f": {error}" if error else ""))
+
+
+def short_error(message: str) -> str:
+    """An exception's message on one line, kept short: spark-submit's holds its whole command line, then its exit
+    code, then (when it printed any before it ended) its last output. A long one keeps its start and its exit code,
+    or its end when it names none (the whole message is in the task's log)."""
+    error = " ".join(message.split())
+    if len(error) <= 200:
+        return error
+    code = re.search(r"Error code is: -?\d+\.", error)
+    return f"{error[:100]} ... {code[0] if code else error[-80:]}"
 
 
 def _end_push(context: Context, reason: str) -> None:

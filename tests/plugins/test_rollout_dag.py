@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG, PokeReturnValue
 from airflow.sdk.exceptions import DownstreamTasksSkipped
-from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag
+from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag, short_error
 
 from venice_core.config import ClusterConfig, load_config
 from venice_core.rollout.steps import StepKind, plan
@@ -158,3 +158,18 @@ class _TaskInstance:
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
+
+
+def test_a_failed_steps_long_error_keeps_its_start_and_spark_submits_exit_code() -> None:
+    """spark-submit's failure holds its command line, its exit code, and its last output when it printed any
+    before it was killed: the push's reason keeps the exit code, whatever came after it."""
+    command = "spark-submit --master local[2] " + "--conf spark.x=y " * 30
+    killed = f"Cannot execute: {command}. Error code is: -9.\nLast spark-submit output:\nWARNING: Using incubator"
+    short = short_error(killed)
+    assert short.startswith("Cannot execute: spark-submit --master local[2]") and short.endswith(
+        " ... Error code is: -9."
+    )
+    assert short_error(f"Cannot execute: {command}. Error code is: 1.").endswith("... Error code is: 1.")
+    other = "x" * 250 + " the end of something else"
+    assert short_error(other) == f"{other[:100]} ... {other[-80:]}"
+    assert short_error("a\n  short   one") == "a short one"
