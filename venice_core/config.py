@@ -40,6 +40,14 @@ SERVER_MAX_REQUEST_BYTES = "server.max.request.bytes"
 SERVER_MAX_BATCH_KEYS = "server.max.batch.keys"
 SERVER_MAX_CONNECTIONS = "server.max.connections"
 SERVER_IDLE_TIMEOUT_SECONDS = "server.idle.timeout.seconds"
+# Replicated regions: an instance's lease on its registration (renewed every second; a leader whose lease ran out
+# produces no more), how long an instance may be gone before its replicas are placed elsewhere, and how many ready
+# replicas of every partition a region needs to swap (0: the store's replication factor).
+INSTANCE_LEASE_SECONDS = "instance.lease.seconds"
+INSTANCE_OFFLINE_GRACE_SECONDS = "instance.offline.grace.seconds"
+MIN_READY_REPLICAS = "min.ready.replicas"
+# A routing client's second request to another replica when the first has not answered within this (0: never).
+CLIENT_LONG_TAIL_RETRY_MS = "client.long.tail.retry.ms"
 AIRFLOW_ENABLED = "airflow.enabled"
 AIRFLOW_PORT = "airflow.port"
 AIRFLOW_USER_DAGS_FOLDER = "airflow.user.dags.folder"  # the users' own DAGs, beside the platform's
@@ -73,6 +81,10 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         SERVER_MAX_BATCH_KEYS: "1000",
         SERVER_MAX_CONNECTIONS: "512",
         SERVER_IDLE_TIMEOUT_SECONDS: "30",
+        INSTANCE_LEASE_SECONDS: "5",
+        INSTANCE_OFFLINE_GRACE_SECONDS: "30",
+        MIN_READY_REPLICAS: "0",
+        CLIENT_LONG_TAIL_RETRY_MS: "20",
         AIRFLOW_ENABLED: "true",
         AIRFLOW_PORT: "8080",
         ROLLOUT_STEP_RETRIES: "2",
@@ -86,7 +98,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
     }
 )
 _COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL, AIRFLOW_USER_DAGS_FOLDER})
-_REGION_KEY = re.compile(r"^region\.(?P<region>[^.]+)\.(?P<setting>kafka\.bootstrap\.servers|topic\.prefix)$")
+_REGION_KEY = re.compile(r"^region\.(?P<region>[^.]+)\.(?P<setting>kafka\.bootstrap\.servers|topic\.prefix|instances)$")
 _REGION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HOOK_FAILURE_POLICIES = ("PROCEED", "WAIT", "ABORT")
 
@@ -96,6 +108,7 @@ class RegionConfig:
     name: str
     kafka_bootstrap: str
     topic_prefix: str
+    instances: int = 1  # region-server instances (`region.<r>.instances`)
 
     def version_topic(self, store: str, version: int) -> str:
         return f"{self.topic_prefix}{store}_v{version}"
@@ -156,6 +169,10 @@ class ClusterConfig:
     step_retries: int
     step_retry_delay_seconds: float
     source: str  # where the settings came from, for error messages
+    instance_lease_seconds: float = 5.0
+    instance_offline_grace_seconds: float = 30.0
+    min_ready_replicas: int = 0  # 0: every replica (the store's replication factor)
+    client_long_tail_retry_ms: float = 20.0
     server_limits: ServerLimits = field(default_factory=ServerLimits)
     airflow_user_dags: Path | None = None  # a folder of the users' DAGs the embedded Airflow parses too
 
@@ -170,8 +187,34 @@ class ClusterConfig:
     def region_names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.regions)
 
-    def server_port(self, region: str) -> int:
-        return self.server_port_base + self.region_names.index(self.region(region).name)
+    def server_port(self, region: str, instance: int = 0) -> int:
+        """Instance 0 of each region on `server.port.base + i` (i: the region's index), instance n on
+        `base + n * len(regions) + i`: one region's instances never collide with another's."""
+        index = self.region_names.index(self.region(region).name)
+        return self.server_port_base + self.check_instance(region, instance) * len(self.regions) + index
+
+    def check_instance(self, region: str, instance: int) -> int:
+        count = self.region(region).instances
+        if not 0 <= instance < count:
+            raise ConfigError(
+                f"region {region} has {count} instance{'s' if count != 1 else ''} (region.{region}.instances): "
+                f"instance {instance} is out of range 0..{count - 1}"
+            )
+        return instance
+
+    @property
+    def client_host(self) -> str:
+        """Where a client on this machine reaches a server bound to `server.host`."""
+        return "127.0.0.1" if self.server_host == "0.0.0.0" else self.server_host
+
+    def server_addresses(self, region: str) -> list[tuple[str, int]]:
+        """Every configured instance of the region, instance 0 first: where a routing client looks for one alive."""
+        return [(self.client_host, self.server_port(region, n)) for n in range(self.region(region).instances)]
+
+    def instance_dir(self, region: str, instance: int = 0) -> Path:
+        """An instance's partition storage (instance 0 keeps the single-instance layout)."""
+        name = self.region(region).name
+        return self.home / "regions" / (name if self.check_instance(name, instance) == 0 else f"{name}.{instance}")
 
     @property
     def run_dir(self) -> Path:
@@ -231,6 +274,17 @@ def _float(settings: Mapping[str, _Setting], key: str) -> float:
         raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
     if value <= 0:
         raise ConfigError(f"{setting.where}: {key} must be positive, got {value}")
+    return value
+
+
+def _nonnegative(settings: Mapping[str, _Setting], key: str) -> float:
+    setting = settings[key]
+    try:
+        value = float(setting.value)
+    except ValueError:
+        raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
+    if value < 0:
+        raise ConfigError(f"{setting.where}: {key} must not be negative, got {value}")
     return value
 
 
@@ -301,12 +355,14 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
     for name in region_names:
         bootstrap = settings.get(f"region.{name}.kafka.bootstrap.servers")
         prefix = settings.get(f"region.{name}.topic.prefix")
+        instances_key = f"region.{name}.instances"
         regions.append(
             RegionConfig(
                 name=name,
                 kafka_bootstrap=bootstrap.value if bootstrap else kafka.bootstrap,
                 # Regions sharing the embedded broker keep their topics apart by prefix.
                 topic_prefix=prefix.value if prefix else (f"{name}." if shared_broker else ""),
+                instances=_int(settings, instances_key, 1) if instances_key in settings else 1,
             )
         )
 
@@ -347,6 +403,10 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         step_retries=_int(settings, ROLLOUT_STEP_RETRIES),
         step_retry_delay_seconds=_float(settings, ROLLOUT_STEP_RETRY_DELAY_SECONDS),
         source=source,
+        instance_lease_seconds=_float(settings, INSTANCE_LEASE_SECONDS),
+        instance_offline_grace_seconds=_float(settings, INSTANCE_OFFLINE_GRACE_SECONDS),
+        min_ready_replicas=_int(settings, MIN_READY_REPLICAS),
+        client_long_tail_retry_ms=_nonnegative(settings, CLIENT_LONG_TAIL_RETRY_MS),
         airflow_user_dags=_path(settings, AIRFLOW_USER_DAGS_FOLDER),
         server_limits=ServerLimits(
             max_request_bytes=_int(settings, SERVER_MAX_REQUEST_BYTES, 1),
