@@ -8,15 +8,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Producer
-
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
-from venice_core.ingestion.replication import VersionTopicMirror
+from venice_core.ingestion.replication import Replicator
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import SCHEMA_ID, ControlMessageType
-from venice_core.pubsub import admin, client_config
+from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
@@ -26,12 +24,11 @@ def _ingest(
     bootstrap: str,
     topic: str,
     storage: PartitionStorage,
-    mirror: VersionTopicMirror | None = None,
     until: Callable[[PartitionIngestionTask], bool] = lambda _task: False,
 ) -> tuple[PartitionIngestionTask, list]:
     """Run a task until it ends by itself or `until(task)` holds, at most a minute."""
     reports: list = []
-    task = PartitionIngestionTask(bootstrap, topic, 0, storage, lambda *r: reports.append(r), "test", mirror=mirror)
+    task = PartitionIngestionTask(bootstrap, topic, 0, storage, lambda *r: reports.append(r), "test")
     stop = threading.Event()
     thread = threading.Thread(target=task.run, args=(stop,))
     thread.start()
@@ -108,42 +105,74 @@ def _write_push(bootstrap: str, topic: str, records: dict[bytes, bytes], end: bo
     writer.flush()
 
 
-def test_leader_mirrors_the_source_topic_exactly_across_restarts(platform_env: PlatformEnv, tmp_path: Path) -> None:
-    """A leader restarted with its local topic behind its storage checkpoint (produces lost in a crash), or ahead of
-    it (produced, not yet checkpointed), ends with the local topic an exact copy of the source and exact data."""
+def _replicate(
+    bootstrap: str, source: str, local: str, start: int, may_produce: Callable[[], bool] = lambda: True
+) -> tuple[Replicator, bool, list[tuple[int, bool]]]:
+    """Run a replicator until it ends (END_OF_PUSH copied, deposed) or has nothing left to copy for a moment."""
+    recorded: list[tuple[int, bool]] = []
+
+    def record(position: int, replicated: bool) -> bool:
+        recorded.append((position, replicated))
+        return True
+
+    replicator = Replicator(bootstrap, source, bootstrap, local, 0, start, may_produce, record)
+    stop, outcome = threading.Event(), []
+    thread = threading.Thread(target=lambda: outcome.append(replicator.run(stop)))
+    thread.start()
+    deadline, last = time.monotonic() + 60, (-1, 0.0)
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(timeout=0.2)
+        if replicator.position != last[0]:
+            last = (replicator.position, time.monotonic())
+        elif time.monotonic() - last[1] > 1.5:
+            break  # idle: the source has nothing more for now
+    stop.set()
+    thread.join()
+    return replicator, outcome[0], recorded
+
+
+def test_a_new_leader_resumes_replication_from_its_predecessors_progress(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Leadership moves mid-push: the first leader copied 1,000 records but its last acknowledged progress says
+    300 (it died before recording more); a deposed leader produces nothing; the new leader copies from 300 up to
+    END_OF_PUSH. The local topic holds 700 records twice, as exact copies: a follower ingesting it ends with exact
+    data, DIV dropping the copies as duplicates and END_OF_PUSH's count matching."""
     bootstrap = platform_env.config.kafka.bootstrap
     source, local = f"src-{uuid.uuid4().hex[:8]}", f"local-{uuid.uuid4().hex[:8]}"
     admin.create_topic(bootstrap, source, 1)
     admin.create_topic(bootstrap, local, 1)
     records = {f"k{i:05d}".encode(): b"v%d" % i for i in range(2000)}
-    first_half = dict(sorted(records.items())[:1000])
-    _write_push(bootstrap, source, first_half, end=False)
-
-    # Run 1, as a follower would: the storage checkpoints the first half; nothing reaches the local topic.
-    storage = PartitionStorage(tmp_path / "p0")
-    task, _ = _ingest(bootstrap, source, storage, until=lambda task: task.stats.records == 1000)
-    assert task.error is None and storage.checkpoint().records == 1000
-
-    # Run 2, a leader whose local topic holds only the first 300 source records: it mirrors from 300 on.
-    copy = Producer(client_config(bootstrap))
-    for key, value in read_partition(bootstrap, source)[:300]:
-        copy.produce(local, value=value, key=key, partition=0)
-    assert copy.flush(10) == 0
-    # The second half (a new producer segment after the first's), then END_OF_PUSH.
-    writer = VersionTopicWriter(bootstrap, source, 1, deterministic_guid("second"))
+    writer = VersionTopicWriter(bootstrap, source, 1, deterministic_guid(source))
     writer.start_segment(0)
+    for key in sorted(records)[:1000]:
+        writer.put(key, records[key], 1, partition=0)
+    writer.flush()
+
+    first, ended, recorded = _replicate(bootstrap, source, local, 0)
+    assert not ended and first.copied == 1001  # START_OF_SEGMENT and 1,000 records
+    assert recorded and recorded[-1] == (1001, False)
+    copied = len(read_partition(bootstrap, local))
+
+    deposed, ended, recorded = _replicate(bootstrap, source, local, 0, may_produce=lambda: False)
+    assert not ended and recorded == []
+    assert len(read_partition(bootstrap, local)) == copied  # nothing produced once deposed
+
     for key in sorted(records)[1000:]:
         writer.put(key, records[key], 1, partition=0)
     writer.end_segment(0)
     writer.broadcast(ControlMessageType.END_OF_PUSH, [{"record_counts": {"0": len(records)}}])
     writer.flush()
-    mirror = VersionTopicMirror(bootstrap, local, 0)
-    task, reports = _ingest(bootstrap, source, storage, mirror=mirror)
+    second, ended, recorded = _replicate(bootstrap, source, local, 300)
+    assert ended and recorded[-1][1] is True  # END_OF_PUSH copied and acknowledged: replication is over
+    source_messages = read_partition(bootstrap, source)
+    assert read_partition(bootstrap, local) == source_messages[:1001] + through_end_of_push(source_messages[300:])
+
+    storage = PartitionStorage(tmp_path / "p0")
+    task, reports = _ingest(bootstrap, local, storage)
     assert task.error is None and task.completed, task.error
     assert reports[-1][0] is ExecutionStatus.COMPLETED and reports[-1][2] == len(records)
-    assert task.stats.duplicates == 0  # the first half was skipped, not re-applied
-    assert mirror.end_offset == 300
-    assert read_partition(bootstrap, local) == through_end_of_push(read_partition(bootstrap, source))
+    assert task.stats.duplicates == 1001 - 300
     for key, value in records.items():
         assert storage.get(key) == SCHEMA_ID.pack(1) + value
     storage.close()

@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
     finally:
         http.shutdown()
         http.server_close()
-        region.hosted[(STORE, 1)].partitions[0].close()
+        region.hosted[(STORE, 1)].partitions[0].storage.close()
         region.meta.dispose()
 
 
@@ -203,5 +203,5 @@ def test_connections_past_the_limit_are_answered_503_at_once(tmp_path: Path) -> 
             sock.close()
         http.shutdown()
         http.server_close()
-        region.hosted[(STORE, 1)].partitions[0].close()
+        region.hosted[(STORE, 1)].partitions[0].storage.close()
         region.meta.dispose()

@@ -30,7 +30,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadClient]:
     finally:
         reader.close()
         http.shutdown()
-        region.hosted[(STORE, 1)].partitions[0].close()
+        region.hosted[(STORE, 1)].partitions[0].storage.close()
         region.meta.dispose()
 
 

@@ -12,11 +12,12 @@ from typing import Any
 
 from tests.support.platform import SCHEMAS, make_platform_env
 from venice_core.controller import stores
+from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.server.region_server import HostedVersion, RegionServer
+from venice_core.server.region_server import HostedPartition, HostedVersion, RegionServer
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
@@ -24,7 +25,7 @@ from venice_core.storage.rocksdb import PartitionStorage
 def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) -> RegionServer:
     """Region dc-0 serving `store` (key `user_key.avsc`, value schemas `user_value_v1.avsc` up to the highest id in
     `records`), its current version 1 holding `records`: value-schema id -> {key: value}. The caller closes the
-    partition (`region.hosted[(store, 1)].partitions[0]`) and disposes of `region.meta`."""
+    partition (`region.hosted[(store, 1)].partitions[0].storage`) and disposes of `region.meta`."""
     config = make_platform_env(home).config
     meta = MetadataStore(config.metadata_db_url)
     meta.migrate()
@@ -46,7 +47,11 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     count = sum(len(values) for values in records.values())
     storage.commit(batch, IngestionCheckpoint(end_of_push=True, records=count))
     no_op = decompressor(CompressionStrategy.NO_OP)
-    region.hosted[(store, 1)] = HostedVersion(store, 1, [storage], no_op, threading.Event(), [], [])
+    task = PartitionIngestionTask("127.0.0.1:9", "unused", 0, storage, lambda *_: None, "unused")
+    task.completed = True  # what a task that ingested the version through END_OF_PUSH says
+    hosted = HostedVersion(store, 1, 1, no_op, None, 1)
+    hosted.partitions[0] = HostedPartition(storage, task, threading.Thread(), threading.Event())
+    region.hosted[(store, 1)] = hosted
     region.current = {store: 1}
     return region
 

@@ -213,12 +213,19 @@ def _writer(store: str, region: str | None, key: Any, *value: Any) -> OnlineWrit
     return OnlineWriter.for_target(target)
 
 
-def server(region: str = typer.Option(..., "--region", help="The region this server serves.")) -> None:
-    """Run a region server in the foreground (`venice up` starts one per region)."""
+def server(
+    region: str = typer.Option(..., "--region", help="The region this server serves."),
+    instance: int = typer.Option(
+        0, "--instance", help="Which of the region's instances (0 to region.<r>.instances - 1) this process is."
+    ),
+) -> None:
+    """Run a region-server instance in the foreground (`venice up` starts every configured instance of each
+    region). A second process started as a running instance is refused."""
     from venice_core.server.region_server import RegionServer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = load_config()
+    config.check_instance(config.region(region).name, instance)
     with metadata():
         pass  # refuse to start on an uninitialised metadata store
-    RegionServer(config, region).run()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    RegionServer(config, region, instance).run()

@@ -52,6 +52,11 @@ def create(
         help="Register compatible schemas on push.",
     ),
     versions_to_preserve: int = typer.Option(stores.DEFAULT_VERSIONS_TO_PRESERVE, "--versions-to-preserve"),
+    replication_factor: int = typer.Option(
+        None,
+        "--replication-factor",
+        help="Replicas of every partition in each region (default: min(2, the region's instances)).",
+    ),
 ) -> None:
     """Create a store with its key schema and first value schema."""
     stores.validate_store_name(store)
@@ -69,6 +74,7 @@ def create(
             rollout_order=_rollout(rollout_order),
             auto_register_schemas=auto_register,
             versions_to_preserve=versions_to_preserve,
+            replication_factor=replication_factor,
         )
         _sync_dags(config, meta, store)
     typer.echo(f"created store '{store}' ({partitions} partitions, value schema 1)")
@@ -97,6 +103,8 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"rollout order:        {', '.join(settings.rollout_order)}")
     typer.echo(f"auto-register:        {settings.auto_register_schemas}")
     typer.echo(f"versions to preserve: {settings.versions_to_preserve}")
+    factor = settings.replication_factor
+    typer.echo(f"replication factor:   {factor if factor else 'default (min(2, instances))'}")
     typer.echo(f"hook configs:         {json.dumps(settings.hook_configs)}")
     typer.echo(f"hybrid:               {_hybrid_text(settings.hybrid)}")
     typer.echo(f"scheduled repush:     {_repush_text(settings.repush)}")
@@ -143,6 +151,9 @@ def update(
     rollout_order: str = typer.Option(None, "--rollout-order", help="Regions in rollout order, comma-separated."),
     auto_register: bool = typer.Option(None, "--auto-register-schemas/--no-auto-register-schemas"),
     versions_to_preserve: int = typer.Option(None, "--versions-to-preserve"),
+    replication_factor: int = typer.Option(
+        None, "--replication-factor", help="Replicas of every partition in each region (store.replication.factor)."
+    ),
     hook_config: list[str] = typer.Option([], "--hook-config", help="Store-level hook config key=value."),
     remove_hook_config: list[str] = typer.Option([], "--remove-hook-config", help="Remove a hook config key."),
     rewind: str = typer.Option(
@@ -212,7 +223,8 @@ def update(
     ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
-    settings = (partitions, compression, rollout_order, auto_register, versions_to_preserve, rewind, lag)
+    settings: tuple[object, ...] = (partitions, compression, rollout_order, auto_register, versions_to_preserve)
+    settings = (*settings, replication_factor, rewind, lag)
     repush = (repush_schedule, repush_ttl, repush_days, repush_hours, repush_timezone, repush_holidays)
     push = (push_schedule, push_input, push_days, push_hours, push_timezone, push_holidays)
     switches = (hook_config, remove_hook_config, no_hybrid, no_repush_schedule, no_push_schedule)
@@ -234,6 +246,7 @@ def update(
             rollout_order=_rollout(rollout_order),
             auto_register_schemas=auto_register,
             versions_to_preserve=versions_to_preserve,
+            replication_factor=replication_factor,
             hook_configs=parse_key_values(hook_config, "--hook-config"),
             remove_hook_configs=remove_hook_config,
             hybrid_rewind_seconds=rewind,

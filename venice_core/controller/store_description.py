@@ -29,6 +29,7 @@ class StoreSettings:
     hybrid: HybridSettings | None = None
     repush: RepushSchedule | None = None
     push: PushSchedule | None = None
+    replication_factor: int | None = None  # None: min(2, a region's instances)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class StoreDescription:
             "rollout_order": list(s.rollout_order),
             "auto_register_schemas": s.auto_register_schemas,
             "versions_to_preserve": s.versions_to_preserve,
+            "replication_factor": s.replication_factor,
             "hook_configs": dict(s.hook_configs),
             "hybrid": None if s.hybrid is None else s.hybrid.to_json(),
             "repush_schedule": None if s.repush is None else s.repush.to_json(),

@@ -111,6 +111,22 @@ def value_schemas(session: Session, name: str) -> list[ValueSchema]:
     )
 
 
+def _validate_replication_factor(config: ClusterConfig, factor: int | None) -> int | None:
+    """A replication factor every region can hold: one error at `store create/update`, not a push that never
+    completes."""
+    if factor is None:
+        return None
+    if factor < 1:
+        raise ConfigError(f"replication factor must be at least 1, got {factor}")
+    for region in config.regions:
+        if factor > region.instances:
+            raise ConfigError(
+                f"replication factor {factor} is above the {region.instances} instance"
+                f"{'s' if region.instances != 1 else ''} of region {region.name} (region.{region.name}.instances)"
+            )
+    return factor
+
+
 def create_store(
     meta: MetadataStore,
     config: ClusterConfig,
@@ -122,6 +138,7 @@ def create_store(
     rollout_order: Sequence[str] | None = None,
     auto_register_schemas: bool = False,
     versions_to_preserve: int = DEFAULT_VERSIONS_TO_PRESERVE,
+    replication_factor: int | None = None,
 ) -> None:
     validate_store_name(name)
     key = parse_schema(key_schema, "key schema")
@@ -134,6 +151,7 @@ def create_store(
         rollout_order=_validate_rollout_order(config, rollout_order or config.region_names),
         auto_register_schemas=auto_register_schemas,
         versions_to_preserve=_validate_versions_to_preserve(versions_to_preserve),
+        replication_factor=_validate_replication_factor(config, replication_factor),
         hook_configs={},
         largest_used_version=0,
     )
@@ -232,6 +250,7 @@ def update_store(
     rollout_order: Sequence[str] | None = None,
     auto_register_schemas: bool | None = None,
     versions_to_preserve: int | None = None,
+    replication_factor: int | None = None,
     hook_configs: Mapping[str, str] | None = None,
     remove_hook_configs: Sequence[str] = (),
     hybrid_rewind_seconds: int | str | None = None,
@@ -273,6 +292,8 @@ def update_store(
         updates["auto_register_schemas"] = auto_register_schemas
     if versions_to_preserve is not None:
         updates["versions_to_preserve"] = _validate_versions_to_preserve(versions_to_preserve)
+    if replication_factor is not None:
+        updates["replication_factor"] = _validate_replication_factor(config, replication_factor)
     with meta.session() as session:  # validate everything before any topic is created
         store = get_store(session, name)
         if hook_configs or remove_hook_configs:
@@ -468,6 +489,7 @@ def _settings(store: Store) -> StoreSettings:
         store.hybrid,
         store.repush,
         store.push,
+        store.replication_factor,
     )
 
 

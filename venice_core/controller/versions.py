@@ -20,8 +20,10 @@ from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import retry_on_conflict, rows_matched
 from venice_core.meta.models import (
+    PartitionLeader,
     PartitionStatus,
     RegionCurrentVersion,
+    Replica,
     Store,
     Version,
     VersionLifecycle,
@@ -288,6 +290,53 @@ def report_partition(
         )
 
 
+def report_replica(
+    meta: MetadataStore,
+    store_name: str,
+    number: int,
+    region: str,
+    partition: int,
+    instance: int,
+    status: ExecutionStatus,
+    offset: int,
+    records: int,
+    details: str,
+    min_ready: int,
+) -> None:
+    """Record one replica's progress, then its partition's status in the region as its replicas make it: COMPLETED
+    once `min_ready` replicas are (Venice's ONLINE: the region may swap), ERROR if a replica failed before that,
+    else as far as the replicas have got. A replica no longer placed (re-placed meanwhile) reports nothing."""
+    with meta.session() as session:
+        replica = session.get(Replica, (store_name, number, region, partition, instance))
+        if replica is None:
+            return
+        replica.status, replica.offset, replica.records, replica.details = status, offset, records, details
+        replica.updated_at = time.time()
+        session.flush()
+        rows = list(
+            session.scalars(
+                select(Replica).where(
+                    Replica.store_name == store_name,
+                    Replica.number == number,
+                    Replica.region == region,
+                    Replica.partition == partition,
+                )
+            )
+        )
+    statuses = [ExecutionStatus(r.status) for r in rows]
+    ready = statuses.count(ExecutionStatus.COMPLETED)
+    if ready >= min_ready:
+        partition_status = ExecutionStatus.COMPLETED
+    else:  # not enough ready: a ready replica counts as one past END_OF_PUSH, a missing one as NEW
+        seen: list[ExecutionStatus] = [
+            ExecutionStatus.END_OF_PUSH_RECEIVED if s is ExecutionStatus.COMPLETED else s for s in statuses
+        ]
+        partition_status = aggregate(seen + [ExecutionStatus.NEW] * max(0, min_ready - len(statuses)))
+    failed = next((r.details for r in rows if r.status == ExecutionStatus.ERROR), "")
+    best = max(rows, key=lambda r: (r.records, r.offset))
+    report_partition(meta, store_name, number, region, partition, partition_status, best.offset, best.records, failed)
+
+
 def _set_region_status(
     session: Any, store_name: str, number: int, region: str, status: ExecutionStatus, details: str
 ) -> None:
@@ -540,37 +589,46 @@ class VersionToHost:
     compression: CompressionStrategy
     hybrid: HybridSettings | None
     push_over: bool  # no region swaps to it any more (a newer version whose push is over is never served)
+    replication_factor: int | None = None  # the store's setting (None: the region's default)
 
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
     """The versions a region should hold: in flight, current or backup."""
+    with meta.session() as session:
+        return hostable_versions(session, region)
+
+
+def hostable_versions(session: Session, region: str) -> list[VersionToHost]:
     from venice_core.status import HOSTABLE
 
-    with meta.session() as session:
-        rows = session.execute(
-            select(
-                Version.store_name,
-                Version.number,
-                Version.partition_count,
-                Version.compression,
-                Version.details,
-            ).where(Version.status.in_(list(HOSTABLE)))
-        ).all()
-        hosted = []
-        for store, number, partitions, compression, details in rows:
-            lifecycle = VersionLifecycle.of(details)
-            if region in (lifecycle.regions or [region]):
-                hosted.append(
-                    VersionToHost(
-                        store,
-                        number,
-                        partitions,
-                        CompressionStrategy[compression],
-                        lifecycle.hybrid,
-                        lifecycle.finished,
-                    )
+    rows = session.execute(
+        select(
+            Version.store_name,
+            Version.number,
+            Version.partition_count,
+            Version.compression,
+            Version.details,
+            Store.replication_factor,
+        )
+        .join(Store, Store.name == Version.store_name)
+        .where(Version.status.in_(list(HOSTABLE)))
+    ).all()
+    hosted = []
+    for store, number, partitions, compression, details, replication_factor in rows:
+        lifecycle = VersionLifecycle.of(details)
+        if region in (lifecycle.regions or [region]):
+            hosted.append(
+                VersionToHost(
+                    store,
+                    number,
+                    partitions,
+                    CompressionStrategy[compression],
+                    lifecycle.hybrid,
+                    lifecycle.finished,
+                    replication_factor,
                 )
-        return hosted
+            )
+    return hosted
 
 
 def retire_old_versions(
@@ -596,7 +654,7 @@ def retire_old_versions(
             else:
                 kept_online += 1
         for number in retired:
-            for model in (PartitionStatus, VersionRegionStatus):
+            for model in (PartitionStatus, VersionRegionStatus, Replica, PartitionLeader):
                 rows = delete(model).where(model.store_name == store_name, model.number == number)
                 session.execute(rows.execution_options(synchronize_session=False))
             session.delete(session.get(Version, (store_name, number)))

@@ -45,12 +45,13 @@ def up(
             report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
         finally:
             meta.dispose()
-        for region in config.region_names:
-            start(
-                servers.process(config, region).pid() is not None,
-                functools.partial(servers.start, config, region),
-                functools.partial(servers.stop, config, region),
-            )
+        for region in config.regions:
+            for instance in range(region.instances):  # the ones not running: a lost instance is brought back
+                start(
+                    servers.process(config, region.name, instance).pid() is not None,
+                    functools.partial(servers.start, config, region.name, instance),
+                    functools.partial(servers.stop, config, region.name, instance),
+                )
         if config.airflow_enabled:
             running = bool(airflow.pids(config))
             if before_airflow is not None:
@@ -66,11 +67,27 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     """Stop every component, in reverse order of start (Airflow whether or not it is enabled now)."""
     if airflow.stop(config):
         report("airflow stopped")
-    for region in reversed(config.region_names):
-        if servers.stop(config, region):
-            report(f"region server {region} stopped")
+    for region in reversed(config.regions):
+        for instance in reversed(range(region.instances)):
+            if servers.stop(config, region.name, instance):
+                suffix = f" instance {instance}" if region.instances > 1 else ""
+                report(f"region server {region.name}{suffix} stopped")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
+
+
+def _server_status(config: ClusterConfig, region: str, instance: int) -> ComponentStatus:
+    """An instance's health, with how many replicas it holds and leads (from its `/health`)."""
+    name = servers.name(region, instance)
+    pid = servers.process(config, region, instance).pid()
+    if pid is None:
+        return ComponentStatus(name, False, "not running")
+    detail = f"pid {pid}, port {config.server_port(region, instance)}"
+    health = servers.health(config, region, instance)
+    if health is None:
+        return ComponentStatus(name, False, f"{detail}, not answering")
+    replicas, leads = health.get("replicas", 0), health.get("leads", 0)
+    return ComponentStatus(name, True, f"{detail}, {replicas} replica{'s' if replicas != 1 else ''} ({leads} leading)")
 
 
 def status(config: ClusterConfig) -> list[ComponentStatus]:
@@ -83,11 +100,9 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
             healthy = kafka.is_healthy(config)
             state = "serving" if healthy else "not answering"
             components.append(ComponentStatus("kafka", healthy, f"pid {pid}, {config.kafka.bootstrap}, {state}"))
-    for region in config.region_names:
-        pid = servers.process(config, region).pid()
-        healthy = pid is not None and servers.is_healthy(config, region)
-        detail = "not running" if pid is None else f"pid {pid}, port {config.server_port(region)}"
-        components.append(ComponentStatus(f"server-{region}", healthy, detail))
+    for region in config.regions:
+        for instance in range(region.instances):
+            components.append(_server_status(config, region.name, instance))
     if config.airflow_enabled:
         running = {name: proc.pid() for name, proc in zip(airflow.COMPONENTS, airflow.processes(config), strict=True)}
         pids = [pid for pid in running.values() if pid is not None]

@@ -18,7 +18,6 @@ from typing import Generic
 from venice_core.ingestion.committer import Committer
 from venice_core.ingestion.conflict import WriteStamp
 from venice_core.ingestion.messages import ConsumedMessage, decode_checked, skip_consumer_error
-from venice_core.ingestion.replication import VersionTopicMirror
 from venice_core.ingestion.stats import IngestionStats
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
@@ -64,9 +63,8 @@ def _stretches(messages: Sequence[ConsumedMessage]) -> list[Sequence[ConsumedMes
 class BatchPhase(Generic[Batch]):
     """The handlers of a partition's version-topic messages up to END_OF_PUSH, and its commits (`Committer`, at the
     store's `commit_every_messages` / `commit_every_seconds`), from `checkpoint` on. `stats` is the task's, kept up
-    to date; `mirror`, outside the source region, writes each consumed record on to the region's own version topic;
-    `stamp_writes` (a hybrid version) keeps the write stamp of records that carry one (a repush's, so a replayed
-    older nearline write loses to them; a batch push's records carry none)."""
+    to date; `stamp_writes` (a hybrid version) keeps the write stamp of records that carry one (a repush's, so a
+    replayed older nearline write loses to them; a batch push's records carry none)."""
 
     def __init__(
         self,
@@ -74,21 +72,18 @@ class BatchPhase(Generic[Batch]):
         partition: int,
         stats: IngestionStats,
         checkpoint: IngestionCheckpoint,
-        mirror: VersionTopicMirror | None = None,
         stamp_writes: bool = False,
         source: str = "",
     ) -> None:
         self.storage = storage
         self.partition = partition
         self.stats = stats
-        self.mirror = mirror
         self.stamp_writes = stamp_writes
         self.source = source  # what is consumed, for the log
         self.validator = Validator(checkpoint.div)
         self.committer = Committer(storage, storage.commit_every_messages, storage.commit_every_seconds)
         self.start_of_push = checkpoint.start_of_push
         self.sorted_push = checkpoint.sorted_push and storage.sorted_ingest
-        self.apply_from = checkpoint.next_offset  # below it: records a restarted leader only mirrors
 
     def take(self, consumed: Sequence[ConsumedMessage]) -> IngestionCheckpoint | None:
         """A consumed batch, in order: END_OF_PUSH's checkpoint once it is committed (what follows it is left)."""
@@ -119,18 +114,12 @@ class BatchPhase(Generic[Batch]):
         """The messages as one run of PUTs (`put_run`), taken at once, if they are one."""
         if len(messages) < RUN_MIN_MESSAGES or any(map(_error, messages)):
             return False
-        mirror = self.mirror
-        if mirror is not None and messages[0].offset() < self.apply_from:
-            return False
         validator = self.validator
         run = put_run(list(map(_key, messages)), list(map(_value, messages)), self.stamp_writes, validator.continues)
         if run is None or not validator.accept_run(
             run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed
         ):
             return False
-        if mirror is not None:
-            for raw in messages:
-                mirror.mirror(raw)
         self.stats.offset = messages[-1].offset()
         self.stats.records += len(run)
         self.committer.uncommitted += len(run)
@@ -145,17 +134,13 @@ class BatchPhase(Generic[Batch]):
         """Each message in order; END_OF_PUSH's checkpoint once committed. A plain PUT or DELETE is the hot path,
         inlined for speed: read with one unpack, checked by DIV without building a Message, written to the batch.
         Control messages, chunks and manifests (rare) go through `_take_message`."""
-        stats, mirror, apply_from, committer = self.stats, self.mirror, self.apply_from, self.committer
+        stats, committer = self.stats, self.committer
         accept_data, delete, stamp_writes = self.validator.accept_data, committer.batch.delete, self.stamp_writes
         put = self.storage.sst_put if self.sorted_push else committer.batch.put
         for raw in messages:
             if raw.error():
                 skip_consumer_error(raw, self.source)
                 continue
-            if mirror is not None:
-                mirror.mirror(raw)
-                if raw.offset() < apply_from:
-                    continue
             kafka_key, kafka_value = raw.key() or b"", raw.value() or b""  # none: not a message, `decode` says so
             stats.offset = raw.offset()
             if kafka_key[:1] == KEY_TYPE_DATA and len(kafka_value) >= DATA_PREFIX.size:
@@ -235,8 +220,6 @@ class BatchPhase(Generic[Batch]):
         expected = (message.control.get("record_counts") or {}).get(str(self.partition))
         if expected is not None and expected != self.stats.records:
             raise DataIntegrityError(f"END_OF_PUSH counts {expected} records, ingestion stored {self.stats.records}")
-        if self.mirror is not None:
-            self.mirror.flush()  # the local topic complete before the partition says so
         return self._commit(end_of_push=True, end_of_push_time_ms=raw.timestamp()[1])
 
     def _commit(self, end_of_push: bool = False, end_of_push_time_ms: int | None = None) -> IngestionCheckpoint:

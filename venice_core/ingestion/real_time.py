@@ -119,8 +119,13 @@ class RealTimeIngestion(Generic[Batch]):
         storage: PartitionStore[Batch],
         report: Reporter,
         consumer_group: str,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self.hybrid = hybrid
+        # Whether this replica writes the winners on to the version topic: its partition's leader does, the others
+        # only apply them (None: always, where there is one replica). Asked at every turn of the loop: a change of
+        # role ends the run, and the next one starts in the new role from the checkpoint.
+        self.leads = leads
         self.partition = partition
         self.storage = storage
         self.report = report
@@ -147,8 +152,8 @@ class RealTimeIngestion(Generic[Batch]):
         self._stamps: dict[bytes, bytes] = {}  # encoded stamps written in the uncommitted batch
 
     def run(self, stop: threading.Event, checkpoint: IngestionCheckpoint) -> None:
-        """Consume until `stop`. `checkpoint` is the partition's stored one (END_OF_PUSH reached): every checkpoint
-        of this phase carries its batch fields unchanged."""
+        """Consume until `stop` or a change of role. `checkpoint` is the partition's stored one (END_OF_PUSH
+        reached): every checkpoint of this phase carries its batch fields unchanged."""
         real_time = checkpoint.real_time or RealTimeCheckpoint({}, {})
         self.applied = real_time.applied
         self.ready = real_time.ready  # once caught up, a restart does not take it back
@@ -204,7 +209,7 @@ class RealTimeIngestion(Generic[Batch]):
         """A writer of its own per run (a fresh producer GUID): after a crash, what it wrote past the checkpoint is
         written again under the next run's GUID, the same records with the same timestamps. None where nothing is
         written on."""
-        if self.hybrid.local_topic is None:
+        if self.hybrid.local_topic is None or (self.leads is not None and not self.leads()):
             return None
         writer = VersionTopicWriter(
             self.hybrid.local_bootstrap, self.hybrid.local_topic, self.hybrid.partition_count, uuid.uuid4().bytes
@@ -228,7 +233,15 @@ class RealTimeIngestion(Generic[Batch]):
         self._stamps.clear()
         last_lag = last_report = 0.0
         idle = False
+        leads = self.leads
         while not stop.is_set():
+            if leads is not None and (writer is not None) != leads():
+                log.info(
+                    "partition %d %s: real-time phase restarts",
+                    self.partition,
+                    "leads" if writer is None else "no longer leads",
+                )
+                return
             if idle:
                 messages = consumer.consume(num_messages=1, timeout=IDLE_WAIT_SECONDS)
             else:

@@ -1,41 +1,82 @@
-"""Leader replication, as Venice's leader does it: in a non-source region the ingestion task consumes the source
-region's version topic, applies each record to local storage, and produces it, byte for byte, to the region's own
-version topic (`VersionTopicMirror`). One consume per record and region, where a copier followed by an ingestion of
-the copy took two.
+"""Leader replication, as Venice's leader does it: outside the source region, the leader of a partition copies the
+source region's version topic, byte for byte, into the region's own, up to and including END_OF_PUSH. Every replica
+of the region, the leader's included, ingests the region's own topic: a replica's storage and checkpoint never depend
+on whether it leads, so leadership can move at any time.
 
-Offsets of the two topics correspond one to one: the mirror is the local topic's only writer, produces in order
-with idempotence, and both topics start empty. So a restarted task needs no checkpoint of the mirror's own: it
-produces from the local topic's end offset on, and applies from its storage checkpoint on, consuming the source from
-the smaller of the two.
+Where a leader starts: the position its predecessor recorded as acknowledged (`progress`, kept with the leader's
+epoch in the metadata store), never past it. Records copied after that position and before a handover are copied
+again: the same bytes with the same producer GUIDs and sequence numbers, which every consumer's DIV drops as
+duplicates. The same holds for a deposed leader (paused past its lease) whose in-flight records land after the new
+leader's: duplicates, never new data. Before each consumed batch is produced, the leader checks that it may still
+produce (`may_produce`: its instance's lease runs and the partition's epoch is still its own), and each recorded
+progress names the epoch: a deposed leader's record is refused.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections.abc import Callable, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from venice_core.ingestion.messages import ConsumedMessage
-from venice_core.pubsub import PRODUCER_CONFIG, admin, client_config
+from venice_core.ingestion.messages import ConsumedMessage, message_source, skip_consumer_error
+from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessageType
+from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, client_config
+
+log = logging.getLogger(__name__)
+
+CONSUME_BATCH = 5000
+PROGRESS_EVERY_SECONDS = 1.0
+FLUSH_TIMEOUT_SECONDS = 60.0
 
 
 class ReplicationError(RuntimeError):
-    """The local version topic could not be written: the partition fails with this reason."""
+    """The local version topic could not be written: the leader stops, and replicates again from its progress."""
 
 
-class VersionTopicMirror:
-    """Produces the consumed source records of one partition to the local version topic."""
+def is_end_of_push(kafka_key: bytes, kafka_value: bytes) -> bool:
+    return (
+        kafka_key[:1] == KEY_TYPE_CONTROL
+        and len(kafka_value) > HEADER.size
+        and kafka_value[HEADER.size] == ControlMessageType.END_OF_PUSH
+    )
 
-    def __init__(self, local_bootstrap: str, local_topic: str, partition: int) -> None:
-        self.local_bootstrap, self.local_topic, self.partition = local_bootstrap, local_topic, partition
-        self.end_offset = 0  # the local topic's end offset at start: records below it are there already
+
+class Replicator:
+    """One led partition's replication: `run` until END_OF_PUSH is copied and acknowledged (True), or until stopped
+    or deposed (False). A failed delivery raises `ReplicationError`."""
+
+    def __init__(
+        self,
+        source_bootstrap: str,
+        source_topic: str,
+        local_bootstrap: str,
+        local_topic: str,
+        partition: int,
+        start_offset: int,
+        may_produce: Callable[[], bool],
+        record_progress: Callable[[int, bool], bool],  # (position, END_OF_PUSH copied) -> still the leader
+    ) -> None:
+        self.source_bootstrap, self.source_topic = source_bootstrap, source_topic
+        self.local_bootstrap, self.local_topic = local_bootstrap, local_topic
+        self.partition = partition
+        self.position = start_offset  # the next source offset to copy
+        self.may_produce = may_produce
+        self.record_progress = record_progress
+        self.copied = 0
         self._errors: list[KafkaError] = []
-        self._producer: Producer | None = None
 
-    def start(self, stop: threading.Event) -> int:
-        """Open the producer and return the local topic's end offset (the first source offset to produce)."""
-        self.end_offset = self._local_end(stop)
-        self._producer = Producer(
+    def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            self._errors.append(error)
+
+    def run(self, stop: threading.Event) -> bool:
+        consumer = Consumer(
+            client_config(self.source_bootstrap, **CONSUMER_CONFIG, **{"group.id": f"venice-leader-{self.local_topic}"})
+        )
+        producer = Producer(
             client_config(
                 self.local_bootstrap,
                 **PRODUCER_CONFIG,
@@ -43,50 +84,55 @@ class VersionTopicMirror:
                 **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
             )
         )
-        return self.end_offset
+        consumer.assign([TopicPartition(self.source_topic, self.partition, self.position)])
+        source = message_source(consumer)
+        log.info("leading %s[%d] from source offset %d", self.local_topic, self.partition, self.position)
+        acknowledged, last_progress = self.position, time.monotonic()
+        try:
+            while not stop.is_set():
+                messages = source.consume(num_messages=CONSUME_BATCH, timeout=0.2)
+                if not self.may_produce():
+                    log.warning("no longer leading %s[%d]: nothing more produced", self.local_topic, self.partition)
+                    return False
+                ended = self._copy(producer, messages)
+                producer.poll(0)
+                self._check()
+                now = time.monotonic()
+                if ended or now - last_progress >= PROGRESS_EVERY_SECONDS:
+                    if producer.flush(FLUSH_TIMEOUT_SECONDS) > 0:
+                        raise ReplicationError(f"producing to {self.local_topic}[{self.partition}] timed out")
+                    self._check()
+                    if (ended or self.position != acknowledged) and not self.record_progress(self.position, ended):
+                        log.warning("%s[%d] has another leader now", self.local_topic, self.partition)
+                        return False
+                    acknowledged, last_progress = self.position, now
+                if ended:
+                    log.info("%s[%d] replicated up to END_OF_PUSH", self.local_topic, self.partition)
+                    return True
+            return False
+        finally:
+            consumer.close()
+            producer.flush(5)  # what is lost is copied again from the recorded progress
 
-    def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
-        if error is not None:
-            self._errors.append(error)
+    def _copy(self, producer: Producer, messages: Sequence[ConsumedMessage]) -> bool:
+        """Produce the consumed records in order; True once END_OF_PUSH is among them (what follows is left)."""
+        for raw in messages:
+            if raw.error():
+                skip_consumer_error(raw, f"{self.source_topic}[{self.partition}]")
+                continue
+            key, value = raw.key() or b"", raw.value() or b""
+            while True:
+                try:
+                    producer.produce(self.local_topic, value=value, key=key, partition=self.partition)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            self.position = raw.offset() + 1
+            self.copied += 1
+            if is_end_of_push(key, value):
+                return True
+        return False
 
-    def _local_end(self, stop: threading.Event) -> int:
-        """A topic created a moment ago may not be in the broker's metadata yet: retry for up to half a minute."""
-        for attempt in range(60):
-            try:
-                return admin.end_offsets(self.local_bootstrap, self.local_topic, [self.partition])[0]
-            except KafkaException as exc:
-                if attempt == 59 or stop.wait(0.5):
-                    raise ReplicationError(f"local version topic {self.local_topic} unavailable: {exc}") from exc
-        raise AssertionError("unreachable")
-
-    def mirror(self, raw: ConsumedMessage) -> None:
-        """Produce one consumed record unless the local topic has it already."""
-        if raw.offset() < self.end_offset:
-            return
-        producer = self._producer
-        assert producer is not None, "start() first"
-        while True:
-            try:
-                producer.produce(self.local_topic, value=raw.value(), key=raw.key(), partition=self.partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-
-    def check(self) -> None:
-        """Serve delivery reports; a failed delivery fails the partition (the local topic would have a gap)."""
-        if self._producer is not None:
-            self._producer.poll(0)
+    def _check(self) -> None:
         if self._errors:
             raise ReplicationError(f"producing to {self.local_topic}[{self.partition}] failed: {self._errors[0].str()}")
-
-    def flush(self, timeout: float = 60.0) -> None:
-        """Every mirrored record acknowledged, or an error: before the partition reports COMPLETED."""
-        if self._producer is not None and self._producer.flush(timeout) > 0:
-            raise ReplicationError(f"producing to {self.local_topic}[{self.partition}] timed out after {timeout:.0f}s")
-        self.check()
-
-    def close(self) -> None:
-        """On stop: give in-flight records a moment; what is lost is produced again from the local end offset."""
-        if self._producer is not None:
-            self._producer.flush(5)
-            self._producer = None

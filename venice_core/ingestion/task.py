@@ -1,6 +1,6 @@
-"""Ingest one partition of a version topic into a `storage.api.PartitionStore` (a region server's RocksDB, a Da
-Vinci client's RocksDB or DuckDB); outside the source region, as the partition's leader, also mirror each consumed
-record to the region's own version topic (`replication.VersionTopicMirror`).
+"""Ingest one partition of a version topic into a `storage.api.PartitionStore` (a region server replica's RocksDB, a
+Da Vinci client's RocksDB or DuckDB). A region's replicas all ingest the region's own version topic; what a leader
+does besides is `replication.Replicator`'s.
 
 The task runs the partition's phases: the batch phase (`batch_phase.BatchPhase`: the version topic up to
 END_OF_PUSH), then, for a hybrid version, the real-time phase (`real_time.RealTimeIngestion`), retried from its
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Generic
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -24,7 +25,6 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from venice_core.ingestion.batch_phase import BatchPhase
 from venice_core.ingestion.messages import MessageSource, message_source
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, Reporter
-from venice_core.ingestion.replication import ReplicationError, VersionTopicMirror
 from venice_core.ingestion.stats import IngestionStats
 from venice_core.protocol.div import DataIntegrityError
 from venice_core.protocol.envelope import ProtocolError
@@ -54,8 +54,8 @@ class PartitionIngestionTask(Generic[Batch]):
         storage: PartitionStore[Batch],
         report: Reporter,
         consumer_group: str,
-        mirror: VersionTopicMirror | None = None,
         hybrid: HybridIngestion | None = None,
+        leads: Callable[[], bool] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -63,8 +63,8 @@ class PartitionIngestionTask(Generic[Batch]):
         self.storage = storage
         self.report = report
         self.consumer_group = consumer_group
-        self.mirror = mirror
         self.hybrid = hybrid
+        self.leads = leads  # a replicated region's replica: whether it leads its partition (`real_time`)
         self.real_time: RealTimeIngestion[Batch] | None = None
         self.stats = IngestionStats()
         self.error: str | None = None
@@ -96,26 +96,18 @@ class PartitionIngestionTask(Generic[Batch]):
                 checkpoint.records,
             )
         start = checkpoint.next_offset
-        if self.mirror is not None:
-            try:
-                start = min(start, self.mirror.start(stop))
-            except ReplicationError as exc:
-                self._fail(str(exc))
-                return None
         consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
         consumer.assign([TopicPartition(self.topic, self.partition, start)])
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
         try:
             return self._consume_to_end_of_push(message_source(consumer), checkpoint, stop)
-        except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
+        except (DataIntegrityError, ProtocolError) as exc:
             self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
             log.exception("ingestion of %s[%d] failed", self.topic, self.partition)
             self._fail(f"unexpected {type(exc).__name__}: {exc}")
         finally:
             consumer.close()
-            if self.mirror is not None:
-                self.mirror.close()
         return None
 
     def _after_end_of_push(self, checkpoint: IngestionCheckpoint, stop: threading.Event) -> None:
@@ -126,7 +118,9 @@ class PartitionIngestionTask(Generic[Batch]):
         caught_up = checkpoint.real_time is not None and checkpoint.real_time.ready  # kept across restarts
         status = ExecutionStatus.COMPLETED if caught_up else ExecutionStatus.END_OF_PUSH_RECEIVED
         self.report(status, self.stats.offset, self.stats.records, "")
-        self.real_time = RealTimeIngestion(self.hybrid, self.partition, self.storage, self.report, self.consumer_group)
+        self.real_time = RealTimeIngestion(
+            self.hybrid, self.partition, self.storage, self.report, self.consumer_group, self.leads
+        )
         self._run_real_time(self.real_time, checkpoint, stop)
 
     def _run_real_time(
@@ -139,8 +133,9 @@ class PartitionIngestionTask(Generic[Batch]):
         while not stop.is_set():
             started = time.monotonic()
             try:
-                real_time.run(stop, checkpoint)
-                return
+                real_time.run(stop, checkpoint)  # returns on a stop, or a change of role: run again at once
+                checkpoint = self.storage.checkpoint() or checkpoint
+                continue
             except Exception as exc:  # noqa: BLE001 - a broker or topic that is back later: retried from the checkpoint
                 log.warning(
                     "real-time ingestion of %s[%d] failed, retrying in %.0fs: %s",
@@ -174,7 +169,6 @@ class PartitionIngestionTask(Generic[Batch]):
             self.partition,
             self.stats,
             checkpoint,
-            self.mirror,
             stamp_writes=self.hybrid is not None,
             source=f"{self.topic}[{self.partition}]",
         )
@@ -184,8 +178,6 @@ class PartitionIngestionTask(Generic[Batch]):
             if end_of_push is not None:
                 self.completed = True  # only once committed: a Da Vinci client serves the version on it
                 return end_of_push
-            if self.mirror is not None:
-                self.mirror.check()
             now = time.monotonic()
             phase.commit_if_due(now)
             if now - last_report >= REPORT_EVERY_SECONDS:

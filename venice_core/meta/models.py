@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
@@ -42,6 +42,8 @@ class Store(Base):
     repush_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # A scheduled push (`venice_core.push_schedule`); NULL: none.
     push_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Replicas of every partition in each region (None: min(2, the region's instances)).
+    replication_factor: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
 
@@ -250,3 +252,70 @@ class DrainNotificationRecord(Base):
     # How long the drain may take once the job sees it (None: the job's default); the request's, not the seed's.
     timeout_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class RegionInstance(Base):
+    """A region-server instance's registration, and its lease on it: `owner` is the running process's token, renewed
+    (`heartbeat_at`) every second by an UPDATE that names the owner. A start while another owner's lease runs is
+    refused; a lease that ran out is taken over (the process is gone, or paused past it)."""
+
+    __tablename__ = "region_instances"
+
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    instance: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    port: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[float] = mapped_column(Float, default=now)
+    heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class Replica(Base):
+    """One replica of a partition of a version in a region: where the controller placed it (`placement`), and its
+    ingestion status as the instance holding it reports it."""
+
+    __tablename__ = "replicas"
+    __table_args__ = (Index("ix_replicas_region_instance", "region", "instance"),)
+
+    store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(String(32), default="NEW")
+    offset: Mapped[int] = mapped_column(Integer, default=-1)
+    records: Mapped[int] = mapped_column(Integer, default=0)
+    details: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=now)
+    updated_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class PartitionLeader(Base):
+    """The replica leading a partition in a region, and its epoch: a new leader is a new epoch. `progress` is how far
+    the leader's replication has been acknowledged in the local version topic (a source offset): a new leader
+    resumes from it."""
+
+    __tablename__ = "partition_leaders"
+
+    store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(Integer, default=1)
+    progress: Mapped[int] = mapped_column(Integer, default=0)
+    replicated: Mapped[bool] = mapped_column(Boolean, default=False)  # END_OF_PUSH copied and acknowledged
+    updated_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class RegionCoordinator(Base):
+    """Which instance places replicas and picks leaders in a region: a lease, taken by a conditional UPDATE (the
+    holder's own, or one that ran out), as Airflow's HA schedulers coordinate through their database."""
+
+    __tablename__ = "region_coordinators"
+
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    instance: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[float] = mapped_column(Float)

@@ -1,11 +1,14 @@
-"""The region server process (`venice server --region R`).
+"""A region-server instance (`venice server --region R [--instance N]`).
 
-Every second it asks the metadata store which versions the region hosts and which one of each store is current;
-it starts an ingestion task per partition of each new version (outside the source region, a leader that consumes
-the source region's version topic and mirrors it into the local one; for a hybrid version, after END_OF_PUSH, the
-consumer of every region's real-time topic), and drops the storage of versions that are killed or retired. Reads
-go to the store's current version; a store with none in the region (none pushed yet, or its only version rolled
-back) answers 404 saying so.
+It registers itself in the metadata store and renews its lease every second (`leases`). Every second it asks the
+metadata store which replicas the region's placement gives it (`controller.placement`; the instance holding the
+region's coordinator lease also computes that placement and picks each partition's leader) and which version of each
+store is current; it runs an ingestion task per replica it holds (every replica ingests the region's own version
+topic; for a hybrid version, after END_OF_PUSH, the region's real-time topics, the partition's leader writing the
+winners on), outside the source region a `Replicator` per partition it leads, and drops the storage of replicas
+placed elsewhere and of versions killed or retired. Reads go to the store's current version; a partition this
+instance holds no ready replica of answers 503 (a routing client asks another), a store with no version in the
+region 404.
 """
 
 from __future__ import annotations
@@ -13,19 +16,22 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from venice_core import gc_settings
 from venice_core.config import ClusterConfig
+from venice_core.controller import instances, placement
 from venice_core.controller import versions as controller
+from venice_core.controller.placement import Assignment, PartitionKey, RoutingTable
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
-from venice_core.ingestion.replication import VersionTopicMirror
+from venice_core.ingestion.replication import ReplicationError, Replicator
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.metrics import PartitionIngestion
@@ -39,6 +45,9 @@ from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)
 SYNC_INTERVAL_SECONDS = 1.0
+# A leader stops producing this long before its lease runs out in the metadata store: the clocks of two machines
+# and a renewal in flight differ by less.
+LEASE_SAFETY_SECONDS = 1.0
 
 VersionKey = tuple[str, int]
 
@@ -47,40 +56,133 @@ class VersionNotHosted(VeniceError):
     http_status = 404
 
 
+class PartitionNotHosted(VeniceError):
+    """This instance holds no ready replica of the partition a read asks for: a routing client asks another."""
+
+    http_status = 503
+
+
+class InstanceTakenOver(VeniceError):
+    """Another process renewed this instance's registration: this one stops."""
+
+
+@dataclass
+class HostedPartition:
+    storage: PartitionStorage
+    task: PartitionIngestionTask
+    thread: threading.Thread
+    stop: threading.Event
+
+    @property
+    def ready(self) -> bool:
+        """Serves reads: END_OF_PUSH committed, and a hybrid partition caught up with the real-time topics."""
+        real_time = self.task.real_time
+        return self.task.completed and (real_time is None or real_time.ready)
+
+
 @dataclass
 class HostedVersion:
     store: str
     number: int
-    partitions: list[PartitionStorage]
+    partition_count: int
     decompress: Callable[[bytes], bytes] | None  # None: a ZSTD version's, resolved with its dictionary at first read
+    hybrid: HybridIngestion | None
+    min_ready: int
+    partitions: dict[int, HostedPartition] = field(default_factory=dict)
+
+
+@dataclass
+class Leadership:
+    """A partition this instance leads outside the source region: its replicator's thread."""
+
+    epoch: int
     stop: threading.Event
-    tasks: list[PartitionIngestionTask]
-    threads: list[threading.Thread]
+    thread: threading.Thread
 
 
 class RegionServer:
-    def __init__(self, config: ClusterConfig, region: str) -> None:
+    def __init__(self, config: ClusterConfig, region: str, instance: int = 0) -> None:
         self.config = config
         self.region = config.region(region)
+        self.instance = config.check_instance(region, instance)
+        self.owner = instances.owner_token()  # this process's token on the instance's lease
         self.meta = MetadataStore(config.metadata_db_url)
         self.hosted: dict[VersionKey, HostedVersion] = {}
         self.current: dict[str, int] = {}
         self.stores: set[str] = set()  # every store, served here or not
+        self.routing: dict[str, RoutingTable] = {}
+        self.assignments: dict[PartitionKey, Assignment] = {}
+        self.leading: dict[PartitionKey, Leadership] = {}
         self.schemas: dict[str, dict] = {}
         self._dictionaries: dict[VersionKey, bytes | None] = {}
+        self.lease_until = 0.0  # monotonic: a leader produces only before it
         self.stopping = threading.Event()
         self._lock = threading.Lock()
 
     @property
     def storage_root(self) -> Path:
-        return self.config.home / "regions" / self.region.name
+        return self.config.instance_dir(self.region.name, self.instance)
+
+    @property
+    def is_source(self) -> bool:
+        return self.region.name == self.config.source_region
+
+    # the lease
+    def register(self, host: str, port: int) -> None:
+        import os
+
+        started = time.monotonic()
+        instances.register(
+            self.meta,
+            self.region.name,
+            self.instance,
+            host,
+            port,
+            self.owner,
+            os.getpid(),
+            self.config.instance_lease_seconds,
+        )
+        self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+
+    def renew_lease(self) -> None:
+        """Renew the instance's lease; a renewal that fails leaves it to run out (leaders stop producing)."""
+        started = time.monotonic()
+        try:
+            renewed = instances.renew(self.meta, self.region.name, self.instance, self.owner)
+        except Exception:  # noqa: BLE001 - the metadata store may be back at the next renewal
+            log.exception("cannot renew the lease of instance %d", self.instance)
+            return
+        if not renewed:
+            log.error("instance %d of %s was taken over by another process: stopping", self.instance, self.region.name)
+            self.stopping.set()
+            return
+        self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+
+    def _heartbeat(self) -> None:
+        while not self.stopping.wait(SYNC_INTERVAL_SECONDS):
+            self.renew_lease()
+
+    def holds_lease(self) -> bool:
+        return time.monotonic() < self.lease_until
 
     # hosting
-    def _reporter(self, store: str, number: int, partition: int):
+    def _reporter(self, version: HostedVersion, partition: int):
+        store, number = version.store, version.number
+
         def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
             try:
-                controller.report_partition(
-                    self.meta, store, number, self.region.name, partition, status, offset, records, details
+                controller.report_replica(
+                    self.meta,
+                    store,
+                    number,
+                    self.region.name,
+                    partition,
+                    self.instance,
+                    status,
+                    offset,
+                    records,
+                    details,
+                    version.min_ready,
                 )
             except Exception:  # noqa: BLE001 - a report lost now is repeated by the next one
                 log.exception("cannot report status of %s v%d p%d", store, number, partition)
@@ -103,71 +205,164 @@ class RegionServer:
             compressor(version.compression),
         )
 
-    def _host(self, version: controller.VersionToHost) -> None:
-        store, number, partition_count = version.store, version.number, version.partition_count
+    def _leads(self, key: PartitionKey) -> Callable[[], bool]:
+        def leads() -> bool:
+            assignment = self.assignments.get(key)
+            return assignment is not None and assignment.leader and self.holds_lease()
+
+        return leads
+
+    def _version(self, version: controller.VersionToHost) -> HostedVersion:
+        key = (version.store, version.number)
+        hosted = self.hosted.get(key)
+        if hosted is None:
+            strategy = version.compression
+            hosted = self.hosted[key] = HostedVersion(
+                version.store,
+                version.number,
+                version.partition_count,
+                None if strategy is CompressionStrategy.ZSTD else decompressor(strategy),
+                self._hybrid_ingestion(version),
+                placement.min_ready(self.config, version.replication_factor, self.region.name),
+            )
+            log.info("hosting %s v%d", *key)
+        return hosted
+
+    def _host_partition(self, hosted: HostedVersion, partition: int) -> None:
+        store, number = hosted.store, hosted.number
+        storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{partition}")
+        task = PartitionIngestionTask(
+            self.region.kafka_bootstrap,
+            self.region.version_topic(store, number),
+            partition,
+            storage,
+            self._reporter(hosted, partition),
+            f"venice-{self.region.name}-{self.instance}",
+            hybrid=hosted.hybrid,
+            leads=self._leads((store, number, partition)),
+        )
         stop = threading.Event()
-        local_topic = self.region.version_topic(store, number)
-        strategy = version.compression
-        decompress = None if strategy is CompressionStrategy.ZSTD else decompressor(strategy)
-        hosted = HostedVersion(store, number, [], decompress, stop, [], [])
-        source = self.config.region(self.config.source_region)
-        hybrid = self._hybrid_ingestion(version)
-        for p in range(partition_count):
-            storage = PartitionStorage(self.storage_root / f"{store}_v{number}" / f"p{p}")
-            hosted.partitions.append(storage)
-            report = self._reporter(store, number, p)
-            leader = self.region.name != source.name
-            task = PartitionIngestionTask(
-                source.kafka_bootstrap if leader else self.region.kafka_bootstrap,
-                source.version_topic(store, number) if leader else local_topic,
-                p,
-                storage,
-                report,
-                f"venice-{self.region.name}",
-                mirror=VersionTopicMirror(self.region.kafka_bootstrap, local_topic, p) if leader else None,
-                hybrid=hybrid,
-            )
-            hosted.tasks.append(task)
-            hosted.threads.append(
-                threading.Thread(target=task.run, args=(stop,), daemon=True, name=f"ingest-{store}-v{number}-p{p}")
-            )
-        for thread in hosted.threads:
-            thread.start()
-        self.hosted[(store, number)] = hosted
-        log.info("hosting %s v%d (%d partitions)", store, number, partition_count)
+        thread = threading.Thread(
+            target=task.run, args=(stop,), daemon=True, name=f"ingest-{store}-v{number}-p{partition}"
+        )
+        hosted.partitions[partition] = HostedPartition(storage, task, thread, stop)
+        thread.start()
+
+    def _unhost_partition(self, hosted: HostedVersion, partition: int, destroy: bool) -> None:
+        held = hosted.partitions.pop(partition)
+        held.stop.set()
+        held.thread.join(timeout=30)
+        if destroy:
+            held.storage.destroy()
+            shutil.rmtree(self.storage_root / f"{hosted.store}_v{hosted.number}" / f"p{partition}", ignore_errors=True)
+        else:
+            held.storage.close()
 
     def _unhost(self, key: VersionKey, destroy: bool) -> None:
         hosted = self.hosted.pop(key)
-        hosted.stop.set()
-        for thread in hosted.threads:
-            thread.join(timeout=30)
-        for storage in hosted.partitions:
-            storage.destroy() if destroy else storage.close()
+        for partition in list(hosted.partitions):
+            hosted.partitions[partition].stop.set()  # all stop at once, then each is waited for
+        for partition in list(hosted.partitions):
+            self._unhost_partition(hosted, partition, destroy)
         if destroy:
-            import shutil
-
             shutil.rmtree(self.storage_root / f"{key[0]}_v{key[1]}", ignore_errors=True)
         log.info("%s %s v%d", "dropped" if destroy else "closed", *key)
 
+    # leadership
+    def _lead(self, assignment: Assignment) -> None:
+        """Replicate a partition this instance leads outside the source region, from its predecessor's progress."""
+        key = (assignment.store, assignment.number, assignment.partition)
+        source = self.config.region(self.config.source_region)
+        epoch = assignment.epoch
+
+        def may_produce() -> bool:
+            now = self.assignments.get(key)
+            return now is not None and now.leader and now.epoch == epoch and self.holds_lease()
+
+        def record(position: int, replicated: bool) -> bool:
+            return placement.record_progress(self.meta, *key[:2], self.region.name, key[2], epoch, position, replicated)
+
+        replicator = Replicator(
+            source.kafka_bootstrap,
+            source.version_topic(assignment.store, assignment.number),
+            self.region.kafka_bootstrap,
+            self.region.version_topic(assignment.store, assignment.number),
+            assignment.partition,
+            assignment.progress,
+            may_produce,
+            record,
+        )
+        stop = threading.Event()
+
+        def run() -> None:
+            try:
+                replicator.run(stop)
+            except (ReplicationError, Exception) as exc:  # noqa: BLE001 - led again from its progress next round
+                log.error("replication of %s v%d p%d failed: %s", *key, exc)
+
+        thread = threading.Thread(target=run, daemon=True, name=f"lead-{key[0]}-v{key[1]}-p{key[2]}")
+        self.leading[key] = Leadership(epoch, stop, thread)
+        thread.start()
+
+    def _sync_leadership(self) -> None:
+        for key, leadership in list(self.leading.items()):
+            assignment = self.assignments.get(key)
+            over = not leadership.thread.is_alive()
+            if over or assignment is None or not assignment.leader or assignment.epoch != leadership.epoch:
+                leadership.stop.set()
+                if not over:
+                    leadership.thread.join(timeout=10)
+                del self.leading[key]
+        if self.is_source:
+            return  # the push writes the source region's version topic: its leaders replicate nothing
+        for key, assignment in self.assignments.items():
+            hosted = self.hosted.get(key[:2])
+            if assignment.leader and not assignment.replicated and key not in self.leading and hosted is not None:
+                self._lead(assignment)
+
     def sync_once(self) -> None:
-        wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, self.region.name)}
+        region = self.region.name
+        if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
+            placement.rebalance(self.meta, self.config, region)
+        wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
+        self.assignments = placement.assignments(self.meta, region, self.instance)
+        placed: dict[VersionKey, set[int]] = {}
+        for store, number, partition in self.assignments:
+            placed.setdefault((store, number), set()).add(partition)
         for key, version in wanted.items():
-            if key not in self.hosted:
-                self._host(version)
-        current = controller.current_versions(self.meta, self.region.name)
+            partitions = placed.get(key, set())
+            if not partitions and key not in self.hosted:
+                continue
+            hosted = self._version(version)
+            for partition in sorted(partitions - hosted.partitions.keys()):
+                self._host_partition(hosted, partition)
+            for partition in sorted(hosted.partitions.keys() - partitions):  # placed elsewhere now
+                self._unhost_partition(hosted, partition, destroy=True)
+        self._sync_leadership()
+        current = controller.current_versions(self.meta, region)
         known = controller.store_names(self.meta)
+        routing = placement.routing_tables(self.meta, self.config, region)
         with self._lock:
-            self.current, self.stores = current, known
-        for key in [k for k in self.hosted if k not in wanted]:
+            self.current, self.stores, self.routing = current, known, routing
+        for key in [k for k in self.hosted if k not in wanted or not self.hosted[k].partitions]:
             self._unhost(key, destroy=True)
 
     def run(self) -> None:
         gc_settings.tune_for_throughput()
-        host, port = self.config.server_host, self.config.server_port(self.region.name)
-        http_server = serve(self, host, port, self.config.server_limits)
+        host, port = self.config.server_host, self.config.server_port(self.region.name, self.instance)
+        self.register(host, port)  # refused, before anything is bound, while another process runs this instance
+        try:
+            http_server = serve(self, host, port, self.config.server_limits)
+        except OSError:
+            instances.release(
+                self.meta, self.region.name, self.instance, self.owner, self.config.instance_lease_seconds
+            )
+            raise
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
-        log.info("region %s serving on %s:%d", self.region.name, *http_server.server_address)
+        heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="lease")
+        heartbeat.start()
+        log.info("region %s instance %d serving on %s:%d", self.region.name, self.instance, *http_server.server_address)
         try:
             while not self.stopping.is_set():
                 try:
@@ -177,8 +372,16 @@ class RegionServer:
                 self.stopping.wait(SYNC_INTERVAL_SECONDS)
         finally:
             http_server.shutdown()
+            for leadership in self.leading.values():
+                leadership.stop.set()
             for key in list(self.hosted):
                 self._unhost(key, destroy=False)
+            try:
+                instances.release(
+                    self.meta, self.region.name, self.instance, self.owner, self.config.instance_lease_seconds
+                )
+            except Exception:  # noqa: BLE001 - the lease then runs out on its own
+                log.exception("cannot release the lease of instance %d", self.instance)
             self.meta.dispose()
 
     # reads
@@ -192,18 +395,41 @@ class RegionServer:
             raise StoreNotFound(store)
         return hosted
 
+    def _partition(self, hosted: HostedVersion, partition: int) -> PartitionStorage:
+        held = hosted.partitions.get(partition)
+        if held is None or not held.ready:
+            raise PartitionNotHosted(
+                f"instance {self.instance} of {self.region.name} holds no ready replica of partition {partition} of "
+                f"{hosted.store} v{hosted.number}"
+            )
+        return held.storage
+
+    def serving_version(self, store: str) -> int:
+        """The version this instance answers reads of `store` from (StoreNotFound, NoCurrentVersion)."""
+        return self._version_for(store).number
+
+    def routing_table(self, store: str) -> dict:
+        """`GET /routing/<store>`: the store's routing table in the region, as of the last sync."""
+        with self._lock:
+            table, known = self.routing.get(store), store in self.stores
+        if table is None:
+            if known:
+                raise NoCurrentVersion(f"store '{store}' has no current version in {self.region.name}")
+            raise StoreNotFound(store)
+        return table.to_json()
+
     def get(self, store: str, key: bytes) -> tuple[int, bytes] | None:
         hosted = self._version_for(store)
-        raw = hosted.partitions[partition_for(key, len(hosted.partitions))].get(key)
+        raw = self._partition(hosted, partition_for(key, hosted.partition_count)).get(key)
         return None if raw is None else self._decode(hosted, raw)
 
     def batch_get_records(self, store: str, keys: list[bytes]) -> list[bytes | None]:
-        """The stored records of the keys, in order (schema id + decompressed value), None where a key is absent."""
+        """The stored records of the keys, in order (schema id + decompressed value), None where a key is absent.
+        Every key's partition must have a ready replica here (a routing client splits a batch so)."""
         hosted = self._version_for(store)
-        partitions = hosted.partitions
-        count = len(partitions)
+        count = hosted.partition_count
         if count == 1:
-            records = partitions[0].multi_get(keys)
+            records = self._partition(hosted, 0).multi_get(keys)
         else:
             by_partition: list[list[int]] = [[] for _ in range(count)]
             for index, key in enumerate(keys):
@@ -211,7 +437,7 @@ class RegionServer:
             records = [None] * len(keys)
             for partition, indexes in enumerate(by_partition):
                 if indexes:
-                    found = partitions[partition].multi_get([keys[i] for i in indexes])
+                    found = self._partition(hosted, partition).multi_get([keys[i] for i in indexes])
                     for index, raw in zip(indexes, found, strict=True):
                         records[index] = raw
         decompress = hosted.decompress or self._zstd_decompressor(hosted)
@@ -265,7 +491,8 @@ class RegionServer:
         """Each hosted partition's ingestion figures (the `/metrics` endpoint's)."""
         figures = []
         for (store, number), hosted in list(self.hosted.items()):
-            for partition, task in enumerate(hosted.tasks):
+            for partition, held in sorted(hosted.partitions.items()):
+                task = held.task
                 stats, real_time = task.stats, task.real_time
                 if real_time is not None:  # a hybrid version past END_OF_PUSH: behind the real-time topics
                     lag, applied, superseded = max(0, real_time.lag), real_time.applied, real_time.superseded
@@ -289,9 +516,12 @@ class RegionServer:
     def health(self) -> dict:
         return {
             "region": self.region.name,
+            "instance": self.instance,
             "status": "ok",
             "stores": dict(self.current),
             "hosted": [f"{s}_v{n}" for s, n in self.hosted],
+            "replicas": len(self.assignments),
+            "leads": sum(1 for a in self.assignments.values() if a.leader),
         }
 
 

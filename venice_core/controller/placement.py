@@ -1,0 +1,338 @@
+"""Where the replicas of each partition live in a region, which replica leads, and the routing table clients read.
+
+The region's coordinator (an instance holding the lease of `instances.hold_coordinator`) runs `rebalance` every
+second; it is the only writer of `replicas` rows (an instance only updates its replicas' status) and of
+`partition_leaders`. Its rules, as Helix's delayed rebalancer has them:
+
+- Every partition of every version the region hosts has `replication_factor` replicas (the store's, default
+  min(2, the region's instances)) on distinct instances, each new one on the least loaded instance, so replicas
+  spread evenly. A replica stays where it is while its instance is live or back within the grace period
+  (`instance.offline.grace.seconds`): a restart reshuffles nothing. Past the grace period it is placed again.
+- An instance that joins takes a share: a ready partition gets an extra replica on an instance holding at least
+  two fewer, and the replica on the most loaded holder is dropped once the partition has enough ready ones without
+  it (the new one caught up first, so a move never leaves a partition under-replicated).
+- Each partition has one leader: kept while its instance's lease runs; otherwise the most advanced live replica
+  leads, under the next epoch. A deposed leader's instance, paused past its lease, finds on waking that its lease
+  ran out and produces nothing more (`server.leadership`); records it had in flight are exact copies the new
+  leader writes again, which every consumer's DIV drops as duplicates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from venice_core.config import ClusterConfig
+from venice_core.controller.versions import VersionToHost, current_versions, hostable_versions
+from venice_core.meta import MetadataStore
+from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
+from venice_core.status import ExecutionStatus
+
+PartitionKey = tuple[str, int, int]  # store, version, partition
+# Replicas added in one round to give a joining instance its share: moves are gradual, each one caught up first.
+MOVES_PER_ROUND = 8
+
+
+def replication_factor(setting: int | None, instances: int) -> int:
+    """A store's replicas per partition in a region of `instances` instances."""
+    return setting if setting else min(2, instances)
+
+
+def min_ready(config: ClusterConfig, setting: int | None, region: str) -> int:
+    """Ready replicas a partition needs before the region may swap to its version."""
+    factor = replication_factor(setting, config.region(region).instances)
+    return min(config.min_ready_replicas, factor) if config.min_ready_replicas else factor
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A replica an instance holds, and whether it leads its partition (with the epoch it leads under)."""
+
+    store: str
+    number: int
+    partition: int
+    leader: bool
+    epoch: int
+    progress: int  # the leader's acknowledged replication position (a source offset)
+    replicated: bool  # the leader's replication is over (END_OF_PUSH copied and acknowledged)
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    """A store's current version in a region: each partition's ready replicas (addresses of live instances)."""
+
+    store: str
+    region: str
+    version: int
+    partition_count: int
+    replicas: tuple[tuple[str, ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "region": self.region,
+            "version": self.version,
+            "partition_count": self.partition_count,
+            "replicas": [list(addresses) for addresses in self.replicas],
+        }
+
+
+def rebalance(meta: MetadataStore, config: ClusterConfig, region: str) -> int:
+    """One round of the coordinator's work in `region`: replicas placed, moved and dropped, leaders picked. Returns
+    how many rows it changed."""
+    now = time.time()
+    configured = config.region(region).instances
+    with meta.session() as session:
+        registered = [
+            row
+            for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
+            if row.instance < configured
+        ]
+        live = {row.instance for row in registered if row.heartbeat_at > now - config.instance_lease_seconds}
+        present = {row.instance for row in registered if row.heartbeat_at > now - config.instance_offline_grace_seconds}
+        if not live:
+            return 0
+        versions = {(v.store, v.number): v for v in hostable_versions(session, region)}
+        holders: dict[PartitionKey, list[Replica]] = {}
+        changed = 0
+        for replica in session.scalars(select(Replica).where(Replica.region == region)):
+            key = (replica.store_name, replica.number, replica.partition)
+            if (key[0], key[1]) not in versions or replica.instance not in present:
+                session.delete(replica)
+                changed += 1
+            else:
+                holders.setdefault(key, []).append(replica)
+        load = Counter(r.instance for rows in holders.values() for r in rows)
+        leaders = {
+            (row.store_name, row.number, row.partition): row
+            for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
+        }
+        moves = MOVES_PER_ROUND
+        for version in versions.values():
+            factor = min(replication_factor(version.replication_factor, configured), len(present))
+            for partition in range(version.partition_count):
+                key = (version.store, version.number, partition)
+                rows = holders.setdefault(key, [])
+                changed += _place(session, region, key, rows, factor, present, live, load)
+                if moves > 0 and _move_to_joiner(session, region, key, rows, factor, live, load):
+                    moves -= 1
+                    changed += 1
+                changed += _drop_surplus(session, rows, factor, leaders.get(key), load)
+                changed += _lead(session, region, key, rows, live, leaders.get(key), now)
+        for key, leader in leaders.items():
+            if (key[0], key[1]) not in versions:
+                session.delete(leader)
+                changed += 1
+        return changed
+
+
+def _new_replica(session: Session, region: str, key: PartitionKey, instance: int) -> Replica:
+    now = time.time()
+    replica = Replica(
+        store_name=key[0],
+        number=key[1],
+        region=region,
+        partition=key[2],
+        instance=instance,
+        status=ExecutionStatus.NEW,
+        offset=-1,
+        records=0,
+        details="",
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(replica)
+    return replica
+
+
+def _place(
+    session: Session,
+    region: str,
+    key: PartitionKey,
+    rows: list[Replica],
+    factor: int,
+    present: set[int],
+    live: set[int],
+    load: Counter[int],
+) -> int:
+    """Replicas added until the partition has `factor`, each on the least loaded instance (live ones first)."""
+    added = 0
+    while len(rows) < factor:
+        held = {r.instance for r in rows}
+        candidates = sorted(present - held, key=lambda i: (i not in live, load[i], i))
+        if not candidates:
+            break
+        rows.append(_new_replica(session, region, key, candidates[0]))
+        load[candidates[0]] += 1
+        added += 1
+    return added
+
+
+def _move_to_joiner(
+    session: Session,
+    region: str,
+    key: PartitionKey,
+    rows: list[Replica],
+    factor: int,
+    live: set[int],
+    load: Counter[int],
+) -> bool:
+    """A ready, fully replicated partition gets an extra replica on a live instance holding at least two fewer
+    than its most loaded holder; `_drop_surplus` drops that holder's once the new one is ready."""
+    if len(rows) != factor or any(r.status != ExecutionStatus.COMPLETED for r in rows):
+        return False
+    held = {r.instance for r in rows}
+    busiest = max(load[i] for i in held)
+    candidates = sorted((i for i in live - held if load[i] <= busiest - 2), key=lambda i: (load[i], i))
+    if not candidates:
+        return False
+    rows.append(_new_replica(session, region, key, candidates[0]))
+    load[candidates[0]] += 1
+    return True
+
+
+def _drop_surplus(
+    session: Session, rows: list[Replica], factor: int, leader: PartitionLeader | None, load: Counter[int]
+) -> int:
+    """Replicas beyond `factor` dropped, ready ones from the most loaded holders, only while `factor` ready ones
+    remain: a replica catching up to take another's place is never the one dropped."""
+    dropped = 0
+    while len(rows) > factor:
+        ready = [r for r in rows if r.status == ExecutionStatus.COMPLETED]
+        if len(ready) <= factor:
+            break
+        candidates = [r for r in ready if leader is None or r.instance != leader.instance]
+        victim = min(candidates, key=lambda r: (-load[r.instance], -r.instance))
+        rows.remove(victim)
+        session.delete(victim)
+        load[victim.instance] -= 1
+        dropped += 1
+    return dropped
+
+
+def _lead(
+    session: Session,
+    region: str,
+    key: PartitionKey,
+    rows: list[Replica],
+    live: set[int],
+    leader: PartitionLeader | None,
+    now: float,
+) -> int:
+    """The leader kept while its instance is live and holds the partition; else the most advanced live replica
+    leads under the next epoch."""
+    held = {r.instance for r in rows}
+    if leader is not None and leader.instance in live and leader.instance in held:
+        return 0
+    candidates = [r for r in rows if r.instance in live]
+    if not candidates:
+        return 0
+    best = max(candidates, key=lambda r: (r.status == ExecutionStatus.COMPLETED, r.records, -r.instance))
+    if leader is None:
+        session.add(
+            PartitionLeader(
+                store_name=key[0],
+                number=key[1],
+                region=region,
+                partition=key[2],
+                instance=best.instance,
+                epoch=1,
+                progress=0,
+                replicated=False,
+                updated_at=now,
+            )
+        )
+    else:
+        leader.instance, leader.epoch, leader.updated_at = best.instance, leader.epoch + 1, now
+    return 1
+
+
+def assignments(meta: MetadataStore, region: str, instance: int) -> dict[PartitionKey, Assignment]:
+    """The replicas placed on one instance, with its leaderships."""
+    with meta.session() as session:
+        leaders = {
+            (row.store_name, row.number, row.partition): row
+            for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
+        }
+        held: dict[PartitionKey, Assignment] = {}
+        for replica in session.scalars(select(Replica).where(Replica.region == region, Replica.instance == instance)):
+            key = (replica.store_name, replica.number, replica.partition)
+            leader = leaders.get(key)
+            leads = leader is not None and leader.instance == instance
+            held[key] = Assignment(
+                key[0],
+                key[1],
+                key[2],
+                leads,
+                leader.epoch if leader is not None and leads else 0,
+                leader.progress if leader is not None else 0,
+                leader.replicated if leader is not None else False,
+            )
+        return held
+
+
+def record_progress(
+    meta: MetadataStore,
+    store: str,
+    number: int,
+    region: str,
+    partition: int,
+    epoch: int,
+    progress: int,
+    replicated: bool = False,
+) -> bool:
+    """The leader's replication acknowledged up to `progress` (and over, once `replicated`); False, with nothing
+    recorded, if the partition has another leader now."""
+    with meta.session() as session:
+        leader = session.get(PartitionLeader, (store, number, region, partition))
+        if leader is None or leader.epoch != epoch:
+            return False
+        leader.progress = max(leader.progress, progress)
+        leader.replicated = leader.replicated or replicated
+        return True
+
+
+def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> dict[str, RoutingTable]:
+    """Every store's routing table in the region: its current version's ready replicas on live instances."""
+    now = time.time()
+    current = current_versions(meta, region)
+    with meta.session() as session:
+        addresses = {
+            row.instance: f"{row.host}:{row.port}"
+            for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
+            if row.heartbeat_at > now - config.instance_lease_seconds
+        }
+        counts = {
+            (v.store, v.number): v.partition_count
+            for v in hostable_versions(session, region)
+            if current.get(v.store) == v.number
+        }
+        ready: dict[PartitionKey, list[str]] = {}
+        for replica in session.scalars(
+            select(Replica).where(Replica.region == region, Replica.status == ExecutionStatus.COMPLETED)
+        ):
+            if current.get(replica.store_name) == replica.number and replica.instance in addresses:
+                key = (replica.store_name, replica.number, replica.partition)
+                ready.setdefault(key, []).append(addresses[replica.instance])
+    return {
+        store: RoutingTable(
+            store,
+            region,
+            number,
+            counts[(store, number)],
+            tuple(tuple(sorted(ready.get((store, number, p), []))) for p in range(counts[(store, number)])),
+        )
+        for store, number in current.items()
+        if (store, number) in counts
+    }
+
+
+def placed_versions(versions: list[VersionToHost], held: dict[PartitionKey, Assignment]) -> list[VersionToHost]:
+    """The versions of which an instance holds at least one replica."""
+    keys = {(key[0], key[1]) for key in held}
+    return [v for v in versions if (v.store, v.number) in keys]
