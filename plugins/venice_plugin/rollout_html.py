@@ -192,10 +192,16 @@ def _version(number: int) -> str:
 def _progress(row: RegionRow) -> str:
     if row.progress is None:
         return "<span class='muted'>-</span>"
-    percent = row.progress.percent
-    if percent is None:
-        return f"{row.progress.records:,} records"
-    return f"{row.progress.records:,} / {row.progress.total:,} records ({percent:.0f}%)"
+    progress = row.progress
+    percent = progress.percent
+    text = (
+        f"{progress.records:,} records"
+        if percent is None
+        else (f"{progress.records:,} / {progress.total:,} records ({percent:.0f}%)")
+    )
+    if progress.replicas:  # a replicated region: how many replicas can serve
+        text += f"<br><span class='replicas'>{progress.replicas_ready} of {progress.replicas} replicas ready</span>"
+    return text
 
 
 def _job_steps(steps: Sequence[Step], now: float) -> str:

@@ -13,7 +13,7 @@ from venice_core.config import CONFIG_FILE_NAME
 # Below Linux's ephemeral range (32768-60999): a port picked there can be taken by any outgoing connection's
 # local end between the pick and the server's bind, and a region server needs base + i free for every region.
 PORT_RANGE = (20000, 32000)
-REGION_PORT_ROOM = 8
+REGION_PORT_ROOM = 12
 # Set by the test suite for each of its parallel workers ("LOW-HIGH"): workers pick from disjoint slices of
 # PORT_RANGE, so two never pick one free port at the same moment and collide at the bind.
 ENV_PORT_RANGE = "VENICE_SANDBOX_PORT_RANGE"
@@ -59,7 +59,7 @@ def write_sandbox_config(home: Path, extra: dict[str, str] | None = None) -> Pat
         "data.dir": str(home),
         "kafka.embedded.port": str(kafka_port),
         "kafka.embedded.controller.port": str(controller_port),
-        # region i listens on base + i: leave room for a handful of regions
+        # instance n of region i listens on base + n * regions + i: room for a few regions and instances
         "server.port.base": str(server_base),
         # Airflow is started only by what needs it (it is the heaviest component on two cores).
         "airflow.enabled": "false",

@@ -44,6 +44,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         answers = [r for r in invocations(meta, job_id) if is_notable(r)]
         instances = da_vinci.instances(meta, store)
         job = job_reply(meta, store, version.number) if version else None
+        readiness = versions.replica_readiness(meta, store, version.number) if version else {}
     report = {
         "run_id": run["dag_run_id"],
         "state": run["state"],
@@ -67,6 +68,8 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         ],
         "da_vinci_instances": instances,
         "job": job,  # VIP-4's /job reply: each region's status and the time it last changed
+        # Each region's ready replicas of the version, of how many are placed.
+        "replicas": {region: {"ready": ready, "placed": placed} for region, (ready, placed) in readiness.items()},
     }
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -76,7 +79,9 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         typer.echo(f"version {version.number}: {version.status}" + (f" ({version.reason})" * bool(version.reason)))
     typer.echo("serving: " + ", ".join(f"{r}=v{n}" for r, n in report["serving"].items()))
     for region, state in (job or {}).get("regions", {}).items():
-        typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}")
+        ready, placed = readiness.get(region, (0, 0))
+        replicas = f", {ready} of {placed} replicas ready" if placed else ""
+        typer.echo(f"  {region}: {state['status']} since {_clock(state['updated_at'])}{replicas}")
     not_run = [step for step in report["steps"] if step["state"] in SKIPPED]  # one line, as `venice push` says it
     for step in report["steps"]:
         if step["state"] not in SKIPPED:

@@ -1,4 +1,4 @@
-"""Wait until a region server serves a version, through its `/health` endpoint."""
+"""Wait until a region serves a version, through its instances' `/health` endpoints."""
 
 from __future__ import annotations
 
@@ -10,23 +10,26 @@ from venice_core.config import ClusterConfig
 from venice_core.errors import ComponentError
 
 
-def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:
-    """Region servers pick up a swap within a second; wait so a read right after the push sees the new data."""
+def _served(host: str, port: int, store: str) -> int | None:
+    """The version of `store` the instance serves (0: none), None if it does not answer."""
+    try:
+        conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn.request("GET", "/health")
+        return int(json.loads(conn.getresponse().read()).get("stores", {}).get(store, 0))
+    except (OSError, ValueError):
+        return None
 
+
+def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:
+    """Instances pick up a swap within a second; wait until every instance of each region that answers serves it,
+    so a read right after the push sees the new data."""
     for region in regions:
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                conn = http.client.HTTPConnection(
-                    config.server_host if config.server_host != "0.0.0.0" else "127.0.0.1",
-                    config.server_port(region),
-                    timeout=5,
-                )
-                conn.request("GET", "/health")
-                if json.loads(conn.getresponse().read()).get("stores", {}).get(store) == number:
-                    break
-            except OSError:
-                pass
+            answers = [_served(host, port, store) for host, port in config.server_addresses(region)]
+            alive = [a for a in answers if a is not None]
+            if alive and all(a == number for a in alive):
+                break
             if time.monotonic() > deadline:
                 raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
             time.sleep(0.2)

@@ -66,13 +66,13 @@ def register(
         taken = session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == region, RegionInstance.instance == instance, mine)
-            .values(host=host, port=port, owner=owner, pid=pid, started_at=now, heartbeat_at=now)
+            .values(host=host, port=port, owner=owner, pid=pid, started_at=now, heartbeat_at=now, spare=[])
         )
         if rows_matched(taken) == 1:
             return
         holder = session.get(RegionInstance, (region, instance))
         if holder is not None and _died_here(holder.owner):  # killed on this machine: its lease has no holder
-            holder.host, holder.port, holder.owner, holder.pid = host, port, owner, pid
+            holder.host, holder.port, holder.owner, holder.pid, holder.spare = host, port, owner, pid, []
             holder.started_at = holder.heartbeat_at = now
             return
         if holder is not None:
@@ -92,6 +92,7 @@ def register(
                     pid=pid,
                     started_at=now,
                     heartbeat_at=now,
+                    spare=[],
                 )
             )
     except IntegrityError:  # another process registered it between our two transactions
@@ -130,6 +131,16 @@ def renew(meta: MetadataStore, region: str, instance: int, owner: str) -> bool:
             .values(heartbeat_at=time.time())
         )
         return rows_matched(result) == 1
+
+
+def set_spare(meta: MetadataStore, region: str, instance: int, owner: str, spare: list[str]) -> None:
+    """The partitions the instance has data of without holding them (`RegionInstance.spare`)."""
+    with meta.session() as session:
+        session.execute(
+            update(RegionInstance)
+            .where(RegionInstance.region == region, RegionInstance.instance == instance, RegionInstance.owner == owner)
+            .values(spare=sorted(spare))
+        )
 
 
 def release(meta: MetadataStore, region: str, instance: int, owner: str, lease: float) -> None:

@@ -38,6 +38,11 @@ PartitionKey = tuple[str, int, int]  # store, version, partition
 MOVES_PER_ROUND = 8
 
 
+def spare_name(key: PartitionKey) -> str:
+    """How `RegionInstance.spare` names a partition."""
+    return f"{key[0]}/{key[1]}/{key[2]}"
+
+
 def replication_factor(setting: int | None, instances: int) -> int:
     """A store's replicas per partition in a region of `instances` instances."""
     return setting if setting else min(2, instances)
@@ -97,6 +102,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str) -> int:
         present = {row.instance for row in registered if row.heartbeat_at > now - config.instance_offline_grace_seconds}
         if not live:
             return 0
+        spare = {row.instance: set(row.spare or []) for row in registered}
         versions = {(v.store, v.number): v for v in hostable_versions(session, region)}
         holders: dict[PartitionKey, list[Replica]] = {}
         changed = 0
@@ -112,18 +118,31 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str) -> int:
             (row.store_name, row.number, row.partition): row
             for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
         }
-        moves = MOVES_PER_ROUND
-        for version in versions.values():
-            factor = min(replication_factor(version.replication_factor, configured), len(present))
-            for partition in range(version.partition_count):
-                key = (version.store, version.number, partition)
-                rows = holders.setdefault(key, [])
-                changed += _place(session, region, key, rows, factor, present, live, load)
-                if moves > 0 and _move_to_joiner(session, region, key, rows, factor, live, load):
+        partitions = [
+            (key, min(replication_factor(version.replication_factor, configured), len(present)))
+            for version in versions.values()
+            for key in ((version.store, version.number, p) for p in range(version.partition_count))
+        ]
+        for key, factor in partitions:
+            changed += _place(session, region, key, holders.setdefault(key, []), factor, present, live, load, spare)
+        # Moves to a joining instance one wave at a time: a wave starts once the last one's replicas caught up and
+        # their surplus was dropped, so the loads it decides on are the real ones.
+        if not any(len(holders[key]) > factor for key, factor in partitions):
+            moves = MOVES_PER_ROUND
+            # Partitions some instance has data of first: a restarted instance takes back what it can resume.
+            wave = sorted(partitions, key=lambda item: not any(spare_name(item[0]) in s for s in spare.values()))
+            for key, factor in wave:
+                if moves == 0:
+                    break
+                leader = leaders.get(key)
+                movable = [r for r in holders[key] if leader is None or r.instance != leader.instance]
+                if _move_to_joiner(session, region, key, holders[key], movable, factor, live, load, spare):
                     moves -= 1
                     changed += 1
-                changed += _drop_surplus(session, rows, factor, leaders.get(key), load)
-                changed += _lead(session, region, key, rows, live, leaders.get(key), now)
+        led = Counter(leader.instance for leader in leaders.values())
+        for key, factor in partitions:
+            changed += _drop_surplus(session, holders[key], factor, leaders.get(key), load)
+            changed += _lead(session, region, key, holders[key], live, leaders.get(key), led, now)
         for key, leader in leaders.items():
             if (key[0], key[1]) not in versions:
                 session.delete(leader)
@@ -159,12 +178,15 @@ def _place(
     present: set[int],
     live: set[int],
     load: Counter[int],
+    spare: dict[int, set[str]],
 ) -> int:
-    """Replicas added until the partition has `factor`, each on the least loaded instance (live ones first)."""
+    """Replicas added until the partition has `factor`, each on the least loaded instance (live ones first, and one
+    with the partition's data on disk before them)."""
     added = 0
+    name = spare_name(key)
     while len(rows) < factor:
         held = {r.instance for r in rows}
-        candidates = sorted(present - held, key=lambda i: (i not in live, load[i], i))
+        candidates = sorted(present - held, key=lambda i: (i not in live, name not in spare.get(i, ()), load[i], i))
         if not candidates:
             break
         rows.append(_new_replica(session, region, key, candidates[0]))
@@ -178,21 +200,29 @@ def _move_to_joiner(
     region: str,
     key: PartitionKey,
     rows: list[Replica],
+    movable: list[Replica],
     factor: int,
     live: set[int],
     load: Counter[int],
+    spare: dict[int, set[str]],
 ) -> bool:
     """A ready, fully replicated partition gets an extra replica on a live instance holding at least two fewer
-    than its most loaded holder; `_drop_surplus` drops that holder's once the new one is ready."""
-    if len(rows) != factor or any(r.status != ExecutionStatus.COMPLETED for r in rows):
+    than its most loaded `movable` holder (not the leader); `_drop_surplus` drops that holder's once the new one is
+    ready."""
+    if len(rows) != factor or not movable or any(r.status != ExecutionStatus.COMPLETED for r in rows):
         return False
     held = {r.instance for r in rows}
-    busiest = max(load[i] for i in held)
-    candidates = sorted((i for i in live - held if load[i] <= busiest - 2), key=lambda i: (load[i], i))
+    busiest = max((r.instance for r in movable), key=lambda i: (load[i], i))
+    name = spare_name(key)
+    candidates = sorted(
+        (i for i in live - held if load[i] <= load[busiest] - 2),
+        key=lambda i: (name not in spare.get(i, ()), load[i], i),
+    )
     if not candidates:
         return False
     rows.append(_new_replica(session, region, key, candidates[0]))
     load[candidates[0]] += 1
+    load[busiest] -= 1  # the replica `_drop_surplus` will drop: the wave's later moves see the loads it leaves
     return True
 
 
@@ -207,6 +237,8 @@ def _drop_surplus(
         if len(ready) <= factor:
             break
         candidates = [r for r in ready if leader is None or r.instance != leader.instance]
+        if not candidates:
+            break
         victim = min(candidates, key=lambda r: (-load[r.instance], -r.instance))
         rows.remove(victim)
         session.delete(victim)
@@ -222,17 +254,21 @@ def _lead(
     rows: list[Replica],
     live: set[int],
     leader: PartitionLeader | None,
+    led: Counter[int],
     now: float,
 ) -> int:
-    """The leader kept while its instance is live and holds the partition; else the most advanced live replica
-    leads under the next epoch."""
+    """The leader kept while its instance is live and holds the partition; else a live replica leads under the next
+    epoch: a ready one first, then the one on the instance leading fewest partitions (leaders spread evenly)."""
     held = {r.instance for r in rows}
     if leader is not None and leader.instance in live and leader.instance in held:
         return 0
     candidates = [r for r in rows if r.instance in live]
     if not candidates:
         return 0
-    best = max(candidates, key=lambda r: (r.status == ExecutionStatus.COMPLETED, r.records, -r.instance))
+    best = min(candidates, key=lambda r: (r.status != ExecutionStatus.COMPLETED, led[r.instance], r.instance))
+    led[best.instance] += 1
+    if leader is not None:
+        led[leader.instance] -= 1
     if leader is None:
         session.add(
             PartitionLeader(

@@ -421,6 +421,10 @@ class RegionProgress:
 
     records: int
     total: int | None
+    # Ready replicas of all the version's partitions in the region, of how many are placed: set where partitions have
+    # more than one replica (0 and 0 otherwise).
+    replicas_ready: int = 0
+    replicas: int = 0
 
     @property
     def percent(self) -> float | None:
@@ -446,7 +450,26 @@ def ingestion_progress(meta: MetadataStore, store_name: str, number: int) -> dic
     ingested = dict.fromkeys(regions, 0)
     for row in partition_progress(meta, store_name, number):
         ingested[row.region] = ingested.get(row.region, 0) + (row.records or 0)
-    return {region: RegionProgress(records, total) for region, records in ingested.items()}
+    readiness = replica_readiness(meta, store_name, number)
+    progress = {}
+    for region, records in ingested.items():
+        ready, placed = readiness.get(region, (0, 0))
+        replicated = placed > version.partition_count
+        progress[region] = RegionProgress(records, total, ready if replicated else 0, placed if replicated else 0)
+    return progress
+
+
+def replica_readiness(meta: MetadataStore, store_name: str, number: int) -> dict[str, tuple[int, int]]:
+    """Per region: the version's ready replicas, and how many are placed."""
+    readiness: dict[str, tuple[int, int]] = {}
+    with meta.session() as session:
+        rows = session.execute(
+            select(Replica.region, Replica.status).where(Replica.store_name == store_name, Replica.number == number)
+        ).tuples()
+        for region, status in rows:
+            ready, placed = readiness.get(region, (0, 0))
+            readiness[region] = (ready + (status == ExecutionStatus.COMPLETED), placed + 1)
+    return readiness
 
 
 def partition_progress(meta: MetadataStore, store_name: str, number: int) -> list[PartitionStatus]:

@@ -201,20 +201,26 @@ class DaVinciClient:
         if not os.access(existing, os.W_OK | os.X_OK):
             raise ConfigError(f"base dir {self.base_dir} is not writable ({existing} is not)")
 
-    def _server_url(self, path: str) -> str:
-        return f"http://{self.config.server_host}:{self.config.server_port(self.region.name)}{path}"
+    def _from_region(self, path: str, timeout: float) -> bytes:
+        """GET `path` from the region: its instances in turn, the first that answers (an HTTPError is its answer);
+        RegionServerUnreachable if none does."""
+        tried = []
+        for host, port in self.config.server_addresses(self.region.name):
+            url = f"http://{host}:{port}{path}"
+            try:
+                with urlrequest.urlopen(url, timeout=timeout) as response:
+                    return response.read()
+            except urlerror.HTTPError:
+                raise
+            except (urlerror.URLError, OSError) as exc:
+                tried.append(f"{host}:{port} ({getattr(exc, 'reason', exc)})")
+        raise RegionServerUnreachable(
+            f"region server of {self.region.name} at {', '.join(tried)} is unreachable: start the platform "
+            "(`venice up`) or check the region"
+        )
 
     def _check_region_server(self) -> None:
-        url = self._server_url("/health")
-        try:
-            with urlrequest.urlopen(url, timeout=3) as response:
-                response.read()
-        except (urlerror.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RegionServerUnreachable(
-                f"region server of {self.region.name} at {url.rsplit('/', 1)[0]} is unreachable ({reason}): "
-                "start the platform (`venice up`) or check the region"
-            ) from None
+        self._from_region("/health", timeout=3)
 
     def close(self) -> None:
         """Stop ingestion (each partition commits what it has), heartbeat no more, close the storage."""
@@ -516,12 +522,10 @@ class DaVinciClient:
             }
 
     def dictionary(self, number: int) -> bytes | None:
-        """The version's compression dictionary, from the region server (not kept in checkpoints); None if none."""
+        """The version's compression dictionary, from the region (not kept in checkpoints); None if none."""
         if number not in self._dictionaries:
-            url = self._server_url(f"/dictionary/{self.store}/{number}")
             try:
-                with urlrequest.urlopen(url, timeout=10) as response:
-                    self._dictionaries[number] = response.read()
+                self._dictionaries[number] = self._from_region(f"/dictionary/{self.store}/{number}", timeout=10)
             except urlerror.HTTPError as exc:
                 if exc.code != 404 or exc.headers.get("X-Venice-Error") != "no-dictionary":
                     detail = exc.read()[:200].decode(errors="replace")

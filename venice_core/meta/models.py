@@ -269,6 +269,9 @@ class RegionInstance(Base):
     pid: Mapped[int] = mapped_column(Integer, default=0)
     started_at: Mapped[float] = mapped_column(Float, default=now)
     heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
+    # Partitions whose data the instance has on disk without holding them (["store/version/partition", ...]): the
+    # coordinator places replicas there first, so a restarted instance resumes from its checkpoints.
+    spare: Mapped[list[str]] = mapped_column(JSON, default=list)
 
 
 class Replica(Base):

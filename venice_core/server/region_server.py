@@ -111,11 +111,15 @@ class RegionServer:
         self.current: dict[str, int] = {}
         self.stores: set[str] = set()  # every store, served here or not
         self.routing: dict[str, RoutingTable] = {}
+        self.wanted: set[VersionKey] = set()  # the versions the region hosts, on this instance or others
         self.assignments: dict[PartitionKey, Assignment] = {}
         self.leading: dict[PartitionKey, Leadership] = {}
         self.schemas: dict[str, dict] = {}
         self._dictionaries: dict[VersionKey, bytes | None] = {}
         self.lease_until = 0.0  # monotonic: a leader produces only before it
+        self.started = time.monotonic()
+        self.spare: set[PartitionKey] = set()  # partitions with data on disk this instance does not hold (yet)
+        self._reported_spare: set[PartitionKey] = set()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
 
@@ -143,6 +147,11 @@ class RegionServer:
             self.config.instance_lease_seconds,
         )
         self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+        # What it has on disk, before any placement is made for it: a restarted instance gets those back.
+        self.spare = self._on_disk()
+        spare = [placement.spare_name(k) for k in self.spare]
+        instances.set_spare(self.meta, self.region.name, self.instance, self.owner, spare)
+        self._reported_spare = set(self.spare)
 
     def renew_lease(self) -> None:
         """Renew the instance's lease; a renewal that fails leaves it to run out (leaders stop producing)."""
@@ -320,6 +329,35 @@ class RegionServer:
             if assignment.leader and not assignment.replicated and key not in self.leading and hosted is not None:
                 self._lead(assignment)
 
+    def _on_disk(self) -> set[PartitionKey]:
+        """The partitions whose storage is on this instance's disk (`<store>_v<n>/p<k>`)."""
+        found: set[PartitionKey] = set()
+        if not self.storage_root.is_dir():
+            return found
+        for version_dir in self.storage_root.iterdir():
+            store, _, number = version_dir.name.rpartition("_v")
+            if not store or not number.isdigit() or not version_dir.is_dir():
+                continue
+            for partition_dir in version_dir.iterdir():
+                if partition_dir.name[:1] == "p" and partition_dir.name[1:].isdigit():
+                    found.add((store, int(number), int(partition_dir.name[1:])))
+        return found
+
+    def _sync_spare(self, wanted: set[VersionKey]) -> None:
+        """Tell the coordinator which partitions this instance could resume from disk, and drop their data once
+        nothing placed them back within the grace period (or their version is gone)."""
+        held = {(h.store, h.number, p) for h in self.hosted.values() for p in h.partitions}
+        self.spare = {key for key in self._on_disk() if key not in held}
+        expired = time.monotonic() - self.started > self.config.instance_offline_grace_seconds
+        for key in [k for k in self.spare if expired or k[:2] not in wanted]:
+            shutil.rmtree(self.storage_root / f"{key[0]}_v{key[1]}" / f"p{key[2]}", ignore_errors=True)
+            self.spare.discard(key)
+        if self.spare != self._reported_spare:
+            instances.set_spare(
+                self.meta, self.region.name, self.instance, self.owner, [placement.spare_name(k) for k in self.spare]
+            )
+            self._reported_spare = set(self.spare)
+
     def sync_once(self) -> None:
         region = self.region.name
         if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
@@ -339,11 +377,13 @@ class RegionServer:
             for partition in sorted(hosted.partitions.keys() - partitions):  # placed elsewhere now
                 self._unhost_partition(hosted, partition, destroy=True)
         self._sync_leadership()
+        if self.spare:  # until placed back or dropped
+            self._sync_spare(set(wanted))
         current = controller.current_versions(self.meta, region)
         known = controller.store_names(self.meta)
         routing = placement.routing_tables(self.meta, self.config, region)
         with self._lock:
-            self.current, self.stores, self.routing = current, known, routing
+            self.current, self.stores, self.routing, self.wanted = current, known, routing, set(wanted)
         for key in [k for k in self.hosted if k not in wanted or not self.hosted[k].partitions]:
             self._unhost(key, destroy=True)
 
@@ -466,7 +506,7 @@ class RegionServer:
         """The version's compression dictionary, as its START_OF_PUSH carried it (None: it has none). What Da Vinci
         clients fetch (`GET /dictionary/<store>/<version>`): checkpoints do not copy it."""
         key = (store, number)
-        if key not in self.hosted:
+        if key not in self.wanted:  # any instance answers for a version of the region, whichever replicas it holds
             if store not in self.stores:
                 raise StoreNotFound(store)
             raise VersionNotHosted(f"store '{store}' has no version {number} in {self.region.name}")

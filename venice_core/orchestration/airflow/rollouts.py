@@ -236,10 +236,10 @@ class PlainView:
 
 
 def describe_progress(p: RegionProgress) -> str:
-    """`1,234 of 20,000 records (6%)`; before END_OF_PUSH's counts are known, the records alone."""
-    if p.total is None:
-        return f"{p.records:,} records"
-    return f"{p.records:,} of {p.total:,} records ({p.percent:.0f}%)"
+    """`1,234 of 20,000 records (6%)`; before END_OF_PUSH's counts are known, the records alone. A replicated
+    region adds its ready replicas: `, 5 of 8 replicas ready`."""
+    text = f"{p.records:,} records" if p.total is None else f"{p.records:,} of {p.total:,} records ({p.percent:.0f}%)"
+    return text + (f", {p.replicas_ready} of {p.replicas} replicas ready" if p.replicas else "")
 
 
 @dataclass(frozen=True)

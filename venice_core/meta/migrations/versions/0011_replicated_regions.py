@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("pid", sa.Integer, nullable=False),
         sa.Column("started_at", sa.Float, nullable=False),
         sa.Column("heartbeat_at", sa.Float, nullable=False),
+        sa.Column("spare", sa.JSON, nullable=False),
     )
     op.create_table(
         "replicas",
