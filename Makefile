@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ system-deps:
 
 demo: install
 	scripts/demo.sh
+
+# The same push on replicated regions: three region-server instances per region, every partition on two of them
+# (deploy/replicated.properties: its own data dir and ports, beside the default platform).
+demo-replicated: install
+	DEMO_REPLICATED=1 scripts/demo.sh
 
 # Three workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
 # restarts) start first, one on each of two workers, while the third takes the rest. Each worker starts its own

@@ -2,12 +2,21 @@
 # The main job of `make demo`: bring the embedded platform up (Kafka, metadata store, three region servers,
 # Airflow), generate 1,000,000 user records, push them as the store's Airflow rollout DAG run (Spark writes the
 # version topic; each region ingests and swaps in rollout order), and read sample keys back from every region.
+# DEMO_REPLICATED=1 (`make demo-replicated`): three instances per region, replication factor 2, on a config of its
+# own (deploy/replicated.properties, data in ~/.venice-replicated, ports beside the default platform's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venice=.venv/bin/venice
+home=${VENICE_HOME:-$HOME/.venice}
+port=8080
+if [ "${DEMO_REPLICATED:-0}" = 1 ]; then
+  export VENICE_CONFIG="$PWD/deploy/replicated.properties"
+  home=$HOME/.venice-replicated
+  port=8180
+fi
 store=${DEMO_STORE:-demo_users}
 records=${DEMO_RECORDS:-1000000}
-data=${VENICE_HOME:-$HOME/.venice}/demo-data/users-$records
+data=$home/demo-data/users-$records
 
 $venice up
 if ! $venice store show "$store" >/dev/null 2>&1; then
@@ -22,6 +31,8 @@ for region in dc-0 dc-1 dc-2; do
   done
 done
 $venice store show "$store" | tail -4
+[ "${DEMO_REPLICATED:-0}" = 1 ] && $venice status
 echo
-echo "The platform keeps running (Airflow UI: http://127.0.0.1:8080, user admin, password in"
-echo "${VENICE_HOME:-$HOME/.venice}/airflow/simple_auth_manager_passwords.json.generated); stop it with: make down"
+echo "The platform keeps running (Airflow UI: http://127.0.0.1:$port, user admin, password in"
+echo "$home/airflow/simple_auth_manager_passwords.json.generated); stop it with:"
+echo "  ${VENICE_CONFIG:+VENICE_CONFIG=$VENICE_CONFIG }make down"

@@ -169,7 +169,7 @@ def instances(meta: MetadataStore, lease: float, region: str | None = None) -> l
             query = query.where(RegionInstance.region == region)
             counts_query = counts_query.where(Replica.region == region)
         counts: dict[tuple[str, int], int] = {}
-        for key in session.execute(counts_query).tuples():
+        for key in session.execute(counts_query):
             counts[key] = counts.get(key, 0) + 1
         return [
             InstanceState(

@@ -465,7 +465,7 @@ def replica_readiness(meta: MetadataStore, store_name: str, number: int) -> dict
     with meta.session() as session:
         rows = session.execute(
             select(Replica.region, Replica.status).where(Replica.store_name == store_name, Replica.number == number)
-        ).tuples()
+        )
         for region, status in rows:
             ready, placed = readiness.get(region, (0, 0))
             readiness[region] = (ready + (status == ExecutionStatus.COMPLETED), placed + 1)
