@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.platform import SCHEMAS
 from tests.support.reads import wait_for
-from tests.support.regions import seeded_region, url_key
+from tests.support.regions import route_to, seeded_region, url_key
 from venice_core.client import ReadClient
 from venice_core.config import ServerLimits
 from venice_core.protocol import serde
@@ -37,6 +37,7 @@ def _seeded_region(home: Path) -> RegionServer:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     region = _seeded_region(tmp_path_factory.mktemp("region") / "home")
     http = serve(region, "127.0.0.1", 0, LIMITS)
+    route_to(region, STORE, http.server_address[:2])
     try:
         yield http.server_address[:2]
     finally:
@@ -187,6 +188,7 @@ def test_hundreds_of_idle_connections_neither_block_reads_nor_stay_open(server: 
 def test_connections_past_the_limit_are_answered_503_at_once(tmp_path: Path) -> None:
     region = _seeded_region(tmp_path / "home")
     http = serve(region, "127.0.0.1", 0, replace(LIMITS, max_connections=8, idle_timeout_seconds=30))
+    route_to(region, STORE, http.server_address[:2])
     address = http.server_address[:2]
     held = [socket.create_connection(address, timeout=10) for _ in range(8)]
     try:

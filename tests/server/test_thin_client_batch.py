@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.regions import seeded_region
+from tests.support.regions import route_to, seeded_region
 from venice_core.client import ReadClient
 from venice_core.client.thin import DECODE_MANY_FROM
 from venice_core.errors import VeniceError
@@ -24,6 +24,7 @@ V2 = {f"v2-{i:03d}": {"name": f"m{i}", "age": i, "score": -i / 2, "city": "Züri
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadClient]:
     region = seeded_region(tmp_path_factory.mktemp("region") / "home", STORE, {1: V1, 2: V2})
     http = serve(region, "127.0.0.1", 0, region.config.server_limits)
+    route_to(region, STORE, http.server_address[:2])
     reader = ReadClient(*http.server_address[:2])
     try:
         yield reader

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.platform import SCHEMAS, make_platform_env
-from venice_core.controller import stores
+from venice_core.controller import placement, stores
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
@@ -53,7 +53,14 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     hosted.partitions[0] = HostedPartition(storage, task, threading.Thread(), threading.Event())
     region.hosted[(store, 1)] = hosted
     region.current = {store: 1}
+    region.stores = {store}
     return region
+
+
+def route_to(region: RegionServer, store: str, address: tuple[str, int]) -> None:
+    """The region's routing table for `store`: its one partition on this one server, at `address` (known once it
+    listens)."""
+    region.routing[store] = placement.RoutingTable(store, "dc-0", 1, 1, ((f"{address[0]}:{address[1]}",),))
 
 
 def url_key(key: bytes) -> str:

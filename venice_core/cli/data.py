@@ -126,11 +126,11 @@ def get(
     config = load_config()
     region_name = region or config.source_region
     parsed_key = parse_key(key)
-    client = ReadClient(
-        "127.0.0.1" if config.server_host == "0.0.0.0" else config.server_host,
-        config.server_port(config.region(region_name).name),
-    )
-    value = client.get(store, parsed_key)
+    client = ReadClient.for_region(config, config.region(region_name).name)  # any instance of the region
+    try:
+        value = client.get(store, parsed_key)
+    finally:
+        client.close()
     if value is None:
         typer.echo(f"key {key} not found in '{store}' ({region_name})", err=True)
         raise typer.Exit(1)

@@ -1,108 +1,142 @@
 """The thin read client: serialise the key with the store's key schema, ask a region server, decode the value with
-the schema id it carries. One keep-alive connection per client (and thread), HTTP/1.1 over a plain socket with
-httptools parsing the responses: http.client's header parsing alone cost a tenth of a millisecond per read."""
+the schema id it carries.
+
+A region is one or more region-server instances. The client is given seeds (`ReadClient(host, port)`: one;
+`ReadClient.for_region(config, region)`: every configured instance) and learns each store's routing table from any
+live one (`routing`): a get goes to a ready replica of its key's partition, a batch get to the replicas of its keys'
+partitions at once, retried on another replica when one fails and sent to a second one when the first is slow
+(`fanout`). A region whose servers have no routing tables (a single instance, an older server) is read from the one
+instance that answered, as before. One keep-alive connection per (thread, instance) (`wire`)."""
 
 from __future__ import annotations
 
 import base64
 import json
-import socket
-import threading
-from typing import Any
+from collections.abc import Sequence
+from time import monotonic
+from typing import TYPE_CHECKING, Any
 
 import httptools
 
+from venice_core.client.fanout import ERROR_HEADER, Reroute, RoutedReads, first_answer
+from venice_core.client.routing import Route, Router, RoutingTable, Unrouted, format_address
+from venice_core.client.wire import Address, Answer, Pool, encode_request
 from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.protocol import batch_get, serde
 
+if TYPE_CHECKING:
+    from venice_core.config import ClusterConfig
+
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
-ERROR_HEADER = "X-Venice-Error"
 # A batch's values of one schema decode in one fastavro reader call from this many on (100 values: 206 -> 131 us);
 # fewer, one call each (the reader's set-up costs more than it saves).
 DECODE_MANY_FROM = 16
-
-
-class _Response:
-    """httptools callbacks: collects one response."""
-
-    def __init__(self) -> None:
-        self.headers: dict[str, str] = {}
-        self.body: list[bytes] = []
-        self.complete = False
-        self.keep_alive = False
-        self.parser = httptools.HttpResponseParser(self)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1")] = value.decode("latin-1")
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(body)
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-        self.keep_alive = self.parser.should_keep_alive()  # valid only until the parser moves on
-
-
-class _Connection:
-    """One keep-alive HTTP/1.1 connection to a region server."""
-
-    def __init__(self, host: str, port: int, timeout: float) -> None:
-        self.host = host
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.closed = False
-
-    def request(
-        self, method: str, path: str, body: bytes | None, content_type: str
-    ) -> tuple[int, dict[str, str], bytes]:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
-        if body is not None:
-            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-        self.sock.sendall(head.encode() + b"\r\n" + (body or b""))
-        response = _Response()
-        while not response.complete:
-            data = self.sock.recv(262144)
-            if not data:
-                raise ConnectionError("connection closed by the server")
-            response.parser.feed_data(data)
-        if not response.keep_alive:
-            self.close()
-        return response.parser.get_status_code(), response.headers, b"".join(response.body)
-
-    def close(self) -> None:
-        self.closed = True
-        self.sock.close()
+DEFAULT_LONG_TAIL_RETRY_MS = 20.0  # `client.long.tail.retry.ms`'s default
+# Several instances to choose from: one that does not accept a connection within this is skipped (a single seed
+# waits the whole timeout, as the client always did).
+CONNECT_TIMEOUT_SECONDS = 3.0
 
 
 class ReadClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.host, self.port, self.timeout = host, port, timeout
-        self._local = threading.local()
+    """`ReadClient(host, port)`: a region through one seed address; `ReadClient(seeds=[...])` or
+    `ReadClient.for_region(config, region)`: through any of several. `long_tail_retry_ms`: a read not answered
+    within it is sent to another replica too (0: never)."""
+
+    def __init__(
+        self,
+        host: str | None = None,
+        port: int | None = None,
+        timeout: float = 10.0,
+        *,
+        seeds: Sequence[Address] | None = None,
+        long_tail_retry_ms: float = DEFAULT_LONG_TAIL_RETRY_MS,
+        region: str = "",
+    ) -> None:
+        if (host is None) == (seeds is None) or (host is not None and port is None):
+            raise ValueError("a ReadClient takes a host and port, or seeds")
+        addresses: list[Address] = [(host, port)] if host is not None and port is not None else list(seeds or [])
+        self.host, self.port = addresses[0]
+        self.timeout = timeout
+        self.region = region
+        long_tail = max(0.0, long_tail_retry_ms) / 1000
+        wait = long_tail or timeout
+        self._pool = Pool(timeout, wait, timeout if len(addresses) == 1 else min(timeout, CONNECT_TIMEOUT_SECONDS))
+        self._router = Router(addresses, self._fetch_route, region)
+        self._routed = RoutedReads(self._router, self._pool, timeout, long_tail)
         self._schemas: dict[str, tuple[Any, dict[int, Any]]] = {}
         self._value_json: dict[str, dict[int, str]] = {}  # the value schemas as JSON text (`deserialize_many`)
 
-    def _request(
-        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
-    ) -> tuple[int, dict[str, str], bytes]:
+    @classmethod
+    def for_region(cls, config: ClusterConfig, region: str, timeout: float = 10.0) -> ReadClient:
+        """A client of every configured instance of the region, with the configured long-tail retry."""
+        return cls(
+            seeds=config.server_addresses(region),
+            timeout=timeout,
+            long_tail_retry_ms=config.client_long_tail_retry_ms,
+            region=region,
+        )
+
+    # requests to one instance, and to any
+    def _request_to(
+        self, address: Address, method: str, path: str, body: bytes | None = None, content_type: str = ""
+    ) -> Answer:
+        request = encode_request(method, path, address[0], body, content_type or "application/json")
         for attempt in (1, 2):  # a keep-alive connection the server closed is retried once on a new one
             conn = None
             try:
-                conn = getattr(self._local, "conn", None)
-                if conn is None or conn.closed:
-                    conn = self._local.conn = _Connection(self.host, self.port, self.timeout)
-                return conn.request(method, path, body, content_type)
+                conn = self._pool.get(address)
+                return conn.request(request)
             except (OSError, httptools.HttpParserError) as exc:  # ConnectionError and timeouts are OSErrors
                 if conn is not None:
                     conn.close()
-                self._local.conn = None
                 if attempt == 2:
-                    raise ComponentError(f"region server {self.host}:{self.port} is unreachable: {exc}") from None
+                    raise ComponentError(f"region server {format_address(address)} is unreachable: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _ask_region(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
+    ) -> tuple[Address, Answer]:
+        """A request any instance answers (a schema, a routing table, metrics): to the one that answered last, the
+        next as soon as one fails or answers 5xx, or is slower than the long-tail delay (`fanout.first_answer`). A
+        client of one address asks it as the client always did."""
+        addresses = self._router.control_addresses()
+        if len(addresses) == 1:
+            return addresses[0], self._request_to(addresses[0], method, path, body, content_type)
+
+        def request(address: Address) -> bytes:
+            return encode_request(method, path, address[0], body, content_type)
+
+        try:
+            address, answer = first_answer(self._router, self._pool, addresses, request, *self._routed.times)
+        except ComponentError as exc:
+            where = f"region {self.region}" if self.region else "the region"
+            raise ComponentError(f"no region server of {where} answers: {exc}") from None
+        self._router.preferred = address
+        return address, answer
+
+    def _request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
+    ) -> Answer:
+        return self._ask_region(method, path, body, content_type)[1]
+
+    def _fetch_route(self, store: str) -> Route:
+        """The store's route as the region says it (Router's `fetch`)."""
+        address, (status, headers, body) = self._ask_region("GET", f"/routing/{store}")
+        kind = headers.get(ERROR_HEADER, "")
+        if status == 200:
+            try:
+                return RoutingTable.from_json(json.loads(body), monotonic())
+            except ValueError as exc:
+                raise ComponentError(f"region server {format_address(address)} answered {exc}") from None
+        if status == 404 and kind == "no-route":  # no routing tables: a single instance, read directly
+            return Unrouted(address, monotonic())
+        self._raise(store, status, body, kind)
         raise AssertionError("unreachable")
 
     def _raise(self, store: str, status: int, body: bytes, error_kind: str = "") -> None:
         try:
             message = json.loads(body)["error"]
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError):
             message = body.decode(errors="replace")
         if status == 404 and "unknown store" in message:
             raise StoreNotFound(store)
@@ -110,6 +144,16 @@ class ReadClient:
             raise NoCurrentVersion(message)
         raise VeniceError(f"region server answered {status}: {message}")
 
+    def _direct(self, store: str, route: Route, method: str, path: str, body: bytes | None = None) -> Answer:
+        """A read of a region without routing tables: from the instance that said so, as a one-address client."""
+        assert isinstance(route, Unrouted)
+        try:
+            return self._request_to(route.address, method, path, body, batch_get.BATCH_CONTENT_TYPE)
+        except ComponentError:
+            self._router.forget(store)  # the next read looks for an instance that answers
+            raise
+
+    # schemas
     def _store_schemas(self, store: str, refresh: bool = False) -> tuple[Any, dict[int, Any]]:
         if refresh or store not in self._schemas:
             status, _, body = self._request("GET", f"/schema/{store}")
@@ -136,9 +180,19 @@ class ReadClient:
             _, values = self._store_schemas(store, refresh=True)
         return serde.deserialize(values[schema_id], data)
 
+    # reads
     def get(self, store: str, key: Any) -> Any | None:
-        encoded = base64.urlsafe_b64encode(self.serialize_key(store, key)).decode().rstrip("=")
-        status, headers, body = self._request("GET", f"/storage/{store}/{encoded}")
+        serialized = self.serialize_key(store, key)
+        encoded = base64.urlsafe_b64encode(serialized).decode().rstrip("=")
+        path = f"/storage/{store}/{encoded}"
+        route = self._router.route(store)
+        answer = None
+        if type(route) is RoutingTable:
+            try:
+                answer = self._routed.get(store, route, serialized, path)
+            except Reroute as change:  # the region's servers stopped having routing tables
+                route = change.route
+        status, headers, body = answer or self._direct(store, route, "GET", path)
         if status == 200:
             return self._decode(store, int(headers[SCHEMA_ID_HEADER]), body)
         if status == 404 and headers.get(ERROR_HEADER) == "key-not-found":
@@ -154,14 +208,27 @@ class ReadClient:
             serialized = [encode(k) for k in keys]
         except (ValueError, TypeError, AttributeError):
             serialized = [self.serialize_key(store, k) for k in keys]  # raises, naming the key that does not fit
-        request = batch_get.encode_keys(serialized)
-        status, headers, body = self._request("POST", f"/storage/{store}", request, batch_get.BATCH_CONTENT_TYPE)
-        if status != 200:
-            self._raise(store, status, body, headers.get(ERROR_HEADER, ""))
-        try:
-            records = batch_get.decode_records(body, len(keys))
-        except ValueError as exc:
-            raise ComponentError(f"region server {self.host}:{self.port} answered a malformed batch: {exc}") from None
+        path = f"/storage/{store}"
+        route = self._router.route(store)
+        records: list[tuple[int, bytes] | None] | None = None
+        if type(route) is RoutingTable:
+
+            def refuse(answer: Answer) -> None:
+                self._raise(store, answer[0], answer[2], answer[1].get(ERROR_HEADER, ""))
+
+            try:
+                records = self._routed.batch(store, route, serialized, path, refuse)
+            except Reroute as change:  # the region's servers stopped having routing tables
+                route = change.route
+        if records is None:
+            status, headers, body = self._direct(store, route, "POST", path, batch_get.encode_keys(serialized))
+            if status != 200:
+                self._raise(store, status, body, headers.get(ERROR_HEADER, ""))
+            try:
+                records = batch_get.decode_records(body, len(keys))
+            except ValueError as exc:
+                where = format_address(getattr(route, "address", (self.host, self.port)))
+                raise ComponentError(f"region server {where} answered a malformed batch: {exc}") from None
         by_schema: dict[int, list[int]] = {}
         for index, record in enumerate(records):
             if record is not None:
@@ -178,6 +245,5 @@ class ReadClient:
         return {key: values[i] for i, key in enumerate(keys) if records[i] is not None}
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
+        """Close this thread's connections."""
+        self._pool.close()

@@ -11,6 +11,14 @@ GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the seria
 POST /storage/<store>              batch get: binary (`protocol.batch_get`, Content-Type BATCH_CONTENT_TYPE), what
                                    the thin client sends; or JSON, for people with curl: body {"keys": [<key>...]},
                                    reply {"values": [[id, b64] | null...]}
+GET  /routing/<store>              a replicated region's routing table (`RoutedBackend.routing_table`): the version,
+                                   its partition count and each partition's ready replicas ("host:port"); 404
+                                   `no-route` from a backend without one (a single instance: the client reads from it)
+
+A backend that knows its serving version (`RoutedBackend.serving_version`) has every storage answer (200, and 404
+`key-not-found`) carry it in `X-Venice-Version`: a routing client refreshes its table when it changes. An instance
+asked for a partition it holds no ready replica of raises a VeniceError named `PartitionNotHosted` whose http_status
+is 503: answered 503 with that error kind, like any VeniceError.
 
 Bad clients are bounded (`config.ServerLimits`): a body over `server.max.request.bytes` or a batch over
 `server.max.batch.keys` is answered 413 (a body too large is not read; the connection is closed), a malformed
@@ -29,6 +37,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
@@ -42,6 +51,7 @@ from venice_core.protocol import batch_get
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
+VERSION_HEADER = "X-Venice-Version"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Content Too Large", 500: "Internal Server Error"}
 _REASONS |= {503: "Service Unavailable"}
 _BATCH_CONTENT_TYPE = batch_get.BATCH_CONTENT_TYPE.encode()
@@ -58,8 +68,8 @@ def _response(
     return head.encode() + b"\r\n" + body
 
 
-def _error(status: int, kind: str, message: str, close: bool = False) -> bytes:
-    headers = {ERROR_HEADER: kind, **({"Connection": "close"} if close else {})}
+def _error(status: int, kind: str, message: str, close: bool = False, headers: dict[str, str] | None = None) -> bytes:
+    headers = {ERROR_HEADER: kind, **({"Connection": "close"} if close else {}), **(headers or {})}
     return _response(status, json.dumps({"error": message}).encode(), headers=headers)
 
 
@@ -215,12 +225,29 @@ class ReadBackend(Protocol):
     def ingestion(self) -> list[PartitionIngestion]: ...
 
 
+class RoutedBackend(ReadBackend, Protocol):
+    """A backend of a replicated region (one instance of it): what a routing client needs besides the reads. The HTTP
+    front uses each method only if the backend has it (an older backend serves as before)."""
+
+    def routing_table(self, store: str) -> dict[str, Any]:
+        """{"store", "region", "version", "partition_count", "replicas": [["host:port", ...] per partition]}: each
+        partition's ready replicas, an empty list for one with none; StoreNotFound / NoCurrentVersion as the reads."""
+        ...
+
+    def serving_version(self, store: str) -> int:
+        """The version this instance's reads of the store answer from (StoreNotFound / NoCurrentVersion as reads)."""
+        ...
+
+
 class ReadServer:
     """The HTTP front of a region server (any `ReadBackend`), on an event loop in a daemon thread."""
 
     def __init__(self, region: ReadBackend, host: str, port: int, limits: ServerLimits) -> None:
         self.region = region
         self.limits = limits
+        # A replicated region's backend (`RoutedBackend`) answers /routing and names its version in each read.
+        self._routing_table: Callable[[str], dict[str, Any]] | None = getattr(region, "routing_table", None)
+        self._serving_version: Callable[[str], int] | None = getattr(region, "serving_version", None)
         self.open_connections = 0
         self.connections: set[_Connection] = set()
         self.latency: dict[tuple[tuple[str, str], ...], LatencySummary] = {}
@@ -278,9 +305,13 @@ class ReadServer:
                 started = time.perf_counter()
                 found = region.get(store, decode_key(parts[3]))
                 self.observe_read(store, "get", time.perf_counter() - started)
+                version = self._version_header(store)
                 if found is None:
-                    return _error(404, "key-not-found", f"key not found in store '{store}'")
-                return _response(200, found[1], "application/octet-stream", {SCHEMA_ID_HEADER: str(found[0])})
+                    return _error(404, "key-not-found", f"key not found in store '{store}'", headers=version)
+                headers = {SCHEMA_ID_HEADER: str(found[0]), **(version or {})}
+                return _response(200, found[1], "application/octet-stream", headers)
+            if len(parts) == 3 and parts[1] == "routing" and self._routing_table is not None:
+                return _response(200, json.dumps(self._routing_table(unquote(parts[2]))).encode())
             return _error(404, "no-route", f"no such endpoint {path}")
         except VeniceError as exc:
             return _error(exc.http_status, type(exc).__name__, str(exc))
@@ -307,7 +338,7 @@ class ReadServer:
             self.observe_read(store, "batch_get", time.perf_counter() - started)
             b64 = base64.b64encode
             payload = [None if v is None else [v[0], b64(v[1]).decode()] for v in values]
-            return _response(200, json.dumps({"values": payload}).encode())
+            return _response(200, json.dumps({"values": payload}).encode(), headers=self._version_header(store))
         except VeniceError as exc:
             return _error(exc.http_status, type(exc).__name__, str(exc))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -320,13 +351,20 @@ class ReadServer:
             started = time.perf_counter()
             records = self.region.batch_get_records(store, keys)
             self.observe_read(store, "batch_get", time.perf_counter() - started)
-            return _response(200, batch_get.encode_records(records), batch_get.BATCH_CONTENT_TYPE)
+            headers = self._version_header(store)
+            return _response(200, batch_get.encode_records(records), batch_get.BATCH_CONTENT_TYPE, headers)
         except OverflowError:
             return _error(413, "too-many-keys", f"batch of more than {limit} keys is over the limit of {limit} keys")
         except VeniceError as exc:
             return _error(exc.http_status, type(exc).__name__, str(exc))
         except ValueError as exc:
             return _error(400, "bad-request", f"malformed batch request: {exc}")
+
+    def _version_header(self, store: str) -> dict[str, str] | None:
+        """`X-Venice-Version` of a backend that names its serving version (None: one that does not)."""
+        if self._serving_version is None:
+            return None
+        return {VERSION_HEADER: str(self._serving_version(store))}
 
     # metrics
     def observe_read(self, store: str, kind: str, seconds: float) -> None:
