@@ -97,9 +97,11 @@ class Push:
         send_end_of_push(config, self.store, self.number, PARTITIONS, f"job-{self.store}", counts)
 
 
-def _start_push(env: PlatformEnv, prefix: str, records: int) -> Push:
+def _start_push(env: PlatformEnv, prefix: str, records: int, hybrid: bool = False) -> Push:
     config, meta = env.config, env.meta
     store = env.create_user_store(prefix, PARTITIONS)
+    if hybrid:  # nearline writes readable once applied: a partition is ready with no real-time lag
+        stores.update_store(meta, config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
     info = stores.describe_store(meta, store)
     key_schema, value_schema = serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
     expected = {f"user-{i:06d}": {"name": f"n{i}", "age": i % 90, "score": i / 4} for i in range(records)}
@@ -290,10 +292,7 @@ def test_sigkill_a_leader_mid_push_another_leads_and_every_region_has_exactly_th
 def test_nearline_writes_survive_a_leader_kill_in_every_region(replicated: PlatformEnv) -> None:
     """A hybrid store: nearline writes from two regions flow while the instance leading partition 0 in dc-1 is
     killed; every write acknowledged to its writer is readable in every region afterwards."""
-    push = _start_push(replicated, "hybrid", 400)
-    stores.update_store(
-        replicated.meta, replicated.config, push.store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0
-    )
+    push = _start_push(replicated, "hybrid", 400, hybrid=True)
     push.write(0, 1)
     push.end()
     _finish(push)

@@ -76,6 +76,13 @@ class PartitionIngestionTask(Generic[Batch]):
         self.stats.records = checkpoint.records
         self.stats.offset = checkpoint.next_offset - 1
         if checkpoint.end_of_push:
+            log.info(
+                "resuming %s[%d] from its checkpoint at offset %d (END_OF_PUSH reached, %d records)",
+                self.topic,
+                self.partition,
+                checkpoint.next_offset,
+                checkpoint.records,
+            )
             self.completed = True
         else:
             end_of_push = self._run_batch_phase(checkpoint, stop)
