@@ -4,7 +4,10 @@ that crosses processes, a raw loopback TCP round trip between two Python process
 a reply of a value's size back, no HTTP, no storage), also in the same run: on a shared 2-core VM its p99 moves
 from run to run, and the project's get p99 with it.
 
-    .venv/bin/python -m bench.read_latency [--records 200000] [--reads 20000]
+    .venv/bin/python -m bench.read_latency [--records 200000] [--reads 20000] [--instances 3]
+
+The client is the routing client (`ReadClient.for_region`); with `--instances N` the source region is a replicated
+one of N instances (replication factor 2, the only region, so no other region's servers share the two cores).
 """
 
 from __future__ import annotations
@@ -84,8 +87,10 @@ def main() -> None:
     parser.add_argument(
         "--batches", type=int, default=2_000, help="batch gets of 100 keys (drawn from the reads' keys)"
     )
+    parser.add_argument("--instances", type=int, default=1, help="region-server instances of the region read")
     args = parser.parse_args()
-    with sandbox_platform() as (config, meta, home):
+    extra = {"regions": "dc-0", "region.dc-0.instances": str(args.instances)} if args.instances > 1 else None
+    with sandbox_platform(extra) as (config, meta, home):
         data = generate(home / "data", args.records, files=2)
         stores.create_store(
             meta,
@@ -99,7 +104,7 @@ def main() -> None:
         rng = random.Random(7)
         keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
         batches = [[keys[(b * BATCH + i) % len(keys)] for i in range(BATCH)] for b in range(args.batches)]
-        client = ReadClient("127.0.0.1", config.server_port(config.source_region))
+        client = ReadClient.for_region(config, config.source_region)
         for key in keys[:1000]:  # warm up: connection, schemas, caches
             client.get("bench", key)
         # This process also holds the platform harness and the dataset: keep the garbage collector's full passes
@@ -135,7 +140,8 @@ def main() -> None:
     rb50, rb99 = percentiles(base_batch)
     l50, l99 = percentiles(loopback)
     report(
-        f"read latency, {args.records} records, {len(keys)} gets, {len(batches)} batch gets of {BATCH} (ms)",
+        f"read latency, {args.records} records, {len(keys)} gets, {len(batches)} batch gets of {BATCH}, "
+        f"{args.instances} instance{'s' if args.instances > 1 else ''} (ms)",
         [
             ("get p50", f"{g50:.3f}", f"{r50:.4f}"),
             ("get p99", f"{g99:.3f}", f"{r99:.4f}"),
