@@ -262,18 +262,23 @@ def test_sigkill_an_instance_while_reading_fails_no_read_and_the_region_is_repli
 def test_sigkill_a_leader_mid_push_another_leads_and_every_region_has_exactly_the_data(
     replicated: PlatformEnv,
 ) -> None:
+    """In dc-1 the leader of partition 0 replicates the source topic: a new leader resumes its work. In the source
+    region (dc-0), where the push itself writes the topic, the leader of partition 1 is killed too: its replicas are
+    placed again after the grace period and catch up, and the region completes."""
     push = _start_push(replicated, "leaderkill", 8000)
     push.write(0, 0.5)
     region = "dc-1"
-    wait_for("dc-1 leaders replicating", lambda: len(_placement(replicated, push.store, region)[1]) == PARTITIONS)
-    _, leaders = _placement(replicated, push.store, region)
-    victim = leaders[0]
+    for r in REGIONS:
+        wait_for(f"{r} leaders elected", lambda r=r: len(_placement(replicated, push.store, r)[1]) == PARTITIONS)
+    victim = _placement(replicated, push.store, region)[1][0]
+    source_victim = _placement(replicated, push.store, "dc-0")[1][1]
     servers.process(replicated.config, region, victim).kill()
+    servers.process(replicated.config, "dc-0", source_victim).kill()
     push.write(0.5, 1)
     push.end()
     _finish(push, timeout=GRACE_SECONDS + 120)
-    _, leaders_after = _placement(replicated, push.store, region)
-    assert leaders_after[0] != victim
+    assert _placement(replicated, push.store, region)[1][0] != victim
+    assert _placement(replicated, push.store, "dc-0")[1][1] != source_victim
     for r in REGIONS:
         assert _read_all(ReadClient.for_region(replicated.config, r), push) == push.expected
     # The region's own topic: every source record through END_OF_PUSH, none lost; a record copied twice across the
@@ -287,6 +292,7 @@ def test_sigkill_a_leader_mid_push_another_leads_and_every_region_has_exactly_th
     status = versions.job_status(replicated.meta, push.store, push.number)
     assert all(s.status is ExecutionStatus.COMPLETED for s in status.regions.values())
     servers.start(replicated.config, region, victim)
+    servers.start(replicated.config, "dc-0", source_victim)
 
 
 def test_nearline_writes_survive_a_leader_kill_in_every_region(replicated: PlatformEnv) -> None:

@@ -178,3 +178,12 @@ def test_a_long_hook_reason_is_clipped_in_its_cell_and_whole_in_its_title_escape
     html = render_page(view)
     assert f"<span class='reason' title='{'x' * 120}&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;'>" in html
     assert f">{'x' * 99}\u2026</span>" in html and "<script>" not in html
+
+
+def test_a_replicated_region_shows_its_ready_replicas() -> None:
+    def view(progress: RegionProgress) -> RolloutView:
+        row = RegionRow("dc-1", 1, 0, {}, progress, None)
+        return RolloutView("users", "manual__1", "running", VersionInfo(2, "STARTED", ""), (), (), (row,))
+
+    assert "5 of 8 replicas ready" in render_page(view(RegionProgress(50, 100, replicas_ready=5, replicas=8)))
+    assert "replicas ready" not in render_page(view(RegionProgress(50, 100)))  # one replica a partition: not said

@@ -218,3 +218,16 @@ def test_routing_table_lists_ready_replicas_of_live_instances(meta: MetadataStor
     _age(meta, dead, LEASE + 1)
     table = placement.routing_tables(meta, replicated, REGION)["users"]
     assert f"127.0.0.1:{7000 + dead}" not in table.replicas[0]
+
+
+def test_only_the_coordinator_holding_the_lease_changes_the_placement(
+    meta: MetadataStore, replicated: ClusterConfig
+) -> None:
+    _store(meta, replicated)
+    _register(meta, 0, 1, 2)
+    assert instances.hold_coordinator(meta, REGION, 0, "first", LEASE)
+    assert not instances.hold_coordinator(meta, REGION, 1, "second", LEASE)  # held by another, still running
+    assert placement.rebalance(meta, replicated, REGION, coordinator="second") == 0
+    assert _replicas(meta) == {}
+    assert placement.rebalance(meta, replicated, REGION, coordinator="first") > 0
+    assert len(_replicas(meta)) == 6

@@ -24,13 +24,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
 from venice_core.controller.versions import VersionToHost, current_versions, hostable_versions
 from venice_core.meta import MetadataStore
-from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
+from venice_core.meta.db import rows_matched
+from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.status import ExecutionStatus
 
 PartitionKey = tuple[str, int, int]  # store, version, partition
@@ -87,12 +88,25 @@ class RoutingTable:
         }
 
 
-def rebalance(meta: MetadataStore, config: ClusterConfig, region: str) -> int:
+def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinator: str | None = None) -> int:
     """One round of the coordinator's work in `region`: replicas placed, moved and dropped, leaders picked. Returns
-    how many rows it changed."""
+    how many rows it changed. `coordinator`: the lease holder's token, checked (and the lease's row locked) in the
+    same transaction, so a coordinator whose lease another instance took meanwhile changes nothing."""
     now = time.time()
     configured = config.region(region).instances
     with meta.session() as session:
+        if coordinator is not None:
+            held = session.execute(
+                update(RegionCoordinator)
+                .where(
+                    RegionCoordinator.region == region,
+                    RegionCoordinator.owner == coordinator,
+                    RegionCoordinator.expires_at > now,
+                )
+                .values(expires_at=RegionCoordinator.expires_at)
+            )
+            if rows_matched(held) != 1:
+                return 0
         registered = [
             row
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))

@@ -361,7 +361,7 @@ class RegionServer:
     def sync_once(self) -> None:
         region = self.region.name
         if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
-            placement.rebalance(self.meta, self.config, region)
+            placement.rebalance(self.meta, self.config, region, coordinator=self.owner)
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
         self.assignments = placement.assignments(self.meta, region, self.instance)
         placed: dict[VersionKey, set[int]] = {}
