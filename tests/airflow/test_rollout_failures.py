@@ -6,7 +6,6 @@ as any push."""
 from __future__ import annotations
 
 import json
-import re
 import time
 import urllib.parse
 import uuid
@@ -34,9 +33,8 @@ from tests.support.drain import SteadyProducer, rt_puts
 from tests.support.inputs import expected_records
 from tests.support.jobs import RecordsJob
 from tests.support.leftovers import airflow_parts, listening_beyond_loopback
-from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.platform import PlatformEnv
 from tests.support.reads import assert_serves, wait_for
-from tests.support.topics import InMemoryTopics
 from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams, versions
 from venice_core.embedded import airflow
@@ -110,56 +108,6 @@ def test_airflow_listens_on_loopback_only(airflow_env: PlatformEnv) -> None:
     parts, _, _ = airflow_parts(airflow_env.config)
     assert all(part.pid() is not None for part in parts)
     assert listening_beyond_loopback(parts) == {}
-
-
-MANY_STORES = 200
-
-
-def test_hundreds_of_stores_each_have_their_dags_and_follow_creates_updates_and_deletes(
-    airflow_env: PlatformEnv,
-) -> None:
-    """Every store's DAG has a file of its own (`store_dags`): `venice up` writes those of stores made through the
-    controller alone, and all their DAGs are in Airflow. While the platform runs, a store created and one deleted
-    with the CLI appear and go within seconds, each its own file's parse; `venice store update` returns once
-    Airflow serves the changed DAG (its store dag-processor parses on request)."""
-    env, api = airflow_env, AirflowApi(airflow_env.config)
-    prefix = f"many{uuid.uuid4().hex[:4]}_"
-    names = [f"{prefix}{index:03d}" for index in range(MANY_STORES)]
-    key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
-    for name in names:
-        stores.create_store(env.meta, env.config, name, key, value, partitions=1)
-    try:
-        up = env.cli("up", check=True)
-        assert "airflow is already running" in up.stdout
-        synced = re.search(r"DAG files of (\d+) stores in \S+: (\d+) new, \d+ rewritten, \d+ removed", up.stdout)
-        assert synced, up.stdout  # (new: also the stores of the session's other tests, made without this Airflow)
-        assert int(synced[1]) >= int(synced[2]) >= MANY_STORES
-
-        def present(name: str) -> int:
-            return api.count_dags(rollout_dag_id(name))
-
-        wait_for(f"{MANY_STORES} stores' DAGs", lambda: present(prefix) == MANY_STORES, timeout=300, interval=2)
-        new, gone = f"{prefix}new", names.pop(7)
-        env.cli(
-            "store", "create", new, "--key-schema", str(SCHEMAS / "user_key.avsc"),
-            "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,
-        )  # fmt: skip
-        names.append(new)
-        env.cli("store", "delete", gone, check=True)
-        wait_for("the new store's DAG, and the deleted one's gone", lambda: present(new) and not present(gone), 120)
-        assert present(prefix) == MANY_STORES  # one more, one less
-        details = api.get(f"/api/v2/dags/{rollout_dag_id(new)}/details")
-        assert (details["bundle_name"], details["relative_fileloc"]) == ("venice-stores", f"{rollout_dag_id(new)}.py")
-        # An update that shapes the DAG (a schedule, on a day that is not today or tomorrow: no run here) is served
-        # by Airflow when the command returns.
-        day = (datetime.now(UTC) + timedelta(days=2)).strftime("%a").lower()
-        schedule = ["--push-schedule", "0 3 * * *", "--push-days", day, "--push-input", "/data/{{ ds }}/"]
-        env.cli("store", "update", new, *schedule, check=True)
-        summary = api.get(f"/api/v2/dags/{rollout_dag_id(new)}/details")["timetable_summary"]
-        assert summary.startswith(f"cron 0 3 * * *, within 9-17 h on {day}"), summary
-    finally:  # no more stores than before in the session's metadata store (they never pushed: no topic)
-        for name in names:
-            stores.delete_store(env.meta, env.config, name, topics=InMemoryTopics())
 
 
 def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tmp_path: Path) -> None:

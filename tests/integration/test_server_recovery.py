@@ -77,7 +77,8 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
     wait_for_ingestion(meta, store, 1, config.region_names, progress=lambda _line: None, timeout=300)
 
     log_after = servers.process(config, "dc-1").log_file.read_text()[len(log_before) :]
-    resumed = [int(m) for m in re.findall(r"from its checkpoint at offset (\d+)", log_after)]
+    topic = re.escape(config.region("dc-1").version_topic(store, 1))
+    resumed = [int(m) for m in re.findall(rf"resuming {topic}\[\d+\] from its checkpoint at offset (\d+)", log_after)]
     assert len(resumed) == PARTITIONS and min(resumed) > 0, "the restarted server did not resume from checkpoints"
 
     versions.set_version_status(meta, store, 1, VersionStatus.PUSHED)
