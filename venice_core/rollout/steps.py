@@ -13,6 +13,7 @@ every step of a push that has already stopped raises the recorded stop (`Rollout
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from venice_core.spark.submit import PushJobRequest
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
+
+log = logging.getLogger(__name__)
 
 
 class StepKind(StrEnum):
@@ -290,9 +293,12 @@ def _admitted(s: StepInputs) -> bool:
 
 
 def _ingestion_complete(s: StepInputs) -> bool:
-    status = versions.job_status(s.rollout.meta, s.rollout.store, s.version.number).regions[s.in_region]
+    meta, store, number = s.rollout.meta, s.rollout.store, s.version.number
+    status = versions.job_status(meta, store, number).regions[s.in_region]
     if status.status is ExecutionStatus.ERROR:
         raise IngestionFailed(f"ingestion failed in {s.region}: {status.details}")
+    ready, placed = versions.replica_readiness(meta, store, number).get(s.in_region, (0, 0))
+    log.info("%s: %s, %d of %d replicas ready", s.region, status.status.value, ready, placed)  # each poke's log
     return status.status is ExecutionStatus.COMPLETED
 
 
