@@ -3,7 +3,8 @@
 # Airflow), generate 1,000,000 user records, push them as the store's Airflow rollout DAG run (Spark writes the
 # version topic; each region ingests and swaps in rollout order), and read sample keys back from every region.
 # DEMO_REPLICATED=1 (`make demo-replicated`): three instances per region, replication factor 2, on a config of its
-# own (deploy/replicated.properties, data in ~/.venice-replicated, ports beside the default platform's).
+# own (deploy/replicated.properties, data in ~/.venice-replicated, ports beside the default platform's): nine region
+# servers, Kafka, Airflow and the Spark push on one machine, so allow a few minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venice=.venv/bin/venice
@@ -31,7 +32,7 @@ for region in dc-0 dc-1 dc-2; do
   done
 done
 $venice store show "$store" | tail -4
-[ "${DEMO_REPLICATED:-0}" = 1 ] && $venice status
+if [ "${DEMO_REPLICATED:-0}" = 1 ]; then $venice status || true; fi  # every instance, its replicas and leaderships
 echo
 echo "The platform keeps running (Airflow UI: http://127.0.0.1:$port, user admin, password in"
 echo "$home/airflow/simple_auth_manager_passwords.json.generated); stop it with:"

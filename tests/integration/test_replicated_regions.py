@@ -7,6 +7,7 @@ The tests write versions themselves (START_OF_PUSH, records, END_OF_PUSH through
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -27,6 +28,7 @@ from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.embedded import platform, servers
+from venice_core.errors import ComponentError
 from venice_core.meta.models import PartitionLeader, Replica
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
@@ -395,3 +397,37 @@ def test_bad_instance_arguments_are_refused_and_a_running_instance_keeps_running
     )  # fmt: skip
     assert too_many.returncode == 2
     assert "replication factor 4 is above the 3 instances of region dc-0" in too_many.stderr
+
+
+def test_status_and_up_tell_an_instance_they_did_not_start_and_one_no_longer_configured(
+    replicated: PlatformEnv, tmp_path: Path
+) -> None:
+    config = replicated.config
+    servers.stop(config, "dc-1", 2)
+    by_hand = subprocess.Popen(
+        [VENICE, "server", "--region", "dc-1", "--instance", "2"],
+        env=replicated.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for("the hand-started instance serving", lambda: servers.is_healthy(config, "dc-1", 2), timeout=60)
+        status = replicated.cli("status")
+        assert status.returncode == 1
+        assert (
+            f"not started by venice up; pid {by_hand.pid} serves port {config.server_port('dc-1', 2)}" in status.stdout
+        )
+        # `venice up` starts its own, which is refused: an error, not "started" answered by the other process.
+        with pytest.raises(ComponentError, match="instance 2 of region dc-1 is already running"):
+            servers.start(config, "dc-1", 2)
+    finally:
+        by_hand.send_signal(signal.SIGTERM)
+        by_hand.wait(timeout=60)
+    servers.start(config, "dc-1", 2)
+
+    fewer = tmp_path / "fewer.properties"  # the same platform, configured with one instance less in dc-1
+    fewer.write_text(replicated.properties.read_text().replace("region.dc-1.instances=3", "region.dc-1.instances=2"))
+    status = PlatformEnv(replicated.home, fewer, {**replicated.env, "VENICE_CONFIG": str(fewer)}).cli("status")
+    assert status.returncode == 1
+    assert re.search(r"server-dc-1\.2 +DOWN +pid \d+, running but not in the config", status.stdout), status.stdout

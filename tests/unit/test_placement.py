@@ -231,3 +231,37 @@ def test_only_the_coordinator_holding_the_lease_changes_the_placement(
     assert _replicas(meta) == {}
     assert placement.rebalance(meta, replicated, REGION, coordinator="first") > 0
     assert len(_replicas(meta)) == 6
+
+
+def test_leaders_spread_over_instances_that_start_one_after_another(
+    meta: MetadataStore, replicated: ClusterConfig
+) -> None:
+    _store(meta, replicated)
+    _register(meta, 0)
+    placement.rebalance(meta, replicated, REGION)
+    assert {i for i, _ in _leaders(meta).values()} == {0}  # alone: it leads everything
+    for partition, (_, epoch) in _leaders(meta).items():  # each replication over: a move interrupts nothing
+        assert placement.record_progress(meta, "users", 1, REGION, partition, epoch, 10, replicated=True)
+    _register(meta, 1, 2)
+    for _ in range(6):
+        placement.rebalance(meta, replicated, REGION)
+        _complete(meta)
+    counts = Counter(i for i, _ in _leaders(meta).values())
+    assert max(counts.values()) - min(counts[i] for i in (0, 1, 2)) <= 1, counts
+    assert all(_leaders(meta)[p][0] in _replicas(meta)[p] for p in range(6))
+
+
+def test_a_long_wait_for_ingestion_says_how_many_replicas_are_ready_and_which_instances_are_down(
+    meta: MetadataStore, replicated: ClusterConfig
+) -> None:
+    from types import SimpleNamespace
+
+    from venice_core.rollout.steps import _waiting_on
+
+    _store(meta, replicated, partitions=2)
+    _register(meta, 0, 1, 2)
+    placement.rebalance(meta, replicated, REGION)
+    _age(meta, 1, LEASE + 1)
+    rollout = SimpleNamespace(meta=meta, store="users", config=replicated)
+    inputs = SimpleNamespace(rollout=rollout, version=SimpleNamespace(number=1), in_region=REGION)
+    assert _waiting_on(inputs) == "NEW, 0 of 4 replicas ready; instance 1 of the region down"  # type: ignore[arg-type]

@@ -9,7 +9,10 @@ not healthy; 130 interrupted; `venice airflow` exits with airflow's own status."
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from types import FrameType
 
 import typer
 
@@ -49,9 +52,24 @@ app.add_typer(stream_app, name="stream")
 app.add_typer(davinci_app, name="davinci")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`timeout`, a closed terminal, a supervisor), taken as Ctrl-C is: what a command started is undone (a
+    push in flight is stopped, its version killed) before it exits."""
+
+
+_signalled: list[int] = []  # the SIGTERM seen (Typer turns the interrupt into an exit status of 130)
+
+
+def _terminated(signum: int, _frame: FrameType | None) -> None:
+    _signalled.append(signum)
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command line `argv` (default: the process's own); exits with the command's status. Click's own
     errors come here too (not standalone): a usage error is one `error:` line, exit 2, like any bad input."""
+    main_thread = threading.current_thread() is threading.main_thread()  # (a test may run the CLI in a thread)
+    previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a command may set its own
     try:
         code = app(args=argv, prog_name="venice", standalone_mode=False)
     except typer.TyperException as exc:  # Click's (Typer's copy): usage errors (exit 2), a file it cannot open
@@ -67,8 +85,17 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        if _signalled:
+            typer.echo("terminated", err=True)
+            sys.exit(143)
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    finally:
+        if previous is not None:  # the caller's again (a test running the CLI in its process)
+            signal.signal(signal.SIGTERM, previous)
+    if _signalled:  # Typer answers an interrupt with exit status 130: this one was a SIGTERM
+        typer.echo("terminated", err=True)
+        sys.exit(143)
     if isinstance(code, int) and code:  # `typer.Exit(n)`: a command's own status (`venice status`, `venice airflow`)
         sys.exit(code)
 

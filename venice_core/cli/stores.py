@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
-from venice_core.config import ClusterConfig
+from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ComponentError, ConfigError
@@ -103,8 +103,7 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"rollout order:        {', '.join(settings.rollout_order)}")
     typer.echo(f"auto-register:        {settings.auto_register_schemas}")
     typer.echo(f"versions to preserve: {settings.versions_to_preserve}")
-    factor = settings.replication_factor
-    typer.echo(f"replication factor:   {factor if factor else 'default (min(2, instances))'}")
+    typer.echo(f"replication factor:   {_replication_text(settings.replication_factor)}")
     typer.echo(f"hook configs:         {json.dumps(settings.hook_configs)}")
     typer.echo(f"hybrid:               {_hybrid_text(settings.hybrid)}")
     typer.echo(f"scheduled repush:     {_repush_text(settings.repush)}")
@@ -143,6 +142,17 @@ def _hybrid_text(hybrid: HybridSettings | None) -> str:
     return f"rewind {hybrid.rewind_seconds} s, offset lag threshold {hybrid.offset_lag_threshold}"
 
 
+def _replication_text(factor: int | None) -> str:
+    """The store's replication factor, or the default's value in each region (min(2, its instances))."""
+    if factor:
+        return str(factor)
+    config = load_config()
+    defaults = {region.name: min(2, region.instances) for region in config.regions}
+    if len(set(defaults.values())) == 1:
+        return f"{next(iter(defaults.values()))} (the default: min(2, instances))"
+    return ", ".join(f"{r} {n}" for r, n in defaults.items()) + " (the default: min(2, instances))"
+
+
 @store_app.command("update")
 def update(
     store: str = StoreArg,
@@ -152,7 +162,10 @@ def update(
     auto_register: bool = typer.Option(None, "--auto-register-schemas/--no-auto-register-schemas"),
     versions_to_preserve: int = typer.Option(None, "--versions-to-preserve"),
     replication_factor: int = typer.Option(
-        None, "--replication-factor", help="Replicas of every partition in each region (store.replication.factor)."
+        None,
+        "--replication-factor",
+        help="Replicas of every partition in each region (store.replication.factor); unlike the other settings it "
+        "applies at once: the versions each region holds are re-placed.",
     ),
     hook_config: list[str] = typer.Option([], "--hook-config", help="Store-level hook config key=value."),
     remove_hook_config: list[str] = typer.Option([], "--remove-hook-config", help="Remove a hook config key."),

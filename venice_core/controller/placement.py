@@ -19,6 +19,7 @@ second; it is the only writer of `replicas` rows (an instance only updates its r
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -34,9 +35,15 @@ from venice_core.meta.db import rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.status import ExecutionStatus
 
+log = logging.getLogger(__name__)
+
 PartitionKey = tuple[str, int, int]  # store, version, partition
 # Replicas added in one round to give a joining instance its share: moves are gradual, each one caught up first.
 MOVES_PER_ROUND = 8
+
+
+def key_of(row: Replica | PartitionLeader) -> PartitionKey:
+    return (row.store_name, row.number, row.partition)
 
 
 def spare_name(key: PartitionKey) -> str:
@@ -125,6 +132,9 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
             if (key[0], key[1]) not in versions or replica.instance not in present:
                 session.delete(replica)
                 changed += 1
+                if (key[0], key[1]) in versions:
+                    log.info("%s: instance %d gone past the grace period: its replica of %s v%d p%d is placed again",
+                             region, replica.instance, *key)  # fmt: skip
             else:
                 holders.setdefault(key, []).append(replica)
         load = Counter(r.instance for rows in holders.values() for r in rows)
@@ -157,6 +167,8 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
         for key, factor in partitions:
             changed += _drop_surplus(session, holders[key], factor, leaders.get(key), load)
             changed += _lead(session, region, key, holders[key], live, leaders.get(key), led, now)
+        quiet = region == config.source_region  # there, a leader replicates nothing a move would interrupt
+        changed += _spread_leaders([(holders[k], leaders.get(k)) for k, _ in partitions], live, led, quiet, now)
         for key, leader in leaders.items():
             if (key[0], key[1]) not in versions:
                 session.delete(leader)
@@ -165,6 +177,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
 
 
 def _new_replica(session: Session, region: str, key: PartitionKey, instance: int) -> Replica:
+    log.info("%s: a replica of %s v%d p%d placed on instance %d", region, *key, instance)
     now = time.time()
     replica = Replica(
         store_name=key[0],
@@ -256,6 +269,9 @@ def _drop_surplus(
         victim = min(candidates, key=lambda r: (-load[r.instance], -r.instance))
         rows.remove(victim)
         session.delete(victim)
+        log.info(
+            "%s: the replica of %s v%d p%d on instance %d dropped", victim.region, *key_of(victim), victim.instance
+        )
         load[victim.instance] -= 1
         dropped += 1
     return dropped
@@ -299,7 +315,38 @@ def _lead(
         )
     else:
         leader.instance, leader.epoch, leader.updated_at = best.instance, leader.epoch + 1, now
+    log.info("%s: %s v%d p%d led by instance %d (epoch %d)", region, *key, best.instance, leader.epoch if leader else 1)
     return 1
+
+
+def _spread_leaders(
+    partitions: list[tuple[list[Replica], PartitionLeader | None]],
+    live: set[int],
+    led: Counter[int],
+    quiet: bool,
+    now: float,
+) -> int:
+    """Leaders spread evenly: a partition led by an instance leading at least two more than another live, ready
+    replica's instance hands its lead over (the next epoch), a few a round. Instances that start one after another
+    would otherwise leave the first leading everything. Only a partition whose leader has nothing in flight moves:
+    its replication over (or in the source region, where a leader replicates nothing)."""
+    moved = 0
+    for rows, leader in partitions:
+        if moved == MOVES_PER_ROUND:
+            break
+        if leader is None or not (quiet or leader.replicated):
+            continue
+        ready = [r.instance for r in rows if r.instance in live and r.status == ExecutionStatus.COMPLETED]
+        target = min(ready, key=lambda i: (led[i], i), default=None)
+        if target is None or led[leader.instance] - led[target] < 2:
+            continue
+        led[leader.instance] -= 1
+        led[target] += 1
+        leader.instance, leader.epoch, leader.updated_at = target, leader.epoch + 1, now
+        log.info("%s: %s v%d p%d led by instance %d (epoch %d), spreading leaders", leader.region, *key_of(leader),
+                 target, leader.epoch)  # fmt: skip
+        moved += 1
+    return moved
 
 
 def assignments(meta: MetadataStore, region: str, instance: int) -> dict[PartitionKey, Assignment]:

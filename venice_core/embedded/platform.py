@@ -67,6 +67,9 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     """Stop every component, in reverse order of start (Airflow whether or not it is enabled now)."""
     if airflow.stop(config):
         report("airflow stopped")
+    for proc in servers.unconfigured(config):
+        if proc.stop(timeout=60.0):
+            report(f"{proc.name} stopped (running, though no longer in the config)")
     for region in reversed(config.regions):
         for instance in reversed(range(region.instances)):
             if servers.stop(config, region.name, instance):
@@ -80,12 +83,17 @@ def _server_status(config: ClusterConfig, region: str, instance: int) -> Compone
     """An instance's health, with how many replicas it holds and leads (from its `/health`)."""
     name = servers.name(region, instance)
     pid = servers.process(config, region, instance).pid()
-    if pid is None:
-        return ComponentStatus(name, False, "not running")
-    detail = f"pid {pid}, port {config.server_port(region, instance)}"
+    port = config.server_port(region, instance)
     health = servers.health(config, region, instance)
+    if pid is None:
+        if health is not None:  # something `venice up` did not start answers on the instance's port
+            return ComponentStatus(name, False, f"not started by venice up; pid {health.get('pid')} serves port {port}")
+        return ComponentStatus(name, False, "not running")
+    detail = f"pid {pid}, port {port}"
     if health is None:
         return ComponentStatus(name, False, f"{detail}, not answering")
+    if health.get("pid") != pid:
+        return ComponentStatus(name, False, f"{detail}, but pid {health.get('pid')} answers on the port")
     replicas, leads = health.get("replicas", 0), health.get("leads", 0)
     return ComponentStatus(name, True, f"{detail}, {replicas} replica{'s' if replicas != 1 else ''} ({leads} leading)")
 
@@ -103,6 +111,8 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
     for region in config.regions:
         for instance in range(region.instances):
             components.append(_server_status(config, region.name, instance))
+    for proc in servers.unconfigured(config):
+        components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
     if config.airflow_enabled:
         running = {name: proc.pid() for name, proc in zip(airflow.COMPONENTS, airflow.processes(config), strict=True)}
         pids = [pid for pid in running.values() if pid is not None]

@@ -38,6 +38,13 @@ def is_healthy(config: ClusterConfig, region: str, instance: int = 0) -> bool:
     return health(config, region, instance) is not None
 
 
+def answered_by(config: ClusterConfig, region: str, instance: int, pid: int | None) -> bool:
+    """The instance's port answers `/health` from process `pid` (not from another process on that port: one
+    started by hand, or a stale instance)."""
+    answer = health(config, region, instance)
+    return answer is not None and pid is not None and answer.get("pid") == pid
+
+
 def start(config: ClusterConfig, region: str, instance: int = 0) -> str:
     proc = process(config, region, instance)
     what = f"region server {region}" + (f" instance {instance}" if config.region(region).instances > 1 else "")
@@ -46,9 +53,23 @@ def start(config: ClusterConfig, region: str, instance: int = 0) -> str:
         return f"{what} is already running (pid {pid})"
     command = [sys.executable, "-m", "venice_core.cli.main", "server", "--region", region, "--instance", str(instance)]
     proc.start(command, env=process_env(config))
-    proc.wait_until_healthy(what, lambda: is_healthy(config, region, instance), START_TIMEOUT_SECONDS, 0.3)
+    started = proc.pid()
+    proc.wait_until_healthy(what, lambda: answered_by(config, region, instance, started), START_TIMEOUT_SECONDS, 0.3)
     return f"{what} started (pid {proc.pid()}) on {config.client_host}:{config.server_port(region, instance)}"
 
 
 def stop(config: ClusterConfig, region: str, instance: int = 0) -> bool:
     return process(config, region, instance).stop(timeout=60.0)
+
+
+def unconfigured(config: ClusterConfig) -> list[ManagedProcess]:
+    """Instances `venice up` started that the config no longer has (`region.<r>.instances` lowered, or a region
+    removed) and that still run: `venice status` shows them and `venice down` stops them too."""
+    configured = {name(r.name, n) for r in config.regions for n in range(r.instances)}
+    found = []
+    for pid_file in sorted(config.run_dir.glob("server-*.pid")):
+        if pid_file.stem not in configured:
+            proc = ManagedProcess(pid_file.stem, config.run_dir)
+            if proc.pid() is not None:
+                found.append(proc)
+    return found

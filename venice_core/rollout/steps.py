@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from venice_core.client.serving import wait_until_served
-from venice_core.controller import stores, versions
+from venice_core.controller import instances, stores, versions
 from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
@@ -37,6 +37,7 @@ from venice_core.spark.submit import PushJobRequest
 from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
+WAITING_SAID_EVERY_SECONDS = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -491,14 +492,33 @@ def _run_job(inputs: StepInputs, run_job: JobRunner) -> JobResult:
 
 
 def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
-    deadline = time.monotonic() + current.timeout_seconds
+    started = time.monotonic()
+    deadline, said = started + current.timeout_seconds, started
     while not current.run(inputs):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise IngestionFailed(
                 f"{current.name} in {inputs.region} did not happen within {current.timeout_seconds:.0f}s"
             )
+        if now - said >= WAITING_SAID_EVERY_SECONDS:  # a long wait says what it waits for
+            said = now
+            inputs.rollout.progress(f"{inputs.region}: still waiting for {current.name} ({_waiting_on(inputs)})")
         sleep(current.poll_seconds)
     inputs.rollout.progress(f"{inputs.region}: {current.name}")
+
+
+def _waiting_on(inputs: StepInputs) -> str:
+    """A region's ingestion as a waiting push says it: its status and ready replicas."""
+    meta, store, number = inputs.rollout.meta, inputs.rollout.store, inputs.version.number
+    status = versions.job_status(meta, store, number).regions.get(inputs.in_region)
+    ready, placed = versions.replica_readiness(meta, store, number).get(inputs.in_region, (0, 0))
+    what = status.status.value if status is not None else "no status yet"
+    config = inputs.rollout.config
+    down = [
+        i.instance for i in instances.instances(meta, config.instance_lease_seconds, inputs.in_region) if not i.live
+    ]
+    gone = f"; instance{'s' if len(down) > 1 else ''} {', '.join(map(str, down))} of the region down" if down else ""
+    return f"{what}, {ready} of {placed} replicas ready{gone}"
 
 
 def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:

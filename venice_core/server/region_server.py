@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import shutil
 import signal
 import threading
@@ -133,8 +134,6 @@ class RegionServer:
 
     # the lease
     def register(self, host: str, port: int) -> None:
-        import os
-
         started = time.monotonic()
         instances.register(
             self.meta,
@@ -557,6 +556,7 @@ class RegionServer:
         return {
             "region": self.region.name,
             "instance": self.instance,
+            "pid": os.getpid(),
             "status": "ok",
             "stores": dict(self.current),
             "hosted": [f"{s}_v{n}" for s, n in self.hosted],
