@@ -27,7 +27,7 @@ fi
 [ -d "$data" ] || .venv/bin/python scripts/generate_dataset.py --out "$data" --records "$records"
 time $venice push "$store" --input "$data"  # through Airflow (the default when it runs)
 for region in dc-0 dc-1 dc-2; do
-  for key in user-000000000 user-000123456 "user-$(printf %09d $((records - 1)))"; do
+  for key in user-000000000 "user-$(printf %09d $((records / 8)))" "user-$(printf %09d $((records - 1)))"; do
     echo "$region $key: $($venice get "$store" "$key" --region "$region")"
   done
 done
