@@ -266,25 +266,15 @@ def _int(settings: Mapping[str, _Setting], key: str, minimum: int = 0) -> int:
     return value
 
 
-def _float(settings: Mapping[str, _Setting], key: str) -> float:
+def _float(settings: Mapping[str, _Setting], key: str, zero: bool = False) -> float:
+    """A positive number (or 0 too, where `zero`: a setting that 0 turns off)."""
     setting = settings[key]
     try:
         value = float(setting.value)
     except ValueError:
         raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{setting.where}: {key} must be positive, got {value}")
-    return value
-
-
-def _nonnegative(settings: Mapping[str, _Setting], key: str) -> float:
-    setting = settings[key]
-    try:
-        value = float(setting.value)
-    except ValueError:
-        raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
-    if value < 0:
-        raise ConfigError(f"{setting.where}: {key} must not be negative, got {value}")
+    if value < 0 or (value == 0 and not zero):
+        raise ConfigError(f"{setting.where}: {key} must be {'0 or more' if zero else 'positive'}, got {value}")
     return value
 
 
@@ -406,7 +396,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         instance_lease_seconds=_float(settings, INSTANCE_LEASE_SECONDS),
         instance_offline_grace_seconds=_float(settings, INSTANCE_OFFLINE_GRACE_SECONDS),
         min_ready_replicas=_int(settings, MIN_READY_REPLICAS),
-        client_long_tail_retry_ms=_nonnegative(settings, CLIENT_LONG_TAIL_RETRY_MS),
+        client_long_tail_retry_ms=_float(settings, CLIENT_LONG_TAIL_RETRY_MS, zero=True),
         airflow_user_dags=_path(settings, AIRFLOW_USER_DAGS_FOLDER),
         server_limits=ServerLimits(
             max_request_bytes=_int(settings, SERVER_MAX_REQUEST_BYTES, 1),

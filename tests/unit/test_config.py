@@ -112,3 +112,26 @@ def test_sandbox_ports_come_from_the_workers_slice(monkeypatch: pytest.MonkeyPat
     assert all(p >= 24000 and p + 8 <= 24100 for p in ports) and len(set(ports)) == 5
     monkeypatch.delenv(sandbox.ENV_PORT_RANGE)
     assert sandbox.port_range() == sandbox.PORT_RANGE
+
+
+def test_instances_of_a_region_have_ports_and_data_dirs_of_their_own(tmp_path: Path) -> None:
+    config, path = _load(tmp_path, f"data.dir={tmp_path}\nserver.port.base=7000\nregion.dc-1.instances=3\n")
+    assert [r.instances for r in config.regions] == [1, 3, 1]
+    assert config.server_port("dc-1") == 7001  # instance 0 keeps the single-instance port and data dir
+    assert [config.server_port("dc-1", n) for n in range(3)] == [7001, 7004, 7007]
+    assert config.instance_dir("dc-1") == tmp_path / "regions" / "dc-1"
+    assert config.instance_dir("dc-1", 2) == tmp_path / "regions" / "dc-1.2"
+    assert config.server_addresses("dc-1") == [("127.0.0.1", 7001), ("127.0.0.1", 7004), ("127.0.0.1", 7007)]
+    with pytest.raises(ConfigError, match=r"region dc-0 has 1 instance \(region.dc-0.instances\): instance 1 is out"):
+        config.server_port("dc-0", 1)
+    assert (config.instance_lease_seconds, config.instance_offline_grace_seconds) == (5, 30)
+    assert (config.min_ready_replicas, config.client_long_tail_retry_ms) == (0, 20)
+    for text, error in (
+        ("region.dc-1.instances=0", "region.dc-1.instances must be at least 1"),
+        ("region.dc-9.instances=2", "names region 'dc-9', not in regions"),
+        ("client.long.tail.retry.ms=-1", "must be 0 or more"),
+        ("instance.lease.seconds=0", "must be positive"),
+    ):
+        path.write_text(text + "\n")
+        with pytest.raises(ConfigError, match=error):
+            load_config({"VENICE_CONFIG": str(path)})
