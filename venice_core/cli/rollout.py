@@ -30,6 +30,11 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     """The store's latest rollout run: its state, each step's state, the hooks' answers, what each region serves."""
     with metadata() as (config, meta):
         info = stores.describe_store(meta, store)
+        if not config.airflow_enabled:
+            raise NoRollout(
+                f"`venice rollout status` follows the store's Airflow runs, and this platform runs without Airflow "
+                f"(airflow.enabled=false): `venice store show {store}` shows each version's status"
+            )
         api = AirflowApi(config)
         run = api.latest_run(rollout_dag_id(store))
         if run is None:
