@@ -252,44 +252,59 @@ def report_partition(
     """Record a partition's progress and recompute its region's status. Two reporters inserting the first row
     at once: the loser retries and updates the winner's row."""
     with meta.session() as session:
-        row = session.get(PartitionStatus, (store_name, number, region, partition))
-        if row is None:
-            session.add(
-                PartitionStatus(
-                    store_name=store_name,
-                    number=number,
-                    region=region,
-                    partition=partition,
-                    status=status,
-                    offset=offset,
-                    records=records,
-                    details=details,
-                    updated_at=time.time(),
-                )
+        _record_partition(session, store_name, number, region, partition, status, offset, records, details)
+
+
+def _record_partition(
+    session: Session,
+    store_name: str,
+    number: int,
+    region: str,
+    partition: int,
+    status: ExecutionStatus,
+    offset: int,
+    records: int,
+    details: str,
+) -> None:
+    row = session.get(PartitionStatus, (store_name, number, region, partition))
+    if row is None:
+        session.add(
+            PartitionStatus(
+                store_name=store_name,
+                number=number,
+                region=region,
+                partition=partition,
+                status=status,
+                offset=offset,
+                records=records,
+                details=details,
+                updated_at=time.time(),
             )
-        else:
-            row.status, row.offset, row.records, row.details = status, offset, records, details
-            row.updated_at = time.time()
-        session.flush()
-        version = session.get(Version, (store_name, number))
-        if version is None:
-            return
-        statuses = [
-            ExecutionStatus(s)
-            for s in session.scalars(
-                select(PartitionStatus.status).where(
-                    PartitionStatus.store_name == store_name,
-                    PartitionStatus.number == number,
-                    PartitionStatus.region == region,
-                )
-            )
-        ]
-        statuses += [ExecutionStatus.NEW] * (version.partition_count - len(statuses))
-        _set_region_status(
-            session, store_name, number, region, aggregate(statuses), details if status is ExecutionStatus.ERROR else ""
         )
+    else:
+        row.status, row.offset, row.records, row.details = status, offset, records, details
+        row.updated_at = time.time()
+    session.flush()
+    version = session.get(Version, (store_name, number))
+    if version is None:
+        return
+    statuses = [
+        ExecutionStatus(s)
+        for s in session.scalars(
+            select(PartitionStatus.status).where(
+                PartitionStatus.store_name == store_name,
+                PartitionStatus.number == number,
+                PartitionStatus.region == region,
+            )
+        )
+    ]
+    statuses += [ExecutionStatus.NEW] * (version.partition_count - len(statuses))
+    _set_region_status(
+        session, store_name, number, region, aggregate(statuses), details if status is ExecutionStatus.ERROR else ""
+    )
 
 
+@retry_on_conflict()
 def report_replica(
     meta: MetadataStore,
     store_name: str,
@@ -306,7 +321,7 @@ def report_replica(
     """Record one replica's progress, then its partition's status in the region as its replicas make it: COMPLETED
     once `min_ready` replicas are (Venice's ONLINE: the region may swap), ERROR if a replica failed before that,
     else as far as the replicas have got. A replica no longer placed (re-placed meanwhile) reports nothing."""
-    with meta.session() as session:
+    with meta.session() as session:  # one transaction: a report read before another's can never be written after it
         replica = session.get(Replica, (store_name, number, region, partition, instance))
         if replica is None:
             return
@@ -323,18 +338,20 @@ def report_replica(
                 )
             )
         )
-    statuses = [ExecutionStatus(r.status) for r in rows]
-    ready = statuses.count(ExecutionStatus.COMPLETED)
-    if ready >= min_ready:
-        partition_status = ExecutionStatus.COMPLETED
-    else:  # not enough ready: a ready replica counts as one past END_OF_PUSH, a missing one as NEW
-        seen: list[ExecutionStatus] = [
-            ExecutionStatus.END_OF_PUSH_RECEIVED if s is ExecutionStatus.COMPLETED else s for s in statuses
-        ]
-        partition_status = aggregate(seen + [ExecutionStatus.NEW] * max(0, min_ready - len(statuses)))
-    failed = next((r.details for r in rows if r.status == ExecutionStatus.ERROR), "")
-    best = max(rows, key=lambda r: (r.records, r.offset))
-    report_partition(meta, store_name, number, region, partition, partition_status, best.offset, best.records, failed)
+        statuses = [ExecutionStatus(r.status) for r in rows]
+        ready = statuses.count(ExecutionStatus.COMPLETED)
+        if ready >= min_ready:
+            partition_status = ExecutionStatus.COMPLETED
+        else:  # not enough ready: a ready replica counts as one past END_OF_PUSH, a missing one as NEW
+            seen: list[ExecutionStatus] = [
+                ExecutionStatus.END_OF_PUSH_RECEIVED if s is ExecutionStatus.COMPLETED else s for s in statuses
+            ]
+            partition_status = aggregate(seen + [ExecutionStatus.NEW] * max(0, min_ready - len(statuses)))
+        failed = next((r.details for r in rows if r.status == ExecutionStatus.ERROR), "")
+        best = max(rows, key=lambda r: (r.records, r.offset))
+        _record_partition(
+            session, store_name, number, region, partition, partition_status, best.offset, best.records, failed
+        )
 
 
 def _set_region_status(

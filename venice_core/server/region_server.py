@@ -118,6 +118,7 @@ class RegionServer:
         self.schemas: dict[str, dict] = {}
         self._dictionaries: dict[VersionKey, bytes | None] = {}
         self.lease_until = 0.0  # monotonic: a leader produces only before it
+        self._lapsed = threading.Event()  # the lease ran out, then was renewed: leaderships unknown until resynced
         self.started = time.monotonic()
         self.spare: set[PartitionKey] = set()  # partitions with data on disk this instance does not hold (yet)
         self._reported_spare: set[PartitionKey] = set()
@@ -164,6 +165,13 @@ class RegionServer:
             log.error("instance %d of %s was taken over by another process: stopping", self.instance, self.region.name)
             self.stopping.set()
             return
+        if time.monotonic() >= self.lease_until and not self._lapsed.is_set():
+            # Renewed after the lease ran out (a pause, a stalled database): leaderships may have moved meanwhile.
+            # None is trusted again until the next sync has read them afresh.
+            log.warning(
+                "instance %d's lease ran out before this renewal: leading nothing until resynced", self.instance
+            )
+            self._lapsed.set()
         self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
 
     def _heartbeat(self) -> None:
@@ -171,7 +179,7 @@ class RegionServer:
             self.renew_lease()
 
     def holds_lease(self) -> bool:
-        return time.monotonic() < self.lease_until
+        return time.monotonic() < self.lease_until and not self._lapsed.is_set()
 
     # hosting
     def _reporter(self, version: HostedVersion, partition: int):
@@ -317,6 +325,10 @@ class RegionServer:
             assignment = self.assignments.get(key)
             over = not leadership.thread.is_alive()
             if over or assignment is None or not assignment.leader or assignment.epoch != leadership.epoch:
+                if not over:
+                    log.warning(
+                        "no longer leading %s v%d p%d (epoch %d): its replication stops", *key, leadership.epoch
+                    )
                 leadership.stop.set()
                 if not over:
                     leadership.thread.join(timeout=10)
@@ -362,7 +374,10 @@ class RegionServer:
         if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
             placement.rebalance(self.meta, self.config, region, coordinator=self.owner)
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
+        lapsed = self._lapsed.is_set()  # read before the assignments: a lapse after this waits for the next sync
         self.assignments = placement.assignments(self.meta, region, self.instance)
+        if lapsed:
+            self._lapsed.clear()
         placed: dict[VersionKey, set[int]] = {}
         for store, number, partition in self.assignments:
             placed.setdefault((store, number), set()).add(partition)
