@@ -207,6 +207,11 @@ class ClusterConfig:
         """Where a client on this machine reaches a server bound to `server.host`."""
         return "127.0.0.1" if self.server_host == "0.0.0.0" else self.server_host
 
+    @property
+    def instances(self) -> tuple[tuple[str, int], ...]:
+        """Every configured region-server instance as (region, instance), region by region."""
+        return tuple((r.name, n) for r in self.regions for n in range(r.instances))
+
     def server_addresses(self, region: str) -> list[tuple[str, int]]:
         """Every configured instance of the region, instance 0 first: where a routing client looks for one alive."""
         return [(self.client_host, self.server_port(region, n)) for n in range(self.region(region).instances)]

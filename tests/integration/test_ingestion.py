@@ -106,9 +106,15 @@ def _write_push(bootstrap: str, topic: str, records: dict[bytes, bytes], end: bo
 
 
 def _replicate(
-    bootstrap: str, source: str, local: str, start: int, may_produce: Callable[[], bool] = lambda: True
+    bootstrap: str,
+    source: str,
+    local: str,
+    start: int,
+    may_produce: Callable[[], bool] = lambda: True,
+    until: Callable[[Replicator], bool] = lambda _replicator: False,
 ) -> tuple[Replicator, bool, list[tuple[int, bool]]]:
-    """Run a replicator until it ends (END_OF_PUSH copied, deposed) or has nothing left to copy for a moment."""
+    """Run a replicator until it ends by itself (END_OF_PUSH copied, or deposed) or `until(replicator)` holds and its
+    progress is recorded, at most a minute."""
     recorded: list[tuple[int, bool]] = []
 
     def record(position: int, replicated: bool) -> bool:
@@ -119,13 +125,11 @@ def _replicate(
     stop, outcome = threading.Event(), []
     thread = threading.Thread(target=lambda: outcome.append(replicator.run(stop)))
     thread.start()
-    deadline, last = time.monotonic() + 60, (-1, 0.0)
+    deadline = time.monotonic() + 60
     while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(timeout=0.2)
-        if replicator.position != last[0]:
-            last = (replicator.position, time.monotonic())
-        elif time.monotonic() - last[1] > 1.5:
-            break  # idle: the source has nothing more for now
+        if until(replicator) and recorded and recorded[-1][0] == replicator.position:
+            break
+        thread.join(timeout=0.05)
     stop.set()
     thread.join()
     return replicator, outcome[0], recorded
@@ -149,7 +153,7 @@ def test_a_new_leader_resumes_replication_from_its_predecessors_progress(
         writer.put(key, records[key], 1, partition=0)
     writer.flush()
 
-    first, ended, recorded = _replicate(bootstrap, source, local, 0)
+    first, ended, recorded = _replicate(bootstrap, source, local, 0, until=lambda r: r.copied == 1001)
     assert not ended and first.copied == 1001  # START_OF_SEGMENT and 1,000 records
     assert recorded and recorded[-1] == (1001, False)
     copied = len(read_partition(bootstrap, local))

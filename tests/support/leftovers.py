@@ -19,9 +19,8 @@ from venice_core.embedded.process import ManagedProcess, members
 def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
     """The platform's processes, its ports, and the environment entry every Airflow process carries (so a process
     Airflow orphaned before the stop is found too)."""
-    instances = [(r.name, n) for r in config.regions for n in range(r.instances)]
-    processes = [kafka.process(config), *(servers.process(config, r, n) for r, n in instances)]
-    ports = [config.kafka.port, config.kafka.controller_port, *(config.server_port(r, n) for r, n in instances)]
+    processes = [kafka.process(config), *(servers.process(config, r, n) for r, n in config.instances)]
+    ports = [config.kafka.port, config.kafka.controller_port, *(config.server_port(r, n) for r, n in config.instances)]
     airflow_processes, airflow_ports, markers = airflow_parts(config)
     return processes + airflow_processes, ports + airflow_ports, markers
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from venice_core.cli.context import metadata, parse_key_values
-from venice_core.config import ClusterConfig, load_config
-from venice_core.controller import stores
+from venice_core.config import ClusterConfig
+from venice_core.controller import placement, stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
@@ -91,7 +91,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
 @store_app.command("show")
 def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show a store: settings, schemas, each region's current version, each version's status."""
-    with metadata() as (_, meta):
+    with metadata() as (config, meta):
         info = stores.describe_store(meta, store)
     if as_json:
         typer.echo(json.dumps(info.to_json(), indent=2))
@@ -103,7 +103,7 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     typer.echo(f"rollout order:        {', '.join(settings.rollout_order)}")
     typer.echo(f"auto-register:        {settings.auto_register_schemas}")
     typer.echo(f"versions to preserve: {settings.versions_to_preserve}")
-    typer.echo(f"replication factor:   {_replication_text(settings.replication_factor)}")
+    typer.echo(f"replication factor:   {_replication_text(config, settings.replication_factor)}")
     typer.echo(f"hook configs:         {json.dumps(settings.hook_configs)}")
     typer.echo(f"hybrid:               {_hybrid_text(settings.hybrid)}")
     typer.echo(f"scheduled repush:     {_repush_text(settings.repush)}")
@@ -142,12 +142,11 @@ def _hybrid_text(hybrid: HybridSettings | None) -> str:
     return f"rewind {hybrid.rewind_seconds} s, offset lag threshold {hybrid.offset_lag_threshold}"
 
 
-def _replication_text(factor: int | None) -> str:
+def _replication_text(config: ClusterConfig, factor: int | None) -> str:
     """The store's replication factor, or the default's value in each region (min(2, its instances))."""
     if factor:
         return str(factor)
-    config = load_config()
-    defaults = {region.name: min(2, region.instances) for region in config.regions}
+    defaults = {region.name: placement.replication_factor(None, region.instances) for region in config.regions}
     if len(set(defaults.values())) == 1:
         return f"{next(iter(defaults.values()))} (the default: min(2, instances))"
     return ", ".join(f"{r} {n}" for r, n in defaults.items()) + " (the default: min(2, instances))"

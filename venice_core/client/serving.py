@@ -1,23 +1,31 @@
-"""Wait until a region serves a version, through its instances' `/health` endpoints."""
+"""A region-server instance's `/health`, and waiting until a region serves a version through its instances'."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import time
+from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ComponentError
 
 
-def _served(host: str, port: int, store: str) -> int | None:
-    """The version of `store` the instance serves (0: none), None if it does not answer."""
+def health(host: str, port: int, timeout: float = 5) -> dict[str, Any] | None:
+    """A region-server instance's `/health` document, None if it does not answer."""
     try:
-        conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.request("GET", "/health")
-        return int(json.loads(conn.getresponse().read()).get("stores", {}).get(store, 0))
+        response = conn.getresponse()
+        return json.loads(response.read()) if response.status == 200 else None
     except (OSError, ValueError):
         return None
+
+
+def _served(host: str, port: int, store: str) -> int | None:
+    """The version of `store` the instance serves (0: none), None if it does not answer."""
+    answer = health(host, port)
+    return None if answer is None else int(answer.get("stores", {}).get(store, 0))
 
 
 def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:

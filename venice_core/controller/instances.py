@@ -21,6 +21,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -61,19 +62,22 @@ def register(
     """Take the instance's registration for `owner`, unless another process holds a lease on it that still runs.
     The conditional UPDATE comes first: it takes the database's write lock before anything is read."""
     now = time.time()
+    registration: dict[str, Any] = {
+        "host": host, "port": port, "owner": owner, "pid": pid, "started_at": now, "heartbeat_at": now, "spare": []
+    }  # fmt: skip
     mine = (RegionInstance.owner == owner) | (RegionInstance.heartbeat_at <= now - lease)
     with meta.session() as session:
         taken = session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == region, RegionInstance.instance == instance, mine)
-            .values(host=host, port=port, owner=owner, pid=pid, started_at=now, heartbeat_at=now, spare=[])
+            .values(**registration)
         )
         if rows_matched(taken) == 1:
             return
         holder = session.get(RegionInstance, (region, instance))
         if holder is not None and _died_here(holder.owner):  # killed on this machine: its lease has no holder
-            holder.host, holder.port, holder.owner, holder.pid, holder.spare = host, port, owner, pid, []
-            holder.started_at = holder.heartbeat_at = now
+            for field, value in registration.items():
+                setattr(holder, field, value)
             return
         if holder is not None:
             raise InstanceAlreadyRunning(
@@ -82,19 +86,7 @@ def register(
             )
     try:
         with meta.session() as session:
-            session.add(
-                RegionInstance(
-                    region=region,
-                    instance=instance,
-                    host=host,
-                    port=port,
-                    owner=owner,
-                    pid=pid,
-                    started_at=now,
-                    heartbeat_at=now,
-                    spare=[],
-                )
-            )
+            session.add(RegionInstance(region=region, instance=instance, **registration))
     except IntegrityError:  # another process registered it between our two transactions
         raise InstanceAlreadyRunning(
             f"instance {instance} of region {region} was just registered by another process"

@@ -29,7 +29,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
-from venice_core.controller.versions import VersionToHost, current_versions, hostable_versions
+from venice_core.controller.versions import current_versions, hostable_versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
@@ -128,7 +128,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
         holders: dict[PartitionKey, list[Replica]] = {}
         changed = 0
         for replica in session.scalars(select(Replica).where(Replica.region == region)):
-            key = (replica.store_name, replica.number, replica.partition)
+            key = key_of(replica)
             if (key[0], key[1]) not in versions or replica.instance not in present:
                 session.delete(replica)
                 changed += 1
@@ -138,10 +138,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
             else:
                 holders.setdefault(key, []).append(replica)
         load = Counter(r.instance for rows in holders.values() for r in rows)
-        leaders = {
-            (row.store_name, row.number, row.partition): row
-            for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
-        }
+        leaders = _leaders(session, region)
         partitions = [
             (key, min(replication_factor(version.replication_factor, configured), len(present)))
             for version in versions.values()
@@ -163,7 +160,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
                 if _move_to_joiner(session, region, key, holders[key], movable, factor, live, load, spare):
                     moves -= 1
                     changed += 1
-        led = Counter(leader.instance for leader in leaders.values())
+        led = Counter(leader.instance for key, leader in leaders.items() if (key[0], key[1]) in versions)
         for key, factor in partitions:
             changed += _drop_surplus(session, holders[key], factor, leaders.get(key), load)
             changed += _lead(session, region, key, holders[key], live, leaders.get(key), led, now)
@@ -174,6 +171,12 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
                 session.delete(leader)
                 changed += 1
         return changed
+
+
+def _leaders(session: Session, region: str) -> dict[PartitionKey, PartitionLeader]:
+    return {
+        key_of(row): row for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
+    }
 
 
 def _new_replica(session: Session, region: str, key: PartitionKey, instance: int) -> Replica:
@@ -352,13 +355,10 @@ def _spread_leaders(
 def assignments(meta: MetadataStore, region: str, instance: int) -> dict[PartitionKey, Assignment]:
     """The replicas placed on one instance, with its leaderships."""
     with meta.session() as session:
-        leaders = {
-            (row.store_name, row.number, row.partition): row
-            for row in session.scalars(select(PartitionLeader).where(PartitionLeader.region == region))
-        }
+        leaders = _leaders(session, region)
         held: dict[PartitionKey, Assignment] = {}
         for replica in session.scalars(select(Replica).where(Replica.region == region, Replica.instance == instance)):
-            key = (replica.store_name, replica.number, replica.partition)
+            key = key_of(replica)
             leader = leaders.get(key)
             leads = leader is not None and leader.instance == instance
             held[key] = Assignment(
@@ -414,8 +414,7 @@ def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> d
             select(Replica).where(Replica.region == region, Replica.status == ExecutionStatus.COMPLETED)
         ):
             if current.get(replica.store_name) == replica.number and replica.instance in addresses:
-                key = (replica.store_name, replica.number, replica.partition)
-                ready.setdefault(key, []).append(addresses[replica.instance])
+                ready.setdefault(key_of(replica), []).append(addresses[replica.instance])
     return {
         store: RoutingTable(
             store,
@@ -427,9 +426,3 @@ def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> d
         for store, number in current.items()
         if (store, number) in counts
     }
-
-
-def placed_versions(versions: list[VersionToHost], held: dict[PartitionKey, Assignment]) -> list[VersionToHost]:
-    """The versions of which an instance holds at least one replica."""
-    keys = {(key[0], key[1]) for key in held}
-    return [v for v in versions if (v.store, v.number) in keys]

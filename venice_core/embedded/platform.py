@@ -45,13 +45,12 @@ def up(
             report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
         finally:
             meta.dispose()
-        for region in config.regions:
-            for instance in range(region.instances):  # the ones not running: a lost instance is brought back
-                start(
-                    servers.process(config, region.name, instance).pid() is not None,
-                    functools.partial(servers.start, config, region.name, instance),
-                    functools.partial(servers.stop, config, region.name, instance),
-                )
+        for region, instance in config.instances:  # the ones not running: a lost instance is brought back
+            start(
+                servers.process(config, region, instance).pid() is not None,
+                functools.partial(servers.start, config, region, instance),
+                functools.partial(servers.stop, config, region, instance),
+            )
         if config.airflow_enabled:
             running = bool(airflow.pids(config))
             if before_airflow is not None:
@@ -70,11 +69,9 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     for proc in servers.unconfigured(config):
         if proc.stop(timeout=60.0):
             report(f"{proc.name} stopped (running, though no longer in the config)")
-    for region in reversed(config.regions):
-        for instance in reversed(range(region.instances)):
-            if servers.stop(config, region.name, instance):
-                suffix = f" instance {instance}" if region.instances > 1 else ""
-                report(f"region server {region.name}{suffix} stopped")
+    for region, instance in reversed(config.instances):
+        if servers.stop(config, region, instance):
+            report(f"{servers.label(config, region, instance)} stopped")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
 
@@ -108,9 +105,8 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
             healthy = kafka.is_healthy(config)
             state = "serving" if healthy else "not answering"
             components.append(ComponentStatus("kafka", healthy, f"pid {pid}, {config.kafka.bootstrap}, {state}"))
-    for region in config.regions:
-        for instance in range(region.instances):
-            components.append(_server_status(config, region.name, instance))
+    for region, instance in config.instances:
+        components.append(_server_status(config, region, instance))
     for proc in servers.unconfigured(config):
         components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
     if config.airflow_enabled:

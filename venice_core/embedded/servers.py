@@ -3,11 +3,10 @@ instance of each region (`region.<r>.instances`, default 1)."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import sys
 from typing import Any
 
+from venice_core.client import serving
 from venice_core.config import ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
 
@@ -25,13 +24,7 @@ def process(config: ClusterConfig, region: str, instance: int = 0) -> ManagedPro
 
 def health(config: ClusterConfig, region: str, instance: int = 0) -> dict[str, Any] | None:
     """The instance's `/health` document, None if it does not answer."""
-    try:
-        conn = http.client.HTTPConnection(config.client_host, config.server_port(region, instance), timeout=2)
-        conn.request("GET", "/health")
-        response = conn.getresponse()
-        return json.loads(response.read()) if response.status == 200 else None
-    except (OSError, ValueError):
-        return None
+    return serving.health(config.client_host, config.server_port(region, instance), timeout=2)
 
 
 def is_healthy(config: ClusterConfig, region: str, instance: int = 0) -> bool:
@@ -45,9 +38,14 @@ def answered_by(config: ClusterConfig, region: str, instance: int, pid: int | No
     return answer is not None and pid is not None and answer.get("pid") == pid
 
 
+def label(config: ClusterConfig, region: str, instance: int = 0) -> str:
+    """How messages name an instance: `region server dc-1`, or `... instance 2` where the region has several."""
+    return f"region server {region}" + (f" instance {instance}" if config.region(region).instances > 1 else "")
+
+
 def start(config: ClusterConfig, region: str, instance: int = 0) -> str:
     proc = process(config, region, instance)
-    what = f"region server {region}" + (f" instance {instance}" if config.region(region).instances > 1 else "")
+    what = label(config, region, instance)
     pid = proc.pid()
     if pid is not None:
         return f"{what} is already running (pid {pid})"
@@ -65,7 +63,7 @@ def stop(config: ClusterConfig, region: str, instance: int = 0) -> bool:
 def unconfigured(config: ClusterConfig) -> list[ManagedProcess]:
     """Instances `venice up` started that the config no longer has (`region.<r>.instances` lowered, or a region
     removed) and that still run: `venice status` shows them and `venice down` stops them too."""
-    configured = {name(r.name, n) for r in config.regions for n in range(r.instances)}
+    configured = {name(region, instance) for region, instance in config.instances}
     found = []
     for pid_file in sorted(config.run_dir.glob("server-*.pid")):
         if pid_file.stem not in configured:

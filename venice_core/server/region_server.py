@@ -32,7 +32,7 @@ from venice_core.controller import versions as controller
 from venice_core.controller.placement import Assignment, PartitionKey, RoutingTable
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
-from venice_core.ingestion.replication import ReplicationError, Replicator
+from venice_core.ingestion.replication import Replicator
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.metrics import PartitionIngestion
@@ -146,7 +146,7 @@ class RegionServer:
             os.getpid(),
             self.config.instance_lease_seconds,
         )
-        self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+        self._extend_lease(started)
         # What it has on disk, before any placement is made for it: a restarted instance gets those back.
         self.spare = self._on_disk()
         spare = [placement.spare_name(k) for k in self.spare]
@@ -172,7 +172,11 @@ class RegionServer:
                 "instance %d's lease ran out before this renewal: leading nothing until resynced", self.instance
             )
             self._lapsed.set()
-        self.lease_until = started + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+        self._extend_lease(started)
+
+    def _extend_lease(self, renewed_at: float) -> None:
+        """The lease as this process counts it: from when its renewal started, a margin short of the database's."""
+        self.lease_until = renewed_at + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(SYNC_INTERVAL_SECONDS):
@@ -221,10 +225,17 @@ class RegionServer:
             compressor(version.compression),
         )
 
-    def _leads(self, key: PartitionKey) -> Callable[[], bool]:
+    def _leads(self, key: PartitionKey, epoch: int | None = None) -> Callable[[], bool]:
+        """Whether this instance leads the partition now (under `epoch`, if given), its lease running."""
+
         def leads() -> bool:
             assignment = self.assignments.get(key)
-            return assignment is not None and assignment.leader and self.holds_lease()
+            return (
+                assignment is not None
+                and assignment.leader
+                and (epoch is None or assignment.epoch == epoch)
+                and self.holds_lease()
+            )
 
         return leads
 
@@ -291,10 +302,6 @@ class RegionServer:
         source = self.config.region(self.config.source_region)
         epoch = assignment.epoch
 
-        def may_produce() -> bool:
-            now = self.assignments.get(key)
-            return now is not None and now.leader and now.epoch == epoch and self.holds_lease()
-
         def record(position: int, replicated: bool) -> bool:
             return placement.record_progress(self.meta, *key[:2], self.region.name, key[2], epoch, position, replicated)
 
@@ -305,7 +312,7 @@ class RegionServer:
             self.region.version_topic(assignment.store, assignment.number),
             assignment.partition,
             assignment.progress,
-            may_produce,
+            self._leads(key, epoch),
             record,
         )
         stop = threading.Event()
@@ -313,7 +320,7 @@ class RegionServer:
         def run() -> None:
             try:
                 replicator.run(stop)
-            except (ReplicationError, Exception) as exc:  # noqa: BLE001 - led again from its progress next round
+            except Exception as exc:  # noqa: BLE001 - a ReplicationError or any other: led again from its progress
                 log.error("replication of %s v%d p%d failed: %s", *key, exc)
 
         thread = threading.Thread(target=run, daemon=True, name=f"lead-{key[0]}-v{key[1]}-p{key[2]}")
