@@ -18,6 +18,7 @@ from venice_core.errors import ConfigError
 
 ENV_CONFIG = "VENICE_CONFIG"
 ENV_HOME = "VENICE_HOME"
+ENV_PROFILE = "VENICE_PROFILE"  # `venice --profile NAME`: the config file of a profile the project ships
 DEFAULT_HOME = Path.home() / ".venice"
 CONFIG_FILE_NAME = "venice.properties"
 
@@ -33,6 +34,32 @@ KAFKA_EMBEDDED_PORT = "kafka.embedded.port"
 KAFKA_EMBEDDED_CONTROLLER_PORT = "kafka.embedded.controller.port"
 KAFKA_EMBEDDED_HEAP = "kafka.embedded.heap"
 KAFKA_EMBEDDED_JVM_OPTIONS = "kafka.embedded.jvm.options"
+# The embedded Kafka as a KRaft cluster: node n (broker and controller) on `port + n` and `controller.port + n`.
+KAFKA_EMBEDDED_BROKERS = "kafka.embedded.brokers"
+# Every topic the platform creates (version and real-time topics): its replicas, and how many must have a write
+# before the broker acknowledges it (producers send with acks=all).
+KAFKA_TOPIC_REPLICATION_FACTOR = "kafka.topic.replication.factor"
+KAFKA_TOPIC_MIN_INSYNC_REPLICAS = "kafka.topic.min.insync.replicas"
+# Where the Spark jobs (push, repush, streaming writers) are submitted: `local[...]`, or a cluster's master URL
+# (the Airflow connection `spark_default` names it). `venice up` starts a standalone cluster of this many workers
+# (each with these cores and memory) when there are any, its master at `spark.master` (spark://host:port).
+SPARK_MASTER = "spark.master"
+SPARK_STANDALONE_WORKERS = "spark.standalone.workers"
+SPARK_STANDALONE_WORKER_CORES = "spark.standalone.worker.cores"
+SPARK_STANDALONE_WORKER_MEMORY = "spark.standalone.worker.memory"
+SPARK_STANDALONE_UI_PORT = "spark.standalone.ui.port"  # the master's web UI; worker n's on the next ports
+# Airflow's executor (LocalExecutor, or CeleryExecutor with this many workers on a broker), its database
+# (default: SQLite in its home; on the embedded PostgreSQL when there is one), and whether a triggerer runs.
+AIRFLOW_EXECUTOR = "airflow.executor"
+AIRFLOW_CELERY_WORKERS = "airflow.celery.workers"
+AIRFLOW_CELERY_BROKER_URL = "airflow.celery.broker.url"
+AIRFLOW_DB_URL = "airflow.db.url"
+AIRFLOW_TRIGGERER_ENABLED = "airflow.triggerer.enabled"
+# Servers `venice up` runs itself: Redis (the Celery broker) and PostgreSQL (Airflow's and the metadata database).
+REDIS_EMBEDDED_ENABLED = "redis.embedded.enabled"
+REDIS_EMBEDDED_PORT = "redis.embedded.port"
+POSTGRES_EMBEDDED_ENABLED = "postgres.embedded.enabled"
+POSTGRES_EMBEDDED_PORT = "postgres.embedded.port"
 SERVER_HOST = "server.host"
 SERVER_PORT_BASE = "server.port.base"
 # What one client may ask of a region server's read API: bounded so a bad client cannot exhaust memory or threads.
@@ -75,6 +102,21 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         KAFKA_EMBEDDED_CONTROLLER_PORT: "9093",
         KAFKA_EMBEDDED_HEAP: "512m",
         KAFKA_EMBEDDED_JVM_OPTIONS: "-XX:+UseG1GC",
+        KAFKA_EMBEDDED_BROKERS: "1",
+        KAFKA_TOPIC_REPLICATION_FACTOR: "1",
+        KAFKA_TOPIC_MIN_INSYNC_REPLICAS: "1",
+        SPARK_MASTER: "local[2,4]",  # two cores; a failed task is retried up to 4 times, as on a cluster
+        SPARK_STANDALONE_WORKERS: "0",
+        SPARK_STANDALONE_WORKER_CORES: "1",
+        SPARK_STANDALONE_WORKER_MEMORY: "2g",
+        SPARK_STANDALONE_UI_PORT: "8090",
+        AIRFLOW_EXECUTOR: "LocalExecutor",
+        AIRFLOW_CELERY_WORKERS: "2",
+        AIRFLOW_TRIGGERER_ENABLED: "false",
+        REDIS_EMBEDDED_ENABLED: "false",
+        REDIS_EMBEDDED_PORT: "6379",
+        POSTGRES_EMBEDDED_ENABLED: "false",
+        POSTGRES_EMBEDDED_PORT: "5432",
         SERVER_HOST: "127.0.0.1",
         SERVER_PORT_BASE: "7070",
         SERVER_MAX_REQUEST_BYTES: str(1024 * 1024),
@@ -97,7 +139,10 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         HOOKS_WAIT_MAX_SECONDS: "86400",
     }
 )
-_COMPUTED_KEYS = frozenset({DATA_DIR, SOURCE_REGION, METADATA_DB_URL, AIRFLOW_USER_DAGS_FOLDER})
+_COMPUTED_KEYS = frozenset(
+    {DATA_DIR, SOURCE_REGION, METADATA_DB_URL, AIRFLOW_USER_DAGS_FOLDER, AIRFLOW_DB_URL, AIRFLOW_CELERY_BROKER_URL}
+)
+AIRFLOW_EXECUTORS = ("LocalExecutor", "CeleryExecutor")
 _REGION_KEY = re.compile(r"^region\.(?P<region>[^.]+)\.(?P<setting>kafka\.bootstrap\.servers|topic\.prefix|instances)$")
 _REGION_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 HOOK_FAILURE_POLICIES = ("PROCEED", "WAIT", "ABORT")
@@ -109,6 +154,8 @@ class RegionConfig:
     kafka_bootstrap: str
     topic_prefix: str
     instances: int = 1  # region-server instances (`region.<r>.instances`)
+    replication_factor: int = 1  # of the topics the platform creates (`kafka.topic.replication.factor`)
+    min_insync_replicas: int = 1
 
     def version_topic(self, store: str, version: int) -> str:
         return f"{self.topic_prefix}{store}_v{version}"
@@ -126,10 +173,36 @@ class EmbeddedKafkaConfig:
     controller_port: int
     heap: str
     jvm_options: tuple[str, ...] = ("-XX:+UseG1GC",)
+    brokers: int = 1
+
+    def broker_port(self, node: int) -> int:
+        return self.port + node
+
+    def node_controller_port(self, node: int) -> int:
+        return self.controller_port + node
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        """Every broker's address, as clients are given them."""
+        return ",".join(f"{self.host}:{self.broker_port(n)}" for n in range(self.brokers))
+
+
+@dataclass(frozen=True)
+class SparkStandaloneConfig:
+    """The standalone Spark cluster `venice up` runs (no workers: none runs, jobs go to `spark.master` as it is)."""
+
+    workers: int = 0
+    worker_cores: int = 1
+    worker_memory: str = "2g"
+    ui_port: int = 8090
+
+
+@dataclass(frozen=True)
+class EmbeddedServerConfig:
+    """A server `venice up` runs itself on 127.0.0.1 (Redis, PostgreSQL)."""
+
+    enabled: bool = False
+    port: int = 0
 
 
 @dataclass(frozen=True)
@@ -175,6 +248,23 @@ class ClusterConfig:
     client_long_tail_retry_ms: float = 20.0
     server_limits: ServerLimits = field(default_factory=ServerLimits)
     airflow_user_dags: Path | None = None  # a folder of the users' DAGs the embedded Airflow parses too
+    spark_master: str = "local[2,4]"
+    spark_standalone: SparkStandaloneConfig = field(default_factory=SparkStandaloneConfig)
+    airflow_executor: str = "LocalExecutor"
+    airflow_celery_workers: int = 2
+    airflow_celery_broker_url: str = ""
+    airflow_db_url: str | None = None  # None: SQLite in the Airflow home
+    airflow_triggerer: bool = False
+    redis: EmbeddedServerConfig = field(default_factory=EmbeddedServerConfig)
+    postgres: EmbeddedServerConfig = field(default_factory=EmbeddedServerConfig)
+
+    @property
+    def spark_standalone_master(self) -> tuple[str, int] | None:
+        """(host, port) of the standalone master `venice up` runs, or None when it runs none."""
+        if self.spark_standalone.workers == 0:
+            return None
+        host, _, port = self.spark_master.removeprefix("spark://").rpartition(":")
+        return host, int(port)
 
     def region(self, name: str) -> RegionConfig:
         for region in self.regions:
@@ -339,7 +429,21 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         controller_port=_int(settings, KAFKA_EMBEDDED_CONTROLLER_PORT, 1),
         heap=settings[KAFKA_EMBEDDED_HEAP].value,
         jvm_options=tuple(settings[KAFKA_EMBEDDED_JVM_OPTIONS].value.split()),
+        brokers=_int(settings, KAFKA_EMBEDDED_BROKERS, 1),
     )
+    replication_factor = _int(settings, KAFKA_TOPIC_REPLICATION_FACTOR, 1)
+    min_insync = _int(settings, KAFKA_TOPIC_MIN_INSYNC_REPLICAS, 1)
+    if min_insync > replication_factor:
+        raise ConfigError(
+            f"{settings[KAFKA_TOPIC_MIN_INSYNC_REPLICAS].where}: {KAFKA_TOPIC_MIN_INSYNC_REPLICAS} ({min_insync}) is "
+            f"more than {KAFKA_TOPIC_REPLICATION_FACTOR} ({replication_factor}): no write could be acknowledged"
+        )
+    if kafka.enabled and replication_factor > kafka.brokers:
+        raise ConfigError(
+            f"{settings[KAFKA_TOPIC_REPLICATION_FACTOR].where}: {KAFKA_TOPIC_REPLICATION_FACTOR} "
+            f"({replication_factor}) is more than the embedded Kafka's brokers ({kafka.brokers}, "
+            f"{KAFKA_EMBEDDED_BROKERS})"
+        )
     for key, setting in file_settings.items():
         match = _REGION_KEY.match(key)
         if match and match.group("region") not in region_names:
@@ -358,6 +462,8 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
                 # Regions sharing the embedded broker keep their topics apart by prefix.
                 topic_prefix=prefix.value if prefix else (f"{name}." if shared_broker else ""),
                 instances=_int(settings, instances_key, 1) if instances_key in settings else 1,
+                replication_factor=replication_factor,
+                min_insync_replicas=min_insync,
             )
         )
 
@@ -382,7 +488,52 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
             {k[len(HOOKS_CONFIGS_PREFIX) :]: s.value for k, s in settings.items() if k.startswith(HOOKS_CONFIGS_PREFIX)}
         ),
     )
-    db_url = settings[METADATA_DB_URL].value if METADATA_DB_URL in settings else f"sqlite:///{home / 'metadata.db'}"
+    postgres = EmbeddedServerConfig(
+        _bool(settings, POSTGRES_EMBEDDED_ENABLED), _int(settings, POSTGRES_EMBEDDED_PORT, 1)
+    )
+    redis = EmbeddedServerConfig(_bool(settings, REDIS_EMBEDDED_ENABLED), _int(settings, REDIS_EMBEDDED_PORT, 1))
+    if METADATA_DB_URL in settings:
+        db_url = settings[METADATA_DB_URL].value
+    elif postgres.enabled:
+        db_url = embedded_postgres_url(postgres.port, "venice")
+    else:
+        db_url = f"sqlite:///{home / 'metadata.db'}"
+    if AIRFLOW_DB_URL in settings:
+        airflow_db_url: str | None = settings[AIRFLOW_DB_URL].value
+    else:
+        airflow_db_url = embedded_postgres_url(postgres.port, "airflow") if postgres.enabled else None
+    executor = settings[AIRFLOW_EXECUTOR].value
+    if executor not in AIRFLOW_EXECUTORS:
+        raise ConfigError(
+            f"{settings[AIRFLOW_EXECUTOR].where}: {AIRFLOW_EXECUTOR} must be one of {', '.join(AIRFLOW_EXECUTORS)}, "
+            f"got {executor!r}"
+        )
+    if AIRFLOW_CELERY_BROKER_URL in settings:
+        broker_url = settings[AIRFLOW_CELERY_BROKER_URL].value
+    else:
+        broker_url = f"redis://127.0.0.1:{redis.port}/0"
+    if executor == "CeleryExecutor" and not redis.enabled and AIRFLOW_CELERY_BROKER_URL not in settings:
+        raise ConfigError(
+            f"{settings[AIRFLOW_EXECUTOR].where}: the CeleryExecutor needs a broker: set {REDIS_EMBEDDED_ENABLED}=true "
+            f"or {AIRFLOW_CELERY_BROKER_URL}"
+        )
+    if executor == "CeleryExecutor" and airflow_db_url is None:
+        raise ConfigError(
+            f"{settings[AIRFLOW_EXECUTOR].where}: the CeleryExecutor's workers cannot share SQLite: set "
+            f"{POSTGRES_EMBEDDED_ENABLED}=true or {AIRFLOW_DB_URL}"
+        )
+    spark_master = settings[SPARK_MASTER].value
+    standalone = SparkStandaloneConfig(
+        workers=_int(settings, SPARK_STANDALONE_WORKERS),
+        worker_cores=_int(settings, SPARK_STANDALONE_WORKER_CORES, 1),
+        worker_memory=settings[SPARK_STANDALONE_WORKER_MEMORY].value,
+        ui_port=_int(settings, SPARK_STANDALONE_UI_PORT, 1),
+    )
+    if standalone.workers and not re.match(r"^spark://[^:/]+:\d+$", spark_master):
+        raise ConfigError(
+            f"{settings[SPARK_STANDALONE_WORKERS].where}: a standalone cluster needs {SPARK_MASTER} as "
+            f"spark://host:port (its master's address), got {spark_master!r}"
+        )
     return ClusterConfig(
         cluster_name=settings[CLUSTER_NAME].value,
         home=home,
@@ -409,12 +560,51 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
             max_connections=_int(settings, SERVER_MAX_CONNECTIONS, 1),
             idle_timeout_seconds=_float(settings, SERVER_IDLE_TIMEOUT_SECONDS),
         ),
+        spark_master=spark_master,
+        spark_standalone=standalone,
+        airflow_executor=executor,
+        airflow_celery_workers=_int(settings, AIRFLOW_CELERY_WORKERS, 1),
+        airflow_celery_broker_url=broker_url,
+        airflow_db_url=airflow_db_url,
+        airflow_triggerer=_bool(settings, AIRFLOW_TRIGGERER_ENABLED),
+        redis=redis,
+        postgres=postgres,
     )
 
 
+def embedded_postgres_url(port: int, database: str) -> str:
+    """A database of the embedded PostgreSQL (its `venice` role trusts local connections)."""
+    return f"postgresql+psycopg2://venice@127.0.0.1:{port}/{database}"
+
+
+# The profiles: each a config file in the project's deploy/ (None: the built-in defaults, the embedded platform).
+PROFILES_DIR = Path(__file__).resolve().parents[1] / "deploy"
+PROFILES: Mapping[str, str | None] = MappingProxyType(
+    {"embedded": None, "replicated": "replicated.properties", "cluster": "cluster.properties"}
+)
+
+
+def profile_path(name: str) -> Path | None:
+    """A profile's config file (None for `embedded`); ConfigError naming the profiles for an unknown one."""
+    if name not in PROFILES:
+        raise ConfigError(f"unknown profile {name!r} (profiles: {', '.join(PROFILES)})")
+    file = PROFILES[name]
+    return None if file is None else PROFILES_DIR / file
+
+
 def config_path(env: Mapping[str, str] | None = None) -> Path | None:
-    """The properties file in effect, or None when only the defaults apply."""
+    """The properties file in effect, or None when only the defaults apply: `$VENICE_CONFIG`'s, else the profile's
+    (`$VENICE_PROFILE`), else `$VENICE_HOME/venice.properties` when there is one."""
     env = os.environ if env is None else env
+    if env.get(ENV_PROFILE):
+        path = profile_path(env[ENV_PROFILE])
+        given = Path(env[ENV_CONFIG]).expanduser() if env.get(ENV_CONFIG) else None
+        if given is not None and (path is None or given.resolve() != path.resolve()):
+            raise ConfigError(
+                f"${ENV_CONFIG} ({given}) and the profile {env[ENV_PROFILE]!r} both name the config: choose one"
+            )
+        if path is not None:
+            return path
     if env.get(ENV_CONFIG):
         path = Path(env[ENV_CONFIG]).expanduser()
         if not path.is_file():

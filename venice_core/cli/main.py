@@ -17,6 +17,7 @@ from types import FrameType
 import typer
 
 from venice_core.cli import airflow, data, platform
+from venice_core.cli.context import ProfileOption, use_profile
 from venice_core.cli.davinci import davinci_app
 from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
@@ -34,6 +35,14 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"max_content_width": 120},
 )
+
+
+@app.callback()
+def _common(profile: str | None = ProfileOption) -> None:
+    """A Venice-style derived-data platform: stores, pushes, rollouts, reads."""
+    use_profile(profile)
+
+
 app.command("up")(platform.up)
 app.command("down")(platform.down)
 app.command("status")(platform.status)

@@ -6,12 +6,14 @@ import json
 
 import typer
 
+from venice_core.cli.context import ProfileOption, use_profile
 from venice_core.config import ClusterConfig, load_config
 from venice_core.embedded import platform
 
 
-def up() -> None:
-    """Bring up the embedded platform: Kafka, the metadata store (migrated), and the services after them."""
+def up(profile: str | None = ProfileOption) -> None:
+    """Bring up the platform: Kafka, the metadata store (migrated), and the services after them."""
+    use_profile(profile)
     config = load_config()
     platform.up(config, report=typer.echo, before_airflow=lambda running: _sync_store_dags(config, running))
 
@@ -37,8 +39,9 @@ def _sync_store_dags(config: ClusterConfig, airflow_running: bool) -> None:
             typer.echo(f"warning: Airflow was not asked to parse the rewritten DAG files: {exc}", err=True)
 
 
-def down() -> None:
-    """Stop every component of the embedded platform, and the stream pipelines running on it first."""
+def down(profile: str | None = ProfileOption) -> None:
+    """Stop every component of the platform, and the stream pipelines running on it first."""
+    use_profile(profile)
     config = load_config()
     _stop_stream_pipelines(config)
     platform.down(config, report=typer.echo)
@@ -60,8 +63,11 @@ def _stop_stream_pipelines(config: ClusterConfig) -> None:
         meta.dispose()
 
 
-def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."), profile: str | None = ProfileOption
+) -> None:
     """Show each component and whether it is healthy; exits 1 if any is not."""
+    use_profile(profile)
     components = platform.status(load_config())
     if as_json:
         typer.echo(json.dumps([c.__dict__ for c in components], indent=2))
