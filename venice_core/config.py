@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,6 +297,12 @@ class ClusterConfig:
     def client_host(self) -> str:
         """Where a client on this machine reaches a server bound to `server.host`."""
         return "127.0.0.1" if self.server_host == "0.0.0.0" else self.server_host
+
+    @property
+    def advertised_host(self) -> str:
+        """The address an instance registers for routing clients: its host name when bound to every interface (a
+        container's, in docker-compose.yaml), else the address it is bound to."""
+        return socket.gethostname() if self.server_host == "0.0.0.0" else self.server_host
 
     @property
     def instances(self) -> tuple[tuple[str, int], ...]:

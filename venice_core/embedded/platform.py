@@ -129,3 +129,41 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
     finally:
         meta.dispose()
     return components
+
+
+@dataclass(frozen=True)
+class PlannedProcess:
+    """A process `venice up` runs for a config, and the ports it listens on (its main one first)."""
+
+    name: str
+    ports: tuple[int, ...] = ()
+
+
+def plan(config: ClusterConfig) -> list[PlannedProcess]:
+    """Every process `venice up` runs for `config`, in start order: what docker-compose.yaml runs as services for
+    the cluster profile (tests/unit/test_cluster_profile.py holds the two together)."""
+    planned: list[PlannedProcess] = []
+    if config.postgres.enabled:
+        planned.append(PlannedProcess("postgres", (config.postgres.port,)))
+    if config.redis.enabled:
+        planned.append(PlannedProcess("redis", (config.redis.port,)))
+    if config.kafka.enabled:
+        k = config.kafka
+        for node in range(k.brokers):
+            name = "kafka" if k.brokers == 1 else f"kafka-{node}"
+            planned.append(PlannedProcess(name, (k.broker_port(node), k.node_controller_port(node))))
+    master = config.spark_standalone_master
+    if master is not None:
+        ui = config.spark_standalone.ui_port
+        planned.append(PlannedProcess("spark-master", (master[1], ui)))
+        planned += [PlannedProcess(f"spark-worker-{n}", (ui + 1 + n,)) for n in range(config.spark_standalone.workers)]
+    for region, instance in config.instances:
+        planned.append(PlannedProcess(servers.name(region, instance), (config.server_port(region, instance),)))
+    if config.airflow_enabled:
+        planned.append(PlannedProcess("airflow-api-server", (config.airflow_port,)))
+        planned += [PlannedProcess(f"airflow-{name}") for name in airflow.COMPONENTS if name != "api-server"]
+        if config.airflow_triggerer:
+            planned.append(PlannedProcess("airflow-triggerer"))
+        if config.airflow_executor == "CeleryExecutor":
+            planned += [PlannedProcess(f"airflow-celery-worker-{n}") for n in range(config.airflow_celery_workers)]
+    return planned

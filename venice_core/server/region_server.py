@@ -411,7 +411,9 @@ class RegionServer:
     def run(self) -> None:
         gc_settings.tune_for_throughput()
         host, port = self.config.server_host, self.config.server_port(self.region.name, self.instance)
-        self.register(host, port)  # refused, before anything is bound, while another process runs this instance
+        self.register(
+            self.config.advertised_host, port
+        )  # refused, before anything is bound, while another process runs this instance
         try:
             http_server = serve(self, host, port, self.config.server_limits)
         except OSError:
