@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo demo-replicated test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated demo-cluster test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,7 +46,13 @@ demo: install
 # The same push on replicated regions: three region-server instances per region, every partition on two of them
 # (deploy/replicated.properties: its own data dir and ports, beside the default platform).
 demo-replicated: install
-	DEMO_REPLICATED=1 scripts/demo.sh
+	DEMO_PROFILE=replicated scripts/demo.sh
+
+# The same push on the cluster profile (deploy/cluster.properties): three Kafka brokers, Spark standalone (a master
+# and two workers), Airflow on Celery workers with Redis, PostgreSQL, three region-server instances per region.
+demo-cluster: install
+	scripts/install-system-packages.sh --with-cluster-deps
+	DEMO_PROFILE=cluster scripts/demo.sh
 
 # Three workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
 # restarts) start first, one on each of two workers, while the third takes the rest. Each worker starts its own

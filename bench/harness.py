@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.cluster import write_cluster_config
 from tests.support.sandbox import write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.embedded import platform
@@ -19,10 +20,15 @@ SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
 
 
 @contextmanager
-def sandbox_platform(extra: dict[str, str] | None = None) -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
+def sandbox_platform(
+    extra: dict[str, str] | None = None, profile: str = "embedded"
+) -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
+    """A platform of its own (`profile`: the embedded one, or the cluster profile on free ports), up for the block."""
     with tempfile.TemporaryDirectory(prefix="venice-bench-") as tmp:
         home = Path(tmp)
-        properties = write_sandbox_config(home / "home", extra)
+        home.chmod(0o755)  # the cluster profile's PostgreSQL runs as its own user, in a folder of this one
+        write = write_cluster_config if profile == "cluster" else write_sandbox_config
+        properties = write(home / "home", extra)
         os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
         config = load_config()
         platform.up(config, report=lambda line: print(f"  {line}"))
@@ -52,6 +58,21 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a running process has used (its threads included)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a running process, its reaped children's, and its descendants' still running."""
+    from venice_core.embedded.process import members
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    for member in members(pid):
+        if member != pid:
+            try:
+                total += cpu_seconds(member)
+            except OSError:  # ended meanwhile: its parent's reaped-children figures have it
+                continue
+    return total
 
 
 def rss_mb(pid: int) -> float:

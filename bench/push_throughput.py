@@ -1,10 +1,12 @@
 """Push throughput end to end (input files -> every region serving) against confluent-kafka alone producing and
 consuming the same serialised bytes, in the same run. Also the region servers' resident memory afterwards.
 
-    .venv/bin/python -m bench.push_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2]
+    .venv/bin/python -m bench.push_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2] [--profile cluster]
 
 The issue's targets: ratio >= 0.5x with three regions; one region (no replication) well above that. Also printed:
 the floor (`bench.raw_topology`), confluent-kafka alone doing the Kafka work such a rollout needs, no platform code.
+`--profile cluster` runs the push on the embedded platform and on the cluster profile instead, and prints the
+cluster's overhead (no target on two cores: three brokers, a Spark cluster and nine region servers share them).
 """
 
 from __future__ import annotations
@@ -19,11 +21,21 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from bench import raw_topology
-from bench.harness import SCHEMAS, cpu_seconds, print_timeline, report, rss_mb, running_pid, sandbox_platform
+from bench.harness import (
+    SCHEMAS,
+    cpu_seconds,
+    print_timeline,
+    report,
+    rss_mb,
+    running_pid,
+    sandbox_platform,
+    tree_cpu_seconds,
+)
 from scripts.generate_dataset import generate
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores
-from venice_core.embedded import kafka, servers
+from venice_core.embedded import kafka, platform, servers
+from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.partitioner import partition_for
@@ -96,7 +108,17 @@ def main() -> None:
     parser.add_argument(
         "--conf", action="append", default=[], type=conf_pair, help="a push conf KEY=VALUE (repeatable)"
     )
+    parser.add_argument(
+        "--profile",
+        choices=["embedded", "cluster"],
+        default="embedded",
+        help="cluster: the same push on the embedded platform and on the cluster profile, one after the other, and "
+        "the cluster's overhead as a ratio",
+    )
     args = parser.parse_args()
+    if args.profile == "cluster":
+        compare_profiles(args.records, dict(args.conf))
+        return
     with sandbox_platform({"regions": args.regions}) as (config, meta, home):
         data, records = bench_store(config, meta, home, args.records)
         payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
@@ -161,6 +183,61 @@ def main() -> None:
             f"{baseline_seconds / (floor_seconds + spark_start):.2f}x here"
         )
         print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
+
+
+# What each process of a profile is, for the CPU table (`platform.plan`'s names).
+KINDS = (
+    ("kafka", "kafka brokers"),
+    ("server-", "region servers"),
+    ("spark-worker-", "spark workers (their executors)"),
+    ("spark-master", "spark master"),
+    ("airflow-", "airflow"),
+    ("postgres", "postgresql"),
+    ("redis", "redis"),
+)
+
+
+def _kind(name: str) -> str:
+    return next((kind for prefix, kind in KINDS if name.startswith(prefix)), name)
+
+
+def _timed_push(config: ClusterConfig, meta: MetadataStore, data: Path, confs: dict[str, str]) -> tuple[float, dict]:
+    """Seconds of one push (`venice push --local`'s steps, as the default benchmark), and the core-seconds each
+    kind of process spent on it (a process's tree: a Spark worker's executors, reaped or running, count as its)."""
+    pids = {p.name: pid for p in platform.plan(config) if (pid := ManagedProcess(p.name, config.run_dir).pid())}
+    before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    push(config, meta, "bench", str(data), confs=confs)
+    seconds = time.perf_counter() - started
+    cpu: dict[str, float] = {}
+    for name, pid in pids.items():
+        cpu[_kind(name)] = cpu.get(_kind(name), 0.0) + tree_cpu_seconds(pid) - before[name]
+    children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+    cpu["spark-submit (the driver)"] = (
+        children.ru_utime + children.ru_stime - children_before.ru_utime - children_before.ru_stime
+    )
+    cpu["push driver (this process)"] = own.ru_utime + own.ru_stime - own_before.ru_utime - own_before.ru_stime
+    return seconds, cpu
+
+
+def compare_profiles(count: int, confs: dict[str, str]) -> None:
+    """The same push on the embedded platform, then on the cluster profile (three brokers with topics of three
+    replicas, Spark standalone with two one-core workers, PostgreSQL, three instances per region with two replicas
+    of every partition; its Airflow off, as the push runs `venice push --local`'s steps in both), each on a platform
+    of its own, the dataset the same."""
+    results = {}
+    for profile in ("embedded", "cluster"):
+        with sandbox_platform({"airflow.enabled": "false"}, profile=profile) as (config, meta, home):
+            data, _records = bench_store(config, meta, home, count)
+            push_seconds, cpu = _timed_push(config, meta, data, confs)
+            results[profile] = push_seconds
+            print(f"\n{profile}: {count} records pushed to {len(config.regions)} regions in {push_seconds:.1f}s")
+            print(f"  where its CPU went ({sum(cpu.values()):.0f} core-seconds on 2 cores):")
+            for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
+                print(f"    {seconds:6.1f}s  {name}")
+    print(f"\ncluster / embedded: {results['cluster'] / results['embedded']:.2f}x")
 
 
 if __name__ == "__main__":

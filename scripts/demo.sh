@@ -2,19 +2,17 @@
 # The main job of `make demo`: bring the embedded platform up (Kafka, metadata store, three region servers,
 # Airflow), generate 1,000,000 user records, push them as the store's Airflow rollout DAG run (Spark writes the
 # version topic; each region ingests and swaps in rollout order), and read sample keys back from every region.
-# DEMO_REPLICATED=1 (`make demo-replicated`): three instances per region, replication factor 2, on a config of its
-# own (deploy/replicated.properties, data in ~/.venice-replicated, ports beside the default platform's): nine region
-# servers, Kafka, Airflow and the Spark push on one machine, so allow a few minutes on two cores.
+# DEMO_PROFILE names another profile (deploy/<profile>.properties, each with its own data dir and ports, beside the
+# default platform's): `replicated` (`make demo-replicated`: three instances per region, replication factor 2) or
+# `cluster` (`make demo-cluster`: every engine in its distributed form). Allow a few minutes for those on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venice=.venv/bin/venice
-home=${VENICE_HOME:-$HOME/.venice}
-port=8080
-if [ "${DEMO_REPLICATED:-0}" = 1 ]; then
-  export VENICE_CONFIG="$PWD/deploy/replicated.properties"
-  home=$HOME/.venice-replicated
-  port=8180
+if [ -n "${DEMO_PROFILE:-}" ]; then
+  export VENICE_PROFILE="$DEMO_PROFILE"
 fi
+read -r home port < <(.venv/bin/python -c \
+  "from venice_core.config import load_config; c = load_config(); print(c.home, c.airflow_port)")
 store=${DEMO_STORE:-demo_users}
 records=${DEMO_RECORDS:-1000000}
 data=$home/demo-data/users-$records
@@ -32,8 +30,8 @@ for region in dc-0 dc-1 dc-2; do
   done
 done
 $venice store show "$store" | tail -4
-if [ "${DEMO_REPLICATED:-0}" = 1 ]; then $venice status || true; fi  # every instance, its replicas and leaderships
+if [ -n "${DEMO_PROFILE:-}" ]; then $venice status || true; fi  # every process: instances, replicas, brokers, workers
 echo
 echo "The platform keeps running (Airflow UI: http://127.0.0.1:$port, user admin, password in"
 echo "$home/airflow/simple_auth_manager_passwords.json.generated); stop it with:"
-echo "  ${VENICE_CONFIG:+VENICE_CONFIG=$VENICE_CONFIG }make down"
+echo "  ${VENICE_PROFILE:+VENICE_PROFILE=$VENICE_PROFILE }make down"
