@@ -165,7 +165,9 @@ class Figures:
 class NoTopics:
     """The stores here never push: no topics to create or delete (no Kafka runs)."""
 
-    def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def create_topic(
+        self, bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+    ) -> None:
         return None
 
     def delete_topics(self, bootstrap: str, topics: list[str]) -> None:

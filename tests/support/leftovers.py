@@ -19,8 +19,10 @@ from venice_core.embedded.process import ManagedProcess, members
 def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
     """The platform's processes, its ports, and the environment entry every Airflow process carries (so a process
     Airflow orphaned before the stop is found too)."""
-    processes = [kafka.process(config), *(servers.process(config, r, n) for r, n in config.instances)]
-    ports = [config.kafka.port, config.kafka.controller_port, *(config.server_port(r, n) for r, n in config.instances)]
+    processes = [*kafka.processes(config), *(servers.process(config, r, n) for r, n in config.instances)]
+    k = config.kafka
+    kafka_ports = [port for n in range(k.brokers) for port in (k.broker_port(n), k.node_controller_port(n))]
+    ports = [*kafka_ports, *(config.server_port(r, n) for r, n in config.instances)]
     airflow_processes, airflow_ports, markers = airflow_parts(config)
     return processes + airflow_processes, ports + airflow_ports, markers
 

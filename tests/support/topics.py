@@ -17,8 +17,12 @@ class InMemoryTopics:
         self.partitions: dict[tuple[str, str], int] = {}  # (bootstrap, topic) -> partition count
         self.unreachable: set[str] = set()  # bootstraps whose broker does not answer
         self.ends: dict[tuple[str, str], list[int]] = {}  # (bootstrap, topic) -> end offsets (default: all 0)
+        self.replication: dict[tuple[str, str], tuple[int, int]] = {}  # -> (replication factor, min.insync.replicas)
 
-    def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def create_topic(
+        self, bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+    ) -> None:
+        self.replication.setdefault((bootstrap, topic), (replication_factor, min_insync_replicas))
         existing = self.partitions.setdefault((bootstrap, topic), partitions)
         if existing != partitions:  # as Kafka's admin answers
             raise ComponentError(f"topic {topic} exists with {existing} partitions, not {partitions}")
@@ -26,6 +30,7 @@ class InMemoryTopics:
     def delete_topics(self, bootstrap: str, topics: list[str]) -> None:
         for topic in topics:
             self.partitions.pop((bootstrap, topic), None)
+            self.replication.pop((bootstrap, topic), None)
 
     def check_reachable(self, bootstrap: str, timeout: float = 10.0) -> None:
         if bootstrap in self.unreachable:

@@ -97,7 +97,9 @@ def test_a_hybrid_stores_partition_count_is_fixed(meta: MetadataStore, config, s
 
 def test_a_broker_that_cannot_create_the_topics_changes_nothing(meta: MetadataStore, config, store: str) -> None:
     class Unreachable(InMemoryTopics):
-        def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None:
+        def create_topic(
+            self, bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+        ) -> None:
             raise ComponentError(f"Kafka broker at {bootstrap} is unreachable")
 
     with pytest.raises(ComponentError, match="unreachable"):

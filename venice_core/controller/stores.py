@@ -333,7 +333,13 @@ def update_store(
         becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
     if becomes_hybrid:
         for region in config.regions:
-            topics.create_topic(region.kafka_bootstrap, region.real_time_topic(name), partition_count)
+            topics.create_topic(
+                region.kafka_bootstrap,
+                region.real_time_topic(name),
+                partition_count,
+                region.replication_factor,
+                region.min_insync_replicas,
+            )
     with meta.session() as session:
         store = get_store(session, name)
         _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile

@@ -142,7 +142,11 @@ def create_version(
         for region in dict.fromkeys([config.source_region, *target_regions]):
             region_config = config.region(region)
             topics.create_topic(
-                region_config.kafka_bootstrap, region_config.version_topic(store_name, number), version.partition_count
+                region_config.kafka_bootstrap,
+                region_config.version_topic(store_name, number),
+                version.partition_count,
+                region_config.replication_factor,
+                region_config.min_insync_replicas,
             )
     except VeniceError as exc:
         set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")

@@ -1,4 +1,12 @@
-"""The embedded Apache Kafka 4 broker: one KRaft node (broker + controller) on 127.0.0.1.
+"""The embedded Apache Kafka 4: a KRaft cluster of `kafka.embedded.brokers` nodes on 127.0.0.1, each a broker and a
+controller at once.
+
+One node (the default) is the single broker the platform always ran: process `kafka`, data in `<home>/kafka`, its
+quorum formatted `--standalone`. Several are a cluster with a static quorum (`controller.quorum.voters`): node n
+(node.id n+1) is process `kafka-<n>`, listens on `broker_port(n)` and `node_controller_port(n)`, keeps its data in
+`<home>/kafka/node-<n>`, and all share the cluster id in `<home>/kafka/cluster.id`. The nodes start together (a
+controller needs a majority of the voters to elect a leader, a broker needs the leader to register), and the
+cluster is healthy once every broker is registered.
 
 Its jars come from Maven Central through `kafka-pom.xml` (beside this file) into a cache folder keyed by the
 pom's content; its storage is formatted on first start; its data and logs live in the data dir.
@@ -9,16 +17,22 @@ from __future__ import annotations
 import base64
 import socket
 import subprocess
+import time
 import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded.maven import fetch_jars
 from venice_core.embedded.process import ManagedProcess, require_program
-from venice_core.errors import ComponentError
+from venice_core.errors import ComponentError, ConfigError
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 START_TIMEOUT_SECONDS = 90.0
+CLUSTER_START_TIMEOUT_SECONDS = 150.0  # several JVMs starting at once on few cores
+STOP_TIMEOUT_SECONDS = 60.0
+POLL_SECONDS = 0.5
 
 LOG4J2_PROPERTIES = """\
 status = warn
@@ -46,32 +60,85 @@ def _data_dir(config: ClusterConfig) -> Path:
     return config.home / "kafka"
 
 
-def process(config: ClusterConfig) -> ManagedProcess:
-    return ManagedProcess("kafka", config.run_dir)
+def _clustered(config: ClusterConfig) -> bool:
+    return config.kafka.brokers > 1
 
 
-def server_properties(config: ClusterConfig) -> str:
+def _check_node(config: ClusterConfig, node: int) -> int:
+    count = config.kafka.brokers
+    if not 0 <= node < count:
+        raise ConfigError(
+            f"the embedded Kafka has {count} broker{'s' if count != 1 else ''} (kafka.embedded.brokers): "
+            f"node {node} is out of range 0..{count - 1}"
+        )
+    return node
+
+
+def node_dir(config: ClusterConfig, node: int = 0) -> Path:
+    """A node's folder: its server.properties, log4j2.properties, `data` (the log dirs) and `logs`."""
+    _check_node(config, node)
+    return _data_dir(config) / f"node-{node}" if _clustered(config) else _data_dir(config)
+
+
+def name(config: ClusterConfig, node: int = 0) -> str:
+    """The node's process name, as `venice status` shows it: `kafka` for the single broker, else `kafka-<n>`."""
+    return f"kafka-{_check_node(config, node)}" if _clustered(config) else "kafka"
+
+
+def process(config: ClusterConfig, node: int = 0) -> ManagedProcess:
+    return ManagedProcess(name(config, node), config.run_dir)
+
+
+def processes(config: ClusterConfig) -> list[ManagedProcess]:
+    """Every node's process, node 0 first."""
+    return [process(config, n) for n in range(config.kafka.brokers)]
+
+
+def address(config: ClusterConfig, node: int = 0) -> str:
+    """Where clients reach the node's broker."""
+    return f"{config.kafka.host}:{config.kafka.broker_port(_check_node(config, node))}"
+
+
+def _topic_settings(config: ClusterConfig) -> tuple[int, int]:
+    """The replication factor and min.insync.replicas of the topics the platform creates (the same in every
+    region: `kafka.topic.*`), as the brokers' defaults."""
+    return max(r.replication_factor for r in config.regions), max(r.min_insync_replicas for r in config.regions)
+
+
+def server_properties(config: ClusterConfig, node: int = 0) -> str:
     k = config.kafka
-    controller = f"{k.host}:{k.controller_port}"
+    controller = f"{k.host}:{k.node_controller_port(_check_node(config, node))}"
+    broker = address(config, node)
+    if _clustered(config):
+        voters = ",".join(f"{n + 1}@{k.host}:{k.node_controller_port(n)}" for n in range(k.brokers))
+        quorum = {"controller.quorum.voters": voters}
+        internal_replicas, internal_isr = str(min(3, k.brokers)), str(min(2, k.brokers))
+        replication_factor, min_insync = _topic_settings(config)
+        topic_defaults = {"default.replication.factor": str(replication_factor), "min.insync.replicas": str(min_insync)}
+    else:
+        quorum = {"controller.quorum.bootstrap.servers": controller}
+        internal_replicas = internal_isr = "1"
+        topic_defaults = {}
     settings = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.bootstrap.servers": controller,
-        "listeners": f"PLAINTEXT://{k.bootstrap},CONTROLLER://{controller}",
-        "advertised.listeners": f"PLAINTEXT://{k.bootstrap},CONTROLLER://{controller}",
+        "node.id": str(node + 1),
+        **quorum,
+        "listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
+        "advertised.listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(_data_dir(config) / "data"),
+        "log.dirs": str(node_dir(config, node) / "data"),
         "num.partitions": "1",
+        **topic_defaults,
         "num.network.threads": "2",
         "num.io.threads": "2",
-        "offsets.topic.replication.factor": "1",
+        "offsets.topic.replication.factor": internal_replicas,
         "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "transaction.state.log.replication.factor": internal_replicas,
+        "transaction.state.log.min.isr": internal_isr,
+        "share.coordinator.state.topic.replication.factor": internal_replicas,
+        "share.coordinator.state.topic.min.isr": internal_isr,
         "group.initial.rebalance.delay.ms": "0",
         # Version topics are the source of repushes: keep them until the controller deletes them.
         "log.retention.ms": "-1",
@@ -86,31 +153,100 @@ def _port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
-    if not _port_open(config.kafka.host, config.kafka.port):
-        return False
+def registered_brokers(bootstrap: str, timeout: float = 5.0) -> set[int] | None:
+    """The ids of the brokers the cluster has registered and not fenced (those alive), None if none answers."""
     from confluent_kafka.admin import AdminClient
 
     from venice_core.pubsub import client_config
 
-    admin = AdminClient(client_config(config.kafka.bootstrap))
+    admin = AdminClient(client_config(bootstrap))
     try:
-        admin.list_topics(timeout=timeout)
-        return True
-    except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        return {node.id for node in admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 1).nodes}
+    except Exception:  # noqa: BLE001 - any failure means "no answer"
+        return None
+
+
+def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
+    """The single broker answers; a cluster has all of its brokers registered."""
+    k = config.kafka
+    if not _clustered(config):
+        if not _port_open(k.host, k.port):
+            return False
+        from confluent_kafka.admin import AdminClient
+
+        from venice_core.pubsub import client_config
+
+        admin = AdminClient(client_config(k.bootstrap))
+        try:
+            admin.list_topics(timeout=timeout)
+            return True
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            return False
+    if not any(_port_open(k.host, k.broker_port(n)) for n in range(k.brokers)):
         return False
+    return registered_brokers(k.bootstrap, timeout) == {n + 1 for n in range(k.brokers)}
 
 
-def format_storage(jvm: list[str], props: Path, cluster_id: str) -> None:
-    """Format the KRaft storage once. The id goes as `--cluster-id=<id>`: a random base64 id starts with '-' one
-    time in 64, and as a separate argument the tool would take it for an option."""
-    result = subprocess.run(
-        [*jvm, "kafka.tools.StorageTool", "format", "--standalone", f"--cluster-id={cluster_id}", "-c", str(props)],
-        capture_output=True,
-        text=True,
-    )
+def node_healthy(config: ClusterConfig, node: int, timeout: float = 5.0) -> bool:
+    """The node's broker answers, registered with the cluster. Asked with the node alone as bootstrap server, so
+    the node itself answers (a broker serves requests once it has caught up with the cluster's metadata): a node
+    killed a moment ago is still counted by the others until its session times out."""
+    if not _clustered(config):
+        return is_healthy(config, timeout)
+    if not _port_open(config.kafka.host, config.kafka.broker_port(_check_node(config, node))):
+        return False
+    registered = registered_brokers(address(config, node), timeout)
+    return registered is not None and node + 1 in registered
+
+
+def _format_command(jvm: list[str], props: Path, cluster_id: str, standalone: bool) -> list[str]:
+    """The id goes as `--cluster-id=<id>`: a random base64 id starts with '-' one time in 64, and as a separate
+    argument the tool would take it for an option."""
+    quorum = ["--standalone"] if standalone else []  # a cluster's voters are in its properties
+    return [*jvm, "kafka.tools.StorageTool", "format", *quorum, f"--cluster-id={cluster_id}", "-c", str(props)]
+
+
+def format_storage(jvm: list[str], props: Path, cluster_id: str, standalone: bool = True) -> None:
+    """Format the KRaft storage once."""
+    result = subprocess.run(_format_command(jvm, props, cluster_id, standalone), capture_output=True, text=True)
     if result.returncode != 0:
         raise ComponentError(f"cannot format Kafka storage for {props}: {result.stdout}{result.stderr}")
+
+
+def _format_all(commands: dict[str, list[str]]) -> None:
+    """Run the nodes' storage formats at once (a JVM each): one error naming every node that failed."""
+    running = {
+        label: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for label, c in commands.items()
+    }
+    failures = []
+    for label, proc in running.items():
+        output, _ = proc.communicate()
+        if proc.returncode != 0:
+            failures.append(f"{label}: {output.strip()}")
+    if failures:
+        raise ComponentError("cannot format Kafka storage of " + "\n".join(failures))
+
+
+def _cluster_id(config: ClusterConfig) -> str:
+    """The cluster's id, the same for every node: kept in `<home>/kafka/cluster.id` (taken from a formatted node
+    where the file was lost)."""
+    file = _data_dir(config) / "cluster.id"
+    if file.is_file() and file.read_text().strip():
+        return file.read_text().strip()
+    cluster_id = None
+    for meta in sorted(_data_dir(config).glob("node-*/data/meta.properties")):
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                cluster_id = line.partition("=")[2].strip()
+    cluster_id = cluster_id or _new_cluster_id()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(cluster_id + "\n")
+    return cluster_id
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
@@ -127,36 +263,166 @@ def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
     ]
 
 
+def _check_ports_free(config: ClusterConfig, nodes: Iterable[int]) -> None:
+    k = config.kafka
+    for node in nodes:
+        ports = {
+            "kafka.embedded.port": k.broker_port(node),
+            "kafka.embedded.controller.port": k.node_controller_port(node),
+        }
+        for key, port in ports.items():
+            if _port_open(k.host, port):
+                whose = f" ({name(config, node)}'s)" if _clustered(config) else ""
+                raise ComponentError(f"port {k.host}:{port}{whose} is taken by another process: stop it or set {key}")
+
+
+def _log_tail(config: ClusterConfig, node: int, lines: int = 20) -> str:
+    """The end of the node's own log (log4j's server.log), else of its console log."""
+    proc = process(config, node)
+    server_log = node_dir(config, node) / "logs" / "server.log"
+    try:
+        tail = server_log.read_text(errors="replace").splitlines()[-lines:]
+        if tail:
+            return f"last lines of {server_log}:\n" + "\n".join(tail)
+    except OSError:
+        pass
+    return f"last lines of {proc.log_file}:\n{proc.log_tail(lines)}"
+
+
+def _prepare(config: ClusterConfig, node: int, libs: Path) -> tuple[list[str], Path, bool]:
+    """Write the node's properties and log config: (its JVM command, its properties file, whether it needs a
+    format)."""
+    folder = node_dir(config, node)
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    props = folder / "server.properties"
+    props.write_text(server_properties(config, node))
+    log4j = folder / "log4j2.properties"
+    log4j.write_text(LOG4J2_PROPERTIES.format(log_dir=folder / "logs"))
+    return jvm_command(config, libs, log4j), props, not (folder / "data" / "meta.properties").exists()
+
+
+def _start_nodes(config: ClusterConfig, nodes: list[int], healthy: Callable[[], bool]) -> None:
+    """Start the nodes (all of them at once) and wait until `healthy()`. A node that dies is named, with its log's
+    end; on any failure the nodes started here are stopped again."""
+    jvm_command(config, Path(), Path())  # a missing `java` is reported before anything else
+    _check_ports_free(config, nodes)
+    libs = ensure_jars()
+    prepared = {node: _prepare(config, node, libs) for node in nodes}
+    to_format = {node: (jvm, props) for node, (jvm, props, unformatted) in prepared.items() if unformatted}
+    if _clustered(config):
+        if to_format:
+            cluster_id = _cluster_id(config)
+            _format_all(
+                {
+                    name(config, n): _format_command(jvm, props, cluster_id, False)
+                    for n, (jvm, props) in to_format.items()
+                }
+            )
+    elif to_format:
+        jvm, props = to_format[0]
+        format_storage(jvm, props, _new_cluster_id())
+
+    started: list[int] = []
+    try:
+        for node in nodes:
+            jvm, props, _ = prepared[node]
+            process(config, node).start([*jvm, "kafka.Kafka", str(props)], cwd=node_dir(config, node))
+            started.append(node)
+        timeout = CLUSTER_START_TIMEOUT_SECONDS if _clustered(config) else START_TIMEOUT_SECONDS
+        deadline = time.monotonic() + timeout
+        while True:
+            for node in started:
+                if process(config, node).pid() is None:
+                    raise ComponentError(f"{name(config, node)} exited during start-up; {_log_tail(config, node)}")
+            if healthy():
+                return
+            if time.monotonic() >= deadline:
+                what = (
+                    "kafka"
+                    if not _clustered(config)
+                    else f"the Kafka cluster ({', '.join(name(config, n) for n in nodes)} started)"
+                )
+                raise ComponentError(f"{what} did not become healthy within {timeout:.0f}s")
+            time.sleep(POLL_SECONDS)
+    except BaseException:
+        stop_nodes(config, started)
+        raise
+
+
+def _serving(config: ClusterConfig, started: list[int]) -> bool:
+    """Every broker registered, and each node just started answering itself: a node killed a moment ago may still
+    be registered (until its session times out) and counted by `is_healthy`."""
+    return is_healthy(config, timeout=2.0) and all(node_healthy(config, n, timeout=2.0) for n in started)
+
+
 def start(config: ClusterConfig) -> str:
-    """Start the broker and wait until it answers. Returns a line for the user."""
-    proc = process(config)
+    """Start the nodes that are not running (a lost node comes back) and wait until the cluster is healthy.
+    Returns a line for the user."""
+    k = config.kafka
+    down = [n for n in range(k.brokers) if process(config, n).pid() is None]
+    if not _clustered(config):
+        proc = process(config)
+        if not down:
+            return f"kafka is already running (pid {proc.pid()}) on {k.bootstrap}"
+        _start_nodes(config, down, lambda: is_healthy(config, timeout=2.0))
+        return f"kafka started (pid {proc.pid()}) on {k.bootstrap}"
+    pids = ", ".join(f"{name(config, n)} pid {process(config, n).pid()}" for n in range(k.brokers) if n not in down)
+    if not down:
+        return f"kafka is already running ({pids}) on {k.bootstrap}"
+    began = time.monotonic()
+    _start_nodes(config, down, lambda: _serving(config, down))
+    started = ", ".join(f"{name(config, n)} (pid {process(config, n).pid()})" for n in down)
+    running = f"; {pids} already running" if pids else ""
+    return f"kafka started: {started}{running}; {k.brokers} brokers on {k.bootstrap} in {time.monotonic() - began:.0f}s"
+
+
+def start_node(config: ClusterConfig, node: int) -> str:
+    """Start one node (if it is not running) and wait until its broker is registered: the cluster's other nodes
+    must be running for its controller to find a quorum."""
+    proc = process(config, node)
     pid = proc.pid()
     if pid is not None:
-        return f"kafka is already running (pid {pid}) on {config.kafka.bootstrap}"
-    jvm_command(config, Path(), Path())  # a missing `java` is reported before anything else
-    if _port_open(config.kafka.host, config.kafka.port):
-        raise ComponentError(
-            f"port {config.kafka.bootstrap} is taken by another process: stop it or set kafka.embedded.port"
-        )
-    libs = ensure_jars()
-    data_dir = _data_dir(config)
-    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
-    props = data_dir / "server.properties"
-    props.write_text(server_properties(config))
-    log4j = data_dir / "log4j2.properties"
-    log4j.write_text(LOG4J2_PROPERTIES.format(log_dir=data_dir / "logs"))
-    jvm = jvm_command(config, libs, log4j)
+        return f"{name(config, node)} is already running (pid {pid}) on {address(config, node)}"
+    _start_nodes(config, [node], lambda: node_healthy(config, node, timeout=2.0))
+    return f"{name(config, node)} started (pid {proc.pid()}) on {address(config, node)}"
 
-    if not (data_dir / "data" / "meta.properties").exists():
-        format_storage(jvm, props, base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
 
-    proc.start([*jvm, "kafka.Kafka", str(props)], cwd=data_dir)
-    proc.wait_until_healthy("kafka", lambda: is_healthy(config, timeout=2.0), START_TIMEOUT_SECONDS, 0.5)
-    return f"kafka started (pid {proc.pid()}) on {config.kafka.bootstrap}"
+def stop_nodes(config: ClusterConfig, nodes: Iterable[int]) -> bool:
+    """Stop the nodes, all at once (one by one, the last ones would wait for a controller quorum that is gone).
+    False if none was running."""
+    procs = [process(config, n) for n in nodes]
+    if len(procs) <= 1:
+        return any([p.stop(timeout=STOP_TIMEOUT_SECONDS) for p in procs])
+    with ThreadPoolExecutor(len(procs)) as pool:
+        return any(list(pool.map(lambda p: p.stop(timeout=STOP_TIMEOUT_SECONDS), procs)))
 
 
 def stop(config: ClusterConfig) -> bool:
-    return process(config).stop(timeout=60.0)
+    """Stop every node, and any the config no longer has (`unconfigured`). False if none was running."""
+    stopped = stop_nodes(config, range(config.kafka.brokers))
+    return any([proc.stop(timeout=STOP_TIMEOUT_SECONDS) for proc in unconfigured(config)]) or stopped
+
+
+def unconfigured(config: ClusterConfig) -> list[ManagedProcess]:
+    """Kafka nodes `venice up` started that the config no longer has (`kafka.embedded.brokers` changed) and that
+    still run: `venice status` shows them and `venice down` stops them too."""
+    configured = {proc.name for proc in processes(config)}
+    found = []
+    for pid_file in sorted(config.run_dir.glob("kafka*.pid")):
+        if pid_file.stem not in configured and (pid_file.stem == "kafka" or pid_file.stem[6:].isdigit()):
+            proc = ManagedProcess(pid_file.stem, config.run_dir)
+            if proc.pid() is not None:
+                found.append(proc)
+    return found
+
+
+def stop_node(config: ClusterConfig, node: int) -> bool:
+    return stop_nodes(config, [node])
+
+
+def kill_node(config: ClusterConfig, node: int) -> None:
+    """SIGKILL the node, as a crash would: for fault tests."""
+    process(config, node).kill()
 
 
 if __name__ == "__main__":  # `make install` and `make test` fill the jar cache before anything runs in parallel

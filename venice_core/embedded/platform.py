@@ -37,8 +37,9 @@ def up(
             started.append(stop)
 
     try:
-        if config.kafka.enabled:
-            start(kafka.process(config).pid() is not None, lambda: kafka.start(config), lambda: kafka.stop(config))
+        if config.kafka.enabled:  # the nodes not running (a lost one is brought back), and only those stopped again
+            down = [n for n, proc in enumerate(kafka.processes(config)) if proc.pid() is None]
+            start(not down, lambda: kafka.start(config), lambda: kafka.stop_nodes(config, down))
         meta = MetadataStore(config.metadata_db_url)
         try:
             meta.migrate()
@@ -95,16 +96,24 @@ def _server_status(config: ClusterConfig, region: str, instance: int) -> Compone
     return ComponentStatus(name, True, f"{detail}, {replicas} replica{'s' if replicas != 1 else ''} ({leads} leading)")
 
 
+def _kafka_status(config: ClusterConfig, node: int) -> ComponentStatus:
+    """A Kafka node: `kafka` (the single broker, on the whole bootstrap), or `kafka-<n>` of a cluster."""
+    name, pid = kafka.name(config, node), kafka.process(config, node).pid()
+    if pid is None:
+        return ComponentStatus(name, False, "not running")
+    if config.kafka.brokers == 1:
+        healthy, where = kafka.is_healthy(config), config.kafka.bootstrap
+    else:
+        healthy, where = kafka.node_healthy(config, node), kafka.address(config, node)
+    return ComponentStatus(name, healthy, f"pid {pid}, {where}, {'serving' if healthy else 'not answering'}")
+
+
 def status(config: ClusterConfig) -> list[ComponentStatus]:
     components: list[ComponentStatus] = []
     if config.kafka.enabled:
-        pid = kafka.process(config).pid()
-        if pid is None:
-            components.append(ComponentStatus("kafka", False, "not running"))
-        else:
-            healthy = kafka.is_healthy(config)
-            state = "serving" if healthy else "not answering"
-            components.append(ComponentStatus("kafka", healthy, f"pid {pid}, {config.kafka.bootstrap}, {state}"))
+        components.extend(_kafka_status(config, node) for node in range(config.kafka.brokers))
+        for proc in kafka.unconfigured(config):
+            components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
     for region, instance in config.instances:
         components.append(_server_status(config, region, instance))
     for proc in servers.unconfigured(config):

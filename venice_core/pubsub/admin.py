@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -13,13 +15,19 @@ from venice_core.errors import ComponentError
 from venice_core.pubsub import client_config
 
 TIMEOUT_SECONDS = 15.0
+# Requests the controller serves: each attempt bounded, retried until a broker that died meanwhile is fenced (after
+# its session, `broker.session.timeout.ms`, 9 s by default) and a live one takes them.
+ATTEMPT_SECONDS = 5.0
+CONTROLLER_TIMEOUT_SECONDS = 30.0
 
 
 class TopicAdmin(Protocol):
     """What the controller needs of a topic administrator. This module is the one used in production (a module
     satisfies a Protocol); controller tests pass an in-memory one so they need no broker."""
 
-    def create_topic(self, bootstrap: str, topic: str, partitions: int) -> None: ...
+    def create_topic(
+        self, bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+    ) -> None: ...
 
     def delete_topics(self, bootstrap: str, topics: list[str]) -> None: ...
 
@@ -58,20 +66,56 @@ def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
         raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {exc.args[0].str()}") from None
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create the topic if it does not exist (idempotent); a topic with another partition count is an error."""
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, replication_factor: int = 1, min_insync_replicas: int = 1
+) -> None:
+    """Create the topic if it does not exist (idempotent); a topic with another partition count is an error.
+    `replication_factor` replicas of each partition, `min_insync_replicas` of them must have a write before the
+    broker acknowledges it (the producers send with acks=all): a region's `RegionConfig` has both."""
     check_reachable(bootstrap)
+    new = NewTopic(topic, partitions, replication_factor, config={"min.insync.replicas": str(min_insync_replicas)})
+    errors = _at_the_controller(bootstrap, [topic], lambda admin, _, timeouts: admin.create_topics([new], **timeouts))
     admin = admin_client(bootstrap)
-    future = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=TIMEOUT_SECONDS)[topic]
-    try:
-        future.result(timeout=TIMEOUT_SECONDS)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise ComponentError(f"cannot create topic {topic} at {bootstrap}: {exc.args[0].str()}") from None
+    if topic in errors:
+        if errors[topic].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ComponentError(f"cannot create topic {topic} at {bootstrap}: {errors[topic].str()}")
         existing = len(admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics[topic].partitions)
         if existing != partitions:
-            raise ComponentError(f"topic {topic} exists with {existing} partitions, not {partitions}") from None
+            raise ComponentError(f"topic {topic} exists with {existing} partitions, not {partitions}")
     _wait_for_leaders(admin, topic)
+
+
+# A request to the controller that timed out or failed on the way: sent, through stale metadata, to a broker that
+# just died (it stays registered until its session times out), or to one no longer the controller.
+_RETRIABLE = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT)
+
+_Request = Callable[[AdminClient, list[str], dict[str, float]], dict[str, Future[Any]]]
+
+
+def _at_the_controller(bootstrap: str, topics: list[str], request: _Request) -> dict[str, KafkaError]:
+    """Make a request the cluster's controller serves (topics' creation, deletion) as `request(admin, topics,
+    timeouts)`, a future per topic; the topics that failed in a way worth retrying are asked again with a new
+    client (so with fresh metadata) until `CONTROLLER_TIMEOUT_SECONDS` have passed. Returns each failed topic's
+    error."""
+    deadline = time.monotonic() + CONTROLLER_TIMEOUT_SECONDS
+    remaining = list(topics)
+    errors: dict[str, KafkaError] = {}
+    while remaining:
+        attempt = min(ATTEMPT_SECONDS, max(deadline - time.monotonic(), 1.0))
+        admin = admin_client(bootstrap)  # referenced until its futures are done: destroyed, it fails them
+        futures = request(admin, remaining, {"operation_timeout": attempt, "request_timeout": attempt})
+        remaining = []
+        for topic, future in futures.items():
+            try:
+                future.result(timeout=attempt + 5)
+                errors.pop(topic, None)
+            except KafkaException as exc:
+                errors[topic] = error = exc.args[0]
+                if (error.retriable() or error.code() in _RETRIABLE) and time.monotonic() < deadline:
+                    remaining.append(topic)
+        if remaining:
+            time.sleep(0.2)
+    return errors
 
 
 def _wait_for_leaders(admin: AdminClient, topic: str) -> None:
@@ -100,13 +144,10 @@ def partition_count(bootstrap: str, topic: str) -> int | None:
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
     if not topics:
         return
-    admin = admin_client(bootstrap)
-    for topic, future in admin.delete_topics(topics, operation_timeout=TIMEOUT_SECONDS).items():
-        try:
-            future.result(timeout=TIMEOUT_SECONDS)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise ComponentError(f"cannot delete topic {topic}: {exc.args[0].str()}") from None
+    errors = _at_the_controller(bootstrap, topics, lambda admin, left, timeouts: admin.delete_topics(left, **timeouts))
+    for topic, error in errors.items():
+        if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise ComponentError(f"cannot delete topic {topic}: {error.str()}")
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list[int]:
