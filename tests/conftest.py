@@ -19,10 +19,10 @@ from tests.support import sandbox
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
-from venice_core.config import ClusterConfig
+from venice_core.config import DEFAULTS, SPARK_MASTER, ClusterConfig
 from venice_core.embedded import platform
 from venice_core.meta import MetadataStore
-from venice_core.spark.submit import DEFAULT_MASTER, default_spark_confs
+from venice_core.spark.submit import default_spark_confs
 
 NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "airflow", "postgres_url": "postgres"}
 
@@ -37,6 +37,7 @@ LONGEST_FIRST = {
     "tests/integration/test_stream_job.py": 63,
     "tests/integration/test_davinci_kill.py": 63,
     "tests/integration/test_davinci.py": 57,
+    "tests/integration/test_spark_cluster.py": 55,
     "tests/integration/test_push_formats.py": 54,
     "tests/cli/test_cli_platform.py": 44,
     "tests/integration/test_hybrid_ingestion.py": 38,
@@ -84,7 +85,7 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master(DEFAULT_MASTER)
+        SparkSession.builder.master(DEFAULTS[SPARK_MASTER])
         .appName("venice-tests")
         .config(map=default_spark_confs())  # the push job's own Spark settings
         .getOrCreate()

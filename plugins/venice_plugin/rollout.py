@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pendulum
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import HITLOperator
@@ -258,13 +259,23 @@ class DecisionSensor(BaseSensorOperator, BranchMixIn):
 
 class PushJobOperator(SparkSubmitOperator):
     """The Spark push job, as `spark.submit.push_job_spec` renders it for this run (the same spec spark-submit
-    runs in `venice push --local`). Input it refuses (it writes why to its result file) ends the push at once:
-    the version is killed with the job's reason and the step fails without retries, since the same input would be
-    refused again. Any other failure is retried like every step."""
+    runs in `venice push --local`), on the spec's master: the config's `spark.master` (which the `spark_default`
+    connection names too) unless the push's `spark.master` conf names another. Input it refuses (it writes why to
+    its result file) ends the push at once: the version is killed with the job's reason and the step fails without
+    retries, since the same input would be refused again. Any other failure is retried like every step."""
 
     def __init__(self, *, store: str, **kwargs: Any) -> None:
         super().__init__(application="", conn_id="spark_default", **kwargs)
         self.store = store
+        self.master: str | None = None  # the spec's, once `execute` has rendered it
+
+    def _get_hook(self) -> SparkSubmitHook:
+        """The connection's hook (its deploy mode), submitting to the spec's master: spark-submit takes `--master`
+        (the connection's) over a `--conf spark.master`, and the spec's py-files are for its master."""
+        hook = super()._get_hook()
+        if self.master:
+            hook._connection["master"] = self.master
+        return hook
 
     def execute(self, context: Any) -> None:
         created = _created(context)
@@ -276,6 +287,8 @@ class PushJobOperator(SparkSubmitOperator):
         results.unlink(missing_ok=True)  # a previous try's result is not this one's
         self.application, self.name, self.conf = spec.application, spec.name, dict(spec.conf)
         self.application_args, self._driver_memory = list(spec.args), spec.driver_memory
+        self.py_files = ",".join(spec.py_files) or None  # the package the executors import, on a cluster
+        self.master = spec.master
         try:
             super().execute(context)
         except Exception as exc:

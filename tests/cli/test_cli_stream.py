@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
+from venice_core.config import ClusterConfig
 from venice_core.controller import drain, stores, streams
 from venice_core.meta import MetadataStore
 from venice_core.spark.submit import StreamJobRequest, stream_job_spec
@@ -113,11 +114,11 @@ def test_a_pipeline_started_before_starts_again_by_name(cli_env: PlatformEnv) ->
     assert request == StreamJobRequest("again", "s", "dc-1", "events", "b:1", "k", ("v",), "t2", trigger_seconds=2.0)
 
 
-def test_the_job_is_one_spark_submit_with_its_checkpoint(tmp_path: Path) -> None:
+def test_the_job_is_one_spark_submit_with_its_checkpoint(config: ClusterConfig, tmp_path: Path) -> None:
     request = StreamJobRequest(
         "p", "s", "dc-0", "events", "b:1", "k", ("a", "b"), None, confs={"spark.master": "local[1]"}
     )
-    argv = stream_job_spec(request, "run-1", tmp_path / "checkpoint").argv()
+    argv = stream_job_spec(config, request, "run-1", tmp_path / "checkpoint").argv()
     assert argv[0].endswith("spark-submit") and argv[argv.index("--master") + 1] == "local[1]"
     assert argv[argv.index("--name") + 1] == "venice-stream-p"
     application = argv.index(next(a for a in argv if a.endswith("spark/stream.py")))

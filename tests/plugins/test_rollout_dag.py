@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import DownstreamTasksSkipped
 from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag, short_error
 
 from venice_core.config import ClusterConfig, load_config
+from venice_core.embedded import airflow
 from venice_core.rollout.steps import StepKind, plan
 
 REGIONS = ["dc-0", "dc-1", "dc-2"]
@@ -93,6 +94,24 @@ def test_every_step_is_retried_as_configured_and_the_push_job_is_spark_submit(tm
         "end_push_at_failed_step"
     }
     assert isinstance(dag.get_task("spark_push"), PushJobOperator)
+
+
+def test_the_push_job_goes_to_the_specs_master_with_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`spark_default` names the config's master (`embedded.airflow.spark_connection`) in client mode; the operator
+    submits with the spec's py-files to the spec's master: the config's, or the push's own `spark.master`."""
+    config = _config(tmp_path, "spark.master=spark://127.0.0.1:7377\n")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", airflow.spark_connection(config))
+    operator = PushJobOperator(task_id="spark_push", store="users")
+    operator.py_files = "/cache/venice_core-0.zip"
+    command = operator._get_hook()._build_spark_submit_command("push.py")
+    assert command[command.index("--master") + 1] == "spark://127.0.0.1:7377"
+    assert command[command.index("--py-files") + 1] == "/cache/venice_core-0.zip"
+    assert command[command.index("--deploy-mode") + 1] == "client"
+    operator.master = "local[1]"
+    command = operator._get_hook()._build_spark_submit_command("push.py")
+    assert command[command.index("--master") + 1] == "local[1]"
 
 
 def test_version_creation_is_a_sensor_whose_rollback_branch_creates_nothing(tmp_path: Path) -> None:

@@ -12,17 +12,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import airflow, kafka, servers
+from venice_core.embedded import airflow, platform
 from venice_core.embedded.process import ManagedProcess, members
 
 
 def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
     """The platform's processes, its ports, and the environment entry every Airflow process carries (so a process
     Airflow orphaned before the stop is found too)."""
-    processes = [*kafka.processes(config), *(servers.process(config, r, n) for r, n in config.instances)]
-    k = config.kafka
-    kafka_ports = [port for n in range(k.brokers) for port in (k.broker_port(n), k.node_controller_port(n))]
-    ports = [*kafka_ports, *(config.server_port(r, n) for r, n in config.instances)]
+    planned = platform.plan(config)
+    processes = [ManagedProcess(p.name, config.run_dir) for p in planned if not p.name.startswith("airflow-")]
+    ports = [port for p in planned if not p.name.startswith("airflow-") for port in p.ports]
     airflow_processes, airflow_ports, markers = airflow_parts(config)
     return processes + airflow_processes, ports + airflow_ports, markers
 
@@ -107,7 +106,8 @@ def _listening_ports() -> set[int]:
     return {port for _, port in _listening_sockets().values()}
 
 
-LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1, as /proc/net writes them
+# 127.0.0.1, ::1 and ::ffff:127.0.0.1 (a JVM's dual-stack socket bound to 127.0.0.1), as /proc/net writes them
+LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
 
 
 def listening_beyond_loopback(processes: Sequence[ManagedProcess]) -> dict[int, list[tuple[str, int]]]:

@@ -36,7 +36,6 @@ from venice_core.cache import cache_dir, clear_staging, filling, staging
 from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.spark.submit import DEFAULT_MASTER
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0
@@ -207,6 +206,12 @@ def _bundles(config: ClusterConfig) -> str:
     return json.dumps(bundles)
 
 
+def spark_connection(config: ClusterConfig) -> str:
+    """Airflow's `spark_default` connection (the push job's SparkSubmitOperator's): the config's Spark master (its
+    whole URL as the host), the driver in the submitting task's process (client mode, as `venice push --local`)."""
+    return json.dumps({"conn_type": "spark", "host": config.spark_master, "extra": {"deploy-mode": "client"}})
+
+
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
     """The environment of every `airflow` process the platform runs: its components and `venice airflow`."""
     env = process_env(config)
@@ -215,7 +220,7 @@ def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[
         {
             "AIRFLOW_HOME": str(home(config)),
             # Only here, not in airflow.cfg: a plain `airflow` command runs tasks without them (see the README).
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_MASTER}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": spark_connection(config),
             "PYSPARK_PYTHON": sys.executable,
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
         }

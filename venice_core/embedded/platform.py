@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import airflow, kafka, servers
+from venice_core.embedded import airflow, kafka, servers, spark_cluster
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -46,6 +46,12 @@ def up(
             report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
         finally:
             meta.dispose()
+        if config.spark_standalone.workers:  # where the jobs go, before anything submits one (lost workers restart)
+            start(
+                spark_cluster.master_process(config).pid() is not None,
+                lambda: spark_cluster.start(config),
+                lambda: spark_cluster.stop(config),
+            )
         for region, instance in config.instances:  # the ones not running: a lost instance is brought back
             start(
                 servers.process(config, region, instance).pid() is not None,
@@ -73,6 +79,10 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
     for region, instance in reversed(config.instances):
         if servers.stop(config, region, instance):
             report(f"{servers.label(config, region, instance)} stopped")
+    if spark_cluster.stop(config):  # whether or not it is configured now
+        report("spark stopped")
+    elif config.spark_standalone.workers:
+        report("spark was not running")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
 
@@ -108,12 +118,27 @@ def _kafka_status(config: ClusterConfig, node: int) -> ComponentStatus:
     return ComponentStatus(name, healthy, f"pid {pid}, {where}, {'serving' if healthy else 'not answering'}")
 
 
+def _spark_status(config: ClusterConfig) -> ComponentStatus:
+    """The standalone Spark cluster: its master, and how many of its workers are registered alive."""
+    master = spark_cluster.master_process(config).pid()
+    if master is None:
+        return ComponentStatus("spark", False, "not running")
+    workers = config.spark_standalone.workers
+    alive = spark_cluster.alive_workers(config)
+    answers = spark_cluster.master_state(config) is not None
+    detail = f"pid {master}, {config.spark_master}, UI {spark_cluster.ui_url(config)}, "
+    detail += f"{alive} of {workers} worker{'s' if workers != 1 else ''} alive" if answers else "not answering"
+    return ComponentStatus("spark", answers and alive == workers, detail)
+
+
 def status(config: ClusterConfig) -> list[ComponentStatus]:
     components: list[ComponentStatus] = []
     if config.kafka.enabled:
         components.extend(_kafka_status(config, node) for node in range(config.kafka.brokers))
         for proc in kafka.unconfigured(config):
             components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
+    if config.spark_standalone.workers:
+        components.append(_spark_status(config))
     for region, instance in config.instances:
         components.append(_server_status(config, region, instance))
     for proc in servers.unconfigured(config):

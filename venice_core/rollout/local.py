@@ -23,7 +23,7 @@ from venice_core.rollout.steps import CreatedVersion, PushRequest, job_request, 
 from venice_core.spark import repush_config
 from venice_core.spark.input_schema import check_push_input
 from venice_core.spark.job_result import JobResult
-from venice_core.spark.submit import PushJobRequest, push_job_spec, submit_env
+from venice_core.spark.submit import PushJobRequest, master_unreachable, push_job_spec, submit_env
 
 
 class PushFailed(VeniceError):
@@ -39,14 +39,18 @@ class PushJobRunner(Protocol):
 
 def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
     """The push job through `spark-submit`."""
+    job = "repush" if repush_config.is_repush(request.confs) else "push"
     with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
         result_file = Path(tmp) / "result.json"
-        argv = push_job_spec(config, request, result_file).argv()
+        spec = push_job_spec(config, request, result_file)
+        unreachable = master_unreachable(spec.master)
+        if unreachable:
+            raise PushFailed(f"{job} job failed: {unreachable}")
+        argv = spec.argv()
         proc = subprocess.run(argv, env=submit_env(config), capture_output=True, text=True)
         if proc.returncode != 0 or not result_file.exists():
             errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
             reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
-            job = "repush" if repush_config.is_repush(request.confs) else "push"
             raise PushFailed(f"{job} job failed: {reason}")
         return JobResult.read(result_file)
 

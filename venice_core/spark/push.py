@@ -30,6 +30,7 @@ from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
 FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
 FAIL_AFTER_CONF = "spark.venice.push.test.fail.after.records"
+STALL_FILE_CONF = "spark.venice.push.test.stall.file"
 
 
 def read_input(spark: Any, path: str, fmt: str) -> Any:
@@ -81,6 +82,7 @@ def writer_spec(spark: Any, args: argparse.Namespace, partitions: int, compressi
         compression=compression,
         fail_partition=int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
         fail_after=int(spark.conf.get(FAIL_AFTER_CONF, "0")),
+        stall_file=spark.conf.get(STALL_FILE_CONF, ""),
     )
 
 

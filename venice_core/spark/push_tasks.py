@@ -106,8 +106,13 @@ class PartitionWriter:
 
     def _written(self, partition: int) -> None:
         self.counts[partition] += 1
-        injected = self.first_attempt and partition == self.spec.fail_partition
-        if injected and self.counts[partition] == self.spec.fail_after:
+        spec = self.spec
+        if partition != spec.fail_partition or self.counts[partition] != spec.fail_after:
+            return
+        if spec.stall_file:  # the first task to get here, of whichever attempt of whichever stage
+            self._writer_for(partition).flush()
+            stall(spec.stall_file)
+        elif self.first_attempt:
             self._writer_for(partition).flush()  # part of the partition is in Kafka when the task dies
             raise RuntimeError(f"injected failure in partition {partition} after {self.counts[partition]} records")
 
@@ -125,6 +130,30 @@ class PartitionWriter:
             [pa.array(list(self.counts), pa.int32()), pa.array(list(self.counts.values()), pa.int64())],
             names=["partition", "records"],
         )
+
+
+STALL_SECONDS = 120.0
+
+
+def stall(path: str) -> None:
+    """Fault injection for the tests that kill an executor mid-task: unless the file `path` exists, create it
+    (saying which process stalls and where its module was imported from: on a cluster, the job's py-files) and
+    wait to be killed; fail if that does not happen within STALL_SECONDS."""
+    import json
+    import os
+    import time
+
+    partial = f"{path}.partial-{os.getpid()}"
+    with open(partial, "w") as file:
+        json.dump({"pid": os.getpid(), "module": __file__}, file)
+    try:
+        os.link(partial, path)  # exclusive: one task stalls, and the file is whole when it appears
+    except FileExistsError:
+        return
+    finally:
+        os.unlink(partial)
+    time.sleep(STALL_SECONDS)
+    raise RuntimeError(f"the task stalled by {path} was not killed within {STALL_SECONDS:.0f}s")
 
 
 def task_writer(spec: WriterSpec) -> PartitionWriter:

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from venice_core.config import ClusterConfig, conf_flag, process_env
-from venice_core.spark import class_archive
+from venice_core.spark import class_archive, job_package
 from venice_core.spark.python_path import DAEMON_CONFS
 
 JOB_FILE = Path(__file__).with_name("push.py")
-DEFAULT_MASTER = "local[2,4]"  # two cores; a failed task is retried up to 4 times, as on a cluster
 DRIVER_MEMORY = "2g"
 
 # The push job's Spark properties unless a push's `--conf` says otherwise.
@@ -38,6 +38,34 @@ def default_spark_confs() -> dict[str, str]:
     return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": class_archive.java_options(DRIVER_JAVA_OPTIONS)}
 
 
+# A job submitted to a cluster (`spark://...`: the standalone cluster `venice up` runs) runs its driver here (client
+# mode: its result file and the driver's own reads are local; its executors, on this machine, reach it on 127.0.0.1)
+# and its tasks in executors the workers start, one core each: a push takes every free core, a streaming job one
+# (`spark.cores.max`), so that one running for good never starves the pushes. The class archive stays the driver's
+# (dumped for the driver's class path, not an executor's); the executors share its C1-only JIT, for the same reason.
+EXECUTOR_CONFS: dict[str, str] = {
+    "spark.executor.memory": "1g",
+    "spark.executor.cores": "1",
+    "spark.executor.extraJavaOptions": DRIVER_JAVA_OPTIONS,
+}
+STREAM_CORES_MAX = 1
+
+
+def runs_in_driver(master: str) -> bool:
+    """Whether a master runs the tasks in the driver's JVM (`local`, `local[...]`); any other runs them in
+    executors of their own, which need the job's Python code shipped (`--py-files`)."""
+    return master == "local" or master.startswith("local[")
+
+
+def cluster_confs(package: Path) -> dict[str, str]:
+    """The Spark properties of a job whose executors run elsewhere, `package` its `--py-files` zip.
+
+    Spark starts its Python daemon (`spark.python.daemon.module`, a module of the package) before a task adds the
+    job's py-files to `sys.path`: its PYTHONPATH names the zip too, by its bare name, which the executor fetched
+    into its working directory (where the daemon starts) before its first task."""
+    return {**EXECUTOR_CONFS, "spark.executorEnv.PYTHONPATH": package.name}
+
+
 @dataclass(frozen=True)
 class PushJobRequest:
     """What the push job is asked to do: write `input_path` as version `number` of `store`."""
@@ -53,7 +81,7 @@ class PushJobRequest:
 
 @dataclass(frozen=True)
 class SparkJobSpec:
-    """One `spark-submit` of the push job."""
+    """One `spark-submit` of a job (push, repush, streaming writer)."""
 
     name: str
     master: str
@@ -61,6 +89,7 @@ class SparkJobSpec:
     args: list[str]
     application: str = str(JOB_FILE)
     driver_memory: str = DRIVER_MEMORY
+    py_files: list[str] = field(default_factory=list)  # what executors import (`job_package`), on a cluster
 
     def argv(self) -> list[str]:
         """The command line, as Airflow's SparkSubmitHook builds it."""
@@ -68,7 +97,56 @@ class SparkJobSpec:
         argv = [spark_submit, "--master", self.master, "--name", self.name, "--driver-memory", self.driver_memory]
         for key, value in self.conf.items():
             argv += ["--conf", f"{key}={value}"]
+        if self.py_files:
+            argv += ["--py-files", ",".join(self.py_files)]
         return [*argv, self.application, *self.args]
+
+
+def job_spec(
+    name: str,
+    master: str,
+    args: list[str],
+    application: str,
+    confs: dict[str, str],
+    job_confs: dict[str, str] | None = None,
+    driver_memory: str = DRIVER_MEMORY,
+    cores_max: int | None = None,
+) -> SparkJobSpec:
+    """A job's spark-submit on `master`: the platform's Spark properties, the job's own (`job_confs`), the
+    executors' and the shipped package's on a cluster (with at most `cores_max` cores; None: every free one), then
+    the request's `spark.*` confs over them all."""
+    conf = {**default_spark_confs(), **(job_confs or {})}
+    py_files: list[str] = []
+    if not runs_in_driver(master):
+        package = job_package.package_zip()
+        conf.update(cluster_confs(package))
+        if cores_max is not None:
+            conf["spark.cores.max"] = str(cores_max)
+        py_files.append(str(package))
+    conf.update(spark_confs(confs))
+    return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files)
+
+
+def master_of(config: ClusterConfig, confs: dict[str, str]) -> str:
+    """Where a job goes: its request's `spark.master` conf, else the config's (`spark.master`)."""
+    return confs.get("spark.master", config.spark_master)
+
+
+def master_unreachable(master: str, timeout: float = 3.0) -> str | None:
+    """Why a standalone master (`spark://host:port`, or several: `spark://h1:p1,h2:p2`) cannot take a job: none of
+    its addresses accepts a connection (spark-submit would retry for a minute before giving up). None when one does,
+    and for any other master."""
+    if not master.startswith("spark://"):
+        return None
+    reasons = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return None
+        except (OSError, ValueError) as exc:
+            reasons.append(f"{address}: {exc}")
+    return f"the Spark master {master} does not answer ({'; '.join(reasons)}): is the platform up (venice up)?"
 
 
 def submit_env(config: ClusterConfig) -> dict[str, str]:
@@ -166,27 +244,30 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
 
     confs = request.confs
     if rc.is_repush(confs):
-        return SparkJobSpec(
-            name=f"venice-repush-{request.store}",
-            master=confs.get("spark.master", DEFAULT_MASTER),
-            conf={**default_spark_confs(), **spark_confs(confs)},
-            args=[*repush_job_args(config, request), "--result-file", str(result_file)],
-            application=str(REPUSH_JOB_FILE),
+        return job_spec(
+            f"venice-repush-{request.store}",
+            master_of(config, confs),
+            [*repush_job_args(config, request), "--result-file", str(result_file)],
+            str(REPUSH_JOB_FILE),
+            confs,
         )
-    return SparkJobSpec(
-        name=f"venice-push-{request.store}",
-        master=confs.get("spark.master", DEFAULT_MASTER),
-        conf={**default_spark_confs(), **spark_confs(confs)},
-        args=[*job_args(config, request), "--result-file", str(result_file)],
+    # The input is read by the executors: on this machine's cluster a local path is theirs too (a cluster of other
+    # machines needs input they all reach: HDFS, S3, a shared mount). The result file is the driver's (client mode).
+    return job_spec(
+        f"venice-push-{request.store}",
+        master_of(config, confs),
+        [*job_args(config, request), "--result-file", str(result_file)],
+        str(JOB_FILE),
+        confs,
     )
 
 
 STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
-# A streaming job runs for good beside the platform: two local cores, and less memory than a push. A failed task is
-# retried (up to 4 tries, as on a cluster): a batch's writes carry the same producer GUIDs and sequence numbers
-# again, skipped as duplicates; without it one transient failure (a Python worker that did not connect back within
-# Spark's 10 s on a saturated machine) stopped the whole pipeline.
-STREAM_MASTER = "local[2,4]"
+# A streaming job runs for good beside the platform: on the config's master as every job (by default `local[2,4]`:
+# two local cores, a failed task retried up to 4 tries as on a cluster; on a cluster, one core: `STREAM_CORES_MAX`),
+# and with less memory than a push. A retried task's writes carry the same producer GUIDs and sequence numbers
+# again, skipped as duplicates; without retries one transient failure (a Python worker that did not connect back
+# within Spark's 10 s on a saturated machine) stopped the whole pipeline.
 STREAM_DRIVER_MEMORY = "1g"
 # A stateful pipeline's shuffle: as many partitions (state stores) as cores, not Spark's 200 (fixed by a query's
 # checkpoint at its first start).
@@ -229,8 +310,10 @@ class StreamJobRequest:
         return cls(**known)  # type: ignore[arg-type]
 
 
-def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:
-    """The streaming job's spark-submit for one run of a pipeline (see `spark.stream.parse_args`)."""
+def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:
+    """The streaming job's spark-submit for one run of a pipeline (see `spark.stream.parse_args`). Its checkpoint is
+    a local path, written by the driver and (a stateful pipeline's state) by the executors: theirs too on this
+    machine's cluster; a cluster of other machines needs a file system they all reach."""
     args = [
         "--name",
         request.name,
@@ -269,11 +352,13 @@ def stream_job_spec(request: StreamJobRequest, run_id: str, checkpoint: Path) ->
         "--drain-poll-seconds",
         str(request.drain_poll_seconds),
     ]
-    return SparkJobSpec(
-        name=f"venice-stream-{request.name}",
-        master=request.confs.get("spark.master", STREAM_MASTER),
-        conf={**default_spark_confs(), **STREAM_SPARK_CONFS, **spark_confs(request.confs)},
-        args=args,
-        application=str(STREAM_JOB_FILE),
-        driver_memory=STREAM_DRIVER_MEMORY,
+    return job_spec(
+        f"venice-stream-{request.name}",
+        master_of(config, request.confs),
+        args,
+        str(STREAM_JOB_FILE),
+        request.confs,
+        STREAM_SPARK_CONFS,
+        STREAM_DRIVER_MEMORY,
+        cores_max=STREAM_CORES_MAX,
     )

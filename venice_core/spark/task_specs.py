@@ -20,9 +20,11 @@ class WriterSpec:
     topic: str
     partitions: int
     compression: CompressionStrategy  # what `PartitionWriter.write` compresses pushed values with
-    # Fault injection for the retry test: the first attempt at this partition fails after that many records.
+    # Fault injection for the retry test: the first attempt at this partition fails after that many records (with
+    # a stall file, the first task to get there of any attempt stalls there instead, to be killed: `stall`).
     fail_partition: int = -1
     fail_after: int = 0
+    stall_file: str = ""
 
 
 @dataclass(frozen=True)

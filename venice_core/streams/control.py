@@ -22,7 +22,7 @@ from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.spark.stream_transforms import TransformSpec
-from venice_core.spark.submit import StreamJobRequest, stream_job_spec, submit_env
+from venice_core.spark.submit import StreamJobRequest, master_of, master_unreachable, stream_job_spec, submit_env
 from venice_core.writer import resolve_target
 
 START_TIMEOUT_SECONDS = 180.0
@@ -108,6 +108,9 @@ def start(
     """Start a run of the pipeline (created on its first start); with `wait`, return once its query runs, and
     raise StreamFailed with the cause if it fails first."""
     check_request(config, meta, request)
+    unreachable = master_unreachable(master_of(config, request.confs))
+    if unreachable:
+        raise StreamFailed(f"cannot start stream {request.name}: {unreachable}")
     proc = process(config, request.name)
     running = proc.pid()
     if running is not None:
@@ -120,7 +123,7 @@ def start(
             f"{request.starting_offsets}"
         )
     record = streams.new_run(meta, request.name, request.store, request.region, request.source_topic, request.to_json())
-    spec = stream_job_spec(request, record.run_id, checkpoint_dir(config, request.name))
+    spec = stream_job_spec(config, request, record.run_id, checkpoint_dir(config, request.name))
     env = {**submit_env(config), "PYTHONHASHSEED": "0"}
     try:
         pid = proc.start(spec.argv(), env=env)
