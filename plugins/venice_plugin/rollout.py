@@ -85,6 +85,10 @@ from venice_plugin.timetables import BusinessHoursTimetable
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
 
 
+# The step `PushJobOperator` runs, whose XCom is the job's result.
+SPARK_STEP = next(s.name for s in STEPS if s.kind is StepKind.SPARK)
+
+
 def result_file(config: ClusterConfig, job_id: str) -> Path:
     return config.home / "push-results" / f"{job_id}.json"
 
@@ -278,6 +282,8 @@ class PushJobOperator(SparkSubmitOperator):
         return hook
 
     def execute(self, context: Any) -> None:
+        """Run the job; its result (what END_OF_PUSH reports) is the task's XCom: the driver writes it to a file on
+        this worker's disk, and the step that reads it may run on another Celery worker, on another machine."""
         created = _created(context)
         if created is None:
             raise AirflowFailException("no version was created for this run")
@@ -300,6 +306,10 @@ class PushJobOperator(SparkSubmitOperator):
                 versions.stop_push(meta, self.store, created.number, reason)
             keep_failure(context, reason)
             raise AirflowFailException(reason) from exc
+        try:
+            context["ti"].xcom_push(key="return_value", value=JobResult.read(results).to_json())
+        finally:
+            results.unlink(missing_ok=True)
 
 
 # Airflow validates every task's copy of the DAG's params each time it serialises the DAG (every parse), and
@@ -342,8 +352,8 @@ class _Renderer:
         @task(task_id=step.name)
         def run(**context: Any) -> Any:
             with _inputs(store, context, region) as inputs:
-                if step.name == "end_of_push":
-                    inputs.job_result = JobResult.read(result_file(inputs.rollout.config, inputs.version.push_job_id))
+                if step.name == "end_of_push":  # the Spark step's XCom (it may have run on another worker)
+                    inputs.job_result = JobResult.from_json(context["ti"].xcom_pull(task_ids=SPARK_STEP))
                 if step.admitted_by:
                     decided = Decision.from_json(context["ti"].xcom_pull(task_ids=step.admitted_by))
                     inputs.admitted = decided.regions
