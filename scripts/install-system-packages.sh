@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
-# System packages the project needs beyond Python: Java 17 and Maven (for the embedded Kafka broker) and, for the
-# tests, a PostgreSQL server and Chromium (the UI page's browser test drives Debian's `chromium` through
-# Playwright). Installs what is missing with apt when it can; otherwise names what to install.
+# System packages the project needs beyond Python: Java 17 and Maven (for the embedded Kafka broker); for the
+# cluster profile (--with-cluster-deps: `make demo-cluster`), Debian's PostgreSQL and Redis servers, which
+# `venice up --profile cluster` runs; and for the tests (--with-test-deps) those too, and Chromium (the UI page's
+# browser test drives Debian's `chromium` through Playwright). Installs what is missing with apt when it can;
+# otherwise names what to install.
 set -euo pipefail
+
+cluster=0
+tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-cluster-deps) cluster=1 ;;
+    --with-test-deps) cluster=1; tests=1 ;;
+    *) echo "usage: $0 [--with-cluster-deps] [--with-test-deps]" >&2; exit 2 ;;
+  esac
+done
 
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
-if [ "${1:-}" = "--with-test-deps" ]; then
+if [ "$cluster" = 1 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+fi
+if [ "$tests" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0

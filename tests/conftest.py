@@ -100,8 +100,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """A real PostgreSQL server. Its directory is outside pytest's (0700, root-only) temp tree because the
-    server runs as the `postgres` user."""
+    """A real PostgreSQL server (the embedded one, `venice_core.embedded.postgres`), for the whole session."""
     base = Path(tempfile.mkdtemp(prefix="venice-pg-"))
     try:
         with postgres_server(base) as url:

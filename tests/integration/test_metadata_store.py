@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -12,12 +14,13 @@ from sqlalchemy import text
 
 from tests.support.topics import InMemoryTopics
 from venice_core.config import load_config
-from venice_core.controller import stores
+from venice_core.controller import stores, versions
 from venice_core.errors import IncompatibleSchema, MetadataStoreError, StoreAlreadyExists, StoreNotFound
 from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import Base
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 V1 = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -111,3 +114,24 @@ def test_unmigrated_store_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(MetadataStoreError, match="not initialised"):
         meta.check_migrated()
     meta.dispose()
+
+
+def test_partitions_completed_at_once_complete_their_region(meta: MetadataStore, config) -> None:
+    """A region's last partitions reported COMPLETED at the same time (a region server's ingestion threads) make
+    the region COMPLETED: each report reads its siblings' statuses after the one before it wrote its own. On
+    PostgreSQL, two at once each read the other's as it was, and the region stayed PROGRESS for good."""
+    partitions = 4
+    for round_ in range(8):
+        name = f"race{round_}"
+        stores.create_store(meta, config, name, KEY, V1, partitions=partitions)
+        versions.create_version(meta, config, name, "job", regions=["dc-0"], topics=InMemoryTopics())
+        barrier = threading.Barrier(partitions)
+
+        def report(partition: int, name: str = name, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            versions.report_partition(meta, name, 1, "dc-0", partition, ExecutionStatus.COMPLETED, 10, 5)
+
+        with ThreadPoolExecutor(partitions) as pool:
+            list(pool.map(report, range(partitions)))
+        status = versions.job_status(meta, name, 1).regions["dc-0"].status
+        assert status is ExecutionStatus.COMPLETED, (round_, status)

@@ -270,6 +270,11 @@ def _record_partition(
     records: int,
     details: str,
 ) -> None:
+    # The version's row locked first: the reports of one version take turns. Each reads its siblings' statuses to
+    # make its region's (a replica's, its partition's), and on PostgreSQL (read committed) two at once each missed
+    # the other's: the last two partitions of a region COMPLETED together left the region PROGRESS for good.
+    # (SQLite writes one at a time.)
+    version = session.get(Version, (store_name, number), with_for_update=True)
     row = session.get(PartitionStatus, (store_name, number, region, partition))
     if row is None:
         session.add(
@@ -289,7 +294,6 @@ def _record_partition(
         row.status, row.offset, row.records, row.details = status, offset, records, details
         row.updated_at = time.time()
     session.flush()
-    version = session.get(Version, (store_name, number))
     if version is None:
         return
     statuses = [
@@ -326,6 +330,8 @@ def report_replica(
     once `min_ready` replicas are (Venice's ONLINE: the region may swap), ERROR if a replica failed before that,
     else as far as the replicas have got. A replica no longer placed (re-placed meanwhile) reports nothing."""
     with meta.session() as session:  # one transaction: a report read before another's can never be written after it
+        # The version's row locked first, as `_record_partition` says: this reads the partition's other replicas.
+        session.get(Version, (store_name, number), with_for_update=True)
         replica = session.get(Replica, (store_name, number, region, partition, instance))
         if replica is None:
             return

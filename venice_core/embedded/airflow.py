@@ -1,14 +1,26 @@
 """The embedded Airflow: its components started directly (`airflow api-server`, `scheduler`, and two
 `dag-processor`s, one for the stores' generated DAG files and one for the rest; LocalExecutor on SQLite), each a
 managed process of its own, with the project's dags/ and plugins/, bound to 127.0.0.1, parallelism small enough
-for two cores. No triggerer: nothing the project runs defers (sensors reschedule, and Airflow 3.3's
-human-in-the-loop tasks wait in `awaiting_input` without one).
+for two cores. No triggerer by default: nothing the project runs defers (sensors reschedule, and Airflow 3.3's
+human-in-the-loop tasks wait in `awaiting_input` without one); `airflow.triggerer.enabled` runs one.
+
+The cluster profile's Airflow (`airflow.executor=CeleryExecutor`): its database on PostgreSQL (`airflow.db.url`, the
+embedded server's `airflow` database), tasks sent through Redis to `airflow.celery.workers` Celery workers, each a
+managed process (`airflow-celery-worker-<n>`, Celery node `venice-worker-<n>@<host>`, two task slots); the scheduler
+runs no task itself. A task whose worker dies is noticed by its missing heartbeats within ~35 s and retried (on a
+worker alive). The workers serve no logs: the API server reads every task's log from the log folder they share on
+this machine, as it does the local executor's. On a database server every component runs under `keepalive`, which
+starts it again when it exits: Airflow's scheduler, triggerer and dag-processors exit at a database error, and the
+server may restart under them.
 
 Not `airflow standalone`, which costs a parent process importing Airflow (and a triggerer) and creates the
 database before it starts anything. The database is created once per Airflow version, as a template in the cache
 (`$VENICE_CACHE_DIR/airflow-db/`), and copied into a new Airflow home; a home's database from another Airflow
-version is migrated in place first. The settings are in the home's airflow.cfg too, so that Airflow's own CLI
-given AIRFLOW_HOME alone sees this same Airflow; `venice airflow` runs it in the components' environment."""
+version is migrated in place first. On the embedded PostgreSQL the template is a dump of a migrated database (per
+Airflow and PostgreSQL version), restored into an empty one in 0.3 s instead of a 3 s migration; another server's
+database is migrated by `airflow db migrate` when its schema is not this Airflow's. The settings are in the home's
+airflow.cfg too, so that Airflow's own CLI given AIRFLOW_HOME alone sees this same Airflow; `venice airflow` runs it
+in the components' environment."""
 
 from __future__ import annotations
 
@@ -18,8 +30,10 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
 import secrets
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -33,7 +47,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from venice_core.cache import cache_dir, clear_staging, filling, staging
-from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, process_env
+from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, embedded_postgres_url, process_env
+from venice_core.embedded import postgres
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
 
@@ -46,11 +61,52 @@ USER = "admin"
 STORE_DAG_PROCESSOR = "store-dag-processor"
 COMPONENTS = ("api-server", "dag-processor", STORE_DAG_PROCESSOR, "scheduler")
 DB_FILE = "airflow.db"
+CELERY = "CeleryExecutor"
+TRIGGERER = "triggerer"
+CELERY_WORKER = "celery-worker"  # worker n: the component `celery-worker-<n>`
+CELERY_CONCURRENCY = 2  # task slots per worker (two workers: the four of `[core] parallelism`)
+# The Celery workers' tasks name their worker as their host (`venice-worker-<n>@<host>`): a task instance's
+# `hostname` says which worker ran each try. The callable reads the worker's name from its environment.
+ENV_WORKER = "VENICE_AIRFLOW_WORKER"
+HOSTNAME_CALLABLE = "venice_core.embedded.airflow.worker_hostname"
+
+
+def worker_hostname() -> str:
+    """`[core] hostname_callable` of the Celery workers' tasks: `<worker>@<host>`, their worker's Celery node."""
+    worker = os.environ.get(ENV_WORKER)
+    return f"{worker}@{socket.gethostname()}" if worker else socket.getfqdn()
+
+
+def celery_worker_name(number: int) -> str:
+    """Celery worker n's node name (without its host)."""
+    return f"venice-worker-{number}"
+
+
+def components(config: ClusterConfig) -> tuple[str, ...]:
+    """The components the config runs, in start order: COMPONENTS, with the triggerer and the Celery workers (when
+    configured) after the API server: they need nothing of the others to start."""
+    extra = [TRIGGERER] if config.airflow_triggerer else []
+    if config.airflow_executor == CELERY:
+        extra += [f"{CELERY_WORKER}-{n}" for n in range(config.airflow_celery_workers)]
+    return (COMPONENTS[0], *extra, *COMPONENTS[1:])
 
 
 def processes(config: ClusterConfig) -> list[ManagedProcess]:
     """One managed process per component (`run/airflow-<component>.{pid,log}`)."""
-    return [ManagedProcess(f"airflow-{name}", config.run_dir) for name in COMPONENTS]
+    return [ManagedProcess(f"airflow-{name}", config.run_dir) for name in components(config)]
+
+
+def celery_workers(config: ClusterConfig) -> list[ManagedProcess]:
+    """The Celery workers' managed processes (none with the local executor)."""
+    return [proc for name, proc in zip(components(config), processes(config), strict=True) if _is_worker(name)]
+
+
+def triggerer(config: ClusterConfig) -> ManagedProcess:
+    return ManagedProcess(f"airflow-{TRIGGERER}", config.run_dir)
+
+
+def _is_worker(name: str) -> bool:
+    return name.startswith(f"{CELERY_WORKER}-")
 
 
 def pids(config: ClusterConfig) -> list[int]:
@@ -103,7 +159,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
     return {
         ("core", "dags_folder"): str(dags_folder or PROJECT_ROOT / "dags"),
         ("core", "plugins_folder"): str(PROJECT_ROOT / "plugins"),
-        ("core", "executor"): "LocalExecutor",
+        ("core", "executor"): config.airflow_executor,
         ("core", "auth_manager"): "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         ("core", "load_examples"): "False",
         ("core", "dags_are_paused_at_creation"): "False",
@@ -114,7 +170,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         # workers, so a task process starts with it imported instead of importing it again.
         ("core", "lazy_load_plugins"): "False",
         ("core", "execution_api_server_url"): f"{url}/execution/",
-        ("database", "sql_alchemy_conn"): _sqlite_url(home(config) / DB_FILE),
+        ("database", "sql_alchemy_conn"): database_url(config),
         ("api", "host"): "127.0.0.1",
         ("api", "port"): str(config.airflow_port),
         ("api", "base_url"): url,
@@ -139,10 +195,47 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         # within seconds, and the task fails with it).
         ("workers", "execution_api_retries"): "10",
         ("workers", "execution_api_retry_wait_max"): "30",
+        **(_celery_settings(config) if config.airflow_executor == CELERY else {}),
+        **(SERVER_DATABASE_SETTINGS if config.airflow_db_url is not None else {}),
         # The venice config, as the components get it in their environment: its file, if any, and its data dir.
         **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
         (PLATFORM_SECTION, ENV_HOME.lower()): str(config.home),
     }
+
+
+# A task's heartbeats (every 5 s, from its supervisor in the worker) missing this long mark it failed, and retried
+# when it has tries left: a SIGKILLed Celery worker's task is found within 30-35 s (Airflow's default, 300 s, would
+# leave a push waiting five minutes). Six heartbeats missed in a row: a busy machine still makes them.
+TASK_HEARTBEAT_TIMEOUT_SECONDS = 30
+
+
+def _celery_settings(config: ClusterConfig) -> dict[tuple[str, str], str]:
+    """The CeleryExecutor's settings: its broker, its results in Airflow's database, the workers' slots."""
+    return {
+        ("celery", "broker_url"): config.airflow_celery_broker_url,
+        ("celery", "result_backend"): f"db+{config.airflow_db_url}",
+        ("celery", "worker_concurrency"): str(CELERY_CONCURRENCY),
+        # The result backend's connections checked before use: after a database restart, a stale one failed the
+        # scheduler's read of its tasks' states (and each worker's first write of a result, retried).
+        ("celery", "result_backend_sqlalchemy_engine_options"): '{"pool_pre_ping": true}',
+        # Airflow's default, set to say so (it warns when unset): a task not acknowledged (its worker died) is
+        # given to another worker after a day; the heartbeat timeout below has retried it long before.
+        ("celery_broker_transport_options", "visibility_timeout"): "86400",
+        ("scheduler", "task_instance_heartbeat_timeout"): str(TASK_HEARTBEAT_TIMEOUT_SECONDS),
+        ("scheduler", "task_instance_heartbeat_timeout_detection_interval"): "5",
+    }
+
+
+# On a database server, which can restart under the components (the tests restart the embedded PostgreSQL mid-run):
+# the scheduler's retried transactions wait for it for up to ~40 s (ten tries, the waits random, each at most double
+# the one before and 5 s), not ~3 s (Airflow's three). What else it does on the database, and the triggerer and the
+# dag-processors, end their process at the first error: `keepalive` starts them again.
+SERVER_DATABASE_SETTINGS = {("database", "max_db_retries"): "10"}
+
+
+def database_url(config: ClusterConfig) -> str:
+    """Airflow's database: `airflow.db.url`, else SQLite in the Airflow home."""
+    return config.airflow_db_url or _sqlite_url(home(config) / DB_FILE)
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
@@ -173,14 +266,29 @@ def _component_command(config: ClusterConfig, name: str) -> list[str]:
     if name == "dag-processor":
         users = ["--bundle-name", USER_BUNDLE] if config.airflow_user_dags is not None else []
         return ["dag-processor", "--bundle-name", PLATFORM_BUNDLE, *users]
+    # No log server for the scheduler, the Celery workers and the triggerer: it listens on every interface
+    # (Airflow has no setting for its host), and the API server reads the logs it would serve from the files their
+    # tasks and triggers write on this machine.
     if name == "scheduler":
-        # No log server: it listens on every interface (Airflow has no setting for its host), and the API server
-        # reads the task logs it would serve from the files the local executor's tasks write on this machine.
         return ["scheduler", "--skip-serve-logs"]
+    if name == TRIGGERER:
+        return [TRIGGERER, "--skip-serve-logs"]
+    if _is_worker(name):
+        number = int(name.rsplit("-", 1)[1])
+        return [
+            *("celery", "worker", "--concurrency", str(CELERY_CONCURRENCY)),
+            *("--celery-hostname", f"{celery_worker_name(number)}@%h", "--skip-serve-logs"),
+            # No exchange with the other workers at start-up or after: nothing here uses it (each takes its
+            # tasks from the broker), and it costs each a second at start and messages all along.
+            *("--without-mingle", "--without-gossip"),
+        ]
     return [name]
 
 
 def _component_env(name: str, env: dict[str, str]) -> dict[str, str]:
+    if _is_worker(name):
+        number = int(name.rsplit("-", 1)[1])
+        return {**env, ENV_WORKER: celery_worker_name(number), "AIRFLOW__CORE__HOSTNAME_CALLABLE": HOSTNAME_CALLABLE}
     if name != STORE_DAG_PROCESSOR:
         return env
     return {**env, **{f"AIRFLOW__{s.upper()}__{o.upper()}": v for (s, o), v in STORE_SETTINGS.items()}}
@@ -228,8 +336,9 @@ def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[
     return env
 
 
-def _health(config: ClusterConfig) -> dict | None:
-    """The API server's health report, or None while it does not answer."""
+def health(config: ClusterConfig) -> dict | None:
+    """The API server's health report (each component's status: `metadatabase`, `scheduler`, `triggerer`,
+    `dag_processor`), or None while it does not answer."""
     try:
         with urllib.request.urlopen(f"{base_url(config)}/api/v2/monitor/health", timeout=3) as response:
             return json.load(response)
@@ -239,27 +348,44 @@ def _health(config: ClusterConfig) -> dict | None:
 
 def answers(config: ClusterConfig) -> bool:
     """The API server answers (whatever the state of the other components)."""
-    return _health(config) is not None
+    return health(config) is not None
 
 
-def is_healthy(config: ClusterConfig) -> bool:
-    """The API server answers and reports a healthy scheduler."""
-    return ((_health(config) or {}).get("scheduler") or {}).get("status") == "healthy"
+def is_healthy(config: ClusterConfig, report: dict | None = None) -> bool:
+    """The API server answers and reports a healthy scheduler (in `report`, when the caller has read it)."""
+    return _status(report if report is not None else health(config), "scheduler") == "healthy"
+
+
+def _status(report: dict | None, component: str) -> str | None:
+    return ((report or {}).get(component) or {}).get("status")
+
+
+def triggerer_healthy(config: ClusterConfig, report: dict | None = None) -> bool:
+    """The API server reports a healthy triggerer (its heartbeat recent)."""
+    return _status(report if report is not None else health(config), TRIGGERER) == "healthy"
 
 
 def _airflow_version() -> str:
     return importlib.metadata.version("apache-airflow")
 
 
-def _migrate(airflow: str, env: dict[str, str], database: Path) -> None:
-    """`airflow db migrate` on one SQLite file (created if absent)."""
-    env = {**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _sqlite_url(database)}
-    result = subprocess.run(
-        [airflow, "db", "migrate"], env=env, cwd=database.parent, capture_output=True, text=True, timeout=600
-    )
+def _migrate(airflow: str, env: dict[str, str], database: Path | str, cwd: Path | None = None) -> None:
+    """`airflow db migrate` on one SQLite file (created if absent), or on a database server's URL."""
+    url = _sqlite_url(database) if isinstance(database, Path) else database
+    env = {**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url}
+    cwd = database.parent if isinstance(database, Path) else cwd
+    result = subprocess.run([airflow, "db", "migrate"], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         output = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
-        raise ComponentError(f"`airflow db migrate` failed on {database}:\n{output}")
+        where = database if isinstance(database, Path) else _safe(database)
+        raise ComponentError(f"`airflow db migrate` failed on {where}:\n{output}")
+
+
+def _safe(url: str) -> str:
+    """A database URL without its password."""
+    import sqlalchemy
+
+    return sqlalchemy.make_url(url).render_as_string(hide_password=True)
 
 
 def _template(airflow: str, env: dict[str, str]) -> Path:
@@ -345,18 +471,17 @@ def _write_ahead_log(database: Path) -> None:
 
 def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) -> None:
     """The home's database at this Airflow version: a copy of the template when there is none, migrated when a
-    stamp beside it names another version (or none)."""
+    stamp beside it names another version (or none). On a database server: `_prepare_server_database`."""
+    if config.airflow_db_url is not None:
+        _prepare_server_database(config, airflow, env)
+        return
     database = home(config) / DB_FILE
     stamp = database.with_name(f"{DB_FILE}.version")
     version = _airflow_version()
     if database.exists() and stamp.exists() and stamp.read_text() == version:
         return
     if database.exists():
-        if running := [p.name for p in processes(config) if p.pid() is not None]:
-            raise ComponentError(
-                f"Airflow's database in {home(config)} needs a migration to Airflow {version}, but "
-                f"{', '.join(running)} still run on it: stop them first (`venice down`)"
-            )
+        _refuse_migration_while_running(config, version)
         _migrate(airflow, env, database)
         _write_ahead_log(database)
     else:
@@ -366,6 +491,94 @@ def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) 
         _write_ahead_log(partial)
         os.replace(partial, database)
     stamp.write_text(version)
+
+
+def _refuse_migration_while_running(config: ClusterConfig, version: str) -> None:
+    if running := [p.name for p in processes(config) if p.pid() is not None]:
+        raise ComponentError(
+            f"Airflow's database in {home(config)} needs a migration to Airflow {version}, but "
+            f"{', '.join(running)} still run on it: stop them first (`venice down`)"
+        )
+
+
+def _server_tables(url: str) -> tuple[str | None, int]:
+    """Airflow's schema revision on a database server (None: no schema) and how many tables the database has."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(
+        url,
+        poolclass=sqlalchemy.pool.NullPool,
+        connect_args={"connect_timeout": 10} if url.startswith("postgresql") else {},
+    )
+    try:
+        with engine.connect() as connection:
+            tables = sqlalchemy.inspect(connection).get_table_names()
+            if "alembic_version" not in tables:
+                return None, len(tables)
+            revision = connection.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar()
+            return revision, len(tables)
+    except sqlalchemy.exc.OperationalError as exc:
+        raise ComponentError(f"Airflow's database at {_safe(url)} does not answer: {exc.orig}") from None
+    finally:
+        engine.dispose()
+
+
+def _embedded_database(config: ClusterConfig) -> postgres.Server | None:
+    """The embedded PostgreSQL, when it holds Airflow's database (`airflow.db.url` as the profile computes it)."""
+    if config.postgres.enabled and config.airflow_db_url == embedded_postgres_url(config.postgres.port, "airflow"):
+        return postgres.server(config)
+    return None
+
+
+def _prepare_server_database(config: ClusterConfig, airflow: str, env: dict[str, str]) -> None:
+    """Airflow's database on a server at this Airflow version. A schema revision this Airflow version was seen to
+    migrate to (kept in the cache, `airflow-<version>.head`) is taken as current; any other is migrated (a migration
+    that finds nothing to do costs 3 s, once per cache). An empty database on the embedded PostgreSQL is restored
+    from a dump of one migrated before (`_restore_or_fill_dump`)."""
+    url = database_url(config)
+    version = _airflow_version()
+    head = cache_dir() / "airflow-db" / f"airflow-{version}.head"
+    revision, tables = _server_tables(url)
+    if revision is not None and head.exists() and head.read_text() == revision:
+        return
+    server = _embedded_database(config)
+    if revision is None and tables == 0 and server is not None:
+        _restore_or_fill_dump(server, airflow, env, url, home(config))
+    else:
+        if revision is not None:
+            _refuse_migration_while_running(config, version)
+        _migrate(airflow, env, url, cwd=home(config))
+    revision, _ = _server_tables(url)
+    if revision is not None and not head.exists():
+        head.parent.mkdir(parents=True, exist_ok=True)
+        partial = staging(head)
+        partial.write_text(revision)
+        os.replace(partial, head)
+
+
+def _restore_or_fill_dump(server: postgres.Server, airflow: str, env: dict[str, str], url: str, cwd: Path) -> None:
+    """Airflow's empty database on the embedded server made as `airflow db migrate` would make it: restored from a
+    dump in the cache (per Airflow and PostgreSQL version), or else migrated and dumped there for the next ones."""
+    bins = postgres.bin_dir()
+    dump = cache_dir() / "airflow-db" / f"airflow-{_airflow_version()}-pg{bins.parent.name}.sql"
+    client = ["-h", postgres.HOST, "-p", str(server.port), "-U", postgres.ROLE]
+    if not dump.exists():
+        with filling(dump):
+            if not dump.exists():
+                _migrate(airflow, env, url, cwd=cwd)
+                partial = staging(dump)
+                _run([str(bins / "pg_dump"), *client, "--no-owner", "--no-privileges", "-f", str(partial), "airflow"])
+                os.replace(partial, dump)
+                return
+    # One transaction: a restore cut short leaves the database empty, as it was.
+    _run([str(bins / "psql"), *client, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", "airflow",
+          "-f", str(dump)])  # fmt: skip
+
+
+def _run(argv: list[str]) -> None:
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise ComponentError(f"{Path(argv[0]).name} failed:\n{result.stdout}{result.stderr}")
 
 
 def _command() -> str:
@@ -404,7 +617,8 @@ def run_cli(config: ClusterConfig, args: list[str]) -> int:
 
 def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
     """Start the components not running (the project's dags/ unless another folder is given, as benchmarks do),
-    and wait until the API server answers with a healthy scheduler. If that fails, every component is stopped."""
+    and wait until the API server answers with a healthy scheduler (and triggerer, when there is one) and every
+    Celery worker started is ready. If that fails, every component is stopped."""
     procs = processes(config)
     if all(proc.pid() is not None for proc in procs):
         return f"airflow is already running (pids {_pid_list(config)}) on {base_url(config)}"
@@ -417,28 +631,65 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
             f"Airflow's settings changed since {', '.join(running)} started: they would not see the new ones "
             "(`venice down`, then `venice up`)"
         )
-    if all(proc.pid() is None for proc in procs):
+    if not running and config.airflow_db_url is None:
         _write_ahead_log(home(config) / DB_FILE)  # a home made before the platform used SQLite's write-ahead log
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    started: dict[str, int] = {}  # the Celery workers this call starts: where their start-up lines begin
     # The scheduler last, once the API server answers: at its start it resets the tasks a crashed scheduler was
     # running and queues them again at once, and a task whose process cannot reach the execution API fails (three
     # tries in a few seconds, on a busy machine, while the API server was still importing).
     # The store dag-processor once the other has registered the bundles in the database: each registers every
     # bundle at its start, and two inserting the first rows at once fail one of them on the rows' unique names.
-    for index, (name, proc) in enumerate(zip(COMPONENTS, procs, strict=True)):
+    for index, (name, proc) in enumerate(zip(components(config), procs, strict=True)):
         if name == STORE_DAG_PROCESSOR:
             _wait(config, procs[:index], deadline, _bundles_registered)
         if name == "scheduler":
             _wait(config, procs[:index], deadline, answers)
         if proc.pid() is None:
-            proc.start([airflow, *_component_command(config, name)], env=_component_env(name, env), cwd=home(config))
-    _wait(config, procs, deadline, is_healthy)
+            if _is_worker(name):
+                started[proc.name] = _log_size(proc)
+            command = [airflow, *_component_command(config, name)]
+            if config.airflow_db_url is not None:  # started again when it exits: `keepalive`
+                command = [sys.executable, "-m", "venice_core.embedded.keepalive", "--", *command]
+            proc.start(command, env=_component_env(name, env), cwd=home(config))
+    _wait(config, procs, deadline, lambda c: _ready(c, started))
     return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
+
+
+def _ready(config: ClusterConfig, started: dict[str, int]) -> bool:
+    """A healthy scheduler (and triggerer, when the config runs one), and each Celery worker in `started` (by name,
+    with the size of its log before it started) has logged that it is ready to take tasks."""
+    report = health(config)
+    if not is_healthy(config, report) or (config.airflow_triggerer and not triggerer_healthy(config, report)):
+        return False
+    return all(_worker_ready(proc, started[proc.name]) for proc in celery_workers(config) if proc.name in started)
+
+
+def _log_size(proc: ManagedProcess) -> int:
+    try:
+        return proc.log_file.stat().st_size
+    except OSError:
+        return 0
+
+
+_READY = re.compile(rb"\S@\S+ ready\.")  # Celery's `<node>@<host> ready.`, in a structured log line
+
+
+def _worker_ready(proc: ManagedProcess, offset: int) -> bool:
+    """The worker logged Celery's `<node> ready.` since `offset` of its log."""
+    try:
+        with open(proc.log_file, "rb") as log:
+            log.seek(offset)
+            return any(_READY.search(line) for line in log)
+    except OSError:
+        return False
 
 
 def _bundles_registered(config: ClusterConfig) -> bool:
     """Every DAG bundle has its row in Airflow's database (read-only, and quietly false while it has no table)."""
     wanted = {bundle["name"] for bundle in json.loads(_bundles(config))}
+    if config.airflow_db_url is not None:
+        return wanted <= _server_bundles(config.airflow_db_url)
     uri = f"{(home(config) / DB_FILE).as_uri()}?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as connection:
@@ -446,6 +697,20 @@ def _bundles_registered(config: ClusterConfig) -> bool:
     except sqlite3.Error:
         return False
     return wanted <= names
+
+
+def _server_bundles(url: str) -> set[str]:
+    """The DAG bundles registered in Airflow's database on a server (none while it has no table)."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return {row[0] for row in connection.execute(sqlalchemy.text("SELECT name FROM dag_bundle"))}
+    except sqlalchemy.exc.SQLAlchemyError:
+        return set()
+    finally:
+        engine.dispose()
 
 
 def _wait(
@@ -469,21 +734,33 @@ def _pid_list(config: ClusterConfig) -> str:
     return ", ".join(map(str, pids(config)))
 
 
-# How long a component may take to exit on SIGTERM before it is killed. The scheduler waits for its running tasks.
-# The dag-processor keeps nothing (a parse cut short is done again at the next start), and one SIGTERMed mid-parse
-# was seen to ignore the signal until killed: the whole 60 s.
+# How long a component may take to exit on SIGTERM before it is killed. The scheduler, and a Celery worker, waits
+# for its running tasks. The dag-processor keeps nothing (a parse cut short is done again at the next start), and
+# one SIGTERMed mid-parse was seen to ignore the signal until killed: the whole 60 s.
 STOP_TIMEOUT_SECONDS = {"dag-processor": 10.0, STORE_DAG_PROCESSOR: 10.0}
 DEFAULT_STOP_TIMEOUT_SECONDS = 60.0
 
 
+def _all_processes(config: ClusterConfig) -> list[ManagedProcess]:
+    """The config's components, and every other Airflow process with a pid file in the run dir: a Celery worker a
+    smaller `airflow.celery.workers` no longer names, a triggerer turned off, an `airflow standalone` an earlier
+    version started (`airflow.pid`)."""
+    procs = {proc.name: proc for proc in processes(config)}
+    for pid_file in sorted(config.run_dir.glob("airflow*.pid")):
+        name = pid_file.name.removesuffix(".pid")
+        if name == "airflow" or name.startswith("airflow-"):
+            procs.setdefault(name, ManagedProcess(name, config.run_dir))
+    return list(procs.values())
+
+
 def stop(config: ClusterConfig) -> bool:
-    """Stop every component at once (and an `airflow standalone` an earlier version started). False if none ran."""
-    names = [*COMPONENTS, "standalone"]
-    procs = [*processes(config), ManagedProcess("airflow", config.run_dir)]
+    """Stop every Airflow process at once (`_all_processes`). False if none ran."""
+    procs = _all_processes(config)
     with ThreadPoolExecutor(len(procs)) as pool:
         stopped = pool.map(
-            lambda name, proc: proc.stop(timeout=STOP_TIMEOUT_SECONDS.get(name, DEFAULT_STOP_TIMEOUT_SECONDS)),
-            names,
+            lambda proc: proc.stop(
+                timeout=STOP_TIMEOUT_SECONDS.get(proc.name.removeprefix("airflow-"), DEFAULT_STOP_TIMEOUT_SECONDS)
+            ),
             procs,
         )
         return any(list(stopped))
@@ -491,5 +768,5 @@ def stop(config: ClusterConfig) -> bool:
 
 def kill(config: ClusterConfig) -> None:
     """SIGKILL every component and its task processes, as a crash would: for tests of recovery."""
-    for proc in processes(config):
+    for proc in _all_processes(config):
         proc.kill()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import airflow, kafka, servers, spark_cluster
+from venice_core.embedded import airflow, kafka, postgres, redis, servers, spark_cluster
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -37,6 +37,11 @@ def up(
             started.append(stop)
 
     try:
+        if config.postgres.enabled:  # the metadata store's and Airflow's database
+            running = postgres.process(config).pid() is not None
+            start(running, lambda: postgres.start(config), lambda: postgres.stop(config))
+        if config.redis.enabled:  # the Celery workers' broker
+            start(redis.process(config).pid() is not None, lambda: redis.start(config), lambda: redis.stop(config))
         if config.kafka.enabled:  # the nodes not running (a lost one is brought back), and only those stopped again
             down = [n for n, proc in enumerate(kafka.processes(config)) if proc.pid() is None]
             start(not down, lambda: kafka.start(config), lambda: kafka.stop_nodes(config, down))
@@ -85,6 +90,15 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
         report("spark was not running")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
+    # Redis and PostgreSQL whether or not they are enabled now: nothing of the platform uses them any more.
+    for name, enabled, stop in (
+        ("redis", config.redis.enabled, redis.stop),
+        ("postgres", config.postgres.enabled, postgres.stop),
+    ):
+        if stop(config):
+            report(f"{name} stopped")
+        elif enabled:
+            report(f"{name} was not running")
 
 
 def _server_status(config: ClusterConfig, region: str, instance: int) -> ComponentStatus:
@@ -131,8 +145,58 @@ def _spark_status(config: ClusterConfig) -> ComponentStatus:
     return ComponentStatus("spark", answers and alive == workers, detail)
 
 
+def _postgres_status(config: ClusterConfig) -> ComponentStatus:
+    pid = postgres.process(config).pid()
+    if pid is None:
+        return ComponentStatus("postgres", False, "not running")
+    healthy = postgres.is_healthy(config)
+    state = "serving" if healthy else "not answering"
+    return ComponentStatus("postgres", healthy, f"pid {pid}, {postgres.HOST}:{config.postgres.port}, {state}")
+
+
+def _redis_status(config: ClusterConfig) -> ComponentStatus:
+    pid = redis.process(config).pid()
+    if pid is None:
+        return ComponentStatus("redis", False, "not running")
+    healthy = redis.is_healthy(config)
+    state = "serving" if healthy else "not answering"
+    return ComponentStatus("redis", healthy, f"pid {pid}, {redis.HOST}:{config.redis.port}, {state}")
+
+
+def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
+    """One line for Airflow itself (its API server, DAG processors and scheduler: healthy when all run and the API
+    reports a healthy scheduler), one for its triggerer and for each Celery worker when the config runs them."""
+    procs = dict(zip(airflow.components(config), airflow.processes(config), strict=True))
+    running = {name: procs[name].pid() for name in airflow.COMPONENTS}
+    pids = [pid for pid in running.values() if pid is not None]
+    healthy = len(pids) == len(airflow.COMPONENTS) and airflow.is_healthy(config)
+    detail = f"pids {', '.join(map(str, pids))}, {airflow.base_url(config)}" if pids else "not running"
+    if pids and len(pids) < len(airflow.COMPONENTS):
+        missing = ", ".join(name for name, pid in running.items() if pid is None)
+        detail += f" ({missing} not running: {len(pids)} of {len(airflow.COMPONENTS)} components running)"
+    lines = [ComponentStatus("airflow", healthy, detail)]
+    for name, proc in procs.items():
+        if name in airflow.COMPONENTS:
+            continue
+        pid = proc.pid()
+        if pid is None:
+            lines.append(ComponentStatus(proc.name, False, "not running"))
+        elif name == airflow.TRIGGERER:
+            up = airflow.triggerer_healthy(config)
+            lines.append(ComponentStatus(proc.name, up, f"pid {pid}, {'healthy' if up else 'no recent heartbeat'}"))
+        else:  # a Celery worker: its process runs (its tasks' heartbeats say the rest)
+            number = int(name.rsplit("-", 1)[1])
+            node = airflow.celery_worker_name(number)
+            lines.append(ComponentStatus(proc.name, True, f"pid {pid}, {node}, {airflow.CELERY_CONCURRENCY} slots"))
+    return lines
+
+
 def status(config: ClusterConfig) -> list[ComponentStatus]:
     components: list[ComponentStatus] = []
+    if config.postgres.enabled:
+        components.append(_postgres_status(config))
+    if config.redis.enabled:
+        components.append(_redis_status(config))
     if config.kafka.enabled:
         components.extend(_kafka_status(config, node) for node in range(config.kafka.brokers))
         for proc in kafka.unconfigured(config):
@@ -144,14 +208,7 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
     for proc in servers.unconfigured(config):
         components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
     if config.airflow_enabled:
-        running = {name: proc.pid() for name, proc in zip(airflow.COMPONENTS, airflow.processes(config), strict=True)}
-        pids = [pid for pid in running.values() if pid is not None]
-        healthy = len(pids) == len(airflow.COMPONENTS) and airflow.is_healthy(config)
-        detail = f"pids {', '.join(map(str, pids))}, {airflow.base_url(config)}" if pids else "not running"
-        if pids and len(pids) < len(airflow.COMPONENTS):
-            missing = ", ".join(name for name, pid in running.items() if pid is None)
-            detail += f" ({missing} not running: {len(pids)} of {len(airflow.COMPONENTS)} components running)"
-        components.append(ComponentStatus("airflow", healthy, detail))
+        components += _airflow_status(config)
     meta = MetadataStore(config.metadata_db_url)
     try:
         revision = meta.current_revision()
@@ -194,10 +251,7 @@ def plan(config: ClusterConfig) -> list[PlannedProcess]:
     for region, instance in config.instances:
         planned.append(PlannedProcess(servers.name(region, instance), (config.server_port(region, instance),)))
     if config.airflow_enabled:
-        planned.append(PlannedProcess("airflow-api-server", (config.airflow_port,)))
-        planned += [PlannedProcess(f"airflow-{name}") for name in airflow.COMPONENTS if name != "api-server"]
-        if config.airflow_triggerer:
-            planned.append(PlannedProcess("airflow-triggerer"))
-        if config.airflow_executor == "CeleryExecutor":
-            planned += [PlannedProcess(f"airflow-celery-worker-{n}") for n in range(config.airflow_celery_workers)]
+        # The API server first (on Airflow's port); then the triggerer and the Celery workers, when configured.
+        api, *others = airflow.processes(config)
+        planned += [PlannedProcess(api.name, (config.airflow_port,)), *(PlannedProcess(p.name) for p in others)]
     return planned

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -116,12 +117,21 @@ class ManagedProcess:
             self.pid_file.unlink(missing_ok=True)
         return None
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    def start(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        user: str | None = None,
+    ) -> int:
+        """Start `argv` detached, its output appended to the log file; as `user` (with that user's group and no
+        other) when given, which needs root: PostgreSQL's server refuses to run as root."""
         running = self.pid()
         if running is not None:
             raise ComponentError(f"{self.name} is already running (pid {running})")
         self._clear_remains()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        account = pwd.getpwnam(user) if user is not None else None
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
                 list(argv),
@@ -131,6 +141,9 @@ class ManagedProcess:
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
                 start_new_session=True,  # its own process group: stopped as a whole, deaf to the shell's ^C
+                user=account.pw_uid if account is not None else None,
+                group=account.pw_gid if account is not None else None,
+                extra_groups=[] if account is not None else None,
             )
         self.pid_file.write_text(str(proc.pid))
         return proc.pid

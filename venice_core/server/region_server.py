@@ -14,6 +14,7 @@ region 404.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -124,6 +125,10 @@ class RegionServer:
         self._reported_spare: set[PartitionKey] = set()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
+        # Each partition's newest status report the metadata store did not take (its database restarting, say): sent
+        # again at each sync until it is, unless a newer report is made meanwhile. A replica's last report (its
+        # COMPLETED) is followed by no other, and lost it would leave its version in PROGRESS for good.
+        self._unsent: dict[PartitionKey, Callable[[], None]] = {}
 
     @property
     def storage_root(self) -> Path:
@@ -188,26 +193,46 @@ class RegionServer:
     # hosting
     def _reporter(self, version: HostedVersion, partition: int):
         store, number = version.store, version.number
+        key = (store, number, partition)
+        lock = threading.Lock()  # one send at a time: a resent report never lands after a newer one
+        newest = [0]  # the number of the newest report made
+
+        def send(sequence: int, status: ExecutionStatus, offset: int, records: int, details: str) -> None:
+            with lock:
+                if sequence != newest[0]:
+                    return  # a newer report was made: it says more
+                try:
+                    controller.report_replica(
+                        self.meta,
+                        store,
+                        number,
+                        self.region.name,
+                        partition,
+                        self.instance,
+                        status,
+                        offset,
+                        records,
+                        details,
+                        version.min_ready,
+                    )
+                except Exception:  # noqa: BLE001 - sent again at the next sync (or replaced by a newer report)
+                    log.exception("cannot report status of %s v%d p%d", store, number, partition)
+                    self._unsent[key] = functools.partial(send, sequence, status, offset, records, details)
+                    return
+                self._unsent.pop(key, None)
 
         def report(status: ExecutionStatus, offset: int, records: int, details: str) -> None:
-            try:
-                controller.report_replica(
-                    self.meta,
-                    store,
-                    number,
-                    self.region.name,
-                    partition,
-                    self.instance,
-                    status,
-                    offset,
-                    records,
-                    details,
-                    version.min_ready,
-                )
-            except Exception:  # noqa: BLE001 - a report lost now is repeated by the next one
-                log.exception("cannot report status of %s v%d p%d", store, number, partition)
+            newest[0] += 1
+            send(newest[0], status, offset, records, details)
 
         return report
+
+    def _resend_reports(self) -> None:
+        """Send again the reports the metadata store did not take (each puts itself back if it fails again)."""
+        for key in list(self._unsent):
+            resend = self._unsent.pop(key, None)
+            if resend is not None:
+                resend()
 
     def _hybrid_ingestion(self, version: controller.VersionToHost) -> HybridIngestion | None:
         if version.hybrid is None:
@@ -378,6 +403,7 @@ class RegionServer:
 
     def sync_once(self) -> None:
         region = self.region.name
+        self._resend_reports()
         if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
             placement.rebalance(self.meta, self.config, region, coordinator=self.owner)
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}

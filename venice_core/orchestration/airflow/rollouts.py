@@ -18,7 +18,7 @@ from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow import store_dags
-from venice_core.orchestration.airflow.api import AirflowApi, AirflowUnreachable
+from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused, AirflowUnreachable
 from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
 from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
@@ -170,18 +170,22 @@ def wait_for_dag(dag: str, ready: Callable[[], bool], nudge: Callable[[], None],
 
 
 def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
-    """Poll a run until it succeeds or fails (its state), riding out an Airflow restart; `running` at the
-    timeout."""
+    """Poll a run until it succeeds or fails (its state), riding out an Airflow restart, and a restart of a database
+    server (Airflow's: its API answers 5xx meanwhile; the metadata store's); `running` at the timeout."""
+    from sqlalchemy.exc import OperationalError
+
     deadline = time.monotonic() + timeout
     unreachable_since: float | None = None
     while time.monotonic() < deadline:
         try:
             state = follower.poll()
             unreachable_since = None
-        except AirflowUnreachable as exc:  # Airflow restarting: the run goes on when it is back
+        except (AirflowUnreachable, AirflowRefused, OperationalError) as exc:  # the run goes on when it is back
+            if isinstance(exc, AirflowRefused) and exc.status < 500:
+                raise
             if unreachable_since is None:
                 unreachable_since = time.monotonic()
-                view.line(f"  Airflow at {exc.url} is unreachable ({exc.why}); still following the run")
+                view.line(f"  {_outage(exc)}; still following the run")
             if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
                 raise
             time.sleep(2)
@@ -190,6 +194,16 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
             return state
         time.sleep(FOLLOW_POLL_SECONDS)
     return S.RUNNING
+
+
+def _outage(exc: Exception) -> str:
+    """What a follower cannot reach for now."""
+    if isinstance(exc, AirflowUnreachable):
+        return f"Airflow at {exc.url} is unreachable ({exc.why})"
+    if isinstance(exc, AirflowRefused):
+        return f"Airflow answered {exc.status} (its database restarting?)"
+    cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"the metadata store is unreachable ({cause[0] if cause else type(exc).__name__})"
 
 
 def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None:
@@ -285,8 +299,9 @@ class RunFollower:
         if self.queued and state != S.QUEUED:
             self.queued = False
             self.view.line(f"run {self.run_id} started")
-        events = self._step_events(self.api.task_instances(self.dag, self.run_id))
-        events += self._hook_events()
+        task_instances = self.api.task_instances(self.dag, self.run_id)
+        hook_events = self._hook_events()  # read before any step is taken as seen: a failed read loses no line
+        events = self._step_events(task_instances) + hook_events
         active = {t: s for t, s in self.seen.items() if s not in TERMINAL}
         self.view.steps(active, len(self.skipped))
         for event in sorted(events, key=lambda e: e.at):  # stable: a poll's order breaks ties

@@ -1,0 +1,267 @@
+"""The embedded PostgreSQL: Debian's server (the `postgresql` package), run by `venice up` when
+`postgres.embedded.enabled`, the database of Airflow (`airflow`) and of the metadata store (`venice`) in the cluster
+profile.
+
+Its data dir is `<home>/postgres`, made by `initdb` at its first start (role `venice`, trusted: the server listens on
+127.0.0.1 only, and on a Unix socket inside its data dir), its databases created then. The `postgres` binary runs in
+the foreground as a managed process (`run/postgres.{pid,log}`), stopped by a fast shutdown (its clients cut off, a
+checkpoint, exit); its settings are on its command line, none written into the data dir.
+
+The server refuses to run as root. Started by root, it runs as Debian's `postgres` user when that user can reach the
+data dir (every folder above it searchable: a home in /tmp), else (a home in /root, 0700) in a user namespace of its
+own in which the `postgres` user's uid is root's (`unshare`): there it owns its root-owned data dir, with none of
+root's privileges. A data dir keeps the way it was made (its owner says which).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from venice_core.cache import filling, staging
+from venice_core.config import ClusterConfig, embedded_postgres_url
+from venice_core.embedded.process import ManagedProcess, require_program
+from venice_core.errors import ComponentError, MissingDependency
+
+ROLE = "venice"
+DATABASES = ("venice", "airflow")  # the metadata store's, Airflow's
+HOST = "127.0.0.1"
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 60.0
+# Airflow's components each keep two pools (sync and async, up to 15 connections each), its Celery workers a result
+# backend's, and every region server one to the metadata store: PostgreSQL's default of 100 is too few.
+MAX_CONNECTIONS = 300
+SOCKET_PATH_MAX = 107  # a Unix socket's path, without its NUL (sun_path has 108 bytes)
+INSTALL_HINT = (
+    "PostgreSQL's server (Debian: apt-get install postgresql; scripts/install-system-packages.sh --with-cluster-deps)"
+)
+
+
+def bin_dir() -> Path:
+    """The newest installed server's binaries (`/usr/lib/postgresql/<major>/bin`, Debian's layout)."""
+    found = [Path(path).parents[1] for path in glob.glob("/usr/lib/postgresql/*/bin/postgres")]
+    versions = [folder for folder in found if folder.name.isdigit()]
+    if not versions:
+        raise MissingDependency(f"PostgreSQL's server binaries are not installed: install {INSTALL_HINT}")
+    return max(versions, key=lambda folder: int(folder.name)) / "bin"
+
+
+def major_version() -> str:
+    return bin_dir().parent.name
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """How the server's programs run: as this user, as another (`user`), or under a command (`prefix`)."""
+
+    prefix: tuple[str, ...] = ()
+    user: str | None = None
+
+
+def _account() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        raise MissingDependency(f"there is no `postgres` user to run the server as: install {INSTALL_HINT}") from None
+
+
+def _namespace(account: pwd.struct_passwd) -> _Runner:
+    unshare = require_program("unshare", "util-linux (Debian: apt-get install util-linux)")
+    return _Runner(prefix=(unshare, "--user", f"--map-user={account.pw_uid}", f"--map-group={account.pw_gid}", "--"))
+
+
+def _reaches(account: pwd.struct_passwd, folder: Path) -> bool:
+    """`account` can reach into `folder` (search permission on it and every folder above it)."""
+    test = ["test", "-x", str(folder)]
+    ids: dict = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    return subprocess.run(test, stdin=subprocess.DEVNULL, **ids).returncode == 0
+
+
+def _runner(data_dir: Path) -> _Runner:
+    if os.geteuid() != 0:
+        return _Runner()
+    account = _account()
+    if data_dir.exists():  # it keeps the way it was made
+        owner = data_dir.stat().st_uid
+        return _namespace(account) if owner == 0 else _Runner(user=pwd.getpwuid(owner).pw_name)
+    return _Runner(user=account.pw_name) if _reaches(account, data_dir.parent) else _namespace(account)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+@dataclass(frozen=True)
+class Server:
+    """One PostgreSQL server: its data dir, where its pid file and log go, its port, the databases it has."""
+
+    data_dir: Path
+    run_dir: Path
+    port: int
+    databases: tuple[str, ...] = DATABASES
+    name: str = "postgres"
+
+    @property
+    def process(self) -> ManagedProcess:
+        return ManagedProcess(self.name, self.run_dir)
+
+    def url(self, database: str = "postgres") -> str:
+        return embedded_postgres_url(self.port, database)
+
+    def _connect(self, database: str, timeout: int = 5):  # noqa: ANN202 - psycopg2's connection
+        import psycopg2  # type: ignore[import-untyped]
+
+        return psycopg2.connect(host=HOST, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout)
+
+    def is_healthy(self, timeout: int = 2) -> bool:
+        """The server accepts a connection and answers a query."""
+        import psycopg2
+
+        try:
+            with contextlib.closing(self._connect("postgres", timeout)) as connection, connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except psycopg2.Error:
+            return False
+
+    def settings(self) -> dict[str, str]:
+        """The server's settings, given on its command line."""
+        socket_path = f"{self.data_dir}/.s.PGSQL.{self.port}"
+        return {
+            "listen_addresses": HOST,
+            "port": str(self.port),
+            # Inside the data dir (none when its path would be too long for a socket's: TCP still serves).
+            "unix_socket_directories": f'"{self.data_dir}"' if len(socket_path.encode()) <= SOCKET_PATH_MAX else "",
+            "max_connections": str(MAX_CONNECTIONS),
+            "logging_collector": "off",  # its log on stderr: the managed process's log file
+        }
+
+    def start(self) -> str:
+        """Start the server (made first if it has no data dir), wait until it answers, create its databases that
+        are missing. Returns a line for the user."""
+        proc = self.process
+        pid = proc.pid()
+        if pid is not None:
+            return f"postgres is already running (pid {pid}) on {HOST}:{self.port}"
+        bins = bin_dir()
+        if _port_open(self.port):
+            raise ComponentError(
+                f"port {HOST}:{self.port} is taken by another process: stop it or set postgres.embedded.port"
+            )
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._init(bins)
+        runner = _runner(self.data_dir)
+        settings = [arg for key, value in self.settings().items() for arg in ("-c", f"{key}={value}")]
+        proc.start([*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings], user=runner.user)
+        proc.wait_until_healthy("postgres", self.is_healthy, START_TIMEOUT_SECONDS, 0.05)
+        created = self._create_databases()
+        made = f", created {', '.join(created)}" if created else ""
+        return f"postgres started (pid {proc.pid()}) on {HOST}:{self.port}{made}"
+
+    def _init(self, bins: Path) -> None:
+        """`initdb` into a staging dir beside the data dir, renamed into place when whole. Without syncing to disk
+        (1.2 s of a first start): a machine crash within seconds of it would leave a data dir to delete."""
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        with filling(self.data_dir):
+            if (self.data_dir / "PG_VERSION").exists():
+                return
+            if self.data_dir.exists():  # not a data dir (no PG_VERSION): what a killed start left, say
+                raise ComponentError(
+                    f"{self.data_dir} exists but is not a PostgreSQL data dir: move it away (or delete it)"
+                )
+            partial = staging(self.data_dir)
+            runner = _runner(partial)
+            partial.mkdir(mode=0o700)
+            ids: dict = {}
+            if runner.user is not None:
+                account = pwd.getpwnam(runner.user)
+                os.chown(partial, account.pw_uid, account.pw_gid)
+                ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+            initdb = [str(bins / "initdb"), "-D", str(partial), "-U", ROLE, "--auth=trust", "-E", "UTF8", "--locale=C"]
+            result = subprocess.run(
+                [*runner.prefix, *initdb, "--no-sync"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                cwd=partial,
+                **ids,
+            )
+            if result.returncode != 0:
+                raise ComponentError(f"initdb failed for {self.data_dir}:\n{result.stdout}{result.stderr}")
+            os.replace(partial, self.data_dir)
+
+    def _create_databases(self) -> list[str]:
+        """Create the databases the server does not have yet; returns their names."""
+        if not self.databases:
+            return []
+        with contextlib.closing(self._connect("postgres")) as connection:
+            connection.autocommit = True  # CREATE DATABASE runs outside a transaction
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT datname FROM pg_database")
+                existing = {row[0] for row in cursor.fetchall()}
+                created = [database for database in self.databases if database not in existing]
+                for database in created:
+                    cursor.execute(f'CREATE DATABASE "{database}"')
+        return created
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> bool:
+        """A fast shutdown (SIGINT to the server: its sessions are ended, a checkpoint written), then whatever is
+        left killed. False if it was not running."""
+        proc = self.process
+        pid = proc.pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+            deadline = time.monotonic() + timeout
+            while proc.pid() is not None and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):  # our child (a test's server): reaped here
+                    os.waitpid(pid, os.WNOHANG)
+                time.sleep(0.05)
+        return proc.stop(timeout=5.0) or pid is not None
+
+    def restart(self) -> str:
+        """A fast shutdown and a start: a fault the tests inject (every client's connections cut at once)."""
+        self.stop()
+        return self.start()
+
+    def kill(self) -> None:
+        """SIGKILL the server and its backends, as a crash would (its next start recovers from its WAL)."""
+        self.process.kill()
+
+
+def server(config: ClusterConfig) -> Server:
+    return Server(config.home / "postgres", config.run_dir, config.postgres.port)
+
+
+def process(config: ClusterConfig) -> ManagedProcess:
+    return server(config).process
+
+
+def start(config: ClusterConfig) -> str:
+    return server(config).start()
+
+
+def stop(config: ClusterConfig) -> bool:
+    return server(config).stop()
+
+
+def restart(config: ClusterConfig) -> str:
+    return server(config).restart()
+
+
+def kill(config: ClusterConfig) -> None:
+    server(config).kill()
+
+
+def is_healthy(config: ClusterConfig) -> bool:
+    return server(config).is_healthy()
