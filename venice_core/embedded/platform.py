@@ -241,8 +241,9 @@ def plan(config: ClusterConfig) -> list[PlannedProcess]:
     if config.kafka.enabled:
         k = config.kafka
         for node in range(k.brokers):
-            name = "kafka" if k.brokers == 1 else f"kafka-{node}"
-            planned.append(PlannedProcess(name, (k.broker_port(node), k.node_controller_port(node))))
+            planned.append(
+                PlannedProcess(kafka.name(config, node), (k.broker_port(node), k.node_controller_port(node)))
+            )
     master = config.spark_standalone_master
     if master is not None:
         ui = config.spark_standalone.ui_port
