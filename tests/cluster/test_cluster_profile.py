@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from scripts.generate_dataset import generate
@@ -34,6 +35,7 @@ from venice_core.embedded import airflow, kafka, postgres, spark_cluster
 from venice_core.embedded.process import members
 from venice_core.protocol.envelope import decode
 from venice_core.pubsub import client_config
+from venice_core.rollout.names import rollout_dag_id
 from venice_core.status import ExecutionStatus
 from venice_core.writer import OnlineWriter
 
@@ -66,11 +68,13 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, d
     return data, expected_records(data)
 
 
-def _create_store(env: PlatformEnv, name: str, *options: str) -> str:
+def _create_store(env: PlatformEnv, name: str, hybrid: bool = False) -> str:
     env.venice(
         "store", "create", name, "--key-schema", str(SCHEMAS / "user_key.avsc"),
-        "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), "--partitions", str(PARTITIONS), *options, check=True,
+        "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), "--partitions", str(PARTITIONS), check=True,
     )  # fmt: skip
+    if hybrid:
+        env.venice("store", "update", name, "--hybrid-rewind-seconds", "60", check=True)
     return name
 
 
@@ -114,7 +118,8 @@ def _assert_exact(env: PlatformEnv, store: str, expected: dict[str, dict], numbe
         for key, value in through_end_of_push(read_partition(source.kafka_bootstrap, topic, partition)):
             message = decode(key, value)
             if not message.is_control:
-                seen.setdefault((message.guid, message.segment, message.sequence), message.key)
+                producer = message.producer
+                seen.setdefault((producer.guid, producer.segment, producer.sequence), message.key)
     assert len(seen) == len(expected) and len(set(seen.values())) == len(expected)
     status = versions.job_status(env.meta, store, number)
     assert all(s.status is ExecutionStatus.COMPLETED for s in status.regions.values()), status
@@ -126,6 +131,23 @@ def _master_apps(env: PlatformEnv) -> dict[str, Any]:
         return json.load(response)
 
 
+def _task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
+    """Where each task of the store's runs that ran, ran (`hostname`: the Celery worker's node), from Airflow's
+    database."""
+    url = env.config.airflow_db_url
+    assert url is not None
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                sqlalchemy.text("SELECT task_id, hostname FROM task_instance WHERE dag_id = :dag AND hostname <> ''"),
+                {"dag": rollout_dag_id(store)},
+            )
+            return {row.task_id: row.hostname for row in rows}
+    finally:
+        engine.dispose()
+
+
 def test_a_push_through_airflow_runs_on_every_engine_of_the_cluster(
     cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
 ) -> None:
@@ -133,17 +155,23 @@ def test_a_push_through_airflow_runs_on_every_engine_of_the_cluster(
     the standalone master's workers, the topics have three replicas (two in sync), every region serves it all.
     The store is hybrid: the broker-fault test writes to it nearline."""
     data, expected = dataset
-    store = _create_store(cluster, "clusterpush", "--hybrid-rewind-seconds", "60")
-    _push(cluster, store, data).finish()
+    store = _create_store(cluster, "clusterpush", hybrid=True)
+    started = time.monotonic()
+    print(_push(cluster, store, data).finish())
+    print(f"push {time.monotonic() - started:.1f}s")
     _assert_exact(cluster, store, expected)
+    print(f"checked {time.monotonic() - started:.1f}s")
     config = cluster.config
     # The Spark job ran on the standalone cluster (in its two workers' executors), not in local mode.
     apps = _master_apps(cluster)
-    assert any(app["name"] == f"venice-push-{store}" for app in apps["completedapps"]), apps
+    assert [app["state"] for app in apps["completedapps"] if app["name"].startswith(f"venice-push-{store}-")] == [
+        "FINISHED"
+    ], apps
     assert len([w for w in apps["workers"] if w["state"] == "ALIVE"]) == config.spark_standalone.workers
-    # Every task of the run ran on a Celery worker (each logs the workloads it executes).
-    worker_logs = "".join(p.log_file.read_text(errors="replace") for p in airflow.celery_workers(config))
-    assert f"venice_push__{store}" in worker_logs
+    # Every task of the run ran on a Celery worker (a task's host names its worker's Celery node), both took some.
+    hosts = _task_hosts(cluster, store)
+    assert hosts and all(host.startswith("venice-worker-") for host in hosts.values()), hosts
+    assert len({host.split("@")[0] for host in hosts.values()}) == config.airflow_celery_workers, hosts
     # Topics: replication factor 3, min.insync.replicas 2, partitions spread over the brokers.
     source = config.region(config.source_region)
     topic = source.version_topic(store, 1)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import KafkaException
 from sqlalchemy import select
 
 from tests.support.platform import PlatformEnv
@@ -194,7 +195,11 @@ def wait_for_data_in_version_topic(
     topic = source.version_topic(store, number)
 
     def written() -> bool:
-        if sum(admin.end_offsets(source.kafka_bootstrap, topic, partitions)) > 3 * partitions:
+        try:
+            ends = admin.end_offsets(source.kafka_bootstrap, topic, partitions)
+        except KafkaException:  # the version (its topic) not created yet
+            ends = []
+        if sum(ends) > 3 * partitions:
             return True
         assert push.poll() is None, push.communicate()
         return False
