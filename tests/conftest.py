@@ -30,6 +30,7 @@ NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "
 # the longest files first, so the short ones fill the gaps at the end instead of one long file running alone
 # after the others finished. Seconds each took in a full suite (the Airflow files, longest, are first anyway).
 LONGEST_FIRST = {
+    "tests/cluster/test_cluster_profile.py": 540,  # the cluster profile's faults: first, on a worker of its own
     "tests/integration/test_drain.py": 170,
     "tests/integration/test_push_e2e.py": 113,
     "tests/integration/test_repush.py": 103,
@@ -37,7 +38,6 @@ LONGEST_FIRST = {
     "tests/integration/test_stream_job.py": 63,
     "tests/integration/test_davinci_kill.py": 63,
     "tests/integration/test_davinci.py": 57,
-    "tests/integration/test_spark_cluster.py": 55,
     "tests/integration/test_push_formats.py": 54,
     "tests/cli/test_cli_platform.py": 44,
     "tests/integration/test_hybrid_ingestion.py": 38,
@@ -60,7 +60,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture in set(getattr(item, "fixturenames", ())) & NEEDED_BY_FIXTURE.keys():
             item.add_marker(NEEDED_BY_FIXTURE[fixture])
     # A stable sort of whole files: each file's tests stay together and in their order.
-    items.sort(key=lambda item: (not item.nodeid.startswith("tests/airflow/"), -LONGEST_FIRST.get(item.location[0], 0)))
+    items.sort(
+        key=lambda item: (
+            not item.nodeid.startswith(("tests/cluster/", "tests/airflow/")),
+            -LONGEST_FIRST.get(item.location[0], 0),
+        )
+    )
 
 
 @pytest.fixture(scope="session")

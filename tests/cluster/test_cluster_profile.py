@@ -49,7 +49,7 @@ PARTITIONS = 4
 def cluster() -> Iterator[PlatformEnv]:
     """The cluster profile, up for the module (outside pytest's temp tree: PostgreSQL runs as its own user)."""
     home = Path(tempfile.mkdtemp(prefix="venice-cluster-"))
-    env = make_cluster_env(home)
+    env = make_cluster_env(home, {"rollout.step.retry.delay.seconds": "2"})  # a step lost with its worker: soon
     config = env.config
     try:
         started = time.monotonic()
@@ -232,20 +232,43 @@ def _write_nearline(env: PlatformEnv, store: str, count: int) -> dict[str, dict]
     return written
 
 
+def _worker_running(env: PlatformEnv, pid: int) -> int:
+    """The Spark worker whose processes (its executors' Python workers among them) include `pid`."""
+    config = env.config
+    for n in range(config.spark_standalone.workers):
+        leader = spark_cluster.worker_process(config, n).pid()
+        if leader is not None and pid in members(leader):
+            return n
+    raise AssertionError(f"no Spark worker runs pid {pid}")
+
+
 def test_a_spark_worker_killed_mid_job_has_its_tasks_rescheduled(
-    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
+    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]], tmp_path: Path
 ) -> None:
-    """A Spark worker SIGKILLed (with its executor) while the job writes: Spark runs its tasks again on the other
-    worker; their records are copies DIV drops; the data is exact."""
+    """The task of partition 1 stalls once it has written 7,000 records (`venice.push.test.stall.file`: it says
+    its pid and where it imported the job's code from: the zip the job shipped); its Spark worker is SIGKILLed
+    with the executor: Spark runs the task again on the other worker, DIV drops the records the lost attempt wrote
+    (the same producer, segment and sequence numbers), the data is exact. The worker rejoins at `venice up`."""
     data, expected = dataset
     store = _create_store(cluster, "workerkill")
-    push = _push(cluster, store, data)
-    push.wait_for_writing()
-    spark_cluster.kill_worker(cluster.config, 0)
+    stall = tmp_path / "stall.json"
+    confs = {"fail.partition": "1", "fail.after.records": "7000", "stall.file": str(stall)}
+    args = [arg for key, value in confs.items() for arg in ("--conf", f"venice.push.test.{key}={value}")]
+    push = Push(cluster, store, cluster.venice_background("push", store, "--input", str(data), *args))
+
+    def stalled() -> str | None:
+        if stall.exists() and stall.stat().st_size:
+            return stall.read_text()
+        assert push.process.poll() is None, push.process.communicate()
+        return None
+
+    task = json.loads(wait_for("the stalled task", stalled, timeout=300))
+    assert ".zip/venice_core/" in task["module"], task  # the executors import the package the job shipped
+    spark_cluster.kill_worker(cluster.config, _worker_running(cluster, task["pid"]))
     push.finish()
     _assert_exact(cluster, store, expected)
     cluster.venice("up", check=True, timeout=300)
-    wait_for("both Spark workers alive", lambda: spark_cluster.alive_workers(cluster.config) == 2, timeout=120)
+    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark_standalone.workers
 
 
 def _celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
