@@ -71,7 +71,7 @@ test: $(STAMP) $(BYTECODE)
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP) $(BYTECODE)
-	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not browser"
+	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not redis and not browser"
 
 up: install
 	$(BIN)/venice up
