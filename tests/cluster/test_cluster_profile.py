@@ -31,7 +31,7 @@ from tests.support.reads import wait_for
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
-from venice_core.embedded import airflow, kafka, postgres, spark_cluster
+from venice_core.embedded import airflow, kafka, platform, postgres, spark_cluster
 from venice_core.embedded.process import members
 from venice_core.protocol.envelope import decode
 from venice_core.pubsub import client_config
@@ -162,6 +162,13 @@ def test_a_push_through_airflow_runs_on_every_engine_of_the_cluster(
     _assert_exact(cluster, store, expected)
     print(f"checked {time.monotonic() - started:.1f}s")
     config = cluster.config
+    # `venice status`: every process of the profile healthy (Airflow's API server, scheduler and DAG processors on
+    # one line, `airflow`; its triggerer and each Celery worker on one of their own).
+    status = cluster.venice("status")
+    assert status.returncode == 0, status.stdout
+    listed = {line.split()[0] for line in status.stdout.splitlines() if line.strip()}
+    core = {f"airflow-{name}" for name in airflow.COMPONENTS}
+    assert {p.name for p in platform.plan(config) if p.name not in core} | {"airflow"} <= listed, status.stdout
     # The Spark job ran on the standalone cluster (in its two workers' executors), not in local mode.
     apps = _master_apps(cluster)
     assert [app["state"] for app in apps["completedapps"] if app["name"].startswith(f"venice-push-{store}-")] == [

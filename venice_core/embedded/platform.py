@@ -132,17 +132,28 @@ def _kafka_status(config: ClusterConfig, node: int) -> ComponentStatus:
     return ComponentStatus(name, healthy, f"pid {pid}, {where}, {'serving' if healthy else 'not answering'}")
 
 
-def _spark_status(config: ClusterConfig) -> ComponentStatus:
-    """The standalone Spark cluster: its master, and how many of its workers are registered alive."""
+def _spark_status(config: ClusterConfig) -> list[ComponentStatus]:
+    """The standalone Spark cluster: its master (answering, how many workers alive), then each worker (registered
+    ALIVE with the master)."""
     master = spark_cluster.master_process(config).pid()
-    if master is None:
-        return ComponentStatus("spark", False, "not running")
     workers = config.spark_standalone.workers
-    alive = spark_cluster.alive_workers(config)
-    answers = spark_cluster.master_state(config) is not None
-    detail = f"pid {master}, {config.spark_master}, UI {spark_cluster.ui_url(config)}, "
-    detail += f"{alive} of {workers} worker{'s' if workers != 1 else ''} alive" if answers else "not answering"
-    return ComponentStatus("spark", answers and alive == workers, detail)
+    answers = master is not None and spark_cluster.master_state(config) is not None
+    alive = spark_cluster.alive_worker_numbers(config) if answers else set()
+    if master is None:
+        lines = [ComponentStatus("spark-master", False, "not running")]
+    else:
+        detail = f"pid {master}, {config.spark_master}, UI {spark_cluster.ui_url(config)}, "
+        detail += f"{len(alive)} of {workers} worker{'s' if workers != 1 else ''} alive" if answers else "not answering"
+        lines = [ComponentStatus("spark-master", answers, detail)]
+    for n in range(workers):
+        pid = spark_cluster.worker_process(config, n).pid()
+        port = spark_cluster.worker_ui_port(config, n)
+        if pid is None:
+            lines.append(ComponentStatus(f"spark-worker-{n}", False, "not running"))
+        else:
+            state = "registered ALIVE with the master" if n in alive else "not registered with the master"
+            lines.append(ComponentStatus(f"spark-worker-{n}", n in alive, f"pid {pid}, UI port {port}, {state}"))
+    return lines
 
 
 def _postgres_status(config: ClusterConfig) -> ComponentStatus:
@@ -202,7 +213,7 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
         for proc in kafka.unconfigured(config):
             components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
     if config.spark_standalone.workers:
-        components.append(_spark_status(config))
+        components.extend(_spark_status(config))
     for region, instance in config.instances:
         components.append(_server_status(config, region, instance))
     for proc in servers.unconfigured(config):

@@ -133,6 +133,11 @@ def _alive(config: ClusterConfig) -> set[int]:
     }
 
 
+def alive_worker_numbers(config: ClusterConfig) -> set[int]:
+    """Which configured workers run and are registered ALIVE with the master (none when it does not answer)."""
+    return _alive(config)
+
+
 def alive_workers(config: ClusterConfig) -> int:
     """How many of the configured workers run and are registered ALIVE with the master (0 when it does not
     answer): the cluster is healthy when it is `spark.standalone.workers`."""
