@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo demo-replicated demo-cluster test test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,7 +68,16 @@ test: $(STAMP) $(BYTECODE)
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
 	$(BIN)/mypy  # the types (pyproject.toml's [tool.mypy])
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
-	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not faults"
+
+# The cluster profile's tests, its four faults included (each a 200k-record push through Airflow with a broker, a
+# Spark worker or a Celery worker SIGKILLed, or PostgreSQL restarted): about ten minutes on two cores, one cluster
+# started once for them all. `make test` runs the profile's own test, not the faults (its time budget).
+test-cluster: $(STAMP) $(BYTECODE)
+	scripts/install-system-packages.sh --with-test-deps
+	$(BIN)/python -m venice_core.spark.class_archive_build
+	$(BIN)/python -m venice_core.embedded.kafka
+	$(BIN)/pytest tests/cluster
 
 test-fast: $(STAMP) $(BYTECODE)
 	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not redis and not browser"

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.cluster import write_cluster_config
-from tests.support.sandbox import write_sandbox_config
+from tests.support.sandbox import write_cluster_config, write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.embedded import platform
 from venice_core.embedded.process import ManagedProcess

@@ -30,7 +30,7 @@ NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "
 # the longest files first, so the short ones fill the gaps at the end instead of one long file running alone
 # after the others finished. Seconds each took in a full suite (the Airflow files, longest, are first anyway).
 LONGEST_FIRST = {
-    "tests/cluster/test_cluster_profile.py": 540,  # the cluster profile's faults: first, on a worker of its own
+    "tests/cluster/test_cluster_profile.py": 240,  # the cluster profile: started first, on a worker of its own
     "tests/integration/test_drain.py": 170,
     "tests/integration/test_push_e2e.py": 113,
     "tests/integration/test_repush.py": 103,

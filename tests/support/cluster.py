@@ -3,40 +3,26 @@ other setting as the profile has it."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tests.support.platform import PlatformEnv
-from tests.support.sandbox import REGION_PORT_ROOM, free_ports
-from venice_core.config import CONFIG_FILE_NAME, ENV_CONFIG, ENV_PROFILE, parse_properties, profile_path
+import sqlalchemy
 
-# The profile's ports, each moved to a block of free ones (a key's port and the ones after it: the brokers, the
-# region servers, Airflow's log servers, the Spark workers' UIs).
-PORT_KEYS = (
-    "kafka.embedded.port",
-    "kafka.embedded.controller.port",
-    "server.port.base",
-    "airflow.port",
-    "spark.standalone.ui.port",
-    "postgres.embedded.port",
-    "redis.embedded.port",
-)
-
-
-def write_cluster_config(home: Path, extra: dict[str, str] | None = None) -> Path:
-    """`<home>/venice.properties`: the cluster profile on free ports in `home`, with `extra` settings over it."""
-    profile = profile_path("cluster")
-    assert profile is not None
-    settings = {key: s.value for key, s in parse_properties(profile.read_text(), str(profile)).items()}
-    ports = free_ports(len(PORT_KEYS) + 1, block=REGION_PORT_ROOM)
-    settings.update({key: str(port) for key, port in zip(PORT_KEYS, ports, strict=False)})
-    settings["spark.master"] = f"spark://127.0.0.1:{ports[-1]}"
-    settings["data.dir"] = str(home)
-    settings.update(extra or {})
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / CONFIG_FILE_NAME
-    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-    return path
+from tests.support.airflow_runs import failed_attempts, wait_for_data_in_version_topic
+from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.sandbox import write_cluster_config
+from tests.support.topics import read_partition, through_end_of_push
+from venice_core.client import ReadClient
+from venice_core.config import ENV_CONFIG, ENV_PROFILE
+from venice_core.controller import versions
+from venice_core.protocol.envelope import decode
+from venice_core.rollout.names import rollout_dag_id
+from venice_core.status import ExecutionStatus
 
 
 def make_cluster_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:
@@ -45,3 +31,86 @@ def make_cluster_env(home: Path, extra: dict[str, str] | None = None) -> Platfor
     env.pop("VENICE_HOME", None)
     env.pop(ENV_PROFILE, None)
     return PlatformEnv(home=home, properties=properties, env=env)
+
+
+PARTITIONS = 4
+
+
+def create_store(env: PlatformEnv, name: str, hybrid: bool = False) -> str:
+    env.venice(
+        "store", "create", name, "--key-schema", str(SCHEMAS / "user_key.avsc"),
+        "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), "--partitions", str(PARTITIONS), check=True,
+    )  # fmt: skip
+    if hybrid:
+        env.venice("store", "update", name, "--hybrid-rewind-seconds", "600", check=True)
+    return name
+
+
+def read_all(env: PlatformEnv, store: str, region: str, keys: list[str]) -> dict[str, Any]:
+    client = ReadClient.for_region(env.config, region)
+    got: dict[str, Any] = {}
+    for start in range(0, len(keys), 1000):
+        got.update(client.batch_get(store, keys[start : start + 1000]))
+    return {k: v for k, v in got.items() if v is not None}
+
+
+@dataclass
+class Push:
+    env: PlatformEnv
+    store: str
+    process: subprocess.Popen[str]
+
+    def finish(self, timeout: float = 900) -> str:
+        out, err = self.process.communicate(timeout=timeout)
+        assert self.process.returncode == 0, (out + err, failed_attempts(self.env, self.store))
+        return out
+
+    def wait_for_writing(self, number: int = 1) -> None:
+        wait_for_data_in_version_topic(self.env, self.store, number, PARTITIONS, self.process)
+
+
+def start_push(env: PlatformEnv, store: str, data: Path) -> Push:
+    return Push(env, store, env.venice_background("push", store, "--input", str(data)))
+
+
+def assert_exact(env: PlatformEnv, store: str, expected: dict[str, dict], number: int = 1) -> None:
+    """Every region serves exactly `expected`; the version topic holds each record once as DIV sees it (copies of
+    one message, a retried task's, share its producer, segment and sequence number); no partition failed."""
+    keys = sorted(expected)
+    for region in env.config.region_names:
+        assert read_all(env, store, region, keys) == expected, f"region {region} differs"
+    source = env.config.region(env.config.source_region)
+    topic = source.version_topic(store, number)
+    seen: dict[tuple[bytes, int, int], bytes] = {}
+    for partition in range(PARTITIONS):
+        for key, value in through_end_of_push(read_partition(source.kafka_bootstrap, topic, partition)):
+            message = decode(key, value)
+            if not message.is_control:
+                producer = message.producer
+                seen.setdefault((producer.guid, producer.segment, producer.sequence), message.key)
+    assert len(seen) == len(expected) and len(set(seen.values())) == len(expected)
+    status = versions.job_status(env.meta, store, number)
+    assert all(s.status is ExecutionStatus.COMPLETED for s in status.regions.values()), status
+
+
+def master_apps(env: PlatformEnv) -> dict[str, Any]:
+    port = env.config.spark_standalone.ui_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as response:
+        return json.load(response)
+
+
+def task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
+    """Where each task of the store's runs that ran, ran (`hostname`: the Celery worker's node), from Airflow's
+    database."""
+    url = env.config.airflow_db_url
+    assert url is not None
+    engine = sqlalchemy.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                sqlalchemy.text("SELECT task_id, hostname FROM task_instance WHERE dag_id = :dag AND hostname <> ''"),
+                {"dag": rollout_dag_id(store)},
+            )
+            return {row.task_id: row.hostname for row in rows}
+    finally:
+        engine.dispose()

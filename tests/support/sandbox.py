@@ -8,7 +8,7 @@ import random
 import socket
 from pathlib import Path
 
-from venice_core.config import CONFIG_FILE_NAME
+from venice_core.config import CONFIG_FILE_NAME, parse_properties, profile_path
 
 # Below Linux's ephemeral range (32768-60999): a port picked there can be taken by any outgoing connection's
 # local end between the pick and the server's bind, and a region server needs base + i free for every region.
@@ -66,6 +66,35 @@ def write_sandbox_config(home: Path, extra: dict[str, str] | None = None) -> Pat
         "airflow.port": str(airflow_port),
         **(extra or {}),
     }
+    path = home / CONFIG_FILE_NAME
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return path
+
+
+# The profile's ports, each moved to a block of free ones (a key's port and the ones after it: the brokers, the
+# region servers, Airflow's log servers, the Spark workers' UIs).
+PORT_KEYS = (
+    "kafka.embedded.port",
+    "kafka.embedded.controller.port",
+    "server.port.base",
+    "airflow.port",
+    "spark.standalone.ui.port",
+    "postgres.embedded.port",
+    "redis.embedded.port",
+)
+
+
+def write_cluster_config(home: Path, extra: dict[str, str] | None = None) -> Path:
+    """`<home>/venice.properties`: the cluster profile on free ports in `home`, with `extra` settings over it."""
+    profile = profile_path("cluster")
+    assert profile is not None
+    settings = {key: s.value for key, s in parse_properties(profile.read_text(), str(profile)).items()}
+    ports = free_ports(len(PORT_KEYS) + 1, block=REGION_PORT_ROOM)
+    settings.update({key: str(port) for key, port in zip(PORT_KEYS, ports, strict=False)})
+    settings["spark.master"] = f"spark://127.0.0.1:{ports[-1]}"
+    settings["data.dir"] = str(home)
+    settings.update(extra or {})
+    home.mkdir(parents=True, exist_ok=True)
     path = home / CONFIG_FILE_NAME
     path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     return path

@@ -1,0 +1,160 @@
+"""The cluster profile's faults, one at a time, each mid-way through a push of 200k records through Airflow: a Kafka
+broker SIGKILLed (while a hybrid store's nearline writes flow), a Spark worker SIGKILLed, the Celery worker running
+the Spark step SIGKILLed, PostgreSQL restarted. Each push is checked exactly in every region. Marked `faults`: about
+nine minutes on two cores, they run in `make test-cluster`, not in `make test` (see the README's "Tests")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import assert_exact, create_store, read_all, start_push
+from tests.support.platform import PlatformEnv
+from tests.support.reads import wait_for
+from venice_core.controller import stores
+from venice_core.embedded import airflow, kafka, postgres, spark_cluster
+from venice_core.embedded.process import members
+from venice_core.writer import OnlineWriter
+
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.airflow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+]
+
+
+def test_a_broker_killed_mid_push_loses_nothing_and_nearline_writes_keep_flowing(
+    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
+) -> None:
+    """A broker SIGKILLed while the Spark job writes to a hybrid store: the push completes exactly, and nearline
+    writes to the store, made while the broker is down, are all acknowledged (acks=all, two replicas in sync) and
+    readable in every region once the version serves (replayed from the real-time topics). The broker rejoins when
+    `venice up` starts it again."""
+    data, expected = dataset
+    store = create_store(cluster, "brokerkill", hybrid=True)
+    push = start_push(cluster, store, data)
+    push.wait_for_writing()
+    kafka.kill_node(cluster.config, 2)
+    nearline = _write_nearline(cluster, store, 300)
+    push.finish()
+    assert_exact(cluster, store, expected)
+    keys = sorted(nearline)
+    for region in cluster.config.region_names:
+        wait_for(
+            f"every acknowledged nearline write readable in {region}",
+            lambda region=region: read_all(cluster, store, region, keys) == nearline,
+            timeout=60,
+        )
+    cluster.venice("up", check=True, timeout=300)
+    wait_for("the killed broker back in the cluster", lambda: kafka.is_healthy(cluster.config), timeout=120)
+
+
+def _write_nearline(env: PlatformEnv, store: str, count: int) -> dict[str, dict]:
+    """`count` nearline writes from two regions, each flushed (acknowledged by the brokers in sync)."""
+    written: dict[str, dict] = {}
+    regions = env.config.region_names[:2]
+    writers = {r: OnlineWriter(store, r, config=env.config, meta=env.meta) for r in regions}
+    try:
+        for i in range(count):
+            key, value = f"nearline-{i:06d}", {"name": f"nearline-{i}", "age": i % 90, "score": float(i)}
+            writers[regions[i % 2]].put(key, value)
+            written[key] = value
+            if i % 50 == 49:
+                for writer in writers.values():
+                    writer.flush()
+        for writer in writers.values():
+            writer.flush()
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return written
+
+
+def _shipped_package_on_executor_path(env: PlatformEnv) -> bool:
+    """A Python process under a Spark worker (an executor's daemon or worker) has the zip of `venice_core` the job
+    shipped first on its path (`PYTHONPATH`: ahead of the venv's own copy)."""
+    for n in range(env.config.spark_standalone.workers):
+        leader = spark_cluster.worker_process(env.config, n).pid()
+        for pid in members(leader) if leader is not None else []:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            paths = [e.split(b"=", 1)[1] for e in environ if e.startswith(b"PYTHONPATH=")]
+            if b"python" in command and paths and paths[0].split(b":")[0].startswith(b"venice_core-"):
+                return True
+    return False
+
+
+def test_a_spark_worker_killed_mid_job_has_its_tasks_rescheduled(
+    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
+) -> None:
+    """A Spark worker SIGKILLed (with its executor) while the job writes, its executors' Python importing the
+    package the job shipped: Spark runs the lost tasks again on the other worker, DIV drops the records the lost
+    attempts wrote (the same producer, segment and sequence numbers), the data is exact. The worker rejoins at
+    `venice up`."""
+    data, expected = dataset
+    store = create_store(cluster, "workerkill")
+    push = start_push(cluster, store, data)
+    push.wait_for_writing()
+    assert _shipped_package_on_executor_path(cluster)
+    spark_cluster.kill_worker(cluster.config, 0)
+    push.finish()
+    assert_exact(cluster, store, expected)
+    cluster.venice("up", check=True, timeout=300)
+    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark_standalone.workers
+
+
+def _celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
+    """The Celery worker whose processes include one whose command line matches `pattern`, or None."""
+    for worker in airflow.celery_workers(env.config):
+        pid = worker.pid()
+        if pid is None:
+            continue
+        for member in members(pid):
+            try:
+                command = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if pattern in command:
+                return worker
+    return None
+
+
+def test_the_celery_worker_running_the_spark_step_killed_retries_it_on_the_other(
+    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
+) -> None:
+    """The Celery worker running the Spark step SIGKILLed (with the task and its spark-submit): Airflow finds the
+    task gone, retries it on the other worker, and the run finishes; one version only."""
+    data, expected = dataset
+    store = create_store(cluster, "celerykill")
+    push = start_push(cluster, store, data)
+    push.wait_for_writing()
+    victim = wait_for(
+        "the Celery worker running the Spark step", lambda: _celery_worker_running(cluster, f"venice-push-{store}")
+    )
+    victim.kill()
+    push.finish()
+    assert_exact(cluster, store, expected)
+    assert [v.number for v in stores.describe_store(cluster.meta, store).versions] == [1]
+    cluster.venice("up", check=True, timeout=300)
+
+
+def test_postgres_restarted_mid_rollout_the_run_finishes(
+    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
+) -> None:
+    """PostgreSQL (Airflow's database and the metadata store) restarted while the rollout runs: the steps retry,
+    the run finishes, the data is exact."""
+    data, expected = dataset
+    store = create_store(cluster, "pgrestart")
+    push = start_push(cluster, store, data)
+    push.wait_for_writing()
+    postgres.restart(cluster.config)
+    push.finish()
+    assert_exact(cluster, store, expected)
