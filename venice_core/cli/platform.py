@@ -72,8 +72,10 @@ def status(
     if as_json:
         typer.echo(json.dumps([c.__dict__ for c in components], indent=2))
     else:
-        for c in components:
-            typer.echo(f"{c.name:<16} {'healthy' if c.healthy else 'DOWN':<8} {c.detail}")
+        width = max([16, *(len(c.name) + 1 for c in components)])  # the names in a column
+        for c in components:  # one line each (a driver's error may span several)
+            detail = " ".join(c.detail.split())
+            typer.echo(f"{c.name:<{width}} {'healthy' if c.healthy else 'DOWN':<8} {detail}")
     if not all(c.healthy for c in components):
         raise typer.Exit(1)
 
