@@ -18,14 +18,18 @@ from venice_core.embedded import kafka
 def test_up_status_down_leaves_no_process(tmp_path: Path) -> None:
     env = make_platform_env(tmp_path / "home")
     up = env.venice("up", check=True)
-    assert "kafka started" in up.stdout and "metadata store ready" in up.stdout
-    pid = kafka.process(env.config).pid()
-    assert pid is not None
+    try:  # a failed check leaves nothing running behind it
+        assert "kafka started" in up.stdout and "metadata store ready" in up.stdout
+        pid = kafka.process(env.config).pid()
+        assert pid is not None
 
-    assert "already running" in env.venice("up", check=True).stdout
-    status = env.venice("status")
-    assert status.returncode == 0, status.stdout + status.stderr
-    assert "kafka            healthy" in status.stdout
+        assert "already running" in env.venice("up", check=True).stdout
+        status = env.venice("status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "kafka            healthy" in status.stdout
+    except BaseException:
+        env.venice("down")
+        raise
 
     with leaves_nothing(*platform_parts(env.config)):  # no process of any component, no port listening
         down = env.venice("down", check=True).stdout
