@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow, kafka, postgres, redis, servers, spark_cluster
+from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 
@@ -122,14 +123,10 @@ def _server_status(config: ClusterConfig, region: str, instance: int) -> Compone
 
 def _kafka_status(config: ClusterConfig, node: int) -> ComponentStatus:
     """A Kafka node: `kafka` (the single broker, on the whole bootstrap), or `kafka-<n>` of a cluster."""
-    name, pid = kafka.name(config, node), kafka.process(config, node).pid()
-    if pid is None:
-        return ComponentStatus(name, False, "not running")
     if config.kafka.brokers == 1:
-        healthy, where = kafka.is_healthy(config), config.kafka.bootstrap
-    else:
-        healthy, where = kafka.node_healthy(config, node), kafka.address(config, node)
-    return ComponentStatus(name, healthy, f"pid {pid}, {where}, {'serving' if healthy else 'not answering'}")
+        return _serving_status(kafka.process(config), config.kafka.bootstrap, lambda: kafka.is_healthy(config))
+    where = kafka.address(config, node)
+    return _serving_status(kafka.process(config, node), where, lambda: kafka.node_healthy(config, node))
 
 
 def _spark_status(config: ClusterConfig) -> list[ComponentStatus]:
@@ -156,22 +153,22 @@ def _spark_status(config: ClusterConfig) -> list[ComponentStatus]:
     return lines
 
 
-def _postgres_status(config: ClusterConfig) -> ComponentStatus:
-    pid = postgres.process(config).pid()
+def _serving_status(proc: ManagedProcess, where: str, healthy: Callable[[], bool]) -> ComponentStatus:
+    """A server process's line: not running, or its pid and address, serving or not answering."""
+    pid = proc.pid()
     if pid is None:
-        return ComponentStatus("postgres", False, "not running")
-    healthy = postgres.is_healthy(config)
-    state = "serving" if healthy else "not answering"
-    return ComponentStatus("postgres", healthy, f"pid {pid}, {postgres.HOST}:{config.postgres.port}, {state}")
+        return ComponentStatus(proc.name, False, "not running")
+    up = healthy()
+    return ComponentStatus(proc.name, up, f"pid {pid}, {where}, {'serving' if up else 'not answering'}")
+
+
+def _postgres_status(config: ClusterConfig) -> ComponentStatus:
+    where = f"{postgres.HOST}:{config.postgres.port}"
+    return _serving_status(postgres.process(config), where, lambda: postgres.is_healthy(config))
 
 
 def _redis_status(config: ClusterConfig) -> ComponentStatus:
-    pid = redis.process(config).pid()
-    if pid is None:
-        return ComponentStatus("redis", False, "not running")
-    healthy = redis.is_healthy(config)
-    state = "serving" if healthy else "not answering"
-    return ComponentStatus("redis", healthy, f"pid {pid}, {redis.HOST}:{config.redis.port}, {state}")
+    return _serving_status(redis.process(config), f"{redis.HOST}:{config.redis.port}", lambda: redis.is_healthy(config))
 
 
 def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:

@@ -243,21 +243,16 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
     from venice_core.spark import repush_config as rc  # imports the controller: only where a spec is rendered
 
     confs = request.confs
-    if rc.is_repush(confs):
-        return job_spec(
-            f"venice-repush-{request.store}",
-            master_of(config, confs),
-            [*repush_job_args(config, request), "--result-file", str(result_file)],
-            str(REPUSH_JOB_FILE),
-            confs,
-        )
-    # The input is read by the executors: on this machine's cluster a local path is theirs too (a cluster of other
-    # machines needs input they all reach: HDFS, S3, a shared mount). The result file is the driver's (client mode).
+    # A push's input is read by the executors: on this machine's cluster a local path is theirs too (a cluster of
+    # other machines needs input they all reach: HDFS, S3, a shared mount). The result file is the driver's (client
+    # mode).
+    repush = rc.is_repush(confs)
+    kind, args, job = ("repush", repush_job_args, REPUSH_JOB_FILE) if repush else ("push", job_args, JOB_FILE)
     return job_spec(
-        f"venice-push-{request.store}",
+        f"venice-{kind}-{request.store}",
         master_of(config, confs),
-        [*job_args(config, request), "--result-file", str(result_file)],
-        str(JOB_FILE),
+        [*args(config, request), "--result-file", str(result_file)],
+        str(job),
         confs,
     )
 
