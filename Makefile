@@ -32,10 +32,11 @@ install: $(STAMP) $(BYTECODE) system-deps spark-archive jars
 spark-archive: $(STAMP)
 	$(BIN)/python -m venice_core.spark.class_archive_build
 
-# The embedded broker's jars from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
+# The embedded broker's jars, and Spark's Avro module, from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
 # fetch is safe in parallel too: the processes take turns, venice_core/cache.py).
 jars: $(STAMP) system-deps
 	$(BIN)/python -m venice_core.embedded.kafka
+	$(BIN)/python -m venice_core.spark.extra_jars
 
 system-deps:
 	scripts/install-system-packages.sh
@@ -63,6 +64,7 @@ test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
+	$(BIN)/python -m venice_core.spark.extra_jars
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
@@ -77,9 +79,11 @@ test-cluster: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
+	$(BIN)/python -m venice_core.spark.extra_jars
 	$(BIN)/pytest tests/cluster
 
 test-fast: $(STAMP) $(BYTECODE)
+	$(BIN)/python -m venice_core.spark.extra_jars
 	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not redis and not browser"
 
 up: install

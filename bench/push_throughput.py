@@ -109,6 +109,13 @@ def main() -> None:
         "--conf", action="append", default=[], type=conf_pair, help="a push conf KEY=VALUE (repeatable)"
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=conf_pair,
+        help="a platform config KEY=VALUE over the sandbox's (repeatable), e.g. kafka.embedded.jvm.options=...",
+    )
+    parser.add_argument(
         "--profile",
         choices=["embedded", "cluster"],
         default="embedded",
@@ -119,7 +126,7 @@ def main() -> None:
     if args.profile == "cluster":
         compare_profiles(args.records, dict(args.conf))
         return
-    with sandbox_platform({"regions": args.regions}) as (config, meta, home):
+    with sandbox_platform({"regions": args.regions, **dict(args.set)}) as (config, meta, home):
         data, records = bench_store(config, meta, home, args.records)
         payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
         # One raw round first, not counted: the broker's JIT warms up on it. The push ran on a cold broker and the

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.spark.push_tasks import serialize_batches
 from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
@@ -59,3 +61,95 @@ def test_each_kafka_partition_is_written_by_a_task_of_its_own(spark: Any) -> Non
     )
     written = write_sorted(rows, partitions, ["key"], task, "partition int, records long, task int")
     assert sorted((r.partition, r.task) for r in written) == [(p, p) for p in range(partitions)]
+
+
+def _spec(key_schema: Any, value_schema: Any, partitions: int, single_value: bool) -> PushTaskSpec:
+    return PushTaskSpec(
+        writer=WriterSpec("job", 1, "", "topic_v1", partitions, CompressionStrategy.NO_OP),
+        schema_id=3,
+        key_schema=key_schema,
+        value_schema=value_schema,
+        key_field="k",
+        value_field="v",
+        single_value=single_value,
+    )
+
+
+def _python_rows(df: Any, spec: PushTaskSpec, columns: list[str]) -> list[tuple[int, bytes, bytes]]:
+    rows = df.select("k", *columns).mapInArrow(
+        lambda it: serialize_batches(it, spec), "partition int, key binary, value binary"
+    )
+    return sorted((r.partition, bytes(r.key), bytes(r.value)) for r in rows.collect())
+
+
+def test_the_jvm_serialises_and_partitions_as_the_python_reference(spark: Any) -> None:
+    """`avro_columns.jvm_serialized` (Spark's `to_avro` and the platform's Java partitioner) writes the very bytes
+    and partitions of `serialize_batches` (fastavro and `partition_for`): the partitioner vector's keys, a record of
+    every primitive it takes (unions with null both ways round, nulls in them, widened ints and floats), and a
+    single value."""
+    from venice_core.spark.avro_columns import jvm_serialized
+
+    for key_schema, spark_type in (("string", "string"), ("int", "int"), ("long", "bigint")):
+        cases = [c for c in VECTORS if c["key_schema"] == key_schema]
+        for count in sorted({c["partition_count"] for c in cases}):
+            subset = [c for c in cases if c["partition_count"] == count]
+            spec = _spec(key_schema, "int", count, single_value=True)
+            df = spark.createDataFrame([(c["key"], 0) for c in subset], f"k {spark_type}, v int")
+            rows = jvm_serialized(df, spec, ["v"]).collect()
+            assert {bytes(r.key).hex(): r.partition for r in rows} == {
+                c["serialized_hex"]: c["partition"] for c in subset
+            }
+    record = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "s", "type": "string"},
+            {"name": "i", "type": "int"},
+            {"name": "l", "type": "long"},
+            {"name": "d", "type": "double"},
+            {"name": "f", "type": "float"},
+            {"name": "b", "type": "boolean"},
+            {"name": "y", "type": "bytes"},
+            {"name": "ns", "type": ["null", "string"], "default": None},
+            {"name": "nl", "type": ["long", "null"]},
+        ],
+    }
+    data = [
+        (f"key-{n}", f"né-{n}" * (n % 70), n - 50, n * 2**20 - 5, n / 7, n / 3, n % 2 == 0, bytes([n % 256]) * (n % 5),
+         None if n % 3 else f"x{n}", None if n % 4 else -n)
+        for n in range(300)
+    ]  # fmt: skip
+    schema = "k string, s string, i short, l int, d float, f float, b boolean, y binary, ns string, nl long"
+    df = spark.createDataFrame(data, schema)
+    columns = ["s", "i", "l", "d", "f", "b", "y", "ns", "nl"]
+    spec = _spec("string", record, 7, single_value=False)
+    jvm = sorted((r.partition, bytes(r.key), bytes(r.value)) for r in jvm_serialized(df, spec, columns).collect())
+    assert jvm == _python_rows(df, spec, columns)
+    single = spark.createDataFrame([(n, None if n % 5 == 0 else f"v{n}") for n in range(100)], "k long, v string")
+    spec = _spec("long", ["null", "string"], 5, single_value=True)
+    jvm = sorted((r.partition, bytes(r.key), bytes(r.value)) for r in jvm_serialized(single, spec, ["v"]).collect())
+    assert jvm == _python_rows(single, spec, ["v"])
+
+
+def test_schemas_spark_cannot_write_exactly_go_to_python_and_a_null_is_refused_by_name(spark: Any) -> None:
+    from venice_core.spark.avro_columns import jvm_serialized
+    from venice_core.spark.push import failure_reason
+
+    nested = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "int"}}]}
+    df = spark.createDataFrame([("k", [1])], "k string, a array<int>")
+    assert jvm_serialized(df, _spec("string", nested, 4, False), ["a"]) is None
+    fields = [{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}]
+    defaulted = {"type": "record", "name": "D", "fields": fields}
+    df = spark.createDataFrame([("k", 1)], "k string, a int")
+    assert jvm_serialized(df, _spec("string", defaulted, 4, False), ["a"]) is None
+    narrowing = {"type": "record", "name": "L", "fields": [{"name": "a", "type": "int"}]}
+    df = spark.createDataFrame([("k", 1)], "k string, a long")
+    assert jvm_serialized(df, _spec("string", narrowing, 4, False), ["a"]) is None
+
+    df = spark.createDataFrame([("good", 1), ("bad", None)], "k string, a int")
+    refused = jvm_serialized(df, _spec("string", narrowing, 4, False), ["a"])
+    with pytest.raises(Exception) as caught:
+        refused.collect()
+    assert (
+        failure_reason(caught.value) == "value of key 'bad' does not match value schema 3: field 'a' is null, not int"
+    )

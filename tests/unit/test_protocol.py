@@ -149,6 +149,9 @@ class _RecordingProducer:
     def produce(self, _topic: str, value: bytes, key: bytes, partition: int) -> None:
         self.sent.append((partition, key, value))
 
+    def poll(self, _timeout: float) -> int:
+        return 0
+
 
 def test_writer_fast_put_path_sends_what_the_general_encoder_does() -> None:
     """The writer's inlined PUT (no chunking) must equal encode_put and keep the same segment checksum, so that
@@ -180,6 +183,31 @@ def test_writer_fast_put_path_sends_what_the_general_encoder_does() -> None:
         assert validator.accept(message, checksum_bytes(key, value))
     assert writer._segments[1].checksum == expected.checksum
     assert [decode(k, v).key for _, k, v in recorder.sent if k[:1] == b"\x00"][0] == b"small"
+
+
+def test_writer_put_run_sends_what_put_does_record_by_record() -> None:
+    """`put_run` (the push job's hot path: many PUTs to a partition at once) sends the very messages and keeps the
+    very segment checksum that `put` of each record does, so a segment may mix them."""
+    from venice_core.pubsub.writer import VersionTopicWriter
+
+    records = [(f"key-{n:04d}".encode(), bytes([n % 256]) * (n % 50)) for n in range(300)]
+    writers = []
+    for by_runs in (False, True):
+        writer = VersionTopicWriter("127.0.0.1:1", "t", 3, deterministic_guid("job", 1, 2))
+        writer._producer = recorder = _RecordingProducer()
+        writer.start_segment(2, timestamp_ms=5)
+        if by_runs:
+            writer.put_run(2, [k for k, _ in records[:120]], [v for _, v in records[:120]], 4)
+            writer.put(*records[120], 4, partition=2)
+            writer.put_run(2, [], [], 4)
+            writer.put_run(2, [k for k, _ in records[121:]], [v for _, v in records[121:]], 4)
+        else:
+            for key, value in records:
+                writer.put(key, value, 4, partition=2)
+        writer.end_segment(2, timestamp_ms=6)
+        writers.append((writer._segments[2].checksum, recorder.sent))
+    assert writers[0] == writers[1]
+    assert len(writers[0][1]) == len(records) + 2
 
 
 def test_batch_get_body_round_trip_and_malformed_responses() -> None:

@@ -3,12 +3,14 @@ failures are refusals (not worth a retry); and the executors' serialisation of i
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 
 from venice_core.controller.stores import SchemaRefused
 from venice_core.errors import ComponentError, ConfigError, IncompatibleSchema, MetadataStoreError, PushJobError
-from venice_core.protocol import serde
+from venice_core.protocol import envelope, serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import partition_for
 from venice_core.spark.push import _refusal
@@ -80,3 +82,60 @@ def test_serialised_rows_and_a_key_or_value_that_does_not_match_its_schema() -> 
         list(serialize_batches(iter([pa.RecordBatch.from_pylist([{"key": 7, "age": 1}])]), spec))
     with pytest.raises(PushJobError, match="value of key 'a' does not match value schema 1"):
         list(serialize_batches(iter([pa.RecordBatch.from_pylist([{"key": "a", "age": "x"}])]), spec))
+
+
+class _RecordingProducer:
+    """Stands in for confluent-kafka's Producer: this unit checks the messages the job's writer sends, not Kafka."""
+
+    sent: list[tuple[int, bytes, bytes]] = []
+
+    def produce(self, _topic: str, value: bytes, key: bytes, partition: int) -> None:
+        self.sent.append((partition, key, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("compression", [CompressionStrategy.NO_OP, CompressionStrategy.GZIP])
+def test_a_batch_is_written_as_each_of_its_records_would_be(monkeypatch: pytest.MonkeyPatch, compression) -> None:
+    """`PartitionWriter.write_batch` (runs of a partition through `put_run`) sends what `write` of each record does:
+    across partitions and batches, with an identical repeated key dropped and a value to chunk, and the same
+    counts; a repeated key with another value is refused by both."""
+    from venice_core.pubsub import writer as writer_module
+    from venice_core.spark import push_tasks
+
+    monkeypatch.setattr(writer_module, "Producer", lambda _config: _RecordingProducer())
+    monkeypatch.setattr(envelope.time, "time", lambda: 1_700_000_000.0)  # control messages stamped alike
+    rows = [(p, f"k{p}-{n:03d}".encode(), b"v" * (n % 40)) for p in (0, 1, 3) for n in range(50)]
+    rows.insert(10, rows[9])  # the same record twice: kept once
+    large = random.Random(7).randbytes(writer_module.chunking.DEFAULT_MAX_CHUNK_BYTES + 1)  # chunked, compressed or not
+    rows.insert(60, (1, b"k1-zzz", large))
+    rows.sort()
+    schema = pa.schema([("partition", pa.int32()), ("key", pa.binary()), ("value", pa.binary())])
+    as_dicts = [{"partition": p, "key": k, "value": v} for p, k, v in rows]
+    batches = [pa.RecordBatch.from_pylist(as_dicts[i : i + 37], schema=schema) for i in range(0, len(rows), 37)]
+    spec = WriterSpec("job", 1, "", "topic_v1", 4, compression)
+    sent = []
+    for by_batches in (False, True):
+        _RecordingProducer.sent = []
+        writer = push_tasks.PartitionWriter(spec, first_attempt=True)
+        for batch in batches:
+            if by_batches:
+                writer.write_batch(batch, 2, allow_duplicate_key=False)
+            else:
+                for p, k, v in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
+                    writer.write(p, k, v, 2, allow_duplicate_key=False)
+        writer.finish()
+        sent.append((_RecordingProducer.sent, writer.counts))
+    assert sent[0] == sent[1]
+    assert sent[1][1] == {0: 50, 1: 51, 3: 50}
+    assert len(sent[1][0]) > 151 + 3 * 2  # the records, a segment's start and end in each partition, and chunks
+    clash = pa.RecordBatch.from_pylist(
+        [{"partition": 0, "key": b"a", "value": b"1"}, {"partition": 0, "key": b"a", "value": b"2"}],
+        schema=batches[0].schema,
+    )
+    with pytest.raises(PushJobError, match="duplicate key with different values"):
+        push_tasks.PartitionWriter(spec, first_attempt=True).write_batch(clash, 2, allow_duplicate_key=False)

@@ -28,10 +28,24 @@ def _served(host: str, port: int, store: str) -> int | None:
     return None if answer is None else int(answer.get("stores", {}).get(store, 0))
 
 
+def request_sync(host: str, port: int, timeout: float = 5) -> None:
+    """Ask an instance to sync with the metadata store now (`POST /sync`); one that does not answer syncs anyway
+    within a second."""
+    try:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        conn.request("POST", "/sync")
+        conn.getresponse().read()
+        conn.close()
+    except OSError:
+        pass
+
+
 def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:
-    """Instances pick up a swap within a second; wait until every instance of each region that answers serves it,
-    so a read right after the push sees the new data."""
+    """Instances pick up a swap within a second, at once when asked; ask them, then wait until every instance of
+    each region that answers serves it, so a read right after the push sees the new data."""
     for region in regions:
+        for host, port in config.server_addresses(region):
+            request_sync(host, port)
         deadline = time.monotonic() + timeout
         while True:
             answers = [_served(host, port, store) for host, port in config.server_addresses(region)]
@@ -40,4 +54,4 @@ def wait_until_served(config: ClusterConfig, store: str, number: int, regions: l
                 break
             if time.monotonic() > deadline:
                 raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
-            time.sleep(0.2)
+            time.sleep(0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import time
@@ -13,14 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from venice_core.errors import ComponentError, MissingDependency
-
-
-def require_program(name: str, install_hint: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise MissingDependency(f"'{name}' is not installed or not on PATH: install {install_hint}")
-    return path
+from venice_core.errors import ComponentError
 
 
 def _alive(pid: int) -> bool:

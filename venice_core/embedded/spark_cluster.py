@@ -29,8 +29,9 @@ from venice_core.config import (
     ClusterConfig,
     process_env,
 )
-from venice_core.embedded.process import ManagedProcess, require_program
+from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError, MissingDependency
+from venice_core.programs import require_program
 
 MASTER = "spark-master"
 WORKER_PREFIX = "spark-worker-"

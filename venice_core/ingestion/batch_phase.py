@@ -34,7 +34,7 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.put_run import put_run
-from venice_core.storage.api import Batch, PartitionStore
+from venice_core.storage.api import SORTED_COMMIT_EVERY_MESSAGES, SORTED_COMMIT_EVERY_SECONDS, Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, StartOfPush
 
 # A consumed message's parts, read in C over a whole batch (`map`), not by a Python loop.
@@ -83,7 +83,7 @@ class BatchPhase(Generic[Batch]):
         self.validator = Validator(checkpoint.div)
         self.committer = Committer(storage, storage.commit_every_messages, storage.commit_every_seconds)
         self.start_of_push = checkpoint.start_of_push
-        self.sorted_push = checkpoint.sorted_push and storage.sorted_ingest
+        self._sorted(checkpoint.sorted_push)
 
     def take(self, consumed: Sequence[ConsumedMessage]) -> IngestionCheckpoint | None:
         """A consumed batch, in order: END_OF_PUSH's checkpoint once it is committed (what follows it is left)."""
@@ -212,7 +212,14 @@ class BatchPhase(Generic[Batch]):
 
     def _start_of_push(self, message: Message) -> None:
         self.start_of_push = StartOfPush.from_control(message.control)
-        self.sorted_push = self.start_of_push.sorted and self.storage.sorted_ingest
+        self._sorted(self.start_of_push.sorted)
+
+    def _sorted(self, sorted_push: bool) -> None:
+        """Whether the push is ingested as SST files (sorted, and a store that can), and so how often it commits."""
+        self.sorted_push = sorted_push and self.storage.sorted_ingest
+        if self.sorted_push:
+            self.committer.every_messages = SORTED_COMMIT_EVERY_MESSAGES
+            self.committer.every_seconds = SORTED_COMMIT_EVERY_SECONDS
 
     def _end_of_push(self, message: Message, raw: ConsumedMessage) -> IngestionCheckpoint:
         """END_OF_PUSH's count checked, committed with the broker's time of it (where a hybrid version's real-time

@@ -38,6 +38,9 @@ from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
 WAITING_SAID_EVERY_SECONDS = 30.0
+# In process (`venice push --local`) a condition is checked this often, not at a sensor's poke interval: a query
+# of the metadata store costs milliseconds, and a push's last seconds are spent waiting on it.
+IN_PROCESS_POLL_SECONDS = 0.25
 
 log = logging.getLogger(__name__)
 
@@ -503,7 +506,7 @@ def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None])
         if now - said >= WAITING_SAID_EVERY_SECONDS:  # a long wait says what it waits for
             said = now
             inputs.rollout.progress(f"{inputs.region}: still waiting for {current.name} ({_waiting_on(inputs)})")
-        sleep(current.poll_seconds)
+        sleep(min(current.poll_seconds, IN_PROCESS_POLL_SECONDS))
     inputs.rollout.progress(f"{inputs.region}: {current.name}")
 
 

@@ -11,6 +11,8 @@ GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the seria
 POST /storage/<store>              batch get: binary (`protocol.batch_get`, Content-Type BATCH_CONTENT_TYPE), what
                                    the thin client sends; or JSON, for people with curl: body {"keys": [<key>...]},
                                    reply {"values": [[id, b64] | null...]}
+POST /sync                         sync with the metadata store now, not at the next interval (202): a swap asks
+                                   every instance of its region, so it serves the new version at once
 GET  /routing/<store>              a replicated region's routing table (`RoutedBackend.routing_table`): the version,
                                    its partition count and each partition's ready replicas ("host:port"); 404
                                    `no-route` from a backend without one (a single instance: the client reads from it)
@@ -53,7 +55,7 @@ SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
 VERSION_HEADER = "X-Venice-Version"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Content Too Large", 500: "Internal Server Error"}
-_REASONS |= {503: "Service Unavailable"}
+_REASONS |= {202: "Accepted", 503: "Service Unavailable"}
 _BATCH_CONTENT_TYPE = batch_get.BATCH_CONTENT_TYPE.encode()
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([^\r\n]*)", re.IGNORECASE)
 
@@ -224,6 +226,8 @@ class ReadBackend(Protocol):
 
     def ingestion(self) -> list[PartitionIngestion]: ...
 
+    def request_sync(self) -> None: ...
+
 
 class RoutedBackend(ReadBackend, Protocol):
     """A backend of a replicated region (one instance of it): what a routing client needs besides the reads. The HTTP
@@ -319,6 +323,9 @@ class ReadServer:
             return _error(400, "bad-request", f"malformed request: {exc}")
 
     def handle_post(self, path: str, body: bytes, binary: bool) -> bytes:
+        if path == "/sync":
+            self.region.request_sync()
+            return _response(202, b'{"sync": "requested"}')
         parts = path.split("/")
         if len(parts) != 3 or parts[1] != "storage":
             return _error(404, "no-route", f"no such endpoint {path}")

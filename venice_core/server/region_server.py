@@ -124,6 +124,7 @@ class RegionServer:
         self.spare: set[PartitionKey] = set()  # partitions with data on disk this instance does not hold (yet)
         self._reported_spare: set[PartitionKey] = set()
         self.stopping = threading.Event()
+        self._wake = threading.Event()  # a sync asked for now (`POST /sync`), not at the next interval
         self._lock = threading.Lock()
         # Each partition's newest status report the metadata store did not take (its database restarting, say): sent
         # again at each sync until it is, unless a newer report is made meanwhile. A replica's last report (its
@@ -447,8 +448,8 @@ class RegionServer:
                 self.meta, self.region.name, self.instance, self.owner, self.config.instance_lease_seconds
             )
             raise
-        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
-        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGTERM, lambda *_: self._stop())
+        signal.signal(signal.SIGINT, lambda *_: self._stop())
         heartbeat = threading.Thread(target=self._heartbeat, daemon=True, name="lease")
         heartbeat.start()
         log.info("region %s instance %d serving on %s:%d", self.region.name, self.instance, *http_server.server_address)
@@ -458,7 +459,8 @@ class RegionServer:
                     self.sync_once()
                 except Exception:  # noqa: BLE001 - the metadata store or broker may be back next round
                     log.exception("sync failed")
-                self.stopping.wait(SYNC_INTERVAL_SECONDS)
+                self._wake.wait(SYNC_INTERVAL_SECONDS)
+                self._wake.clear()
         finally:
             http_server.shutdown()
             for leadership in self.leading.values():
@@ -472,6 +474,14 @@ class RegionServer:
             except Exception:  # noqa: BLE001 - the lease then runs out on its own
                 log.exception("cannot release the lease of instance %d", self.instance)
             self.meta.dispose()
+
+    def _stop(self) -> None:
+        self.stopping.set()
+        self._wake.set()
+
+    def request_sync(self) -> None:
+        """`POST /sync`: read the metadata store now rather than at the next interval (a swap waits for it)."""
+        self._wake.set()
 
     # reads
     def _version_for(self, store: str) -> HostedVersion:

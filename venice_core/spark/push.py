@@ -21,6 +21,7 @@ from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, PushJobError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.spark.avro_columns import jvm_serialized
 from venice_core.spark.input_files import check_readable, input_format
 from venice_core.spark.input_schema import input_value, match_value_schema
 from venice_core.spark.job_result import JobResult
@@ -113,11 +114,14 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
             single_value=single_value,
             allow_duplicate_key=args.allow_duplicate_key,
         )
-        # Serialise in Python (Arrow batches), then shuffle and sort in the JVM: every Kafka partition lands whole
-        # in one task, sorted by key bytes (Spark compares binary as unsigned bytes, as RocksDB does).
-        serialized = df.select(args.key_field, *value_columns).mapInArrow(
-            lambda batches: serialize_batches(batches, spec), "partition int, key binary, value binary"
-        )
+        # Serialise in the JVM where Spark writes the schemas exactly (else in Python, on Arrow batches), then
+        # shuffle and sort in the JVM: every Kafka partition lands whole in one task, sorted by key bytes (Spark
+        # compares binary as unsigned bytes, as RocksDB does).
+        serialized = jvm_serialized(df, spec, value_columns)
+        if serialized is None:
+            serialized = df.select(args.key_field, *value_columns).mapInArrow(
+                lambda batches: serialize_batches(batches, spec), "partition int, key binary, value binary"
+            )
         written = write_sorted(serialized, partitions, ["key", "value"], lambda batches: write_batches(batches, spec))
         counts = record_counts(written, partitions)
         total = sum(counts.values())
@@ -140,7 +144,10 @@ def _refusal(exc: BaseException) -> str | None:
         return str(exc)
     marker = "PushJobError: "
     text = str(exc)
-    return text.split(marker, 1)[1].splitlines()[0] if marker in text else None
+    if marker not in text:
+        return None
+    # A refusal raised in SQL (`avro_columns`: raise_error) ends in Spark's SQLSTATE of user errors.
+    return text.split(marker, 1)[1].splitlines()[0].removesuffix(" SQLSTATE: P0001")
 
 
 def failure_reason(exc: BaseException) -> str:

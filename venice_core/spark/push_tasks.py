@@ -90,6 +90,33 @@ class PartitionWriter:
         self.previous = (key, value)
         self._written(partition)
 
+    def write_batch(self, batch: Any, schema_id: int, allow_duplicate_key: bool) -> None:
+        """An Arrow batch of pushed records (partition, key, value: sorted as `write_sorted` sorts them), a run of
+        each partition at a time through `VersionTopicWriter.put_run`. A run with a repeated key, a value to chunk
+        or the retry test's fault goes record by record (`write`), whose checks and counts are the reference."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        partitions = batch.column(0).to_numpy()
+        starts = [0, *(np.flatnonzero(partitions[1:] != partitions[:-1]) + 1).tolist(), len(partitions)]
+        for start, end in zip(starts, starts[1:], strict=False):
+            partition = int(partitions[start])
+            key_column, value_column = (batch.column(i).slice(start, end - start) for i in (1, 2))
+            keys, values = key_column.to_pylist(), value_column.to_pylist()
+            writer = self._writer_for(partition)
+            repeated = (self.previous is not None and self.previous[0] == keys[0]) or (
+                len(keys) > 1 and pc.any(pc.equal(key_column[1:], key_column[:-1])).as_py()
+            )
+            stored = values if self.compress is bytes else [self.compress(value) for value in values]
+            largest = pc.max(pc.binary_length(value_column)).as_py() if stored is values else max(map(len, stored))
+            if repeated or largest > writer.max_chunk_bytes or partition == self.spec.fail_partition:
+                for key, value in zip(keys, values, strict=True):
+                    self.write(partition, key, value, schema_id, allow_duplicate_key)
+                continue
+            writer.put_run(partition, keys, stored, schema_id)
+            self.previous = (keys[-1], values[-1])
+            self.counts[partition] += len(keys)
+
     def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp_ms: int) -> None:
         """A record as stored (value compressed already), with its write timestamp; `value` None is a DELETE."""
         writer = self._writer_for(partition)
@@ -169,9 +196,8 @@ def write_batches(batches: Any, spec: PushTaskSpec) -> Any:
     writer = task_writer(spec.writer)
     schema_id, allow_duplicate_key = spec.schema_id, spec.allow_duplicate_key
     for batch in batches:
-        columns = [batch.column(i).to_pylist() for i in range(3)]
-        for partition, key, value in zip(*columns, strict=True):
-            writer.write(partition, key, value, schema_id, allow_duplicate_key)
+        if batch.num_rows:
+            writer.write_batch(batch, schema_id, allow_duplicate_key)
     writer.finish()
     yield writer.counts_batch()
 

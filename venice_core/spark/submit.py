@@ -13,6 +13,7 @@ from pathlib import Path
 
 from venice_core.config import ClusterConfig, conf_flag, process_env
 from venice_core.spark import class_archive, job_package
+from venice_core.spark.extra_jars import jar_confs
 from venice_core.spark.python_path import DAEMON_CONFS
 
 JOB_FILE = Path(__file__).with_name("push.py")
@@ -34,8 +35,10 @@ DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def default_spark_confs() -> dict[str, str]:
-    """`DEFAULT_SPARK_CONFS` and the driver's JVM options, with the Spark class archive once it is built."""
-    return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": class_archive.java_options(DRIVER_JAVA_OPTIONS)}
+    """`DEFAULT_SPARK_CONFS`, the driver's JVM options (with the Spark class archive once it is built) and the jars
+    the jobs add to pyspark's (`extra_jars`: fetched on first use)."""
+    java_options = class_archive.java_options(DRIVER_JAVA_OPTIONS)
+    return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": java_options, **jar_confs()}
 
 
 # A job submitted to a cluster (`spark://...`: the standalone cluster `venice up` runs) runs its driver here (client
