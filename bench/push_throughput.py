@@ -15,6 +15,7 @@ import argparse
 import resource
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -122,74 +123,138 @@ def main() -> None:
         help="cluster: the same push on the embedded platform and on the cluster profile, one after the other, and "
         "the cluster's overhead as a ratio",
     )
+    parser.add_argument(
+        "--marginal",
+        action="store_true",
+        help="push and floor at 1M records and at --records (4M, say): the marginal cost of the extra records, "
+        "the push's fixed cost, and the marginal ratio",
+    )
     args = parser.parse_args()
     if args.profile == "cluster":
         compare_profiles(args.records, dict(args.conf))
         return
     with sandbox_platform({"regions": args.regions, **dict(args.set)}) as (config, meta, home):
         data, records = bench_store(config, meta, home, args.records)
-        payload_mb = sum(len(k) + len(v) for k, v in records) / 1e6
         # One raw round first, not counted: the broker's JIT warms up on it. The push ran on a cold broker and the
         # baseline after it on a warm one (a first raw round took 6.0 s and 2.7 broker CPU-s, the next 5.1 and 1.6).
         print(f"  warm-up (not counted): a raw round in {raw_kafka(config.kafka.bootstrap, records):.1f}s")
+        if args.marginal:
+            marginal(config, meta, home, data, records, dict(args.conf))
+        else:
+            one_size(config, meta, data, records, dict(args.conf))
 
-        processes = {"kafka broker": running_pid(kafka.process(config))}
-        processes.update({f"region server {r}": running_pid(servers.process(config, r)) for r in config.region_names})
-        cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
-        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own_before = resource.getrusage(resource.RUSAGE_SELF)
-        marks: list[tuple[float, str]] = []
-        started = time.perf_counter()
-        push(
-            config,
-            meta,
-            "bench",
-            str(data),
-            confs=dict(args.conf),
-            progress=lambda line: marks.append((time.perf_counter(), line)),
-        )
-        push_seconds = time.perf_counter() - started
-        children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
-        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
-        cpu["spark-submit (JVM + Python workers)"] = (
-            children.ru_utime + children.ru_stime - children_before.ru_utime - children_before.ru_stime
-        )
-        cpu["push driver (this process)"] = own.ru_utime + own.ru_stime - own_before.ru_utime - own_before.ru_stime
-        baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
-        with raw_topology.RawRegions(config, PARTITIONS, len(records)) as regions:
-            floor_seconds = raw_topology.timed(
-                regions, lambda: produce_records(regions.bootstrap, regions.topic, records)
-            )
 
-        n = len(records)
-        report(
-            f"push throughput, {n} records, {payload_mb:.1f} MB serialised, {len(config.regions)} regions",
-            [
-                ("seconds", f"{push_seconds:.1f}", f"{baseline_seconds:.1f}"),
-                ("records/s", f"{n / push_seconds:,.0f}", f"{n / baseline_seconds:,.0f}"),
-                ("MB/s", f"{payload_mb / push_seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
-            ],
-        )
-        print(f"  where the push's CPU went ({sum(cpu.values()):.0f} core-seconds in {push_seconds:.0f}s on 2 cores):")
-        for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
+def timed_push(config: ClusterConfig, meta: MetadataStore, data: Path, confs: dict[str, str]) -> PushRun:
+    """One push of `data` to the store `bench` (`venice push --local`'s steps), with the core-seconds of each
+    process and the push's progress lines."""
+    processes = {"kafka broker": running_pid(kafka.process(config))}
+    processes.update({f"region server {r}": running_pid(servers.process(config, r)) for r in config.region_names})
+    cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own_before = resource.getrusage(resource.RUSAGE_SELF)
+    marks: list[tuple[float, str]] = []
+    started = time.perf_counter()
+    push(config, meta, "bench", str(data), confs=confs, progress=lambda line: marks.append((time.perf_counter(), line)))
+    seconds = time.perf_counter() - started
+    children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
+    cpu["spark-submit (JVM + Python workers)"] = (
+        children.ru_utime + children.ru_stime - children_before.ru_utime - children_before.ru_stime
+    )
+    cpu["push driver (this process)"] = own.ru_utime + own.ru_stime - own_before.ru_utime - own_before.ru_stime
+    return PushRun(seconds, cpu, started, marks)
+
+
+@dataclass
+class PushRun:
+    seconds: float
+    cpu: dict[str, float]
+    started: float
+    marks: list[tuple[float, str]]
+
+    def print_cpu(self) -> None:
+        print(f"  where the push's CPU went ({sum(self.cpu.values()):.0f} core-seconds in {self.seconds:.1f}s):")
+        for name, seconds in sorted(self.cpu.items(), key=lambda item: -item[1]):
             print(f"    {seconds:6.1f}s  {name}")
-        print_timeline("push", started, marks)
-        for region in config.region_names:
-            pid = running_pid(servers.process(config, region))
-            print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
-        print(
-            f"  the floor, confluent-kafka alone doing the Kafka work of a rollout to {len(config.regions)} region(s) "
-            f"({len(config.regions)} produces and {len(config.regions)} consumes, one process per region, at once): "
-            f"{floor_seconds:.1f}s, {baseline_seconds / floor_seconds:.2f}x of the baseline "
-            "(its Kafka work alone, from Python)"
-        )
-        spark_start = raw_topology.spark_start_seconds(config)
-        print(
-            f"  with Spark's start (a spark-submit of one trivial task per core: {spark_start:.1f}s), "
-            f"a push submitted to Spark would need all of its own work for free to pass "
-            f"{baseline_seconds / (floor_seconds + spark_start):.2f}x here"
-        )
-        print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / push_seconds:.2f}x")
+
+
+def floor_seconds(config: ClusterConfig, records: list[tuple[bytes, bytes]]) -> float:
+    """`raw_topology`: confluent-kafka alone doing the rollout's Kafka work for `records`."""
+    with raw_topology.RawRegions(config, PARTITIONS, len(records)) as regions:
+        return raw_topology.timed(regions, lambda: produce_records(regions.bootstrap, regions.topic, records))
+
+
+def one_size(
+    config: ClusterConfig, meta: MetadataStore, data: Path, records: list[tuple[bytes, bytes]], confs: dict[str, str]
+) -> None:
+    """The push of `data` against the raw baseline and the floor; the ratio to the floor last."""
+    run = timed_push(config, meta, data, confs)
+    baseline_seconds = raw_kafka(config.kafka.bootstrap, records)
+    floor = floor_seconds(config, records)
+    n, payload_mb = len(records), sum(len(k) + len(v) for k, v in records) / 1e6
+    report(
+        f"push throughput, {n} records, {payload_mb:.1f} MB serialised, {len(config.regions)} regions",
+        [
+            ("seconds", f"{run.seconds:.1f}", f"{baseline_seconds:.1f}"),
+            ("records/s", f"{n / run.seconds:,.0f}", f"{n / baseline_seconds:,.0f}"),
+            ("MB/s", f"{payload_mb / run.seconds:.1f}", f"{payload_mb / baseline_seconds:.1f}"),
+        ],
+    )
+    run.print_cpu()
+    print_timeline("push", run.started, run.marks)
+    for region in config.region_names:
+        pid = running_pid(servers.process(config, region))
+        print(f"  region server {region} resident memory: {rss_mb(pid):.0f} MB")
+    print(
+        f"  the floor's Kafka work, confluent-kafka alone doing a rollout to {len(config.regions)} region(s) "
+        f"({len(config.regions)} produces and {len(config.regions)} consumes, one process per region, at once): "
+        f"{floor:.1f}s ({baseline_seconds / floor:.2f}x of the baseline's throughput)"
+    )
+    spark_start = raw_topology.spark_start_seconds(config)
+    print(f"  Spark's start (a spark-submit of one trivial task per core): {spark_start:.1f}s")
+    print(f"  the floor (Kafka work + Spark's start): {floor + spark_start:.1f}s")
+    print(f"  ratio (project throughput / raw Kafka throughput): {baseline_seconds / run.seconds:.2f}x")
+    print(f"platform / floor: {run.seconds / (floor + spark_start):.2f}x")
+
+
+def marginal(
+    config: ClusterConfig,
+    meta: MetadataStore,
+    home: Path,
+    data: Path,
+    records: list[tuple[bytes, bytes]],
+    confs: dict[str, str],
+) -> None:
+    """The push and the floor at 1M records and at len(records): what the extra records cost each (per million),
+    the push's fixed cost (its 1M time less 1M records at the marginal cost), and the marginal ratio last."""
+    small = MARGINAL_BASE
+    if len(records) <= small:
+        raise SystemExit(f"error: --marginal needs --records above {small:,}")
+    info = stores.describe_store(meta, "bench")
+    small_data = generate(home / "data-small", small, files=4)
+    small_records = serialised_records(
+        small_data, serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
+    )
+    push_small = timed_push(config, meta, small_data, confs)
+    push_large = timed_push(config, meta, data, confs)
+    floor_small, floor_large = floor_seconds(config, small_records), floor_seconds(config, records)
+    spark_start = raw_topology.spark_start_seconds(config)
+    extra = (len(records) - small) / 1e6
+    push_marginal = (push_large.seconds - push_small.seconds) / extra
+    floor_marginal = (floor_large - floor_small) / extra
+    print(f"\npush of {small:,} records: {push_small.seconds:.1f}s")
+    push_small.print_cpu()
+    print(f"push of {len(records):,} records: {push_large.seconds:.1f}s")
+    push_large.print_cpu()
+    print(f"floor's Kafka work: {floor_small:.1f}s and {floor_large:.1f}s; Spark's start {spark_start:.1f}s")
+    print(f"  marginal cost per million records: push {push_marginal:.2f}s, floor {floor_marginal:.2f}s")
+    fixed = push_small.seconds - push_marginal * small / 1e6
+    print(f"  the push's fixed cost (its {small:,}-record time less those records at the marginal cost): {fixed:.1f}s")
+    print(f"  platform / floor at {small:,}: {push_small.seconds / (floor_small + spark_start):.2f}x")
+    print(f"marginal platform / floor: {push_marginal / floor_marginal:.2f}x")
+
+
+MARGINAL_BASE = 1_000_000
 
 
 # What each process of a profile is, for the CPU table (`platform.plan`'s names).

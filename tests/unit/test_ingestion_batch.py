@@ -133,6 +133,10 @@ class _RecordingStore:
     def sst_put(self, key: bytes, value: bytes) -> None:
         self.sst.append((bytes(key), bytes(value)))
 
+    def sst_put_run(self, keys: list[bytes], values: list[bytes]) -> None:
+        for key, value in zip(keys, values, strict=True):
+            self.sst_put(key, value)
+
     def ingest_sst(self) -> None:
         self.data.update(self.sst)
         self.sst.clear()

@@ -210,6 +210,28 @@ def test_writer_put_run_sends_what_put_does_record_by_record() -> None:
     assert len(writers[0][1]) == len(records) + 2
 
 
+def test_writer_put_stored_run_keeps_each_record_s_write_timestamp() -> None:
+    """`put_stored_run` (the repush's copy of a plain partition) sends what `put_stored` of each record does, each
+    with its own write timestamp."""
+    from venice_core.pubsub.writer import VersionTopicWriter
+
+    kafka_keys = [b"\x00" + f"k{n:03d}".encode() for n in range(100)]
+    bodies = [(1).to_bytes(4, "big") + bytes([n]) * n for n in range(100)]
+    stamps = [0 if n % 3 else 1_700_000_000_000 + n for n in range(100)]
+    sent = []
+    for by_run in (False, True):
+        writer = VersionTopicWriter("127.0.0.1:1", "t", 1, deterministic_guid("job", 2, 0))
+        writer._producer = recorder = _RecordingProducer()
+        if by_run:
+            writer.put_stored_run(0, kafka_keys, bodies, stamps)
+        else:
+            for key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
+                writer.put_stored(key, body, 0, stamp)
+        sent.append((writer._segments[0].checksum, recorder.sent))
+    assert sent[0] == sent[1]
+    assert [decode(k, v).producer.timestamp_ms for _, k, v in sent[1][1]] == stamps
+
+
 def test_batch_get_body_round_trip_and_malformed_responses() -> None:
     from venice_core.protocol import batch_get
 

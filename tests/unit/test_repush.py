@@ -341,6 +341,10 @@ class _RecordingWriter:
         (schema_id,) = struct.unpack_from(">i", body)
         self.records.append((partition, kafka_key[1:], body[4:], schema_id, timestamp))
 
+    def write_stored_run(self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], stamps: list[int]) -> None:
+        for kafka_key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
+            self.write_stored(partition, kafka_key, body, stamp)
+
 
 def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
     state = SegmentState(b"g" * 16)

@@ -654,6 +654,9 @@ class DuckDBPartitionStore:
     def sst_put(self, key: bytes, value: bytes) -> None:
         raise NotImplementedError("DuckDB ingests sorted pushes like any other (sorted_ingest is False)")
 
+    def sst_put_run(self, keys: list[bytes], values: list[bytes]) -> None:
+        raise NotImplementedError("DuckDB ingests sorted pushes like any other (sorted_ingest is False)")
+
     def ingest_sst(self) -> None:
         return None
 

@@ -127,6 +127,9 @@ class ForwardingStore:
     def sst_put(self, key: bytes, value: bytes) -> None:
         raise NotImplementedError("sorted_ingest is False")
 
+    def sst_put_run(self, keys: list[bytes], values: list[bytes]) -> None:
+        raise NotImplementedError("sorted_ingest is False")
+
     def ingest_sst(self) -> None:
         return None
 

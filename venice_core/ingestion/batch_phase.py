@@ -124,8 +124,7 @@ class BatchPhase(Generic[Batch]):
         self.stats.records += len(run)
         self.committer.uncommitted += len(run)
         if self.sorted_push:
-            for key, stored in zip(run.keys(), run.stored(), strict=True):
-                self.storage.sst_put(key, stored)
+            self.storage.sst_put_run(run.keys(), run.stored())
         else:
             self.storage.put_run(self.committer.batch, run)
         return True

@@ -34,8 +34,11 @@ from venice_core.protocol.envelope import (
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
 
-# Where the sequence number lies in the header (protocol version, type, GUID, segment before it).
+# Where the sequence number lies in the header (protocol version, type, GUID, segment before it), and the header's
+# end from there (sequence number, timestamp) as a numpy record: a run's tails built at once.
 _SEQUENCE_AT = 1 + 1 + 16 + 4
+_SEQUENCE_AND_TIMESTAMP = np.dtype([("sequence", ">i4"), ("timestamp", ">i8")])
+assert _SEQUENCE_AT + _SEQUENCE_AND_TIMESTAMP.itemsize == HEADER.size
 
 
 class VersionTopicWriter:
@@ -136,24 +139,34 @@ class VersionTopicWriter:
         self._send(partition, kafka_key, header + body)
 
     def put_run(self, partition: int, keys: list[bytes], values: list[bytes], schema_id: int) -> None:
-        """Many batch-pushed PUTs to one partition at once (each value at most `max_chunk_bytes`, as stored): what
-        `put` does for each, with the per-record work in a few comprehensions, one CRC over the run's checksummed
-        bytes and a bare loop of produce calls (a push job's hot path)."""
-        count = len(keys)
+        """Many batch-pushed PUTs of one schema to one partition at once (each value at most `max_chunk_bytes`, as
+        stored): what `put` does for each (`put_stored_run`)."""
+        schema = SCHEMA_ID.pack(schema_id)
+        kafka_keys = [KEY_TYPE_DATA + key for key in keys]
+        self.put_stored_run(partition, kafka_keys, [schema + value for value in values], BATCH_WRITE_TIMESTAMP)
+
+    def put_stored_run(
+        self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], timestamps_ms: int | list[int]
+    ) -> None:
+        """Many PUTs to one partition at once, each as a version topic holds it (`put_stored`: the Kafka key and the
+        body, at most `max_chunk_bytes` of value), stamped with one write timestamp or one each: what `put_stored`
+        does for each, with the per-record work in a few comprehensions, one CRC over the run's checksummed bytes
+        and a bare loop of produce calls (the push and repush jobs' hot path)."""
+        count = len(kafka_keys)
         if not count:
             return
         state = self._segments[partition]
         first = state.sequence + 1
         state.sequence += count
-        head = HEADER.pack(PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, 0, BATCH_WRITE_TIMESTAMP)
-        before, after = head[:_SEQUENCE_AT], head[_SEQUENCE_AT + 4 :]
-        sequences = np.arange(first, first + count, dtype=">i4").tobytes()
-        schema = SCHEMA_ID.pack(schema_id)
-        kafka_keys = [KEY_TYPE_DATA + key for key in keys]
-        bodies = [schema + value for value in values]
         state.checksum = zlib.crc32(b"".join(chain.from_iterable(zip(kafka_keys, bodies, strict=True))), state.checksum)
-        offsets = range(0, 4 * count, 4)
-        messages = [before + sequences[at : at + 4] + after + body for at, body in zip(offsets, bodies, strict=True)]
+        before = HEADER.pack(PROTOCOL_VERSION, MessageType.PUT, state.guid, state.segment, 0, 0)[:_SEQUENCE_AT]
+        tails = np.empty(count, _SEQUENCE_AND_TIMESTAMP)
+        tails["sequence"] = np.arange(first, first + count)
+        tails["timestamp"] = timestamps_ms
+        packed = tails.tobytes()
+        size = _SEQUENCE_AND_TIMESTAMP.itemsize
+        offsets = range(0, size * count, size)
+        messages = [before + packed[at : at + size] + body for at, body in zip(offsets, bodies, strict=True)]
         produce, topic, poll = self._producer.produce, self.topic, self._producer.poll
         try:
             for key, message in zip(kafka_keys, messages, strict=True):

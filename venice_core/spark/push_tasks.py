@@ -10,6 +10,7 @@ from venice_core.errors import PushJobError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.hash_partitioning import spread_values
@@ -44,6 +45,9 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
             [pa.array(out_partitions, pa.int32()), pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary())],
             names=["partition", "key", "value"],
         )
+
+
+SCHEMA_ID_SIZE = SCHEMA_ID.size
 
 
 class PartitionWriter:
@@ -125,6 +129,18 @@ class PartitionWriter:
             return
         writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
         self._written(partition)
+
+    def write_stored_run(self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], stamps: list[int]) -> None:
+        """Many PUTs copied as a version topic holds them (`write_stored` of each), at once through
+        `VersionTopicWriter.put_stored_run` unless one is to be chunked or the retry test's fault is set here."""
+        writer = self._writer_for(partition)
+        limit = writer.max_chunk_bytes + SCHEMA_ID_SIZE
+        if partition == self.spec.fail_partition or max(map(len, bodies), default=0) > limit:
+            for kafka_key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
+                self.write_stored(partition, kafka_key, body, stamp)
+            return
+        writer.put_stored_run(partition, kafka_keys, bodies, stamps)
+        self.counts[partition] += len(kafka_keys)
 
     def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
         """A PUT copied as a version topic holds it (`VersionTopicWriter.put_stored`), with its write timestamp."""

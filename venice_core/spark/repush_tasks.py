@@ -17,6 +17,7 @@ re-compressed when the compression differs; each record is written with its own 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from venice_core.protocol.envelope import (
     KEY_TYPE_DATA,
     MANIFEST_SCHEMA_ID,
     PROTOCOL_VERSION,
+    SCHEMA_ID,
     MessageType,
 )
 from venice_core.protocol.partitioner import partition_for
@@ -42,6 +44,9 @@ DECODED_SCHEMA = (
 )
 WRITTEN_SCHEMA = "partition int, records long, tombstones long, expired long, deleted long, superseded long"
 CHUNK_SUFFIX_BYTES = chunking.CHUNK_SUFFIX.size
+# A message's write timestamp: the header's last field (`envelope.HEADER`).
+_TIMESTAMP = struct.Struct(">q")
+_TIMESTAMP_AT = HEADER.size - _TIMESTAMP.size
 
 
 class RepushJobError(PushJobError):
@@ -283,18 +288,24 @@ def _copy_plain(
     """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
     its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
     the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
-    unpack, header_size, prefix_size = DATA_PREFIX.unpack_from, HEADER.size, DATA_PREFIX.size
-    partitions, recompress, expired = spec.writer.partitions, compactor.recompress, compactor.expired
-    topic = spec.source_topic
-    for kafka_key, kafka_value, _offset in messages:
-        _check_partition(kafka_key[1:], partition, partitions, topic)
-        *_, timestamp, schema_id = unpack(kafka_value)
-        if expired(timestamp):
-            continue
-        if recompress is None:
-            writer.write_stored(partition, kafka_key, kafka_value[header_size:], timestamp)
-        else:
-            writer.write_record(partition, kafka_key[1:], recompress(kafka_value[prefix_size:]), schema_id, timestamp)
+    partitions, topic = spec.writer.partitions, spec.source_topic
+    misplaced = [key for key, _, _ in messages if partition_for(key[1:], partitions) != partition]
+    if misplaced:
+        _check_partition(misplaced[0][1:], partition, partitions, topic)
+    stamp_at, header_size, prefix_size = _TIMESTAMP_AT, HEADER.size, DATA_PREFIX.size
+    stamps = [_TIMESTAMP.unpack_from(value, stamp_at)[0] for _, value, _ in messages]
+    if compactor.ttl_start is not None:
+        kept = [not compactor.expired(stamp) for stamp in stamps]
+        messages = [message for message, keep in zip(messages, kept, strict=True) if keep]
+        stamps = [stamp for stamp, keep in zip(stamps, kept, strict=True) if keep]
+    recompress = compactor.recompress
+    if recompress is None:
+        bodies = [value[header_size:] for _, value, _ in messages]
+        writer.write_stored_run(partition, [key for key, _, _ in messages], bodies, stamps)
+        return
+    for (kafka_key, kafka_value, _offset), stamp in zip(messages, stamps, strict=True):
+        (schema_id,) = SCHEMA_ID.unpack_from(kafka_value, header_size)
+        writer.write_record(partition, kafka_key[1:], recompress(kafka_value[prefix_size:]), schema_id, stamp)
 
 
 def _compact_partition(

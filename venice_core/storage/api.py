@@ -74,6 +74,9 @@ class PartitionStore(Protocol[Batch]):
     # sorted ingestion (only where `sorted_ingest`)
     def sst_put(self, key: bytes, value: bytes) -> None: ...
 
+    def sst_put_run(self, keys: list[bytes], values: list[bytes]) -> None:
+        """`sst_put` of each, in order."""
+
     def ingest_sst(self) -> None: ...
 
     def close(self) -> None: ...

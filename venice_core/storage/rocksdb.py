@@ -148,6 +148,17 @@ class PartitionStorage:
         self._sst[key] = value
         self._sst_count += 1
 
+    def sst_put_run(self, keys: list[bytes], values: list[bytes]) -> None:
+        """`sst_put` of each (a run of a sorted push), the writer's put bound once."""
+        if not keys:
+            return
+        self.sst_put(keys[0], values[0])  # opens the file if none is
+        assert self._sst is not None
+        put = self._sst.__setitem__
+        for key, value in zip(keys[1:], values[1:], strict=True):
+            put(key, value)
+        self._sst_count += len(keys) - 1
+
     def ingest_sst(self) -> None:
         """Ingest the SST file written so far. The caller commits the checkpoint that covers it afterwards;
         replaying the messages between the two after a crash rewrites the same keys with the same values."""
