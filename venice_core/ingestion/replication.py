@@ -116,22 +116,29 @@ class Replicator:
 
     def _copy(self, producer: Producer, messages: Sequence[ConsumedMessage]) -> bool:
         """Produce the consumed records in order; True once END_OF_PUSH is among them (what follows is left)."""
-        for raw in messages:
-            if raw.error():
-                skip_consumer_error(raw, f"{self.source_topic}[{self.partition}]")
-                continue
-            key, value = raw.key() or b"", raw.value() or b""
-            while True:
-                try:
-                    producer.produce(self.local_topic, value=value, key=key, partition=self.partition)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            self.position = raw.offset() + 1
-            self.copied += 1
-            if is_end_of_push(key, value):
-                return True
-        return False
+        produce, poll, topic, partition = producer.produce, producer.poll, self.local_topic, self.partition
+        copied = 0
+        try:
+            for raw in messages:
+                if raw.error():
+                    skip_consumer_error(raw, f"{self.source_topic}[{partition}]")
+                    continue
+                key, value = raw.key() or b"", raw.value() or b""
+                while True:
+                    try:
+                        produce(topic, value, key, partition)
+                        break
+                    except BufferError:
+                        poll(0.05)
+                copied += 1
+                if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
+                    self.position = raw.offset() + 1
+                    return True
+            if copied:
+                self.position = next(m.offset() for m in reversed(messages) if not m.error()) + 1
+            return False
+        finally:
+            self.copied += copied
 
     def _check(self) -> None:
         if self._errors:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import deque
 from pathlib import Path
 from typing import cast
 
@@ -154,9 +155,7 @@ class PartitionStorage:
             return
         self.sst_put(keys[0], values[0])  # opens the file if none is
         assert self._sst is not None
-        put = self._sst.__setitem__
-        for key, value in zip(keys[1:], values[1:], strict=True):
-            put(key, value)
+        deque(map(self._sst.__setitem__, keys[1:], values[1:]), maxlen=0)  # the loop in C
         self._sst_count += len(keys) - 1
 
     def ingest_sst(self) -> None:
