@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# System packages the project needs beyond Python: Java 17 and Maven (for the embedded Kafka broker); for the
+# System packages the project needs beyond Python: Java 17 (a JDK: the push job's Spark functions are compiled with
+# javac) and Maven (for the embedded Kafka broker's jars and Spark's Avro module); for the
 # cluster profile (--with-cluster-deps: `make demo-cluster`), Debian's PostgreSQL and Redis servers, which
 # `venice up --profile cluster` runs; and for the tests (--with-test-deps) those too, and Chromium (the UI page's
 # browser test drives Debian's `chromium` through Playwright). Installs what is missing with apt when it can;
@@ -18,6 +19,7 @@ done
 
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "$cluster" = 1 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
