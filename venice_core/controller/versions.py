@@ -7,6 +7,7 @@ Kafka's (`pubsub.admin`) unless the caller passes another.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,16 +139,24 @@ def create_version(
                     updated_at=time.time(),
                 )
             )
-    try:  # the source region's topic always: the push writes there and other regions replicate from it
-        for region in dict.fromkeys([config.source_region, *target_regions]):
-            region_config = config.region(region)
-            topics.create_topic(
-                region_config.kafka_bootstrap,
-                region_config.version_topic(store_name, number),
-                version.partition_count,
-                region_config.replication_factor,
-                region_config.min_insync_replicas,
-            )
+    # The source region's topic always (the push writes there, other regions replicate from it); every region's at
+    # once: each waits for its partitions' leaders.
+    placed = [config.region(region) for region in dict.fromkeys([config.source_region, *target_regions])]
+    try:
+        with ThreadPoolExecutor(max_workers=len(placed), thread_name_prefix="create-topic") as pool:
+            created = [
+                pool.submit(
+                    topics.create_topic,
+                    region.kafka_bootstrap,
+                    region.version_topic(store_name, number),
+                    version.partition_count,
+                    region.replication_factor,
+                    region.min_insync_replicas,
+                )
+                for region in placed
+            ]
+            for done in created:
+                done.result()
     except VeniceError as exc:
         set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")
         raise

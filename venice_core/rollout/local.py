@@ -5,12 +5,15 @@ version; the previous one keeps serving.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
@@ -38,21 +41,57 @@ class PushJobRunner(Protocol):
 
 
 def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
-    """The push job through `spark-submit`."""
+    """The push job through `spark-submit`. Its result once the job has written it: spark-submit then takes a second
+    more to stop Spark, which a thread of this process waits for (`_reap`) while the push goes on."""
     job = "repush" if repush_config.is_repush(request.confs) else "push"
-    with tempfile.TemporaryDirectory(prefix="venice-push-") as tmp:
-        result_file = Path(tmp) / "result.json"
-        spec = push_job_spec(config, request, result_file)
-        unreachable = master_unreachable(spec.master)
-        if unreachable:
-            raise PushFailed(f"{job} job failed: {unreachable}")
-        argv = spec.argv()
-        proc = subprocess.run(argv, env=submit_env(config), capture_output=True, text=True)
-        if proc.returncode != 0 or not result_file.exists():
-            errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error: ")]
-            reason = errors[-1][len("error: ") :] if errors else (proc.stderr.strip().splitlines() or ["?"])[-1]
-            raise PushFailed(f"{job} job failed: {reason}")
-        return JobResult.read(result_file)
+    scratch = Path(tempfile.mkdtemp(prefix="venice-push-"))
+    result_file = scratch / "result.json"
+    spec = push_job_spec(config, request, result_file)
+    unreachable = master_unreachable(spec.master)
+    if unreachable:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise PushFailed(f"{job} job failed: {unreachable}")
+    output = (scratch / "output.log").open("w+")
+    proc = subprocess.Popen(spec.argv(), env=submit_env(config), stdout=output, stderr=subprocess.STDOUT, text=True)
+    try:
+        while proc.poll() is None:
+            result = _succeeded(result_file)
+            if result is not None:
+                threading.Thread(target=_reap, args=(proc, output, scratch), name="spark-submit-reaper").start()
+                return result
+            time.sleep(RESULT_POLL_SECONDS)
+    except BaseException:
+        proc.kill()
+        _reap(proc, output, scratch)
+        raise
+    try:
+        if proc.returncode == 0 and result_file.exists():
+            return JobResult.read(result_file)
+        output.seek(0)
+        lines = output.read().splitlines()
+        errors = [line for line in lines if line.startswith("error: ")]
+        reason = errors[-1][len("error: ") :] if errors else ([line for line in lines if line.strip()] or ["?"])[-1]
+        raise PushFailed(f"{job} job failed: {reason}")
+    finally:
+        _reap(proc, output, scratch)
+
+
+RESULT_POLL_SECONDS = 0.05
+
+
+def _succeeded(result_file: Path) -> JobResult | None:
+    """The job's result if it has written one (whole: `JobResult.write` renames it into place) saying it succeeded."""
+    if not result_file.exists():
+        return None
+    result = JobResult.read(result_file)
+    return None if result.refused is not None else result
+
+
+def _reap(proc: subprocess.Popen[str], output: IO[str], scratch: Path) -> None:
+    """Wait for spark-submit to exit, then remove what it left."""
+    proc.wait()
+    output.close()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def push(

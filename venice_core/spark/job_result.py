@@ -57,8 +57,11 @@ class JobResult:
         )
 
     def write(self, path: Path) -> None:
+        """Written whole or not at all (renamed into place): a reader that polls for it never sees half of it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json()))
+        partial = path.with_name(f"{path.name}.partial")
+        partial.write_text(json.dumps(self.to_json()))
+        partial.replace(path)
 
     @classmethod
     def read(cls, path: Path) -> JobResult:
