@@ -86,6 +86,7 @@ class Instance:
         self.not_hosted = 0  # reads answered 503 PartitionNotHosted
         self.asked = 0  # storage reads received
         self.routing_asked = 0
+        self.syncs_requested = 0  # `POST /sync`s received
         self.stopped = False
         self._lock = threading.Lock()
         if not routed:  # an older server: no /routing, no version header
@@ -156,6 +157,9 @@ class Instance:
 
     def health(self) -> dict[str, Any]:
         return {"region": REGION, "status": "ok"}
+
+    def request_sync(self) -> None:
+        self.syncs_requested += 1
 
     def ingestion(self) -> list[PartitionIngestion]:
         return []

@@ -58,6 +58,24 @@ def table_of(client: ReadClient) -> RoutingTable:
     return table
 
 
+def test_a_swap_asks_every_instance_of_the_region_to_sync(start: Start) -> None:
+    """`serving.request_sync` (what a swap sends before it waits for the region to serve the new version):
+    `POST /sync` answered 202 by each instance's HTTP front, which asks its backend to sync now; one that does not
+    answer is passed over."""
+    from venice_core.client.serving import request_sync
+
+    region = start(2, 2, [[0], [1]], records(10))
+    for instance in region.instances:
+        request_sync(*instance.address)
+    assert [i.syncs_requested for i in region.instances] == [1, 1]
+    host, port = region.instances[1].address
+    status, _headers, body = _http_post(f"http://{host}:{port}/sync")
+    assert (status, json.loads(body)) == (202, {"sync": "requested"})
+    assert region.instances[1].syncs_requested == 2
+    region.instances[0].stop()
+    request_sync(*region.instances[0].address, timeout=1)  # down: nothing raised
+
+
 def test_each_get_goes_to_a_ready_replica_of_its_keys_partition_in_turn(start: Start) -> None:
     values = records(120)
     region = start(3, 4, [[0, 1], [1, 2], [2, 0], [0, 1]], values)
@@ -328,6 +346,11 @@ def _http(url: str, body: bytes | None = None) -> tuple[int, dict[str, str], byt
             return answer.status, dict(answer.headers), answer.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
+
+
+def _http_post(url: str) -> tuple[int, dict[str, str], bytes]:
+    with urllib.request.urlopen(urllib.request.Request(url, b"", method="POST"), timeout=10) as answer:
+        return answer.status, dict(answer.headers), answer.read()
 
 
 def test_the_http_front_serves_routing_tables_versions_and_partition_not_hosted(start: Start) -> None:

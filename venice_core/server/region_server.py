@@ -47,6 +47,7 @@ from venice_core.storage.rocksdb import PartitionStorage
 
 log = logging.getLogger(__name__)
 SYNC_INTERVAL_SECONDS = 1.0
+SYNC_GAP_SECONDS = 0.05
 # A leader stops producing this long before its lease runs out in the metadata store: the clocks of two machines
 # and a renewal in flight differ by less.
 LEASE_SAFETY_SECONDS = 1.0
@@ -461,6 +462,7 @@ class RegionServer:
                     log.exception("sync failed")
                 self._wake.wait(SYNC_INTERVAL_SECONDS)
                 self._wake.clear()
+                self.stopping.wait(SYNC_GAP_SECONDS)  # a burst of `POST /sync`s: one sync per gap at most
         finally:
             http_server.shutdown()
             for leadership in self.leading.values():
