@@ -166,3 +166,13 @@ def test_a_standalone_master_that_does_not_answer_is_said_at_once() -> None:
     reason = master_unreachable(f"spark://127.0.0.1:{port}")
     assert reason is not None and reason.startswith(f"the Spark master spark://127.0.0.1:{port} does not answer")
     assert master_unreachable("local[2,4]") is None
+
+
+def test_a_request_s_jars_join_the_platform_s() -> None:
+    """`--conf spark.jars=...` adds to the jars the push job needs (spark-avro, the platform's functions), not over
+    them."""
+    from venice_core.spark.extra_jars import jar_confs
+    from venice_core.spark.submit import job_spec
+
+    spec = job_spec("j", "local[2]", [], "job.py", {"spark.jars": "/opt/extra.jar"})
+    assert spec.conf["spark.jars"] == f"{jar_confs()['spark.jars']},/opt/extra.jar"

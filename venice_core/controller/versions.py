@@ -141,8 +141,8 @@ def create_version(
             )
     # The source region's topic always (the push writes there, other regions replicate from it); every region's at
     # once: each waits for its partitions' leaders.
-    placed = [config.region(region) for region in dict.fromkeys([config.source_region, *target_regions])]
     try:
+        placed = [config.region(region) for region in dict.fromkeys([config.source_region, *target_regions])]
         with ThreadPoolExecutor(max_workers=len(placed), thread_name_prefix="create-topic") as pool:
             created = [
                 pool.submit(

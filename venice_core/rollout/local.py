@@ -5,6 +5,7 @@ version; the previous one keeps serving.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +29,8 @@ from venice_core.spark.input_schema import check_push_input
 from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest, master_unreachable, push_job_spec, submit_env
 
+log = logging.getLogger(__name__)
+
 
 class PushFailed(VeniceError):
     pass
@@ -45,14 +48,22 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
     more to stop Spark, which a thread of this process waits for (`_reap`) while the push goes on."""
     job = "repush" if repush_config.is_repush(request.confs) else "push"
     scratch = Path(tempfile.mkdtemp(prefix="venice-push-"))
-    result_file = scratch / "result.json"
-    spec = push_job_spec(config, request, result_file)
-    unreachable = master_unreachable(spec.master)
-    if unreachable:
+    try:
+        result_file = scratch / "result.json"
+        spec = push_job_spec(config, request, result_file)
+        unreachable = master_unreachable(spec.master)
+        if unreachable:
+            raise PushFailed(f"{job} job failed: {unreachable}")
+        output = (scratch / "output.log").open("w+")
+    except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise PushFailed(f"{job} job failed: {unreachable}")
-    output = (scratch / "output.log").open("w+")
-    proc = subprocess.Popen(spec.argv(), env=submit_env(config), stdout=output, stderr=subprocess.STDOUT, text=True)
+        raise
+    try:
+        proc = subprocess.Popen(spec.argv(), env=submit_env(config), stdout=output, stderr=subprocess.STDOUT, text=True)
+    except BaseException:
+        output.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     try:
         while proc.poll() is None:
             result = _succeeded(result_file)
@@ -65,8 +76,9 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
         _reap(proc, output, scratch)
         raise
     try:
-        if proc.returncode == 0 and result_file.exists():
-            return JobResult.read(result_file)
+        result = _succeeded(result_file)  # a job that wrote its result succeeded, however its Spark then stopped
+        if result is not None:
+            return result
         output.seek(0)
         lines = output.read().splitlines()
         errors = [line for line in lines if line.startswith("error: ")]
@@ -88,8 +100,13 @@ def _succeeded(result_file: Path) -> JobResult | None:
 
 
 def _reap(proc: subprocess.Popen[str], output: IO[str], scratch: Path) -> None:
-    """Wait for spark-submit to exit, then remove what it left."""
-    proc.wait()
+    """Wait for spark-submit to exit, then remove what it left; an exit that is no success after a written result
+    (Spark failing as it stops) is logged with the output's last lines."""
+    code = proc.wait()
+    if code != 0 and _succeeded(scratch / "result.json") is not None:
+        output.seek(0)
+        tail = "\n".join(output.read().splitlines()[-20:])
+        log.warning("spark-submit exited with %d after the job wrote its result:\n%s", code, tail)
     output.close()
     shutil.rmtree(scratch, ignore_errors=True)
 

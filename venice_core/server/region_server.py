@@ -170,7 +170,7 @@ class RegionServer:
             return
         if not renewed:
             log.error("instance %d of %s was taken over by another process: stopping", self.instance, self.region.name)
-            self.stopping.set()
+            self._stop()
             return
         if time.monotonic() >= self.lease_until and not self._lapsed.is_set():
             # Renewed after the lease ran out (a pause, a stalled database): leaderships may have moved meanwhile.

@@ -7,8 +7,9 @@ Only for schemas whose every value Spark writes exactly as fastavro does: primit
 the schema's field order, every field in the input) and unions of null and one primitive, from input columns of
 the matching Spark type (or a widening of it). Anything else (nested records, arrays, maps, enums, a field left to
 its default, a long column into an int) goes through the Python serialiser (`push_tasks.serialize_batches`), whose
-checks are the reference. A null where the schema has no null is refused by `raise_error` with the message the
-Python path gives (`spark.push.failure_reason` finds it after the marker).
+checks are the reference. A null where the schema has no null is refused by `raise_error`, naming the key, the
+schema id and the field, as a PushJobError (`spark.push.failure_reason` finds it after the marker). (fastavro writes
+a null boolean as false; this path refuses it.)
 """
 
 from __future__ import annotations

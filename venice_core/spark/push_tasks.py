@@ -48,6 +48,8 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
 
 
 SCHEMA_ID_SIZE = SCHEMA_ID.size
+# A repush copies a partition's records this many at a time: each run's messages and checksummed bytes are copies.
+STORED_RUN_RECORDS = 50_000
 
 
 class PartitionWriter:
@@ -139,7 +141,9 @@ class PartitionWriter:
             for kafka_key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
                 self.write_stored(partition, kafka_key, body, stamp)
             return
-        writer.put_stored_run(partition, kafka_keys, bodies, stamps)
+        for start in range(0, len(kafka_keys), STORED_RUN_RECORDS):  # bounded copies of a partition's records
+            end = start + STORED_RUN_RECORDS
+            writer.put_stored_run(partition, kafka_keys[start:end], bodies[start:end], stamps[start:end])
         self.counts[partition] += len(kafka_keys)
 
     def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:

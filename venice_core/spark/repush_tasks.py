@@ -298,6 +298,8 @@ def _copy_plain(
         kept = [not compactor.expired(stamp) for stamp in stamps]
         messages = [message for message, keep in zip(messages, kept, strict=True) if keep]
         stamps = [stamp for stamp, keep in zip(stamps, kept, strict=True) if keep]
+    if not messages:
+        return  # nothing to write: no segment either, as the compaction path
     recompress = compactor.recompress
     if recompress is None:
         bodies = [value[header_size:] for _, value, _ in messages]

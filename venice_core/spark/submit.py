@@ -126,7 +126,10 @@ def job_spec(
         if cores_max is not None:
             conf["spark.cores.max"] = str(cores_max)
         py_files.append(str(package))
-    conf.update(spark_confs(confs))
+    requested = spark_confs(confs)
+    if "spark.jars" in requested:  # a request's jars join the platform's (the push job's functions need them)
+        requested["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), requested["spark.jars"]]))
+    conf.update(requested)
     return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files)
 
 
