@@ -136,6 +136,8 @@ def main() -> None:
         "the push's fixed cost, and the marginal ratio",
     )
     args = parser.parse_args()
+    if args.marginal and args.records <= MARGINAL_BASE:
+        parser.error(f"--marginal needs --records above {MARGINAL_BASE:,} (4000000, say)")
     if args.profile == "cluster":
         compare_profiles(args.records, dict(args.conf))
         return
@@ -239,8 +241,6 @@ def marginal(
     """The push and the floor at 1M records and at len(records): what the extra records cost each (per million),
     the push's fixed cost (its 1M time less 1M records at the marginal cost), and the marginal ratio last."""
     small = MARGINAL_BASE
-    if len(records) <= small:
-        raise SystemExit(f"error: --marginal needs --records above {small:,}")
     info = stores.describe_store(meta, "bench")
     small_data = generate(home / "data-small", small, files=4)
     small_records = serialised_records(
