@@ -11,14 +11,27 @@ from venice_core.config import ClusterConfig
 from venice_core.errors import ComponentError
 
 
+def _ask(host: str, port: int, method: str, path: str, timeout: float) -> tuple[int, bytes] | None:
+    """One request to an instance: its status and body, None if it does not answer."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request(method, path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
 def health(host: str, port: int, timeout: float = 5) -> dict[str, Any] | None:
     """A region-server instance's `/health` document, None if it does not answer."""
+    answer = _ask(host, port, "GET", "/health", timeout)
+    if answer is None or answer[0] != 200:
+        return None
     try:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        conn.request("GET", "/health")
-        response = conn.getresponse()
-        return json.loads(response.read()) if response.status == 200 else None
-    except (OSError, ValueError):
+        return json.loads(answer[1])
+    except ValueError:
         return None
 
 
@@ -31,13 +44,7 @@ def _served(host: str, port: int, store: str) -> int | None:
 def request_sync(host: str, port: int, timeout: float = 5) -> None:
     """Ask an instance to sync with the metadata store now (`POST /sync`); one that does not answer syncs anyway
     within a second."""
-    try:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        conn.request("POST", "/sync")
-        conn.getresponse().read()
-        conn.close()
-    except OSError:
-        pass
+    _ask(host, port, "POST", "/sync", timeout)
 
 
 def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:

@@ -12,7 +12,6 @@ do no work of their own: small heaps, the client compiler and the serial collect
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import sys
@@ -30,8 +29,9 @@ from venice_core.config import (
     process_env,
 )
 from venice_core.embedded.process import ManagedProcess
-from venice_core.errors import ComponentError, ConfigError, MissingDependency
+from venice_core.errors import ComponentError, ConfigError
 from venice_core.programs import require_program
+from venice_core.spark.python_path import spark_home
 
 MASTER = "spark-master"
 WORKER_PREFIX = "spark-worker-"
@@ -43,14 +43,6 @@ DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 MASTER_OPTIONS = "-Dspark.master.rest.enabled=false"
 # A finished application's directories on a worker (its executors' logs, the job's py-files) are kept a day.
 WORKER_OPTIONS = "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.appDataTtl=86400"
-
-
-def spark_home() -> Path:
-    """The installed pyspark package, which is a whole Spark (jars, `bin/spark-class`); found, not imported."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise MissingDependency("pyspark is not installed: the standalone Spark cluster runs the one it ships")
-    return Path(spec.origin).parent
 
 
 def master_address(config: ClusterConfig) -> tuple[str, int]:

@@ -5,6 +5,7 @@ version; the previous one keeps serving.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import subprocess
@@ -48,22 +49,16 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
     more to stop Spark, which a thread of this process waits for (`_reap`) while the push goes on."""
     job = "repush" if repush_config.is_repush(request.confs) else "push"
     scratch = Path(tempfile.mkdtemp(prefix="venice-push-"))
-    try:
-        result_file = scratch / "result.json"
+    result_file = scratch / "result.json"
+    with contextlib.ExitStack() as on_failure:  # until spark-submit runs, a failure removes what was made for it
+        on_failure.callback(shutil.rmtree, scratch, ignore_errors=True)
         spec = push_job_spec(config, request, result_file)
         unreachable = master_unreachable(spec.master)
         if unreachable:
             raise PushFailed(f"{job} job failed: {unreachable}")
-        output = (scratch / "output.log").open("w+")
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    try:
+        output = on_failure.enter_context((scratch / "output.log").open("w+"))
         proc = subprocess.Popen(spec.argv(), env=submit_env(config), stdout=output, stderr=subprocess.STDOUT, text=True)
-    except BaseException:
-        output.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
+        on_failure.pop_all()  # from here `_reap` closes and removes them
     try:
         while proc.poll() is None:
             result = _succeeded(result_file)

@@ -18,6 +18,7 @@ from venice_core.cache import cache_dir, filling, staging
 from venice_core.errors import ComponentError
 from venice_core.maven import fetch_jars
 from venice_core.programs import require_program
+from venice_core.spark.python_path import spark_home
 
 POM = Path(__file__).with_name("spark-extra-pom.xml")
 JAVA_SOURCES = Path(__file__).with_name("java")
@@ -25,19 +26,14 @@ JAVA_SOURCES = Path(__file__).with_name("java")
 FUNCTIONS = {"venice_partition": "dev.venice.spark.Md5Partition"}
 
 
-def _pyspark_jars() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
-
-
 def functions_jar() -> Path:
     """The platform's SQL functions as a jar, compiled on first use for these sources and this pyspark."""
     sources = sorted(JAVA_SOURCES.rglob("*.java"))
+    pyspark_jars = spark_home() / "jars"
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.read_bytes())
-    digest.update(str(_pyspark_jars()).encode())
+    digest.update(str(pyspark_jars).encode())
     jar = cache_dir() / f"venice-spark-functions-{digest.hexdigest()[:12]}.jar"
     if jar.exists():
         return jar
@@ -47,7 +43,7 @@ def functions_jar() -> Path:
             return jar
         partial = staging(jar)
         with tempfile.TemporaryDirectory(prefix="venice-javac-") as classes:
-            classpath = f"{_pyspark_jars()}/*"
+            classpath = f"{pyspark_jars}/*"
             argv = [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", classes, *map(str, sources)]
             compiled = subprocess.run(argv, capture_output=True, text=True)
             if compiled.returncode != 0:

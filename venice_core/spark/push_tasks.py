@@ -47,7 +47,6 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
         )
 
 
-SCHEMA_ID_SIZE = SCHEMA_ID.size
 # A repush copies a partition's records this many at a time: each run's messages and checksummed bytes are copies.
 STORED_RUN_RECORDS = 50_000
 
@@ -113,15 +112,16 @@ class PartitionWriter:
             repeated = (self.previous is not None and self.previous[0] == keys[0]) or (
                 len(keys) > 1 and pc.any(pc.equal(key_column[1:], key_column[:-1])).as_py()
             )
-            stored = values if self.compress is bytes else [self.compress(value) for value in values]
-            largest = pc.max(pc.binary_length(value_column)).as_py() if stored is values else max(map(len, stored))
-            if repeated or largest > writer.max_chunk_bytes or partition == self.spec.fail_partition:
-                for key, value in zip(keys, values, strict=True):
-                    self.write(partition, key, value, schema_id, allow_duplicate_key)
-                continue
-            writer.put_run(partition, keys, stored, schema_id)
-            self.previous = (keys[-1], values[-1])
-            self.counts[partition] += len(keys)
+            if not repeated and partition != self.spec.fail_partition:
+                stored = values if self.compress is bytes else [self.compress(value) for value in values]
+                largest = pc.max(pc.binary_length(value_column)).as_py() if stored is values else max(map(len, stored))
+                if largest <= writer.max_chunk_bytes:
+                    writer.put_run(partition, keys, stored, schema_id)
+                    self.previous = (keys[-1], values[-1])
+                    self.counts[partition] += len(keys)
+                    continue
+            for key, value in zip(keys, values, strict=True):
+                self.write(partition, key, value, schema_id, allow_duplicate_key)
 
     def write_record(self, partition: int, key: bytes, value: bytes | None, schema_id: int, timestamp_ms: int) -> None:
         """A record as stored (value compressed already), with its write timestamp; `value` None is a DELETE."""
@@ -136,7 +136,7 @@ class PartitionWriter:
         """Many PUTs copied as a version topic holds them (`write_stored` of each), at once through
         `VersionTopicWriter.put_stored_run` unless one is to be chunked or the retry test's fault is set here."""
         writer = self._writer_for(partition)
-        limit = writer.max_chunk_bytes + SCHEMA_ID_SIZE
+        limit = writer.max_chunk_bytes + SCHEMA_ID.size
         if partition == self.spec.fail_partition or max(map(len, bodies), default=0) > limit:
             for kafka_key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
                 self.write_stored(partition, kafka_key, body, stamp)

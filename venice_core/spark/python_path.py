@@ -14,12 +14,23 @@ still import from the zip.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 from pathlib import Path
+
+from venice_core.errors import MissingDependency
 
 # Spark's Python daemon (`spark.python.daemon.module`): pyspark's own, started from this package's module.
 DAEMON_MODULE = "venice_core.spark.worker_daemon"
 DAEMON_CONFS = {"spark.python.daemon.module": DAEMON_MODULE}
+
+
+def spark_home() -> Path:
+    """The installed pyspark package, which is a whole Spark (jars, `bin/spark-class`); found, not imported."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise MissingDependency("pyspark is not installed: Spark runs the one it ships")
+    return Path(spec.origin).parent
 
 
 def _installed_version(site: Path, distribution: str) -> str | None:
