@@ -74,6 +74,9 @@ SERVER_IDLE_TIMEOUT_SECONDS = "server.idle.timeout.seconds"
 INSTANCE_LEASE_SECONDS = "instance.lease.seconds"
 INSTANCE_OFFLINE_GRACE_SECONDS = "instance.offline.grace.seconds"
 MIN_READY_REPLICAS = "min.ready.replicas"
+# How long a region's rollout waits for its live Da Vinci clients to serve a version before the hooks are asked with
+# the ones that do not listed in the job status (VIP-4: the clients swap before the region's servers).
+DAVINCI_SWAP_TIMEOUT_SECONDS = "davinci.swap.timeout.seconds"
 # A routing client's second request to another replica when the first has not answered within this (0: never).
 CLIENT_LONG_TAIL_RETRY_MS = "client.long.tail.retry.ms"
 AIRFLOW_ENABLED = "airflow.enabled"
@@ -89,7 +92,9 @@ HOOKS_THREADS = "venice.store.lifecycle.hooks.threads"
 HOOKS_TIMEOUT_SECONDS = "venice.store.lifecycle.hooks.timeout.seconds"
 HOOKS_WAIT_INTERVAL_SECONDS = "venice.store.lifecycle.hooks.wait.interval.seconds"
 HOOKS_FAILURE_POLICY = "venice.store.lifecycle.hooks.failure.policy"
-# How long a step may keep answering WAIT before the rollout gives up with ABORT (not a VIP-4 key).
+# How long a step may keep answering WAIT before the rollout gives up with ABORT (not a VIP-4 key). Unset by default:
+# VIP-4's WAIT is "re-run this step later", for as long as the hooks answer it (a swap window over a weekend, a
+# manual approval pending for days). An operator who wants a limit sets it here or in a store's hook configs.
 HOOKS_WAIT_MAX_SECONDS = "venice.store.lifecycle.hooks.wait.max.seconds"
 HOOKS_CONFIGS_PREFIX = "venice.store.lifecycle.hooks.configs."
 
@@ -128,6 +133,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         INSTANCE_OFFLINE_GRACE_SECONDS: "30",
         MIN_READY_REPLICAS: "0",
         CLIENT_LONG_TAIL_RETRY_MS: "20",
+        DAVINCI_SWAP_TIMEOUT_SECONDS: "300",
         AIRFLOW_ENABLED: "true",
         AIRFLOW_PORT: "8080",
         ROLLOUT_STEP_RETRIES: "2",
@@ -137,7 +143,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         HOOKS_TIMEOUT_SECONDS: "60",
         HOOKS_WAIT_INTERVAL_SECONDS: "60",
         HOOKS_FAILURE_POLICY: "PROCEED",
-        HOOKS_WAIT_MAX_SECONDS: "86400",
+        HOOKS_WAIT_MAX_SECONDS: "",
     }
 )
 _COMPUTED_KEYS = frozenset(
@@ -217,7 +223,7 @@ class HookSettings:
     wait_interval_seconds: float
     failure_policy: str
     configs: Mapping[str, str] = field(default_factory=dict)
-    wait_max_seconds: float = 86400.0
+    wait_max_seconds: float | None = None  # None: a WAIT is asked again for as long as it is answered
 
 
 @dataclass(frozen=True)
@@ -250,6 +256,7 @@ class ClusterConfig:
     instance_offline_grace_seconds: float = 30.0
     min_ready_replicas: int = 0  # 0: every replica (the store's replication factor)
     client_long_tail_retry_ms: float = 20.0
+    davinci_swap_timeout_seconds: float = 300.0
     server_limits: ServerLimits = field(default_factory=ServerLimits)
     airflow_user_dags: Path | None = None  # a folder of the users' DAGs the embedded Airflow parses too
     spark_master: str = "local[2,4]"
@@ -493,7 +500,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         timeout_seconds=_float(settings, HOOKS_TIMEOUT_SECONDS),
         wait_interval_seconds=_float(settings, HOOKS_WAIT_INTERVAL_SECONDS),
         failure_policy=policy,
-        wait_max_seconds=_float(settings, HOOKS_WAIT_MAX_SECONDS),
+        wait_max_seconds=_float(settings, HOOKS_WAIT_MAX_SECONDS) if settings[HOOKS_WAIT_MAX_SECONDS].value else None,
         configs=MappingProxyType(
             {k[len(HOOKS_CONFIGS_PREFIX) :]: s.value for k, s in settings.items() if k.startswith(HOOKS_CONFIGS_PREFIX)}
         ),
@@ -563,6 +570,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         instance_offline_grace_seconds=_float(settings, INSTANCE_OFFLINE_GRACE_SECONDS),
         min_ready_replicas=_int(settings, MIN_READY_REPLICAS),
         client_long_tail_retry_ms=_float(settings, CLIENT_LONG_TAIL_RETRY_MS, zero=True),
+        davinci_swap_timeout_seconds=_float(settings, DAVINCI_SWAP_TIMEOUT_SECONDS),
         airflow_user_dags=_path(settings, AIRFLOW_USER_DAGS_FOLDER),
         server_limits=ServerLimits(
             max_request_bytes=_int(settings, SERVER_MAX_REQUEST_BYTES, 1),

@@ -62,6 +62,8 @@ class RegionJobStatus:
     details: str = ""
     serving: bool = False  # the region's current version is this one
     current_since: float | None = None  # when the region's current version last changed (its last swap)
+    da_vinci_swap_at: float | None = None  # when the region's Da Vinci clients were let serve this version
+    da_vinci_not_serving: tuple[str, ...] = ()  # the region's live Da Vinci clients that do not serve it (yet)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class JobStatus:
                     "details": s.details,
                     "serving": s.serving,
                     "current_since": s.current_since,
+                    "da_vinci_swap_at": s.da_vinci_swap_at,
+                    "da_vinci_not_serving": list(s.da_vinci_not_serving),
                 }
                 for r, s in self.regions.items()
             },

@@ -2,7 +2,8 @@
 
 - An ACTION is a task; a CONDITION (a region's ingestion) a sensor; the Spark push a `SparkSubmitOperator`.
 - A DECISION is a sensor in reschedule mode that asks the hooks at each poke (WAIT = poke again after
-  `wait.interval.seconds`, no worker slot held; past `wait.max.seconds` the poke itself answers ABORT) and is
+  `wait.interval.seconds`, no worker slot held, for as long as it is answered; past a `wait.max.seconds` an operator
+  set, the poke itself answers ABORT) and is
   its own branch (`DecisionSensor`): it takes the next step on PROCEED, or the step's `<step>_abort` /
   `<step>_rollback` task, which applies the stop and fails the run. The grid shows which way each rollout went.
 - Each region is a task group: `admitted` branches past a region that version creation left out (to
@@ -83,6 +84,8 @@ from venice_plugin.scheduled_push import run_input
 from venice_plugin.timetables import BusinessHoursTimetable
 
 NOT_ADMITTED, REGION_DONE = "not_admitted", "region_done"
+# A decision sensor's Airflow timeout: ten years, i.e. none (see `_Renderer`).
+DECISION_SENSOR_TIMEOUT_SECONDS = 10 * 365 * 24 * 3600
 
 
 # The step `PushJobOperator` runs, whose XCom is the job's result.
@@ -336,12 +339,12 @@ class _Renderer:
     def __init__(self, store: str, config: ClusterConfig) -> None:
         self.store, self.config = store, config
         hooks = config.hooks
-        interval = hooks.wait_interval_seconds
-        # The hooks' maximum wait is enforced by the poke (an explicit ABORT); the sensor timeout is a backstop.
-        self.decision_sensor = {
-            "poke_interval": interval,
-            # (The Da Vinci swap may wait up to the maximum for instances, then up to it again for the hooks.)
-            "timeout": 2 * hooks.wait_max_seconds + 3 * interval + 60,
+        # A WAIT is asked again for as long as it is answered (VIP-4): a maximum wait, where an operator set one (the
+        # cluster's or a store's), is enforced by the poke itself, as an explicit ABORT naming it. So the sensor's
+        # own timeout (Airflow's default is 7 days) must never end a rollout first.
+        self.decision_sensor: dict[str, Any] = {
+            "poke_interval": hooks.wait_interval_seconds,
+            "timeout": DECISION_SENSOR_TIMEOUT_SECONDS,
             "mode": "reschedule",
         }
         self.manual_approval = f"{ManualApproval.__module__}.{ManualApproval.__name__}" in hooks.class_paths
@@ -404,7 +407,10 @@ class _Renderer:
 
     def decision(self, step: Step, region: str | None) -> BaseOperator:
         """The decision's sensor, and its `_abort` (and `_rollback`) tasks beside the next step."""
-        sensor = DecisionSensor(task_id=step.name, store=self.store, step=step, region=region, **self.decision_sensor)
+        settings = dict(self.decision_sensor)
+        if step.recheck_seconds is not None:  # it waits on the platform too; its run asks the hooks at their interval
+            settings["poke_interval"] = min(float(settings["poke_interval"]), step.recheck_seconds)
+        sensor = DecisionSensor(task_id=step.name, store=self.store, step=step, region=region, **settings)
         self.stop(step, region, sensor, "abort")
         if step.can_rollback:
             self.stop(step, region, sensor, "rollback")

@@ -81,6 +81,9 @@ class AnswerFromConfig(StoreLifecycleHooks):
     def pre_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext):  # type: ignore[override]
         return self._answer("pre_start_of_store_version_ingestion_for_da_vinci", ctx)
 
+    def post_start_of_store_version_ingestion_for_da_vinci(self, ctx: HookContext):  # type: ignore[override]
+        return self._answer("post_start_of_store_version_ingestion_for_da_vinci", ctx)
+
     def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
         answer = self._answer("pre_schema_registration", ctx)
         return (

@@ -31,7 +31,7 @@ from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
-from venice_core.errors import ConfigError, StoreNotFound, VeniceError
+from venice_core.errors import ConfigError, RolloutStopped, StoreNotFound, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
 from venice_core.protocol.div import deterministic_guid
@@ -102,18 +102,29 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
         oracle["k"] = _value(3, "newer")
         eventually(_equals(client, oracle), "nearline writes and deletes in the DuckDB table", timeout=30)
 
-        # A new version: the rollout opens dc-1's Da Vinci gate, waits for this client to ingest it before dc-1's
-        # Da Vinci swap, and the client's view follows dc-1's swap; the retired table is dropped.
+        # A new version: the rollout opens dc-1's Da Vinci gate, and once dc-1's servers have ingested it, lets the
+        # region's clients swap and waits for this one to serve it before dc-1's servers swap (VIP-4: the Da Vinci
+        # clients serve first). The retired table is kept until the servers swap too, then dropped.
         batch2 = {f"b{i}": _value(i + 1000) for i in range(150)}
         for key in [k for k in oracle if k.startswith("b")]:
             del oracle[key]
         # The nearline writes replayed into v2 (all within the rewind) win over its batch data.
         oracle.update({**batch2, "b1": _value(1, "nearline"), "b2": None})
-        assert env.push(store, RecordsJob(batch2)) == 2
-        eventually(lambda: client.serving == 2 or client.status(), "the client swapping to v2", timeout=30)
+        served_at_server_swap: list[int] = []
+
+        def progress(line: str) -> None:
+            if line.startswith("swapped dc-1 "):
+                served_at_server_swap.append(client.serving)
+
+        assert env.push(store, RecordsJob(batch2), progress=progress) == 2
+        assert served_at_server_swap == [2]  # the client served v2 before dc-1's servers did
         eventually(_equals(client, oracle), "v2's batch data and the replayed nearline writes", timeout=30)
-        tables = {r[0] for r in client.sql("SELECT table_name FROM duckdb_tables()")}
-        assert f"{store}_v2" in tables and f"{store}_v1" not in tables
+
+        def v1_dropped() -> Any:
+            tables = {r[0] for r in client.sql("SELECT table_name FROM duckdb_tables()")}
+            return (f"{store}_v2" in tables and f"{store}_v1" not in tables) or sorted(tables)
+
+        eventually(v1_dropped, "v1's table dropped once dc-1's servers serve v2", timeout=30)
         instance = next(i for i in da_vinci.instances(env.meta, store) if i["instance"] == client.instance_id)
         assert (instance["version"], instance["status"], instance["live"]) == (2, "COMPLETED", True)
     finally:
@@ -280,6 +291,44 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
         assert restarted.get("r7") == records["r7"]
     finally:
         restarted.close()
+
+
+def test_a_rollback_after_the_clients_served_ahead_returns_them_to_the_version_they_kept(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """The region's clients serve version 2 before its servers (VIP-4), keeping version 1, which the servers still
+    serve; a hook's ROLLBACK at the region's pre swap then returns the client to version 1 at once (nothing ingested
+    again) and drops version 2."""
+    env = platform_env.with_settings(
+        tmp_path / "hooked.properties",
+        **{
+            "venice.store.lifecycle.hooks": "tests.hooks_fixtures.sample_hooks.AnswerFromConfig",
+            "venice.store.lifecycle.hooks.wait.interval.seconds": "1",
+        },
+    )
+    store = env.create_user_store("dvcahead", PARTITIONS)
+    v1, v2 = {f"a{i}": _value(i) for i in range(40)}, {f"a{i}": _value(i, "v2") for i in range(40)}
+    env.push(store, RecordsJob(v1))
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_swap.dc-2": "ROLLBACK"})
+    client = DaVinciClient(store, "dc-2", tmp_path / "client", config=env.config).start(timeout=60)
+    try:
+        seen_at_the_hook: list[dict[str, Any]] = []
+        kept: list[Any] = []
+
+        def progress(line: str) -> None:
+            if line.startswith("hooks answered ROLLBACK at pre_store_version_swap in dc-2"):
+                seen_at_the_hook.append({"serving": client.serving, "held": sorted(client.status()["versions"])})
+                kept.append(client.local[1])
+
+        with pytest.raises(RolloutStopped):
+            env.push(store, RecordsJob(v2), progress=progress)
+        assert seen_at_the_hook == [{"serving": 2, "held": [1, 2]}]  # ahead of dc-2's servers, v1 kept
+        wait_for("the client to serve version 1 again", lambda: client.serving == 1, timeout=30)
+        assert client.get("a3") == v1["a3"]
+        wait_for("version 2 dropped", lambda: sorted(client.status()["versions"]) == [1], timeout=30)
+        assert client.local[1] is kept[0]  # the same ingestion of version 1 throughout: nothing read again
+    finally:
+        client.close()
 
 
 def test_after_an_operators_rollback_the_client_serves_the_backup_and_never_takes_the_version_back(

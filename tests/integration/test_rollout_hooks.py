@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.support.clock import ManualClock
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
@@ -22,6 +24,7 @@ from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import stores, versions
 from venice_core.errors import NoCurrentVersion, RolloutStopped
+from venice_core.hooks import builtin
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.hooks.records import invocations, metrics_text
 from venice_core.pubsub import admin
@@ -30,14 +33,12 @@ HOOKS = "tests.hooks_fixtures.sample_hooks"
 
 
 def _hooked(platform_env: PlatformEnv, tmp_path: Path, hooks: str, **settings: str) -> PlatformEnv:
-    properties = tmp_path / "hooked.properties"
     lines = {
         "venice.store.lifecycle.hooks": hooks,
         "venice.store.lifecycle.hooks.wait.interval.seconds": "1",
         **settings,
     }
-    properties.write_text(platform_env.properties.read_text() + "".join(f"{k}={v}\n" for k, v in lines.items()))
-    return PlatformEnv(platform_env.home, properties, {**platform_env.env, "VENICE_CONFIG": str(properties)})
+    return platform_env.with_settings(tmp_path / "hooked.properties", **lines)
 
 
 def _records(count: int, seed: int) -> dict[str, dict]:
@@ -90,6 +91,41 @@ def test_wait_twice_then_proceed_waits_the_interval(platform_env: PlatformEnv, t
         f'venice_hook_outcomes_total{{function="pre_store_version_swap",hook_class="{HOOKS}.'
         f'WaitTwiceBeforeEachSwap",outcome="WAIT"}}'
     ) in metrics_text(env.meta)
+
+
+def test_a_swap_window_asked_on_friday_evening_swaps_on_monday_morning(
+    platform_env: PlatformEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """VIP-4's WAIT is "re-run this step later", for as long as it is answered: a weekday swap window first asked on
+    a Friday at 18:00 holds the first region's swap over the weekend (63 hours, past any day-long limit) and swaps
+    it on Monday at 09:00, then the others at once. The clock is moved by hand, one wait interval per ask."""
+    env = _hooked(
+        platform_env,
+        tmp_path,
+        "venice_core.hooks.builtin.SwapWindow",
+        **{"venice.store.lifecycle.hooks.wait.interval.seconds": "600"},
+    )
+    store = env.create_user_store("window", 1)
+    stores.update_store(
+        env.meta, env.config, store, hook_configs={"swap.window.days": "mon-fri", "swap.window.hours": "9-17"}
+    )
+    clock = ManualClock(datetime(2026, 11, 27, 18, 0, tzinfo=UTC).timestamp())  # a Friday
+    monkeypatch.setattr(builtin, "time", clock)
+    swapped: dict[str, datetime] = {}
+
+    def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        time.sleep(0.002)  # the region servers' ingestion runs on the real clock
+
+    def progress(line: str) -> None:
+        if line.startswith("swapped "):
+            swapped[line.split()[1]] = datetime.fromtimestamp(clock.now, UTC)
+
+    env.push(store, RecordsJob(_records(50, seed=0)), progress=progress, sleep=sleep)
+    monday_nine = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    assert set(swapped) == {"dc-0", "dc-1", "dc-2"}
+    assert all(monday_nine <= at < monday_nine + timedelta(minutes=10) for at in swapped.values()), swapped
+    assert set(env.serving(store).values()) == {1}
 
 
 def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: PlatformEnv, tmp_path: Path) -> None:

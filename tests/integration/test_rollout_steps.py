@@ -1,6 +1,7 @@
 """Rollout steps over the metadata store (no Kafka, no Airflow). The Da Vinci steps: the ingestion gate opens a
-region to its Da Vinci clients, and the Da Vinci swap waits for the region's live instances to have ingested the
-version (past the maximum wait, an ABORT). A step of a push already stopped does not act again."""
+region to its Da Vinci clients, and the Da Vinci swap lets them serve the version and waits for the region's live
+instances to report that they do (past its timeout, the hooks decide with the job status listing the ones that do
+not). A step of a push already stopped does not act again."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.rollout import DA_VINCI_SWAP, Decision, Rollout
 from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
-from venice_core.meta.models import DaVinciInstance, Version, VersionRegionStatus
+from venice_core.meta.models import DaVinciInstance, HookInvocationRecord, Version, VersionRegionStatus
 from venice_core.status import ExecutionStatus, VersionStatus
 
 SCHEMA = '{"type": "record", "name": "V", "fields": [{"name": "x", "type": "int"}]}'
@@ -24,7 +25,10 @@ SCHEMA = '{"type": "record", "name": "V", "fields": [{"name": "x", "type": "int"
 @pytest.fixture
 def rollout(tmp_path: Path):
     properties = tmp_path / "venice.properties"
-    properties.write_text(f"data.dir={tmp_path}\nvenice.store.lifecycle.hooks.wait.max.seconds=30\n")
+    properties.write_text(
+        f"data.dir={tmp_path}\ndavinci.swap.timeout.seconds=30\n"
+        "venice.store.lifecycle.hooks=tests.hooks_fixtures.sample_hooks.AnswerFromConfig\n"
+    )
     config = load_config({"VENICE_CONFIG": str(properties)})
     meta = MetadataStore(config.metadata_db_url)
     meta.migrate()
@@ -72,25 +76,50 @@ def test_only_live_instances_yet_to_ingest_the_version_are_waited_for(rollout) -
     assert da_vinci.pending(meta, "users", "dc-1", 1, now=time.time() + 61) == []  # all silent by then
 
 
-def test_the_swap_waits_for_instances_then_asks_the_hooks(rollout) -> None:
+def test_the_swap_lets_the_clients_serve_then_waits_for_them_then_asks_the_hooks(rollout) -> None:
     rollout, meta, said = rollout
+    assert not da_vinci.swap_open(meta, "users", 1, "dc-1")
     assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")  # none registered: nothing to wait for
-    da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 0)
+    assert da_vinci.swap_open(meta, "users", 1, "dc-1") and not da_vinci.swap_open(meta, "users", 1, "dc-2")
+    da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED, serving=0)  # ingested only
     assert rollout.decide_da_vinci_swap("dc-1") is None  # asked again later
-    assert said[-1] == "waiting for Da Vinci instances in dc-1 to ingest version 1: client-a"
-    da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED)
+    assert said[-1] == "waiting for Da Vinci instances in dc-1 to serve version 1: client-a"
+    region = versions.job_status(meta, "users", 1).regions["dc-1"]
+    assert region.da_vinci_not_serving == ("client-a",) and region.da_vinci_swap_at is not None
+    da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED, serving=1)
     assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")
+    assert versions.job_status(meta, "users", 1).regions["dc-1"].da_vinci_not_serving == ()
 
 
-def test_waiting_on_instances_past_the_maximum_is_an_abort(rollout) -> None:
-    rollout, meta, _ = rollout
+def test_a_client_silent_past_the_timeout_is_listed_for_the_hooks_which_decide(rollout) -> None:
+    rollout, meta, said = rollout
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 0)
-    with meta.session() as session:  # dc-1's servers finished ingesting 40 s ago
-        session.execute(update(VersionRegionStatus).values(updated_at=time.time() - 40))
+    assert rollout.decide_da_vinci_swap("dc-1") is None
+    with meta.session() as session:  # the region's clients were let swap 40 s ago
+        row = session.get(Version, ("users", 1))
+        assert row is not None
+        row.update_lifecycle(da_vinci_swaps={"dc-1": time.time() - 40})
+    rollout.store_hook_configs = {f"answer.{DA_VINCI_SWAP}": "ABORT"}
     decision = rollout.decide_da_vinci_swap("dc-1")
+    assert "do not serve version 1 after 30s: client-a; the hooks decide" in said[-2]
     assert decision is not None and decision.outcome == "ABORT"
-    with pytest.raises(RolloutStopped, match=r"in dc-1 \(Da Vinci instances client-a had not ingested it after 4\ds"):
+    asked = [
+        i for i in rollout_invocations(meta) if i.function == DA_VINCI_SWAP and i.outcome == "ABORT"
+    ]  # the hooks were asked once the timeout passed, not before
+    assert len(asked) == 1
+    with pytest.raises(RolloutStopped, match=rf"aborted by a lifecycle hook at {DA_VINCI_SWAP} in dc-1"):
         rollout.apply(decision, DA_VINCI_SWAP, "dc-1")
+
+
+def test_without_a_configured_maximum_a_wait_is_asked_again_for_as_long_as_it_is_answered(rollout) -> None:
+    """VIP-4's WAIT is "re-run this step later": no limit of the platform's own turns it into an ABORT."""
+    rollout, meta, _ = rollout
+    rollout.store_hook_configs = {"answer.pre_store_version_swap": "WAIT"}
+    assert rollout.wait_limit is None
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None
+    with meta.session() as session:  # the streak began a year ago
+        session.execute(update(HookInvocationRecord).values(created_at=HookInvocationRecord.created_at - 366 * 86400))
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None
 
 
 def test_a_step_of_a_stopped_push_raises_the_recorded_stop(rollout) -> None:
@@ -100,3 +129,8 @@ def test_a_step_of_a_stopped_push_raises_the_recorded_stop(rollout) -> None:
     versions.stop_push(meta, "users", 1, "aborted by a hook at pre_store_version_swap in dc-1")
     with pytest.raises(RolloutStopped, match=r"already stopped: version 1 is KILLED: aborted by a hook at pre_store"):
         rollout.ensure_not_stopped()
+
+
+def rollout_invocations(meta: MetadataStore) -> list[HookInvocationRecord]:
+    with meta.session() as session:
+        return list(session.scalars(select(HookInvocationRecord)))

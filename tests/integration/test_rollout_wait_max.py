@@ -1,5 +1,6 @@
-"""A step that keeps answering WAIT past `venice.store.lifecycle.hooks.wait.max.seconds` ends in an explicit ABORT,
-counted from the first persisted invocation, so the limit holds across sensor pokes in separate processes."""
+"""Where an operator set `venice.store.lifecycle.hooks.wait.max.seconds` (the cluster's, or a store's hook config),
+a step that keeps answering WAIT past it ends in an explicit ABORT naming the limit and who set it, counted from the
+first persisted invocation, so the limit holds across sensor pokes in separate processes."""
 
 from __future__ import annotations
 
@@ -41,8 +42,29 @@ def test_wait_past_the_maximum_is_an_abort(rollout) -> None:
         session.execute(update(HookInvocationRecord).values(created_at=HookInvocationRecord.created_at - 40))
     decision = rollout.decide("pre_store_version_swap", "dc-1")
     assert decision is not None and decision.outcome == "ABORT"
-    with pytest.raises(RolloutStopped, match=r"pre_store_version_swap in dc-1 \(still WAIT after 4\ds, the maximum"):
+    with pytest.raises(
+        RolloutStopped,
+        match=r"pre_store_version_swap in dc-1 \(still WAIT after 4\ds, past the maximum wait of 30s that the cluster "
+        r"config sets \(venice.store.lifecycle.hooks.wait.max.seconds\)\)",
+    ):
         rollout.apply(decision, "pre_store_version_swap", "dc-1")
     assert said[-1].startswith("pre_store_version_swap kept answering WAIT for 4")
     # Another region's streak is its own.
     assert rollout.decide("pre_store_version_swap", "dc-2") is None
+
+
+def test_a_stores_own_maximum_wins_over_the_clusters(rollout) -> None:
+    rollout, meta, _ = rollout
+    rollout.store_hook_configs = {
+        "answer.pre_store_version_swap": "WAIT",
+        "venice.store.lifecycle.hooks.wait.max.seconds": "3600",
+    }
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None
+    with meta.session() as session:  # past the cluster's 30 s, within the store's hour
+        session.execute(update(HookInvocationRecord).values(created_at=HookInvocationRecord.created_at - 40))
+    assert rollout.decide("pre_store_version_swap", "dc-1") is None
+    with meta.session() as session:
+        session.execute(update(HookInvocationRecord).values(created_at=HookInvocationRecord.created_at - 3600))
+    decision = rollout.decide("pre_store_version_swap", "dc-1")
+    assert decision is not None and decision.outcome == "ABORT"
+    assert "past the maximum wait of 3600s that the store's hook config sets" in decision.reason

@@ -76,6 +76,12 @@ class PlatformEnv:
             [VENICE, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
+    def with_settings(self, properties: Path, **settings: str) -> PlatformEnv:
+        """The same platform (data dir, ports) seen through a properties file of its own with `settings` over this
+        one's, as an operator would configure hooks or timeouts; nothing is restarted."""
+        properties.write_text(self.properties.read_text() + "".join(f"{k}={v}\n" for k, v in settings.items()))
+        return PlatformEnv(self.home, properties, {**self.env, "VENICE_CONFIG": str(properties)})
+
     @cached_property
     def meta(self) -> MetadataStore:
         """The platform's metadata store (one engine per env, kept for the session)."""

@@ -1,9 +1,12 @@
 """Da Vinci instances as the rollout sees them (VIP-4's Da Vinci steps).
 
-A Da Vinci client heartbeats with the version it has ingested in its region. The rollout opens a region's gate once
-`pre_start_of_store_version_ingestion_for_da_vinci` lets it (the region's clients may then start ingesting the new
-version), and before `post_start_of_store_version_ingestion_for_da_vinci` it waits for the region's live instances
-to have ingested it. An instance silent for `LIVE_SECONDS` is not waited for; none registered, nothing to wait for.
+A Da Vinci client heartbeats with the newest version it has ingested in its region and the version it serves. The
+rollout opens a region's gate once `pre_start_of_store_version_ingestion_for_da_vinci` lets it (the region's clients
+may then start ingesting the new version). Once the region's servers have ingested it, the rollout lets the region's
+clients swap (`open_swap`: each serves the version as soon as it has it, ahead of the servers) and waits for the live
+ones to report that they serve it (`not_serving`) before it asks `post_start_of_store_version_ingestion_for_da_vinci`
+and, later, swaps the region's servers: VIP-4's "DVC Read Traffic SERVING" before "Server Read Traffic SERVING". An
+instance silent for `LIVE_SECONDS` is not waited for; none registered, nothing to wait for.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ def heartbeat(
     instance_id: str,
     version: int | None = None,
     status: ExecutionStatus | None = None,
+    serving: int | None = None,
 ) -> None:
-    """An instance says it is alive, and (optionally) which version it has ingested and how far."""
+    """An instance says it is alive, and (optionally) which version it has ingested and how far, and which version
+    it serves."""
     with meta.session() as session:
         row = session.get(DaVinciInstance, (store, region, instance_id))
         if row is None:
@@ -39,6 +44,8 @@ def heartbeat(
             row.version = version
         if status is not None:
             row.status = status.value
+        if serving is not None:
+            row.serving = serving
         row.heartbeat_at = time.time()
 
 
@@ -51,21 +58,55 @@ def deregister(meta: MetadataStore, store: str, region: str, instance_id: str) -
             session.delete(row)
 
 
-def pending(meta: MetadataStore, store: str, region: str, version: int, now: float | None = None) -> list[str]:
-    """The live instances in `region` that have not ingested `version` yet."""
+def _live(meta: MetadataStore, store: str, region: str, now: float | None) -> list[DaVinciInstance]:
     cutoff = (time.time() if now is None else now) - LIVE_SECONDS
     with meta.session() as session:
-        rows = session.scalars(
-            select(DaVinciInstance).where(
-                DaVinciInstance.store_name == store,
-                DaVinciInstance.region == region,
-                DaVinciInstance.heartbeat_at >= cutoff,
+        return list(
+            session.scalars(
+                select(DaVinciInstance).where(
+                    DaVinciInstance.store_name == store,
+                    DaVinciInstance.region == region,
+                    DaVinciInstance.heartbeat_at >= cutoff,
+                )
             )
         )
-        done = ExecutionStatus.COMPLETED.value
-        return sorted(
-            r.instance_id for r in rows if not (r.version > version or (r.version, r.status) == (version, done))
-        )
+
+
+def pending(meta: MetadataStore, store: str, region: str, version: int, now: float | None = None) -> list[str]:
+    """The live instances in `region` that have not ingested `version` yet."""
+    done = ExecutionStatus.COMPLETED.value
+    return sorted(
+        r.instance_id
+        for r in _live(meta, store, region, now)
+        if not (r.version > version or (r.version, r.status) == (version, done))
+    )
+
+
+def not_serving(meta: MetadataStore, store: str, region: str, version: int, now: float | None = None) -> list[str]:
+    """The live instances in `region` that do not serve `version` (or a newer one) yet."""
+    return sorted(r.instance_id for r in _live(meta, store, region, now) if r.serving < version)
+
+
+def open_swap(meta: MetadataStore, store: str, version: int, region: str) -> float:
+    """Let the region's clients serve `version` ahead of the region's servers; when they were first let (the
+    clock of the rollout's Da Vinci swap timeout). Idempotent."""
+    with meta.session() as session:
+        row = session.get(Version, (store, version))
+        if row is None:
+            return time.time()
+        swaps = row.lifecycle.da_vinci_swaps
+        if region not in swaps:
+            opened = time.time()
+            row.update_lifecycle(da_vinci_swaps={**swaps, region: opened})
+            return opened
+        return swaps[region]
+
+
+def swap_open(meta: MetadataStore, store: str, version: int, region: str) -> bool:
+    """May the region's clients serve `version` ahead of the region's servers?"""
+    with meta.session() as session:
+        row = session.get(Version, (store, version))
+        return row is not None and region in row.lifecycle.da_vinci_swaps
 
 
 def open_gate(meta: MetadataStore, store: str, version: int, region: str) -> None:
@@ -101,6 +142,7 @@ def instances(meta: MetadataStore, store: str | None = None, now: float | None =
                 "instance": r.instance_id,
                 "version": r.version,
                 "status": r.status or "",
+                "serving": r.serving,
                 "heartbeat_age_seconds": round(now - r.heartbeat_at, 1),
                 "live": now - r.heartbeat_at < LIVE_SECONDS,
             }

@@ -5,8 +5,9 @@ in `rollout.steps`, which both `venice push --local` and the Airflow DAG run).
 else a `Decision`. `apply` carries a decision out: PROCEED goes on. ABORT stops this step and every later one:
 regions already swapped keep the new version, the others keep the old one, and the version's status and reason
 say so. ROLLBACK ends the push, then returns every region serving the version to its previous one (a region with
-none, on a store's first version, then serves no version) and marks the version ROLLED_BACK. A step that keeps
-answering WAIT past `venice.store.lifecycle.hooks.wait.max.seconds` is taken as ABORT.
+none, on a store's first version, then serves no version) and marks the version ROLLED_BACK. WAIT is asked again
+for as long as it is answered; only where an operator set `venice.store.lifecycle.hooks.wait.max.seconds` (the
+cluster's or the store's, `hooks.wait_limit`) does a longer streak end as an ABORT naming that limit.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from venice_core.hooks.api import HookContext
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
-from venice_core.hooks.records import first_asked_at, recorder, settled_answers
+from venice_core.hooks.records import first_asked_at, last_wait_at, recorder, settled_answers
+from venice_core.hooks.wait_limit import WaitLimit, wait_limit
 from venice_core.meta import MetadataStore
 from venice_core.status import VersionStatus
 
@@ -134,35 +136,44 @@ class Rollout:
             )
         return decision.outcome
 
+    @property
+    def wait_limit(self) -> WaitLimit | None:
+        """How long a step may keep answering WAIT (None: for as long as it is answered)."""
+        return wait_limit(self.config.hooks, self.store_hook_configs)
+
     def ask(self, function: str, region: str | None = None) -> Outcome | None:
-        """Invoke until the answer is not WAIT, every wait interval; past the maximum wait, ABORT."""
+        """Invoke until the answer is not WAIT, every wait interval; past a configured maximum wait, ABORT."""
         waited = 0.0
         interval = self.config.hooks.wait_interval_seconds
+        limit = self.wait_limit
         while True:
             outcome = self.ask_once(function, region)
             if outcome is not Outcome.WAIT:
                 return outcome
-            if waited + interval > self.config.hooks.wait_max_seconds:
-                return self._gave_up(function, waited)
+            if limit is not None and waited + interval > limit.seconds:
+                return self._gave_up(function, waited, limit)
             self.sleep(interval)
             waited += interval
 
-    def _gave_up(self, function: str, waited: float) -> Outcome:
+    def _gave_up(self, function: str, waited: float, limit: WaitLimit) -> Outcome:
         self.progress(f"{function} kept answering WAIT for {waited:.0f}s: giving up (ABORT)")
-        self.last_reason = f"still WAIT after {waited:.0f}s, the maximum wait"
+        self.last_reason = limit.reason(waited)
         return Outcome.ABORT
 
     def decide(self, function: str, region: str | None = None) -> Decision | None:
         """One ask of a decision step (what a sensor does at each poke): None on WAIT, to be asked again after the
-        wait interval; else the decision. A WAIT streak past the maximum wait is an explicit ABORT (counted from
-        the first persisted invocation, so it survives a restarted task or scheduler)."""
+        wait interval; else the decision. With a maximum wait configured, a WAIT streak past it is an explicit ABORT
+        (counted from the first persisted invocation, so it survives a restarted task or scheduler)."""
         outcome = self.ask_once(function, region)
+        limit = self.wait_limit
         if outcome is Outcome.WAIT:
+            if limit is None:
+                return None
             since = first_asked_at(self.meta, self.push_job_id, function, region)
             waited = time.time() - since if since is not None else 0.0
-            if waited < self.config.hooks.wait_max_seconds:
+            if waited < limit.seconds:
                 return None
-            outcome = self._gave_up(function, waited)
+            outcome = self._gave_up(function, waited, limit)
         if outcome in (None, Outcome.PROCEED):
             return Decision(Outcome.PROCEED)
         return Decision(outcome, self.last_reason)
@@ -178,21 +189,30 @@ class Rollout:
         return decision
 
     def decide_da_vinci_swap(self, region: str) -> Decision | None:
-        """The Da Vinci swap: the region's live instances must have ingested the version, then the hooks are asked.
-        Waiting on instances past the maximum wait, counted from the region's ingestion completing, is an ABORT."""
-        waiting = da_vinci.pending(self.meta, self.store, region, self.created)
-        if not waiting:
-            return self.decide(DA_VINCI_SWAP, region)
-        waited = time.time() - versions.job_status(self.meta, self.store, self.created).regions[region].updated_at
-        if waited >= self.config.hooks.wait_max_seconds:
-            return Decision(
-                Outcome.ABORT,
-                f"Da Vinci instances {', '.join(waiting)} had not ingested it after {waited:.0f}s, the maximum wait",
+        """The Da Vinci swap (VIP-4: a region's clients serve the new version before its servers do). Once the
+        region's servers have ingested the version, its clients are let swap: each serves the version as soon as
+        it has it and reports that it does. When every live client serves it, the hooks are asked. A client that has
+        not reported within `davinci.swap.timeout.seconds` holds the step no longer: the hooks are asked with the
+        job status listing it (`da_vinci_not_serving`), and they decide (no hook: the rollout goes on)."""
+        opened = da_vinci.open_swap(self.meta, self.store, self.created, region)
+        waiting = da_vinci.not_serving(self.meta, self.store, region, self.created)
+        if waiting:
+            waited = time.time() - opened
+            timeout = self.config.davinci_swap_timeout_seconds
+            if waited < timeout:
+                self.progress(
+                    f"waiting for Da Vinci instances in {region} to serve version {self.version}: {', '.join(waiting)}"
+                )
+                return None
+            self.progress(
+                f"Da Vinci instances in {region} do not serve version {self.version} after {timeout:g}s: "
+                f"{', '.join(waiting)}; the hooks decide (the job status lists them)"
             )
-        self.progress(
-            f"waiting for Da Vinci instances in {region} to ingest version {self.version}: {', '.join(waiting)}"
-        )
-        return None
+        # The step is re-checked often (its clients), the hooks only every wait interval: WAIT means "later".
+        answered_wait = last_wait_at(self.meta, self.push_job_id, DA_VINCI_SWAP, region)
+        if answered_wait is not None and time.time() - answered_wait < self.config.hooks.wait_interval_seconds:
+            return None
+        return self.decide(DA_VINCI_SWAP, region)
 
     def inform(self, function: str, region: str | None = None) -> None:
         if self.executor is not None:

@@ -15,6 +15,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
+from venice_core.controller import da_vinci
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.hybrid import HybridSettings
@@ -406,6 +407,7 @@ def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
             c.region: c
             for c in session.scalars(select(RegionCurrentVersion).where(RegionCurrentVersion.store_name == store_name))
         }
+        swaps = version.lifecycle.da_vinci_swaps
         regions = {
             r.region: RegionJobStatus(
                 ExecutionStatus(r.status),
@@ -413,6 +415,11 @@ def job_status(meta: MetadataStore, store_name: str, number: int) -> JobStatus:
                 r.details,
                 serving=r.region in current and current[r.region].current_version == number,
                 current_since=current[r.region].updated_at if r.region in current else None,
+                da_vinci_swap_at=swaps.get(r.region),
+                # Once the region's clients were let swap: the live ones that do not serve the version (yet).
+                da_vinci_not_serving=tuple(da_vinci.not_serving(meta, store_name, r.region, number))
+                if r.region in swaps
+                else (),
             )
             for r in rows
         }

@@ -67,9 +67,10 @@ class LocalBackend(Protocol[VersionT]):
         """A version to ingest, opened where a previous run left it (its partitions resume from their checkpoints)."""
         ...
 
-    def swap(self, version: VersionT) -> None:
+    def swap(self, version: VersionT, drop_retired: bool = True) -> None:
         """Send reads to the ingested `version`, for good (a restart serves it at once), and drop the version served
-        before (whose partitions the client has closed)."""
+        before (whose partitions the client has closed), unless `drop_retired` is False: the region's servers still
+        serve it, and a rollback may return to it."""
         ...
 
     def drop_version(self, number: int) -> None:

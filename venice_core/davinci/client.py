@@ -5,10 +5,13 @@ version topic (and, for a hybrid store, every region's real-time topic) by the s
 
 Every `sync_interval` seconds it asks the metadata store what its region serves, and:
 - ingests the region's current version, and a newer version once the rollout opens the region's Da Vinci gate;
-- heartbeats into the rollout's registry (`controller.da_vinci`) with the newest version it holds and whether it
-  is ingested (the rollout holds the region's Da Vinci swap until every live instance has it);
-- swaps to the region's current version once it is ingested (DuckDB: re-points the store's view, drops the retired
-  table), and drops a version the rollout abandoned (killed, rolled back).
+- swaps to the newer version once it is ingested and the rollout has let the region's clients swap, before the
+  region's servers do (VIP-4), keeping the version the servers serve until they swap too (DuckDB: the store's view
+  re-pointed); otherwise serves the region's current version, which is where it goes back to when the rollout
+  abandons the newer one (killed, aborted, rolled back), dropping it;
+- heartbeats into the rollout's registry (`controller.da_vinci`) with the newest version it holds, whether it is
+  ingested, and the version it serves (the rollout holds the region's server swap until every live instance
+  serves the new one, or until its timeout).
 A restarted client resumes every partition from its checkpoint: nothing is re-read from the start of the topic.
 """
 
@@ -263,19 +266,18 @@ class DaVinciClient:
         region = self.region.name
         hosted = {v.number: v for v in controller.versions_to_host(self.meta, region) if v.store == self.store}
         current = controller.current_versions(self.meta, region).get(self.store, 0)
-        wanted = {current} & set(hosted)
-        # A newer version while its push goes on and the rollout has opened the region's gate: one whose push is
-        # over (rolled back, stopped before this region swapped) is never served here.
-        wanted |= {
-            n
-            for n, v in hosted.items()
-            if n > current and not v.push_over and da_vinci.gate_open(self.meta, self.store, n, region)
-        }
+        # A newer version while its push goes on: ingested once the rollout has opened the region's gate, served
+        # once it has let the region's clients swap (before the region's servers do). One whose push is over
+        # (rolled back, stopped before this region's servers swapped) is never served here: the clients go back
+        # to what the region's servers serve.
+        ahead = {n for n, v in hosted.items() if n > current and not v.push_over}
+        wanted = ({current} & set(hosted)) | {n for n in ahead if da_vinci.gate_open(self.meta, self.store, n, region)}
+        target = max((n for n in ahead if da_vinci.swap_open(self.meta, self.store, n, region)), default=current)
         with self._lock:
             for number in sorted(wanted - set(self.local)):
                 self._subscribe(hosted[number])
             for number in [n for n in self.local if n not in wanted and n != self.serving]:
-                log.info("%s v%d abandoned by the rollout: dropped", self.store, number)
+                log.info("%s v%d retired, or abandoned by the rollout: dropped", self.store, number)
                 self._unsubscribe(number, destroy=True)
             unprepared = [v.storage for v in self.local.values() if v.ready and not v.storage.ready_to_serve]
         # What serving an ingested version needs (DuckDB: a bulk-loaded table's primary key): seconds on a large
@@ -285,12 +287,14 @@ class DaVinciClient:
         if self._stop.is_set():
             return  # closed while preparing: close() has taken the versions down
         with self._lock:
-            target = self.local.get(current)
-            if current and current != self.serving and target is not None and target.ready:
-                if not target.storage.ready_to_serve:
+            local = self.local.get(target)
+            if target and target != self.serving and local is not None and local.ready:
+                if not local.storage.ready_to_serve:
                     self._wake.set()  # ready since the preparing above: prepared on the next round, not under the lock
                 else:
-                    self._swap(target)
+                    # The version the region's servers serve is kept while the clients serve ahead of them: a
+                    # rollback returns to it without ingesting it again.
+                    self._swap(local, keep_retired=self.serving in wanted)
         self._heartbeat()
 
     def _heartbeat(self) -> None:
@@ -304,7 +308,7 @@ class DaVinciClient:
         ready = local.ready if local is not None else newest == self.serving
         status = ExecutionStatus.ERROR if local is not None and local.error else None
         status = status or (ExecutionStatus.COMPLETED if ready else ExecutionStatus.STARTED)
-        da_vinci.heartbeat(self.meta, self.store, self.region.name, self.instance_id, newest, status)
+        da_vinci.heartbeat(self.meta, self.store, self.region.name, self.instance_id, newest, status, self.serving)
 
     # versions
     def _subscribe(self, version: controller.VersionToHost) -> None:
@@ -473,14 +477,16 @@ class DaVinciClient:
         if destroy:
             self.backend.drop_version(number)
 
-    def _swap(self, target: LocalVersion) -> None:
+    def _swap(self, target: LocalVersion, keep_retired: bool = False) -> None:
+        """Serve `target`; the version served before is dropped, or kept (ingesting on) with `keep_retired`."""
         retired = self.serving
-        if retired and retired in self.local:
+        if retired and retired in self.local and not keep_retired:
             self._unsubscribe(retired, destroy=False)  # its data: the backend's swap drops it
-        self.backend.swap(target.storage)
+        self.backend.swap(target.storage, drop_retired=not keep_retired)
         self.serving = target.number
         self._changed.set()
-        log.info("%s: serving v%d%s", self.store, target.number, f" (v{retired} retired)" if retired else "")
+        kept = "kept" if keep_retired else "retired"
+        log.info("%s: serving v%d%s", self.store, target.number, f" (v{retired} {kept})" if retired else "")
 
     # what it holds
     def wait_until_serving(self, timeout: float = 300.0) -> int:

@@ -65,8 +65,8 @@ class DuckDBBackend:
         table = self.transformer.open_version(self.store, number, schemas.key, schemas.values, decompress)
         return DuckDBVersion(table, self.version_topic(number), schemas)
 
-    def swap(self, version: DuckDBVersion) -> None:
-        self.transformer.swap(version.table, self.version_topic)
+    def swap(self, version: DuckDBVersion, drop_retired: bool = True) -> None:
+        self.transformer.swap(version.table, self.version_topic if drop_retired else None)
 
     def drop_version(self, number: int) -> None:
         self.transformer.drop_version(self.store, number, self.version_topic(number))

@@ -182,9 +182,9 @@ class DuckDBRecordTransformer(RecordTransformer):
             row = self.con.execute(f"SELECT version FROM {CURRENT} WHERE store = ?", [store]).fetchone()
         return 0 if row is None else int(row[0])
 
-    def swap(self, table: DuckDBVersionTable, retired_topic: Callable[[int], str]) -> int:
-        """Point the store's view at the version's table; drop the retired one (its topic named by `retired_topic`).
-        Returns the retired version, 0 if none."""
+    def swap(self, table: DuckDBVersionTable, retired_topic: Callable[[int], str] | None) -> int:
+        """Point the store's view at the version's table; drop the retired one (its topic named by `retired_topic`;
+        None: keep it). Returns the retired version, 0 if none."""
         with self.lock:
             table.ensure_keyed()
             retired = self.current_version(table.store)
@@ -196,7 +196,7 @@ class DuckDBRecordTransformer(RecordTransformer):
             except Exception:
                 self.con.execute("ROLLBACK")
                 raise
-            if retired and retired != table.version:
+            if retired_topic is not None and retired and retired != table.version:
                 self.drop_version(table.store, retired, retired_topic(retired))
             return retired
 

@@ -66,7 +66,7 @@ class RocksDBBackend:
     def open_version(self, number: int, partition_count: int, decompress: Callable[[bytes], bytes]) -> RocksDBVersion:
         return RocksDBVersion(number, self._version_dir(number), partition_count, decompress)
 
-    def swap(self, version: RocksDBVersion) -> None:
+    def swap(self, version: RocksDBVersion, drop_retired: bool = True) -> None:
         current = self._current()
         retired = _served(current, self.store)
         current[self.store] = version.number
@@ -74,7 +74,7 @@ class RocksDBBackend:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(current))
         tmp.replace(path)
-        if retired and retired != version.number:
+        if drop_retired and retired and retired != version.number:
             self.drop_version(retired)
 
     def drop_version(self, number: int) -> None:

@@ -1,5 +1,6 @@
 """Store-level hook configs are checked before they are saved: each key set must be one that a configured hook
-reads (`StoreLifecycleHooks.hook_config_keys`), then every configured hook's validate_hook_config sees them all."""
+reads (`StoreLifecycleHooks.hook_config_keys`) or one the framework reads itself (`wait_limit.FRAMEWORK_KEYS`, each
+checked here), then every configured hook's validate_hook_config sees them all."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext, StoreLifecycleHooks
 from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
+from venice_core.hooks.wait_limit import FRAMEWORK_KEYS, parse_seconds
 
 
 class InvalidHookConfig(VeniceError):
@@ -25,6 +27,12 @@ def validate_store_hook_configs(
     store whose keys predate a change of the hook list can still be updated. Returns the warnings: with no hook
     configured, nothing reads or checks the keys set."""
     keys = list(configs if changed is None else changed)
+    for key in FRAMEWORK_KEYS.intersection(keys) & configs.keys():
+        try:
+            parse_seconds(configs[key])
+        except ValueError as exc:
+            raise InvalidHookConfig(f"store-level hook config of '{store}' refused: {exc}") from None
+    keys = [key for key in keys if key not in FRAMEWORK_KEYS]
     hooks = load_hooks(config.hooks)
     if not hooks:
         if not keys:

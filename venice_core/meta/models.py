@@ -78,8 +78,9 @@ class ValueSchema(Base):
 class VersionLifecycle:
     """What a version's `details` (a JSON column) records of its push, typed: the regions it was created for,
     why it stopped, whether its push is over (and whether it ended short of its rollout), people's swap
-    decisions, END_OF_PUSH's record counts, the regions whose Da Vinci clients may ingest it, and the hybrid
-    settings it was created with (None: batch-only)."""
+    decisions, END_OF_PUSH's record counts, the regions whose Da Vinci clients may ingest it, the regions whose Da Vinci
+    clients may serve it (ahead of the region's servers: when the rollout let them), and the hybrid settings it was
+    created with (None: batch-only)."""
 
     regions: tuple[str, ...] = ()
     reason: str = ""
@@ -88,6 +89,7 @@ class VersionLifecycle:
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     record_counts: Mapping[str, int] | None = None
     da_vinci_regions: tuple[str, ...] = ()
+    da_vinci_swaps: Mapping[str, float] = field(default_factory=dict)  # region -> when its clients were let swap
     hybrid: HybridSettings | None = None
     job_confs: Mapping[str, str] = field(default_factory=dict)  # pinned at creation (a repush's source, end offsets)
 
@@ -102,6 +104,7 @@ class VersionLifecycle:
             dict(d.get("approvals") or {}),
             d.get("record_counts"),
             tuple(d.get("da_vinci_regions") or ()),
+            {str(r): float(t) for r, t in (d.get("da_vinci_swaps") or {}).items()},
             HybridSettings.of(d.get("hybrid")),
             dict(d.get("job_confs") or {}),
         )
@@ -109,6 +112,7 @@ class VersionLifecycle:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["regions"], data["da_vinci_regions"] = list(self.regions), list(self.da_vinci_regions)
+        data["da_vinci_swaps"] = dict(self.da_vinci_swaps)
         data["hybrid"] = None if self.hybrid is None else self.hybrid.to_json()
         return {k: v for k, v in data.items() if v not in (None, "", False, (), [], {})}
 
@@ -202,8 +206,9 @@ class HookInvocationRecord(Base):
 
 
 class DaVinciInstance(Base):
-    """A Da Vinci client materialising a store in one region: its heartbeat, and the version it has ingested. The
-    rollout waits for the live ones before it lets a region's Da Vinci clients swap (VIP-4's Da Vinci steps)."""
+    """A Da Vinci client materialising a store in one region: its heartbeat, the newest version it has ingested and
+    the version it serves. The rollout lets a region's clients swap to a new version, and waits for the live ones to
+    serve it, before the region's servers swap (VIP-4's Da Vinci steps)."""
 
     __tablename__ = "da_vinci_instances"
 
@@ -212,6 +217,7 @@ class DaVinciInstance(Base):
     instance_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(32), default="")
+    serving: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
 
 

@@ -116,14 +116,15 @@ def push(
     confs: dict[str, str] | None = None,
     progress: Callable[[str], None] = print,
     run_job: PushJobRunner = run_spark_job,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Run a whole push in this process, step by step (`rollout.steps`); returns the new version number
-    once every region serves it."""
+    once every region serves it. `sleep` is how the rollout waits between asks (a test's hand-moved clock)."""
     request = PushRequest(store, input_path, key_field, value_field, dict(confs or {}))
     check_push_confs(request.confs)  # before anything is created
     check_push_input(meta, store, input_path, key_field, value_field)
     admin.check_reachable(config.region(config.source_region).kafka_bootstrap)
-    return _roll_out(config, meta, request, f"{store}-{uuid.uuid4().hex[:12]}", progress, run_job)
+    return _roll_out(config, meta, request, f"{store}-{uuid.uuid4().hex[:12]}", progress, run_job, sleep)
 
 
 def _roll_out(
@@ -133,16 +134,17 @@ def _roll_out(
     push_job_id: str,
     progress: Callable[[str], None],
     run_job: PushJobRunner,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """The push's steps for a checked request, in this process, the job run by `run_job`."""
     settings = stores.store_settings(meta, request.store)
-    rollout = Rollout(config, meta, request.store, push_job_id, settings.hook_configs, progress)
+    rollout = Rollout(config, meta, request.store, push_job_id, settings.hook_configs, progress, sleep)
 
     def run(request: PushRequest, created: CreatedVersion) -> JobResult:
         return run_job(config, job_request(request, created))
 
     try:
-        return run_in_process(rollout, request, run)
+        return run_in_process(rollout, request, run, sleep)
     finally:
         rollout.close()
 

@@ -159,6 +159,9 @@ class Step:
     admitted_by: str | None = None  # the decision step whose admitted regions this step takes (version creation)
     poll_seconds: float = 2.0  # a CONDITION: how often it is checked (a sensor's poke interval), and how long
     timeout_seconds: float = INGESTION_TIMEOUT_SECONDS
+    # A DECISION that also waits on the platform (the Da Vinci swap: the region's clients): how often it is checked;
+    # its run still asks the hooks again only every wait interval. None: every wait interval.
+    recheck_seconds: float | None = None
 
     @property
     def can_rollback(self) -> bool:
@@ -386,7 +389,7 @@ STEPS: tuple[Step, ...] = (
     Step("end_of_push", StepKind.ACTION, run=_end_of_push),
     Step("admitted", StepKind.ADMISSION, Scope.REGION, _admitted),
     Step("ingestion_complete", StepKind.CONDITION, Scope.REGION, _ingestion_complete),
-    Step("da_vinci_swap", StepKind.DECISION, Scope.REGION, _da_vinci_swap, DA_VINCI_SWAP),
+    Step("da_vinci_swap", StepKind.DECISION, Scope.REGION, _da_vinci_swap, DA_VINCI_SWAP, recheck_seconds=2.0),
     Step("leader_replication_done", StepKind.ACTION, Scope.REGION, _leader_replication_done),
     Step("approval", StepKind.APPROVAL, Scope.REGION),
     Step("pre_swap", StepKind.DECISION, Scope.REGION, _pre_swap, F.PRE_STORE_VERSION_SWAP),
@@ -526,8 +529,11 @@ def _waiting_on(inputs: StepInputs) -> str:
 
 def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
     """A decision step, asked again every wait interval (as the DAG's sensor pokes) until it decides."""
+    interval = inputs.rollout.config.hooks.wait_interval_seconds
+    if current.recheck_seconds is not None:
+        interval = min(interval, current.recheck_seconds, IN_PROCESS_POLL_SECONDS)
     while (decision := current.run(inputs)) is None:
-        sleep(inputs.rollout.config.hooks.wait_interval_seconds)
+        sleep(interval)
     if decision.stops:
         stop(inputs, current, decision)
     if decision.regions:
