@@ -58,21 +58,22 @@ pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_vinci_instances(
     airflow_env: PlatformEnv, events_webhook: Webhook, consumed_store: ConsumedStore, tmp_path: Path
 ) -> None:
-    """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that
-    times out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and
-    the sensor re-asks each interval. A Da Vinci instance registered in dc-1 (heartbeating, as a client does) has
-    dc-1's ingestion gate opened, and holds dc-1's Da Vinci swap until it reports the version ingested; the other
-    regions have no instance and do not wait. The push's configs (`venice push --conf`) reach the Spark job: its
-    input holds a key twice with different values, which `allow.duplicate.key=true` lets through, and a new field,
-    which the store registers as a new value schema. Then every region serves the input. A recording hook saw all
-    14 lifecycle functions in VIP-4's order, and the lifecycle-event hook sent each to a topic and a webhook.
-    pre_store_version_creation answers WAIT once in dc-0: its sensor is asked again after the interval.
+    """One DAG run through every step. Policy PROCEED (Venice's contract): a hook that raises in dc-0 and one that times
+    out in dc-1 are recorded and counted, and the rollout goes on; in dc-2 the hook answers WAIT twice, and the
+    sensor re-asks each interval. A Da Vinci instance registered in dc-1 (heartbeating, as a client does) has dc-1's
+    ingestion gate opened, and holds dc-1's Da Vinci swap (and so dc-1's server swap) until it reports that it
+    serves the version; the other regions have no instance and do not wait. The push's configs (`venice push
+    --conf`) reach the Spark job: its input holds a key twice with different values, which
+    `allow.duplicate.key=true` lets through, and a new field, which the store registers as a new value schema. Then
+    every region serves the input. A recording hook saw all 14 lifecycle functions in VIP-4's order, and the
+    lifecycle-event hook sent each to a topic and a webhook. pre_store_version_creation answers WAIT once in dc-0:
+    its sensor is asked again after the interval.
 
-    The store is the asset of a downstream DAG (`tests/airflow/dags`): the rollout's end announces the version,
-    and that DAG runs once, with the version, the regions and the record count. VIP-4's `/job` reply of the plugin
-    says each region's status and when it last changed, to a signed-in client only. A second push, which
-    pre_store_version_creation ROLLs BACK in dc-2, takes that sensor's rollback branch: no version is created,
-    every region keeps version 1, and nothing is announced (the downstream DAG does not run again)."""
+    The store is the asset of a downstream DAG (`tests/airflow/dags`): the rollout's end announces the version, and that
+    DAG runs once, with the version, the regions and the record count. VIP-4's `/job` reply of the plugin says each
+    region's status and when it last changed, to a signed-in client only. A second push, which
+    pre_store_version_creation ROLLs BACK in dc-2, takes that sensor's rollback branch: no version is created, every
+    region keeps version 1, and nothing is announced (the downstream DAG does not run again)."""
     store = airflow_env.create_user_store("afp", name=consumed_store.name, auto_register_schemas=True)
     failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
     before = {
@@ -100,9 +101,9 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
         push = airflow_env.venice_background("push", store, "--input", str(data), "--conf", "allow.duplicate.key=true")
         try:
             wait_for_step(airflow_env, store, "dc_1.da_vinci_swap", "up_for_reschedule", push)
-            assert da_vinci.gate_open(meta, store, 1, "dc-1")
+            assert da_vinci.gate_open(meta, store, 1, "dc-1") and da_vinci.swap_open(meta, store, 1, "dc-1")
             assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 0, "dc-2": 0}
-            client.ingested(1)
+            client.serves(1)
             out, err = push.communicate(timeout=600)
         finally:
             if push.poll() is None:
@@ -213,8 +214,9 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     """Policy WAIT: a hook that raises twice in dc-0 holds the swap back two intervals, then the rollout goes on;
     one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
     ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why. A real Da Vinci client
-    (DuckDB) in dc-1 ingests v2 once dc-1's gate opens, the rollout's Da Vinci swap in dc-1 waits for it, and after
-    the ABORT before dc-1's swap the client's view stays on v1."""
+    (DuckDB) in dc-1 ingests v2 once dc-1's gate opens and serves it once the rollout lets dc-1's clients swap,
+    before the hooks' Da Vinci step is asked (VIP-4: the clients before the region's servers); after the ABORT
+    before dc-1's server swap the client's view goes back to v1, which it kept."""
     store = airflow_env.create_user_store("afw")
     v1 = expected_records(generate(tmp_path / "v1", 50, files=1))
     airflow_env.push(store, RecordsJob(v1))  # v1, directly
@@ -226,7 +228,7 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
         config=airflow_env.config,
     )
     client.start(timeout=60)
-    ready_at = _watch_until_ready(client, 2)
+    serving_at = _watch_until_serving(client, 2)
     airflow_env.cli(
         "store",
         "update",
@@ -246,15 +248,16 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
             result = airflow_env.venice(
                 "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900
             )
-        # The client ingested v2 before the rollout let dc-1's Da Vinci swap go; after the ABORT it serves v1.
+        # The client served v2 before the hooks' Da Vinci step in dc-1 was asked; after the ABORT it serves v1.
         gate_passed = min(
             i.created_at
             for i in invocations_of(airflow_env, store, "post_start_of_store_version_ingestion_for_da_vinci", "dc-1")
             if i.version == 2 and i.hook_class.endswith("RecordEveryCall")
         )
-        assert ready_at and ready_at[0] <= gate_passed, (ready_at, gate_passed)
+        assert serving_at and serving_at[0] <= gate_passed, (serving_at, gate_passed)
         first = sorted(v1)[0]
-        assert client.serving == 1 and client.get(first) == v1[first]
+        wait_for("the client to serve v1 again", lambda: client.serving == 1, timeout=30)
+        assert client.get(first) == v1[first]
         assert client.sql(f'SELECT count(*) FROM "{store}"') == [(len(v1),)]
     finally:
         client.close()
@@ -263,7 +266,11 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
         "rollout run failed at dc_1.pre_swap_abort; version 2 is PARTIALLY_ONLINE: aborted by a hook at "
         in result.stderr
     )
-    assert re.search(r"pre_store_version_swap in dc-1 \(still WAIT after \d+s, the maximum wait\)", result.stderr)
+    assert re.search(
+        r"pre_store_version_swap in dc-1 \(still WAIT after \d+s, past the maximum wait of 12s that the cluster config "
+        r"sets \(venice.store.lifecycle.hooks.wait.max.seconds\)\)",
+        result.stderr,
+    )
     assert airflow_env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
     dc0 = [i for i in invocations_of(airflow_env, store, "pre_store_version_swap", "dc-0") if i.version == 2]
     dc0_answers = [(i.outcome, bool(i.error)) for i in dc0 if i.hook_class.endswith("FailWhereConfigured")]
@@ -294,13 +301,13 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     assert asset_uri(airflow_env.config.cluster_name, store) in tab.asset  # the store in Airflow's Assets view
 
 
-def _watch_until_ready(client: DaVinciClient, version: int) -> list[float]:
-    """The time the client first holds `version` ingested, in a list filled by a watching thread."""
+def _watch_until_serving(client: DaVinciClient, version: int) -> list[float]:
+    """The time the client first serves `version`, in a list filled by a watching thread."""
     seen: list[float] = []
 
     def watch() -> None:
         while not seen and client.meta is not None:
-            if client.status()["versions"].get(version, {}).get("ready"):
+            if client.serving == version:
                 seen.append(time.time())
             time.sleep(0.05)
 
@@ -403,9 +410,10 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
 ) -> None:
     """VIP-4's Da Vinci ingestion gate through Airflow, with a real DuckDB client in dc-1. While dc-1's gate answers
     WAIT, the client stays off version 2 (no table of it appears) though dc-1's servers have all of it; once the gate
-    PROCEEDs, the client ingests it and the region's Da Vinci swap lets dc-1 swap, the client with it. dc-2's gate
-    then answers ROLLBACK: every region goes back to version 1, and so does the client. A third push, whose gate
-    ABORTs in dc-1 at version creation, is killed there: the client stays on version 1 and never sees version 3."""
+    PROCEEDs, the client ingests it and serves it once the region's Da Vinci swap lets it, before dc-1's servers.
+    dc-2's gate then answers ROLLBACK: every region goes back to version 1, and so does the client. A third push,
+    whose gate ABORTs in dc-1 at version creation, is killed there: the client stays on version 1 and never sees
+    version 3."""
     store = airflow_env.create_user_store("afg")
     meta, config = airflow_env.meta, airflow_env.config
     # The gates WAIT through the whole push: a sensor poked every 2 s for minutes on a loaded machine meets Airflow's
