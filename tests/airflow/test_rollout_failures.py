@@ -190,8 +190,9 @@ def test_a_step_that_fails_on_its_own_is_retried_then_ends_the_push(airflow_env:
 def test_a_repush_through_airflow_aborted_at_the_second_region_behaves_like_a_push(
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    """Version 1 written directly (200 records, 2 partitions); `venice repush` through the DAG, with a hook that
-    ABORTs dc-1's swap: exit 3 and one error line naming the abort, dc-0 serves the repushed version 2, dc-1 and
+    """Version 1 written directly (200 records, 2 partitions); a repush through the DAG asked as seed 003 asks it,
+    `venice push STORE --conf source.kafka=true` (which is `venice repush STORE`), with a hook that ABORTs dc-1's
+    swap: exit 3 and one error line naming the abort, dc-0 serves the repushed version 2, dc-1 and
     dc-2 still version 1. Version 2's push job id is Venice's repush id, its source dc-0's version topic of version
     1, pinned with each partition's end offset, and what dc-0 serves is the source's data."""
     env = airflow_env
@@ -200,7 +201,9 @@ def test_a_repush_through_airflow_aborted_at_the_second_region_behaves_like_a_pu
     env.push(store, RecordsJob(expected))  # v1, directly
     env.cli("store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=ABORT", check=True)
 
-    result = env.venice("repush", store, "--conf", "kafka.input.max.records.per.mapper=150", timeout=900)
+    result = env.venice(
+        "push", store, "--conf", "source.kafka=true", "--conf", "kafka.input.max.records.per.mapper=150", timeout=900
+    )
     assert result.returncode == 3, result.stdout + result.stderr
     errors = result.stderr.strip().splitlines()
     assert len(errors) == 1 and errors[0].startswith("error: rollout run failed at dc_1.pre_swap_abort; "), errors

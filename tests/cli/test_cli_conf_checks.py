@@ -76,9 +76,6 @@ def test_push_refuses_a_flag_that_is_not_true_or_false(env: PlatformEnv, data: P
 @pytest.mark.parametrize("mode", ["--airflow", "--local"])
 def test_push_and_repush_refuse_a_conf_the_platform_sets(env: PlatformEnv, data: Path, mode: str) -> None:
     push = ("push", "users", "--input", str(data), mode)
-    assert _refused(env, *push, "--conf", "source.kafka=true").startswith(
-        "error: conf 'source.kafka' is set by the platform, not by a user (a repush sets it: run `venice repush"
-    )
     assert _refused(env, *push, "--conf", "venice.push.test.fail.partition=1") == (
         "error: conf 'venice.push.test.fail.partition' is set by the platform, not by a user (the tests' fault "
         "injection)"
@@ -93,6 +90,30 @@ def test_repush_refuses_an_unknown_conf(env: PlatformEnv, mode: str) -> None:
     assert _refused(env, "repush", "users", mode, "--conf", "repush.ttl.enabel=true") == TYPO
     assert _refused(env, "repush", "users", mode, "--conf", "no.such.repush.key=1").startswith(
         "error: unknown repush conf 'no.such.repush.key' (known: kafka.input.broker.url, kafka.input.combiner.enabled,"
+    )
+
+
+@pytest.mark.parametrize("mode", ["--airflow", "--local"])
+def test_push_with_source_kafka_is_a_repush_with_the_repushs_checks(env: PlatformEnv, data: Path, mode: str) -> None:
+    """Seed 003's switch: `venice push STORE --conf source.kafka=true` is `venice repush STORE`: the same refusals,
+    word for word (a typo, a conf the platform sets, a store with nothing to repush), and no --input."""
+    as_push = ("push", "users", mode, "--conf", "source.kafka=true")
+    for confs in (("repush.ttl.enabel=true",), ('kafka.input.end.offsets={"0": 1}',), ()):
+        flags = [arg for c in confs for arg in ("--conf", c)]
+        pushed, repushed = env.cli(*as_push, *flags), env.cli("repush", "users", mode, *flags)
+        assert (pushed.returncode, pushed.stdout, pushed.stderr) == (repushed.returncode, "", repushed.stderr)
+        assert pushed.returncode != 0 and pushed.stderr.count("\n") == 1, pushed.stderr
+    assert _refused(env, *as_push, "--conf", "repush.ttl.enabel=true") == TYPO
+    assert env.cli(*as_push).stderr == "error: the store has no version yet: push one before a repush\n"
+    assert _refused(env, *as_push, "--input", str(data)) == (
+        "error: --input is for a push: with source.kafka=true the repush reads the store's own version topic "
+        "(kafka.input.topic and kafka.input.fabric choose which)"
+    )
+    assert _refused(env, "push", "users", mode, "--conf", "source.kafka=yes") == (
+        "error: source.kafka must be true or false, got 'yes'"
+    )
+    assert _refused(env, "push", "users", mode) == (
+        "error: a push needs --input (or --conf source.kafka=true: a repush of the store's own data)"
     )
 
 

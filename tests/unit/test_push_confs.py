@@ -26,7 +26,7 @@ SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 
         ),
         (
             {"spark.master": "local[1]", "no.such.key": "1"},
-            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, spark.*)",
+            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, source.kafka, spark.*)",
         ),
         (
             {"repush.ttl.enable": "true"},
@@ -64,12 +64,6 @@ def test_a_repush_flag_is_refused_with_the_same_words() -> None:
     ("confs", "repush", "message"),
     [
         (
-            {"source.kafka": "true"},  # it would turn the push into a repush
-            False,
-            "conf 'source.kafka' is set by the platform, not by a user (a repush sets it: run `venice repush STORE`, "
-            "or trigger the DAG with source=kafka)",
-        ),
-        (
             {"kafka.input.end.offsets": '{"0": 5}'},
             True,
             "conf 'kafka.input.end.offsets' is set by the platform, not by a user (a repush pins each source "
@@ -91,7 +85,7 @@ def test_a_user_may_not_set_a_conf_the_platform_sets(confs: dict, repush: bool, 
 def test_the_keys_the_platform_sets_are_not_offered_to_a_user() -> None:
     with pytest.raises(ConfigError) as refused:
         check_user_confs({"no.such.repush.key": "1"}, repush=True)
-    assert "source.kafka" not in str(refused.value) and "kafka.input.end.offsets" not in str(refused.value)
+    assert "kafka.input.end.offsets" not in str(refused.value)
     assert "kafka.input.topic" in str(refused.value)
     with pytest.raises(ConfigError, match=r"did you mean 'kafka.input.topic'\?"):
         check_user_confs({"kafka.input.end.offset": "{}"}, repush=True)  # not the pinned offsets' key
@@ -127,3 +121,13 @@ def test_the_confs_users_and_the_platform_set_pass() -> None:
     }
     assert set(every) == rc.REPUSH_CONFS - {rc.REPUSH_TTL_SECONDS}
     check_push_confs({**every, "spark.master": "local[1]"})
+
+
+def test_source_kafka_is_the_users_repush_switch() -> None:
+    """Seed 003: `source.kafka=true` turns a push into a repush, whose confs it then takes (and only those)."""
+    check_user_confs({"source.kafka": "true", "kafka.input.fabric": "dc-1", "repush.ttl.enable": "false"})
+    check_user_confs({"source.kafka": "false", "allow.empty.input": "true"})  # a push
+    with pytest.raises(ConfigError, match=r"unknown repush conf 'allow.empty.input' \(a push conf"):
+        check_user_confs({"source.kafka": "true", "allow.empty.input": "true"})
+    with pytest.raises(ConfigError, match="source.kafka must be true or false, got 'yes'"):
+        check_user_confs({"source.kafka": "yes"})

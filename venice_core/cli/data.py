@@ -14,7 +14,7 @@ import typer
 from venice_core.cli.context import metadata, parse_key_values
 from venice_core.client import ReadClient
 from venice_core.config import load_config
-from venice_core.errors import InvalidRecord
+from venice_core.errors import ConfigError, InvalidRecord
 
 if TYPE_CHECKING:
     from venice_core.orchestration.airflow.rollouts import FollowView
@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 
 def push(
     store: str = typer.Argument(..., help="Store name."),
-    input_path: str = typer.Option(..., "--input", help="Avro, Parquet or JSON files (a file or a folder)."),
+    input_path: str = typer.Option(
+        None,
+        "--input",
+        help="Avro, Parquet or JSON files (a file or a folder); none for a repush (--conf source.kafka=true).",
+    ),
     key_field: str = typer.Option("key", "--key-field", help="Input field holding the key."),
     value_field: str = typer.Option(
         "value",
@@ -38,7 +42,10 @@ def push(
         show_default=False,
     ),
     conf: list[str] = typer.Option(
-        [], "--conf", help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*)."
+        [],
+        "--conf",
+        help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*); source.kafka=true makes it a "
+        "repush, which takes the repush's confs (see `venice repush --help`).",
     ),
     queue: bool = typer.Option(
         True,
@@ -47,15 +54,28 @@ def push(
         "at once without triggering anything.",
     ),
 ) -> None:
-    """Push a dataset as a new version and roll it out region by region through the lifecycle hooks.
+    """Push a dataset as a new version and roll it out region by region through the lifecycle hooks. With
+    `--conf source.kafka=true` (Venice's repush switch) it is a repush: the same as `venice repush STORE`.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
     from venice_core.rollout.local import push as run_push
     from venice_core.rollout.push_confs import check_user_confs
+    from venice_core.spark import repush_config
     from venice_core.spark.input_files import is_remote
 
     confs = parse_key_values(conf, "--conf")
-    check_user_confs(confs)
+    check_user_confs(confs)  # a malformed source.kafka is refused here
+    if repush_config.is_repush(confs):
+        if input_path is not None:
+            raise ConfigError(
+                "--input is for a push: with source.kafka=true the repush reads the store's own version topic "
+                "(kafka.input.topic and kafka.input.fabric choose which)"
+            )
+        del confs[repush_config.SOURCE_KAFKA]
+        _repush(store, confs, mode, queue)
+        return
+    if input_path is None:
+        raise ConfigError("a push needs --input (or --conf source.kafka=true: a repush of the store's own data)")
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow_enabled if mode is None else mode:
@@ -89,10 +109,15 @@ def repush(
     re-compressed to the store's settings, TTL applied if asked) and roll it out like a push.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout."""
+    _repush(store, parse_key_values(conf, "--conf"), mode, queue)
+
+
+def _repush(store: str, confs: dict[str, str], mode: bool | None, queue: bool) -> None:
+    """A repush, asked by `venice repush` or by `venice push --conf source.kafka=true`: the same checks, the same
+    run."""
     from venice_core.rollout.local import repush as run_repush
     from venice_core.rollout.push_confs import check_user_confs
 
-    confs = parse_key_values(conf, "--conf")
     check_user_confs(confs, repush=True)
     with metadata() as (config, meta):
         if config.airflow_enabled if mode is None else mode:

@@ -2,14 +2,16 @@
 nothing reads is refused before anything starts, since a typo (`repush.ttl.enabel=true`) would otherwise run the
 job without the setting and say nothing; so is a value the key's reader would refuse later (a boolean conf is
 `true` or `false`, `config.parse_bool`). The known keys are defined where they are read: the push job's in
-`spark.submit`, a repush's in `spark.repush_config`. A user's confs (`check_user_confs`) may not hold the keys the
-platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
+`spark.submit`, a repush's in `spark.repush_config`. `source.kafka=true` is a user's too: seed 003's switch that
+makes a push a repush (`venice push STORE --conf source.kafka=true` is `venice repush STORE`). A user's confs
+(`check_user_confs`) may not hold the keys the platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
 
+from venice_core.config import parse_bool
 from venice_core.errors import ConfigError
 from venice_core.spark import repush_config
 from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX, job_flags
@@ -17,11 +19,9 @@ from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX,
 PUSH_CONFS = frozenset({*JOB_FLAGS, repush_config.SOURCE_KAFKA})  # `source.kafka=true` makes a push a repush
 PASSED_TO_SPARK = (SPARK_PREFIX, TEST_FAULT_PREFIX)
 # What the platform sets itself, never a user's conf (`venice push/repush --conf`, the DAG form's `conf`): each with
-# who sets it. The platform's own paths pass them on: the repush command and the DAG's `source=kafka` param set
-# `source.kafka`, a repush's version creation pins the end offsets, and the tests inject faults in-process
-# (`rollout.local.push(confs=...)`).
+# who sets it. The platform's own paths pass them on: a repush's version creation pins the end offsets, and the
+# tests inject faults in-process (`rollout.local.push(confs=...)`).
 PLATFORM_CONFS = {
-    repush_config.SOURCE_KAFKA: "a repush sets it: run `venice repush STORE`, or trigger the DAG with source=kafka",
     repush_config.KAFKA_INPUT_END_OFFSETS: "a repush pins each source partition's end offset when it creates the "
     "version",
 }
@@ -36,8 +36,8 @@ def _platform_set(key: str) -> str | None:
 
 
 def check_user_confs(confs: Mapping[str, str], repush: bool = False) -> None:
-    """A user's confs for a push (or, `repush`, a repush): ConfigError for a key the platform sets itself, which
-    a user must not (`source.kafka=true` would turn a push into a repush), then `check_push_confs`."""
+    """A user's confs for a push (or, `repush` or `source.kafka=true`, a repush): ConfigError for a key the platform
+    sets itself, which a user must not, then `check_push_confs`."""
     for key in confs:
         if (who := _platform_set(key)) is not None:
             raise ConfigError(f"conf '{key}' is set by the platform, not by a user ({who})")
@@ -48,6 +48,8 @@ def check_push_confs(confs: Mapping[str, str]) -> None:
     """ConfigError naming the first key that neither a push nor, with `source.kafka=true`, a repush reads, with the
     nearest known key (or the known keys, when none is near); then a value the push job or the repush refuses
     (`allow.empty.input=yes`, `repush.ttl.enable=maybe`), naming the key."""
+    if repush_config.SOURCE_KAFKA in confs:  # the switch itself first: `yes` is refused, not taken as a push
+        parse_bool(confs[repush_config.SOURCE_KAFKA], repush_config.SOURCE_KAFKA)
     repush = repush_config.is_repush(confs)
     kind, known = ("repush", repush_config.REPUSH_CONFS) if repush else ("push", PUSH_CONFS)
     settable = sorted(key for key in known if _platform_set(key) is None)  # what a user is pointed to
