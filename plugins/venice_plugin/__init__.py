@@ -1,10 +1,12 @@
-"""The Airflow plugin of the platform: the business-hours timetable, and the rollout pages (a FastAPI app on
-Airflow's API server): the stores in the Browse menu, and a store's page as a tab of its DAG and of each run."""
+"""The Airflow plugin of the platform: the business-hours timetable, the rollout pages (a FastAPI app on Airflow's
+API server): the stores in the Browse menu, and a store's page as a tab of its DAG and of each run; and the
+listener that ends a push whose run an operator marked failed or success by hand."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from venice_plugin import run_listener
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 from venice_plugin.timetables import BusinessHoursTimetable
 
@@ -16,6 +18,7 @@ ROLLOUT_PAGE = f"{URL_PREFIX}/rollout/{{DAG_ID}}"
 class VenicePlugin(AirflowPlugin):
     name = "venice"
     timetables = [BusinessHoursTimetable]
+    listeners = [run_listener]  # a run an operator marks failed or success by hand ends its push at once
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Venice rollouts"}]
     external_views = [
         {

@@ -51,7 +51,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Decision, Rollout
-from venice_core.errors import VeniceError
+from venice_core.errors import RolloutStopped, VeniceError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
@@ -118,7 +118,8 @@ def _inputs(
     """A step's inputs in this task: the run's rollout (its hook threads and DB connections released when the task
     is done). A push that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`:
     applying a stop again is harmless, and completes one a failure cut short); a stop is final (no retry). A step
-    that fails on a VeniceError keeps its reason as the XCom `failure` (`keep_failure`)."""
+    an operator cleared in Airflow runs only while its push goes on (`cleared_run_refusal`). A step that fails on a
+    VeniceError keeps its reason as the XCom `failure` (`keep_failure`)."""
     created = _created(context)
     try:
         with metadata() as (config, meta):
@@ -132,8 +133,11 @@ def _inputs(
                 version=created.number if created else None,
             )
             try:
+                cleared = bool(getattr(context["dag_run"], "clear_number", 0))
+                if cleared and created is None:
+                    raise RolloutStopped(cleared_run_refusal(store, context["run_id"]))
                 if not stopping:
-                    rollout.ensure_not_stopped()
+                    rollout.ensure_not_stopped(cleared=cleared)
                 yield StepInputs(rollout, _request(store, context), created, region)
             finally:
                 rollout.close()
@@ -144,6 +148,16 @@ def _inputs(
         # Decided, refused or broken for good (a hook's decision, input that fits no schema, a region's failed
         # ingestion, a repush refused): a retry would meet it again.
         raise AirflowFailException(str(error)) from error
+
+
+def cleared_run_refusal(store: str, run_id: str) -> str:
+    """Why a step of a run an operator cleared in Airflow does not run when the run's version is unknown to it (its
+    XComs cleared, or never made): a rollout run pushes once. Run again, an old run would push its old input over
+    a newer version."""
+    return (
+        f"run {run_id} was cleared in Airflow: a rollout run pushes once, and this one's push is over or never "
+        f"created its version; to push again, trigger a new run (`venice push {store} ...` or the DAG's Trigger form)"
+    )
 
 
 def keep_failure(context: Any, reason: str) -> None:
@@ -246,8 +260,14 @@ class DecisionSensor(BaseSensorOperator, BranchMixIn):
         self.store, self.step, self.region = store, step, region
 
     def poke(self, context: Any) -> PokeReturnValue:
-        with _inputs(self.store, context, self.region) as inputs:
-            decision = self.step.run(inputs)
+        with _inputs(self.store, context, self.region, stopping=True) as inputs:
+            # An operator's stop (`venice rollout abort`) takes this decision's abort or rollback way, so the grid
+            # shows it; any other stop of the push is raised as it was recorded.
+            decision = inputs.rollout.operator_decision()
+            if decision is None:
+                cleared = bool(getattr(context["dag_run"], "clear_number", 0))
+                inputs.rollout.ensure_not_stopped(cleared=cleared)
+                decision = self.step.run(inputs)
         return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
 
     def execute(self, context: Any) -> dict[str, str]:
@@ -256,7 +276,9 @@ class DecisionSensor(BaseSensorOperator, BranchMixIn):
         context["ti"].xcom_push(key="return_value", value=decided)
         decision = Decision.from_json(decided)
         if decision.stops:
-            self.do_branch(context, f"{self.task_id}_{decision.outcome.value.lower()}")
+            way = f"{self.task_id}_{decision.outcome.value.lower()}"
+            # (An operator's ROLLBACK at a step whose hooks cannot roll back takes its abort's way: applied the same.)
+            self.do_branch(context, way if way in self.downstream_task_ids else f"{self.task_id}_abort")
         else:
             self.do_branch(
                 context, sorted(self.downstream_task_ids - {f"{self.task_id}_abort", f"{self.task_id}_rollback"})

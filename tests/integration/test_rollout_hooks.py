@@ -7,7 +7,9 @@ as an operator would configure them; the store-level configs tell the test hook 
 
 from __future__ import annotations
 
+import getpass
 import json
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -126,6 +128,53 @@ def test_a_swap_window_asked_on_friday_evening_swaps_on_monday_morning(
     assert set(swapped) == {"dc-0", "dc-1", "dc-2"}
     assert all(monday_nine <= at < monday_nine + timedelta(minutes=10) for at in swapped.values()), swapped
     assert set(env.serving(store).values()) == {1}
+
+
+@pytest.mark.parametrize("rollback", [False, True], ids=["abort", "rollback"])
+def test_an_operator_aborts_a_rollout_held_at_a_wait_from_another_process(
+    platform_env: PlatformEnv, tmp_path: Path, rollback: bool
+) -> None:
+    """`venice rollout abort STORE [--rollback]` while a push in another process waits at dc-1's pre swap: the stop
+    applies at once as a hook's ABORT (dc-0 keeps version 2) or ROLLBACK (dc-0 back to version 1) would, the push
+    ends at its next check with the operator's reason, and the store takes the next push."""
+    env = _hooked(platform_env, tmp_path, f"{HOOKS}.AnswerFromConfig")
+    store = env.create_user_store("opstop", 1)
+    env.push(store, RecordsJob(_records(40, seed=0)))
+    stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_swap.dc-1": "WAIT"})
+    ended: list[BaseException] = []
+
+    def push() -> None:
+        try:
+            env.push(store, RecordsJob(_records(40, seed=1)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            ended.append(exc)
+
+    pushing = threading.Thread(target=push)
+    pushing.start()
+    try:
+        wait_for("dc-0 to swap to version 2", lambda: env.serving(store)["dc-0"] == 2, timeout=60)
+        result = env.cli("rollout", "abort", store, *(["--rollback"] if rollback else []))
+    finally:
+        pushing.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    user = getpass.getuser()
+    if rollback:
+        assert result.stdout.splitlines()[-1] == (
+            f"rolled back by an operator ({user}: `venice rollout abort --rollback`); every region serves the "
+            "previous version; version 2 is ROLLED_BACK"
+        )
+        assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    else:
+        assert result.stdout.splitlines()[-1] == (
+            f"aborted by an operator ({user}: `venice rollout abort`); the new version serves in dc-0; version 2 is "
+            "PARTIALLY_ONLINE"
+        )
+        assert env.serving(store) == {"dc-0": 2, "dc-1": 1, "dc-2": 1}
+    (stopped,) = ended
+    assert isinstance(stopped, RolloutStopped) and "by an operator" in str(stopped), stopped
+    stores.update_store(env.meta, env.config, store, remove_hook_configs=["answer.pre_store_version_swap.dc-1"])
+    assert env.push(store, RecordsJob(_records(40, seed=2))) == 3  # the store was released
+    assert env.cli("rollout", "abort", store).stderr == f"error: store '{store}' has no rollout in flight\n"
 
 
 def test_rollback_of_a_first_version_leaves_no_region_serving_it(platform_env: PlatformEnv, tmp_path: Path) -> None:

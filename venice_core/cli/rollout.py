@@ -1,7 +1,8 @@
-"""`venice rollout ...`: watch a store's latest rollout run, approve or reject a region's swap."""
+"""`venice rollout ...`: watch a store's latest rollout run, approve or reject a region's swap, abort a rollout."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import time
 
@@ -10,11 +11,12 @@ import typer
 from venice_core.cli.context import metadata
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.job import job_reply
+from venice_core.controller.rollout import Rollout
 from venice_core.errors import VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.orchestration.airflow.rollouts import failure_reasons, steps_not_taken
-from venice_core.rollout.airflow_states import SKIPPED, AirflowState
+from venice_core.rollout.airflow_states import ENDED, SKIPPED, AirflowState
 from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
@@ -144,3 +146,60 @@ def _answer_approval_task(api: AirflowApi, store: str, region: str, option: str)
         return False
     api.respond(rollout_dag_id(store), run["dag_run_id"], task_id, option)
     return True
+
+
+# After an abort, the run takes its stop's way at its next step: a decision sensor's next poke (every wait interval),
+# a running step when it ends. Past this much more, the run is marked failed (Airflow stops its running tasks).
+ABORT_GRACE_SECONDS = 30.0
+
+
+@rollout_app.command("abort")
+def abort(
+    store: str = StoreArg,
+    rollback: bool = typer.Option(
+        False, "--rollback", help="Roll every region that swapped back to the version it served before."
+    ),
+) -> None:
+    """Stop the store's rollout in flight on purpose, as a lifecycle hook's ABORT would (the regions already swapped
+    keep the new version, the others the old one), or with --rollback as its ROLLBACK (every region back to the
+    version it served before). The store takes the next push at once; the Airflow run ends taking that way (its
+    `<step>_abort` or `<step>_rollback` task in the grid)."""
+    how = "`venice rollout abort" + (" --rollback`" if rollback else "`")
+    with metadata() as (config, meta):
+        settings = stores.store_settings(meta, store)  # an unknown store: one clear error
+        api = AirflowApi(config) if config.airflow_enabled else None
+        runs = api.active_runs(rollout_dag_id(store)) if api is not None else []
+        run = next((r for r in runs if api is not None and api.run_state(rollout_dag_id(store), r) == "running"), None)
+        number = versions.version_in_flight(meta, store)
+        if number is None:
+            if api is None or run is None:
+                raise NoRollout(f"store '{store}' has no rollout in flight")
+            api.set_run_state(rollout_dag_id(store), run, "failed", f"aborted by {getpass.getuser()} with {how}")
+            typer.echo(f"ended run {run} of '{store}' before it created a version: nothing to undo")
+            return
+        version = versions.get_version(meta, store, number)
+        rollout = Rollout(
+            config, meta, store, version.push_job_id or "", settings.hook_configs, progress=typer.echo, version=number
+        )
+        try:
+            summary = rollout.stop_by_operator(rollback, getpass.getuser(), how)
+        finally:
+            rollout.close()
+        typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
+        if api is not None and run is not None:
+            typer.echo(_end_run(api, store, run, config.hooks.wait_interval_seconds + ABORT_GRACE_SECONDS, summary))
+
+
+def _end_run(api: AirflowApi, store: str, run: str, patience: float, summary: str) -> str:
+    """Wait for the aborted run to take its stop's way; past `patience`, mark it failed. What happened, as a line."""
+    dag = rollout_dag_id(store)
+    deadline = time.monotonic() + patience
+    while api.run_state(dag, run) not in ENDED:
+        if time.monotonic() > deadline:
+            api.set_run_state(dag, run, "failed", summary)
+            return f"run {run} was still at a step that takes long: marked failed in Airflow"
+        time.sleep(1)
+    states = api.task_states(dag, run)
+    ways = sorted(t for t, s in states.items() if t.endswith(("_abort", "_rollback")) and s not in SKIPPED)
+    failed = sorted(t for t, s in states.items() if s == AirflowState.FAILED)
+    return f"run {run} ended at {', '.join(ways or failed) or 'its next step'}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from venice_core.config import ClusterConfig
@@ -47,18 +48,35 @@ def request_sync(host: str, port: int, timeout: float = 5) -> None:
     _ask(host, port, "POST", "/sync", timeout)
 
 
-def wait_until_served(config: ClusterConfig, store: str, number: int, regions: list[str], timeout: float = 30) -> None:
+ABANDONED_CHECK_SECONDS = 0.5
+
+
+def wait_until_served(
+    config: ClusterConfig,
+    store: str,
+    number: int,
+    regions: list[str],
+    timeout: float = 30,
+    abandoned: Callable[[], bool] | None = None,
+) -> None:
     """Instances pick up a swap within a second, at once when asked; ask them, then wait until every instance of
-    each region that answers serves it, so a read right after the push sees the new data."""
+    each region that answers serves it, so a read right after the push sees the new data. Returns early once
+    `abandoned()` says the version will not be served after all (its push stopped meanwhile, say)."""
     for region in regions:
         for host, port in config.server_addresses(region):
             request_sync(host, port)
         deadline = time.monotonic() + timeout
+        checked = time.monotonic()
         while True:
             answers = [_served(host, port, store) for host, port in config.server_addresses(region)]
             alive = [a for a in answers if a is not None]
             if alive and all(a == number for a in alive):
                 break
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if abandoned is not None and now - checked > ABANDONED_CHECK_SECONDS:
+                checked = now
+                if abandoned():
+                    return
+            if now > deadline:
                 raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
             time.sleep(0.05)

@@ -41,6 +41,7 @@ class Decision:
     outcome: Outcome
     reason: str = ""
     regions: tuple[str, ...] = ()  # version creation's PROCEED: the regions it admits
+    by_operator: bool = False  # an operator's stop (`venice rollout abort`), already applied
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", Outcome(self.outcome))  # from XCom JSON too
@@ -54,11 +55,18 @@ class Decision:
         data: dict[str, Any] = {"outcome": self.outcome.value, "reason": self.reason}
         if self.regions:
             data["regions"] = list(self.regions)
+        if self.by_operator:
+            data["by_operator"] = True
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Decision:
-        return cls(Outcome(data["outcome"]), str(data.get("reason", "")), tuple(data.get("regions") or ()))
+        return cls(
+            Outcome(data["outcome"]),
+            str(data.get("reason", "")),
+            tuple(data.get("regions") or ()),
+            bool(data.get("by_operator", False)),
+        )
 
 
 @dataclass
@@ -109,12 +117,25 @@ class Rollout:
             raise VeniceError("this step needs the push's version, which is not created yet")
         return self.version
 
-    def ensure_not_stopped(self) -> None:
+    def _status(self) -> str:
+        return versions.get_version(self.meta, self.store, self.created).status
+
+    def ensure_not_stopped(self, cleared: bool = False) -> None:
         """A step of a push already stopped (ABORT, ROLLBACK, killed) must not act again. A retried or re-run step
-        raises the recorded stop instead of asking the hooks anew, whose answer might now reverse the decision."""
+        raises the recorded stop instead of asking the hooks anew, whose answer might now reverse the decision. A
+        step an operator cleared (`cleared`) runs only while its push goes on: once a push is over, whatever its
+        outcome, nothing of it runs again (no swap back to a superseded version, no second announcement)."""
         if self.version is None:
             return
-        row = versions.get_version(self.meta, self.store, self.version)
+        try:
+            row = versions.get_version(self.meta, self.store, self.version)
+        except versions.VersionNotFound:
+            raise RolloutStopped(f"the push is over: its version {self.version} was retired since") from None
+        if cleared and versions.push_finished(row):
+            raise RolloutStopped(
+                f"the push is over (version {self.version} is {row.status}): a step cleared afterwards does not run "
+                "again; to push again, trigger a new run"
+            )
         if row.lifecycle.stopped or (versions.push_finished(row) and row.status != VersionStatus.ONLINE):
             reason = row.lifecycle.reason
             raise RolloutStopped(
@@ -228,16 +249,48 @@ class Rollout:
         return [r for r in order if r in serving] + sorted(serving - set(order))
 
     def apply(self, decision: Decision, function: str, region: str | None = None) -> None:
-        """Apply a decision: PROCEED goes on, ABORT and ROLLBACK stop the rollout (raising `RolloutStopped`)."""
+        """Apply a decision: PROCEED goes on, ABORT and ROLLBACK stop the rollout (raising `RolloutStopped`). An
+        operator's stop was applied when it was made: it is only raised."""
+        if decision.by_operator:
+            raise RolloutStopped(f"{decision.reason}; version {self.version} is {self._status()}")
         if decision.stops:
             self.last_reason = decision.reason
             self.stop(decision.outcome, function, region)
 
     def stop(self, outcome: Outcome, function: str, region: str | None = None) -> None:
+        """A hook's ABORT or ROLLBACK at `function` (in `region`): applied, then raised as `RolloutStopped`."""
         why = self.last_reason
         where = f"{function}" + (f" in {region}" if region else "") + (f" ({why})" if why else "")
+        raise RolloutStopped(self._stop(outcome, "by a lifecycle hook at", "by a hook at", where))
+
+    def stop_by_operator(self, rollback: bool, who: str, how: str) -> str:
+        """An operator's stop of the push in flight (`venice rollout abort [--rollback]`), applied as a hook's ABORT
+        or ROLLBACK would be, and recorded on the version, so that the orchestrator's run takes that way at its next
+        step (`operator_decision`). Returns what became of the version and the regions."""
+        outcome = Outcome.ROLLBACK if rollback else Outcome.ABORT
+        by = f"by an operator ({who}: {how})"
+        versions.record_operator_stop(self.meta, self.store, self.created, outcome.value, by)
+        return self._stop(outcome, by, by, "")
+
+    def operator_decision(self) -> Decision | None:
+        """The stop an operator made of this push (`stop_by_operator`), as the decision a step's orchestrator takes:
+        already applied, its reason the version's."""
+        if self.version is None:
+            return None
+        row = versions.get_version(self.meta, self.store, self.version)
+        stop = row.lifecycle.operator_stop
+        if not stop:
+            return None
+        return Decision(Outcome(stop["outcome"]), row.lifecycle.reason, by_operator=True)
+
+    def _stop(self, outcome: Outcome, said_by: str, recorded_by: str, where: str) -> str:
+        """Apply an ABORT or a ROLLBACK; what became of the version and the regions, for the stop's error. The
+        version records why (`recorded_by` and `where`)."""
+        at = f" {where}" if where else ""
         if outcome is Outcome.ROLLBACK and self.version:  # first end the push, so no step beside this one swaps it in
-            versions.finish_push(self.meta, self.store, self.version, stopped=True)
+            versions.finish_push(
+                self.meta, self.store, self.version, stopped=True, reason=f"rolled back {recorded_by}{at}"
+            )
         swapped = self.swapped_regions()
         if outcome is Outcome.ROLLBACK:
             # Every region serving the version goes back, in reverse rollout order, whichever task swapped it. A
@@ -251,7 +304,7 @@ class Rollout:
                     unserved.append(back)
             if self.version:
                 versions.set_version_status(
-                    self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back by a hook at {where}"
+                    self.meta, self.store, self.version, VersionStatus.ROLLED_BACK, f"rolled back {recorded_by}{at}"
                 )
             if self.version is None:  # stopped before the version was created
                 result = "no version was created; every region keeps the version it served"
@@ -263,13 +316,13 @@ class Rollout:
                 )
             else:
                 result = "every region serves the previous version"
-            raise RolloutStopped(f"rolled back by a lifecycle hook at {where}; {result}")
+            return f"rolled back {said_by}{at}; {result}"
         if self.version:
-            versions.stop_push(self.meta, self.store, self.version, f"aborted by a hook at {where}")
+            versions.stop_push(self.meta, self.store, self.version, f"aborted {recorded_by}{at}")
         if self.version is None:
-            raise RolloutStopped(f"aborted by a lifecycle hook at {where}; no version was created")
+            return f"aborted {said_by}{at}; no version was created"
         served = ", ".join(swapped) or "no region"
-        raise RolloutStopped(f"aborted by a lifecycle hook at {where}; the new version serves in {served}")
+        return f"aborted {said_by}{at}; the new version serves in {served}"
 
     def check(self, outcome: Outcome | None, function: str, region: str | None = None) -> None:
         if outcome is Outcome.ABORT or outcome is Outcome.ROLLBACK:

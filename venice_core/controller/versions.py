@@ -46,9 +46,10 @@ class VersionNotFound(VeniceError):
 
 
 class PushStopped(VeniceError):
-    """A step of a push that is already over."""
+    """A step of a push that is already over, or a swap to a version that was superseded: final."""
 
     http_status = 409
+    retryable = False
 
 
 class NoBackupVersion(VeniceError):
@@ -215,13 +216,27 @@ def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) ->
         version.update_lifecycle(reason=reason, finished=True, stopped=True)
 
 
-def finish_push(meta: MetadataStore, store_name: str, number: int, stopped: bool = False) -> None:
+def record_operator_stop(meta: MetadataStore, store_name: str, number: int, outcome: str, by: str) -> None:
+    """An operator stops this version's push (`venice rollout abort`): recorded first, so that the orchestrator's
+    run takes the stop's way at its next step whatever it finds the version's state to be by then."""
+    with meta.session() as session:
+        version = session.get(Version, (store_name, number), with_for_update=True)
+        if version is None:
+            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+        version.update_lifecycle(operator_stop={"outcome": outcome, "by": by})
+
+
+def finish_push(meta: MetadataStore, store_name: str, number: int, stopped: bool = False, reason: str = "") -> None:
     """The push of this version is over (whatever its outcome): another push of the store may start, and no region
-    swaps to it any more. `stopped`: it ended short of its rollout."""
+    swaps to it any more. `stopped`: it ended short of its rollout, for `reason` (recorded in the same write, so that
+    a step beside it never sees the stop without its reason)."""
     with meta.session() as session:
         version = session.get(Version, (store_name, number))
         if version is not None:
-            version.update_lifecycle(finished=True, stopped=stopped or version.lifecycle.stopped)
+            changes: dict[str, Any] = {"finished": True, "stopped": stopped or version.lifecycle.stopped}
+            if reason:
+                changes["reason"] = reason
+            version.update_lifecycle(**changes)
 
 
 def version_regions(version: Version) -> list[str]:
@@ -563,6 +578,11 @@ def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) 
         if status is None or status.status != ExecutionStatus.COMPLETED:
             raise VeniceError(f"version {number} of '{store_name}' is not fully ingested in {region}; cannot swap")
         row = _current_row(session, store_name, region)
+        if row.current_version > number:  # superseded: a newer version serves (Venice never promotes one again)
+            raise PushStopped(
+                f"version {number} of '{store_name}' is older than version {row.current_version}, which {region} "
+                "serves: it was superseded, and is never swapped in again"
+            )
         if row.current_version != number:
             row.backup_version, row.current_version = row.current_version, number
         session.flush()

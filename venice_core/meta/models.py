@@ -92,6 +92,7 @@ class VersionLifecycle:
     da_vinci_swaps: Mapping[str, float] = field(default_factory=dict)  # region -> when its clients were let swap
     hybrid: HybridSettings | None = None
     job_confs: Mapping[str, str] = field(default_factory=dict)  # pinned at creation (a repush's source, end offsets)
+    operator_stop: Mapping[str, str] = field(default_factory=dict)  # an operator's ABORT or ROLLBACK: outcome, by
 
     @classmethod
     def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
@@ -107,6 +108,7 @@ class VersionLifecycle:
             {str(r): float(t) for r, t in (d.get("da_vinci_swaps") or {}).items()},
             HybridSettings.of(d.get("hybrid")),
             dict(d.get("job_confs") or {}),
+            dict(d.get("operator_stop") or {}),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -20,6 +20,14 @@ ASSET_SCHEME = "venice"
 # The XCom a rollout DAG's step keeps its failure's reason in (the plugin's step wrapper), which `venice rollout
 # status` and the push's follower read through Airflow's REST API: the reason is otherwise only in the task's log.
 FAILURE_XCOM = "failure"
+# What a version's reason says when an operator ended its rollout run by hand in Airflow (marked it failed or
+# success, deleted it): the platform writes it, `venice push` following the run says it.
+ENDED_IN_AIRFLOW = "in Airflow by an operator"
+
+
+def ended_in_airflow(run_id: str, what: str) -> str:
+    """A version's reason when an operator ended its rollout run in Airflow (`what`: marked failed, deleted...)."""
+    return f"rollout run {run_id} was {what} {ENDED_IN_AIRFLOW}"
 
 
 def rollout_dag_id(store: str) -> str:

@@ -322,10 +322,15 @@ def _pre_swap(s: StepInputs) -> Decision | None:
 
 
 def _server_swap(s: StepInputs) -> None:
-    r = s.rollout
-    versions.swap_region(r.meta, r.store, s.in_region, s.version.number)
-    wait_until_served(r.config, r.store, s.version.number, [s.in_region])
-    r.progress(f"swapped {s.region} to version {s.version.number}")
+    r, number = s.rollout, s.version.number
+    versions.swap_region(r.meta, r.store, s.in_region, number)
+
+    def stopped() -> bool:  # (a ROLLBACK beside this step, an operator's abort: the region goes back)
+        return versions.get_version(r.meta, r.store, number).lifecycle.stopped
+
+    wait_until_served(r.config, r.store, number, [s.in_region], abandoned=stopped)
+    r.ensure_not_stopped()
+    r.progress(f"swapped {s.region} to version {number}")
 
 
 def _post_swap(s: StepInputs) -> Decision | None:
@@ -455,6 +460,7 @@ def run_in_process(
         for current, region in plan(stores.store_settings(rollout.meta, request.store).rollout_order):
             if region is not None and region == skipped_region:
                 continue
+            rollout.ensure_not_stopped()  # an operator's `venice rollout abort` from elsewhere ends it here
             inputs.region = region
             if current.kind is StepKind.SPARK:
                 inputs.job_result = _run_job(inputs, run_job)
@@ -510,6 +516,7 @@ def _wait_for(inputs: StepInputs, current: Step, sleep: Callable[[float], None])
             said = now
             inputs.rollout.progress(f"{inputs.region}: still waiting for {current.name} ({_waiting_on(inputs)})")
         sleep(min(current.poll_seconds, IN_PROCESS_POLL_SECONDS))
+        inputs.rollout.ensure_not_stopped()
     inputs.rollout.progress(f"{inputs.region}: {current.name}")
 
 
@@ -534,6 +541,7 @@ def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float],
         interval = min(interval, current.recheck_seconds, IN_PROCESS_POLL_SECONDS)
     while (decision := current.run(inputs)) is None:
         sleep(interval)
+        inputs.rollout.ensure_not_stopped()
     if decision.stops:
         stop(inputs, current, decision)
     if decision.regions:

@@ -109,6 +109,15 @@ class AirflowApi:
         secret = config_value(self.home, "api", "secret_key")
         return URLSafeSerializer(secret).dumps({"bundle_name": bundle, "relative_fileloc": dag_file})
 
+    def dag_paused(self, dag_id: str) -> bool:
+        """Is the DAG paused in Airflow (its runs then wait: none starts, a running one holds at its next task)?"""
+        return bool(self._call("GET", f"/api/v2/dags/{dag_id}").get("is_paused"))
+
+    def set_run_state(self, dag_id: str, run_id: str, state: str, note: str) -> None:
+        """Mark a run `state` (failed, success) as an operator would in the UI, with a note saying why."""
+        body = json.dumps({"state": state, "note": note}).encode()
+        self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", body)
+
     def trigger(self, dag_id: str, conf: dict) -> str:
         body = json.dumps({"logical_date": None, "conf": conf}).encode()
         return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]

@@ -22,9 +22,11 @@ from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused, Ai
 from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
 from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
+    ENDED_IN_AIRFLOW,
     FAILURE_XCOM,
     SOURCE_FILES_PARAM,
     SOURCE_KAFKA_PARAM,
+    ended_in_airflow,
     push_job_id,
     region_of,
     rollout_dag_id,
@@ -47,6 +49,16 @@ class RolloutFailed(VeniceError):
 
 class RunInFlight(VeniceError):
     http_status = 409
+
+
+class DagPaused(VeniceError):
+    """The store's DAG is paused in Airflow: a run would wait, unseen, until someone unpauses it."""
+
+    http_status = 409
+
+
+class RunDeleted(RolloutFailed):
+    """An operator deleted the followed run in Airflow."""
 
 
 PARSE_PATIENCE_SECONDS = 10  # a DAG asked for and not there yet after this long: say what the push waits for
@@ -129,6 +141,8 @@ def trigger_and_follow(
         view,
         "is the store new, or just changed?",
     )
+    if api.dag_paused(dag):  # named now, rather than a run left queued until someone unpauses the DAG
+        raise DagPaused(f"the DAG {dag} is paused in Airflow: nothing was triggered; {unpause_hint(dag)}")
     in_flight = api.active_runs(dag)
     if in_flight and not queue:
         raise RunInFlight(
@@ -140,13 +154,35 @@ def trigger_and_follow(
     if in_flight:
         view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
     follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
-    state = follow(follower, view, timeout)
+    try:
+        state = follow(follower, view, timeout)
+    except RunDeleted as deleted:
+        raise RunDeleted(_end_deleted_run(meta, store, job_id, run_id, str(deleted))) from None
     if state == S.SUCCESS:
+        version = describe_store(meta, store).version_of_push(job_id)
+        if version is not None and ENDED_IN_AIRFLOW in version.reason:  # marked success by hand, not rolled out
+            ended = f"version {version.number} is {version.status}"
+            raise RolloutFailed(f"{version.reason} before its rollout ended; {ended}")
         return max(describe_store(meta, store).serving().values())
     if state == S.FAILED:
         _wait_until_push_ended(meta, store, job_id)
         raise RolloutFailed(failure_summary(meta, store, job_id, follower.failures()))
     raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
+
+
+def unpause_hint(dag: str) -> str:
+    return f"unpause it (the Airflow UI's toggle, or `venice airflow dags unpause {dag}`)"
+
+
+def _end_deleted_run(meta: MetadataStore, store: str, job_id: str, run_id: str, said: str) -> str:
+    """A followed run an operator deleted in Airflow: its push, if one is in flight, ends now (the store takes the
+    next push); what became of it, for the error."""
+    row = versions.version_of_push(meta, store, job_id)
+    if row is None:
+        return said
+    versions.stop_push(meta, store, row.number, ended_in_airflow(run_id, "deleted"))
+    version = describe_store(meta, store).version(row.number)
+    return f"{said}; version {row.number} is {version.status if version else 'gone'}"
 
 
 def wait_for_dag(dag: str, ready: Callable[[], bool], nudge: Callable[[], None], view: FollowView, hint: str) -> None:
@@ -295,7 +331,19 @@ class RunFollower:
 
     def poll(self) -> str:
         # The run's state first: a run seen finished has its task instances final in the call after.
-        state = self.api.run_state(self.dag, self.run_id)
+        try:
+            state = self.api.run_state(self.dag, self.run_id)
+        except AirflowRefused as exc:
+            if exc.status == 404:
+                raise RunDeleted(f"rollout run {self.run_id} was deleted {ENDED_IN_AIRFLOW}") from None
+            raise
+        if state in (S.QUEUED, S.RUNNING) and self.api.dag_paused(self.dag):
+            holding = sorted(t for t, s in self.seen.items() if s not in TERMINAL)
+            at = f" at {', '.join(holding)}" if holding else ""
+            raise DagPaused(
+                f"the DAG {self.dag} was paused in Airflow: run {self.run_id} holds{at} until it is unpaused; "
+                f"{unpause_hint(self.dag)}"
+            )
         if self.queued and state != S.QUEUED:
             self.queued = False
             self.view.line(f"run {self.run_id} started")
@@ -411,6 +459,9 @@ def failure_summary(meta: MetadataStore, store: str, job_id: str, failures: dict
     )
     explained = bool(said or stops)
     named = [f"{task}: {why}" if why and not explained else task for task, why in failures.items()]
+    if version is not None and ENDED_IN_AIRFLOW in said:  # an operator's hand, not a step: say that first
+        at = f" (at {', '.join(named)})" if named else ""
+        return f"{said}{at}; version {version.number} is {version.status}"
     where = f"rollout run failed at {'; '.join(named) or 'a task'}"
     if version is not None:
         return f"{where}; version {version.number} is {version.status}" + (f": {said}" if said else "")
