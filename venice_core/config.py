@@ -642,11 +642,15 @@ def load_config(env: Mapping[str, str] | None = None) -> ClusterConfig:
 
 
 def process_env(config: ClusterConfig) -> dict[str, str]:
-    """The environment of a process started for this config (region server, Spark job): it loads the same config
-    and inherits PYTHONPATH, so hook modules outside the project can be named."""
+    """The environment of a process started for this config (region server, Spark job, Airflow and its tasks): it
+    loads the same config and inherits PYTHONPATH, so hook modules outside the project can be named. The config
+    reaches it as one choice, its file (`$VENICE_CONFIG`), however this process chose it: a profile named by `venice
+    --profile` or `$VENICE_PROFILE` is passed on as the file it names, never beside it (a process that imports the
+    project from elsewhere, a Spark job's shipped package, would find the profile's file somewhere else)."""
     env = dict(os.environ)
+    env.pop(ENV_PROFILE, None)
     if Path(config.source).is_file():
-        env[ENV_CONFIG] = config.source
+        env[ENV_CONFIG] = str(Path(config.source).resolve())
     else:
         env.pop(ENV_CONFIG, None)
         env[ENV_HOME] = str(config.home)

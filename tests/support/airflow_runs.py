@@ -28,7 +28,7 @@ from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.pubsub import admin
-from venice_core.rollout.names import asset_uri, rollout_dag_id
+from venice_core.rollout.names import FAILURE_XCOM, asset_uri, rollout_dag_id
 
 REPO = Path(__file__).parents[2]
 USER_DAGS = REPO / "tests" / "airflow" / "dags"  # the config's airflow.user.dags.folder in the Airflow tests
@@ -282,3 +282,57 @@ def asset_events(env: PlatformEnv, store: str) -> list[dict]:
         a for a in api.get(f"/api/v2/assets?uri_pattern={urllib.parse.quote(uri)}")["assets"] if a["uri"] == uri
     ]
     return api.get(f"/api/v2/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+
+
+class Operator:
+    """What an operator does to a store's rollout runs through Airflow's REST API (the UI makes the same calls)."""
+
+    def __init__(self, env: PlatformEnv, store: str) -> None:
+        self.api, self.dag = _signed_in(env), rollout_dag_id(store)
+
+    def _run(self, run_id: str) -> str:
+        return f"/api/v2/dags/{self.dag}/dagRuns/{urllib.parse.quote(run_id)}"
+
+    def mark(self, run_id: str, state: str) -> None:
+        self.api.call("PATCH", self._run(run_id), {"state": state})
+
+    def clear_run(self, run_id: str) -> None:
+        self.api.call("POST", f"{self._run(run_id)}/clear", {"dry_run": False})
+
+    def clear_task(self, run_id: str, task_id: str) -> None:
+        body = {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False}
+        self.api.call("POST", f"/api/v2/dags/{self.dag}/clearTaskInstances", body)
+
+    def delete(self, run_id: str) -> None:
+        self.api.call("DELETE", self._run(run_id))
+
+    def pause(self, paused: bool) -> None:
+        self.api.call("PATCH", f"/api/v2/dags/{self.dag}", {"is_paused": paused})
+
+    def trigger(self, conf: dict) -> str:
+        """A run triggered as the UI's form does, with `conf` as its params; its run id."""
+        return str(
+            self.api.call("POST", f"/api/v2/dags/{self.dag}/dagRuns", {"logical_date": None, "conf": conf})[
+                "dag_run_id"
+            ]
+        )
+
+    def runs(self) -> list[str]:
+        return [r["dag_run_id"] for r in self.api.get(f"/api/v2/dags/{self.dag}/dagRuns?limit=100")["dag_runs"]]
+
+    def ended(self, run_id: str, timeout: float = 300) -> str:
+        """Until the run has ended: its state."""
+        return str(
+            wait_for(
+                f"run {run_id} to end",
+                lambda: (state := self.api.run_state(self.dag, run_id)) in ("success", "failed") and state,
+                timeout=timeout,
+                interval=1,
+            )
+        )
+
+    def task_state(self, run_id: str, task_id: str) -> str:
+        return self.api.task_states(self.dag, run_id).get(task_id, "none")
+
+    def failure(self, run_id: str, task_id: str) -> object | None:
+        return self.api.xcom(self.dag, run_id, task_id, FAILURE_XCOM)

@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from venice_core.config import HOOKS_CONFIGS_PREFIX, load_config
+from venice_core.cli.context import use_profile
+from venice_core.config import (
+    ENV_CONFIG,
+    ENV_PROFILE,
+    HOOKS_CONFIGS_PREFIX,
+    load_config,
+    process_env,
+    profile_path,
+)
 from venice_core.errors import ConfigError
 
 
@@ -135,3 +145,39 @@ def test_instances_of_a_region_have_ports_and_data_dirs_of_their_own(tmp_path: P
         path.write_text(text + "\n")
         with pytest.raises(ConfigError, match=error):
             load_config({"VENICE_CONFIG": str(path)})
+
+
+@pytest.fixture(scope="module")
+def shipped_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package as a Spark job ships it (`spark.job_package`)."""
+    from venice_core.spark.job_package import write_zip
+
+    target = tmp_path_factory.mktemp("job") / "venice_core.zip"
+    write_zip(target)
+    return target
+
+
+@pytest.mark.parametrize("chosen_by", ["flag", "environment"])
+def test_a_profile_reaches_every_process_the_platform_starts_as_one_choice(
+    shipped_package: Path, monkeypatch: pytest.MonkeyPatch, chosen_by: str
+) -> None:
+    """`venice --profile cluster` or `VENICE_PROFILE=cluster`: a process the platform starts gets the profile's file
+    alone, so it loads the same config even where it imports the project from elsewhere: a Spark job's driver on a
+    Celery worker imports `venice_core` from the job's zip (`--py-files`), where the profile's own path differs (it
+    refused to start, naming both the file and the profile, before)."""
+    monkeypatch.delenv(ENV_CONFIG, raising=False)
+    if chosen_by == "flag":
+        monkeypatch.delenv(ENV_PROFILE, raising=False)
+        use_profile("cluster")  # what `venice --profile cluster` does in the CLI's process
+    else:
+        monkeypatch.setenv(ENV_PROFILE, "cluster")
+    config = load_config()
+    env = process_env(config)
+    assert ENV_PROFILE not in env and env[ENV_CONFIG] == str(profile_path("cluster").resolve())  # type: ignore[union-attr]
+    probe = (
+        f"import sys; sys.path.insert(0, {str(shipped_package)!r}); from venice_core.config import load_config; "
+        "import venice_core; assert venice_core.__file__.startswith(sys.path[0]), venice_core.__file__; "
+        "print(load_config().cluster_name)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (0, f"{config.cluster_name}\n"), result.stderr

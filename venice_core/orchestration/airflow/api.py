@@ -80,6 +80,10 @@ class AirflowApi:
         """Any read of Airflow's REST API (`/api/v2/...`), signed in."""
         return self._call("GET", path)
 
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        """Any call of Airflow's REST API (`/api/v2/...`), signed in, with a JSON body."""
+        return self._call(method, path, None if body is None else json.dumps(body).encode())
+
     def has_dag(self, dag_id: str) -> bool:
         """Airflow has the DAG, and not as stale (its file gone: a deleted store's, until one of that name is back)."""
         try:
