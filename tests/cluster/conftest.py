@@ -1,9 +1,11 @@
-"""The cluster profile, started once for the cluster tests (`tests/cluster/`) and stopped at their end, and the
-dataset their pushes write."""
+"""The cluster profile, chosen by name as a user chooses it (`venice --profile cluster up`, on the profile's own
+ports, with a home of the tests' own for its data dir), started once for the cluster tests (`tests/cluster/`) and
+stopped at their end, and the dataset their pushes write."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -12,28 +14,30 @@ from pathlib import Path
 import pytest
 
 from scripts.generate_dataset import generate
-from tests.support.cluster import make_cluster_env
+from tests.support.cluster import RECORDS
 from tests.support.inputs import expected_records
-from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv
-
-RECORDS = 200_000
+from tests.support.profiles import as_a_user, assert_ports_free, profile_env, stopped_at_the_end
 
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[PlatformEnv]:
-    """The cluster profile, up for the cluster tests (outside pytest's temp tree: PostgreSQL runs as its own user)."""
+    """The cluster profile, up for the cluster tests (its home outside pytest's temp tree: PostgreSQL runs as its own
+    user). Started with the flag (`venice --profile cluster up`); the tests' commands name it by `VENICE_PROFILE`."""
     home = Path(tempfile.mkdtemp(prefix="venice-cluster-"))
-    env = make_cluster_env(home, {"rollout.step.retry.delay.seconds": "2"})  # a step lost with its worker: soon
-    config = env.config
     try:
-        started = time.monotonic()
-        env.venice("up", check=True, timeout=600)
-        print(f"cluster profile up in {time.monotonic() - started:.0f} s")
-        yield env
+        with as_a_user(home) as user:
+            env = profile_env(user, "cluster")
+            assert_ports_free(env.config, "cluster")
+            with stopped_at_the_end(env):
+                started = time.monotonic()
+                up = subprocess.run(
+                    ["venice", "--profile", "cluster", "up"], env=user, capture_output=True, text=True, timeout=600
+                )
+                assert up.returncode == 0, up.stdout + up.stderr
+                print(f"cluster profile up in {time.monotonic() - started:.0f} s")
+                yield env
     finally:
-        with leaves_nothing(*platform_parts(config)):
-            env.venice("down", timeout=600)
         shutil.rmtree(home, ignore_errors=True)
 
 

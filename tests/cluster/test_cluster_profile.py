@@ -1,34 +1,48 @@
-"""The cluster profile (`venice up --profile cluster`), started once on free ports (`conftest.py`): three Kafka
-brokers, a standalone Spark cluster, Airflow on Celery workers and Redis, PostgreSQL, three region-server instances
-per region. A push of 200k records through Airflow runs on every engine of it and is checked exactly in every region.
-The same push with one fault at a time is `test_cluster_faults.py` (`make test-cluster`)."""
+"""The cluster profile (`venice --profile cluster up`), started once (`conftest.py`): three Kafka brokers, a
+standalone Spark cluster, Airflow on Celery workers and Redis, PostgreSQL, three region-server instances per region.
+`make demo-cluster`'s job (scripts/demo.sh) pushes 200k records through Airflow on every engine of it, checked exactly
+in every region. The same push with one fault at a time is `test_cluster_faults.py` (`make test-cluster`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+import subprocess
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.cluster import assert_exact, create_store, master_apps, start_push, task_hosts
+from tests.support.cluster import RECORDS, assert_exact, master_apps, task_hosts
+from tests.support.inputs import expected_records
 from tests.support.platform import PlatformEnv
+from tests.support.profiles import REPO
+from venice_core.config import ENV_PROFILE
 from venice_core.embedded import airflow, platform
 from venice_core.pubsub import client_config
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow, pytest.mark.postgres, pytest.mark.redis]
 
 
-def test_a_push_through_airflow_runs_on_every_engine_of_the_cluster(
-    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
-) -> None:
-    """200k records through the store's Airflow rollout: the tasks run on the Celery workers, the Spark job on
-    the standalone master's workers, the topics have three replicas (two in sync), every region serves it all;
-    `venice status` lists every process of the profile healthy."""
-    data, expected = dataset
-    store = create_store(cluster, "clusterpush")
-    start_push(cluster, store, data).finish()
-    assert_exact(cluster, store, expected)
-    config = cluster.config
+def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster(cluster: PlatformEnv) -> None:
+    """`make demo-cluster`'s main job as its README line runs it (scripts/demo.sh, the profile chosen by
+    `DEMO_PROFILE`, which it exports as `VENICE_PROFILE`), at 200k records, on the platform `venice --profile
+    cluster up` started: the tasks run on the Celery workers, the Spark job on the standalone master's workers, the
+    topics have three replicas (two in sync), every region serves it all and the demo reads it back; `venice status`
+    lists every process of the profile healthy."""
+    user = {k: v for k, v in cluster.env.items() if k != ENV_PROFILE}
+    demo = subprocess.run(
+        ["scripts/demo.sh"],
+        cwd=REPO,
+        env={**user, "DEMO_PROFILE": "cluster", "DEMO_RECORDS": str(RECORDS)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    store, config = "demo_users", cluster.config
+    assert "version 1 of 'demo_users' is serving in every region" in demo.stdout, demo.stdout
+    for region in config.region_names:  # the demo's reads, a key of each end and the middle, in every region
+        assert len(re.findall(rf"^{region} user-\d{{9}}: {{", demo.stdout, re.M)) == 3, demo.stdout
+    assert_exact(cluster, store, expected_records(config.home / "demo-data" / f"users-{RECORDS}"))
     # `venice status`: every process of the profile healthy (Airflow's API server, scheduler and DAG processors on
     # one line, `airflow`; its triggerer and each Celery worker on one of their own).
     status = cluster.venice("status")

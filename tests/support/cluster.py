@@ -1,10 +1,9 @@
-"""The cluster profile (deploy/cluster.properties) in a sandbox: its own data dir and free loopback ports, every
-other setting as the profile has it."""
+"""What the cluster profile's tests (deploy/cluster.properties, `tests/cluster/`) share: its stores, pushes and
+exact reads, and where its engines ran the work."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.request
 from dataclasses import dataclass
@@ -15,25 +14,15 @@ import sqlalchemy
 
 from tests.support.airflow_runs import failed_attempts, wait_for_data_in_version_topic
 from tests.support.platform import SCHEMAS, PlatformEnv
-from tests.support.sandbox import write_cluster_config
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
-from venice_core.config import ENV_CONFIG, ENV_PROFILE
 from venice_core.controller import versions
 from venice_core.protocol.envelope import decode
 from venice_core.rollout.names import rollout_dag_id
 from venice_core.status import ExecutionStatus
 
-
-def make_cluster_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:
-    properties = write_cluster_config(home, extra)
-    env = {**os.environ, ENV_CONFIG: str(properties)}
-    env.pop("VENICE_HOME", None)
-    env.pop(ENV_PROFILE, None)
-    return PlatformEnv(home=home, properties=properties, env=env)
-
-
 PARTITIONS = 4
+RECORDS = 200_000  # a push of the cluster tests (and `make demo-cluster`'s, in them)
 
 
 def create_store(env: PlatformEnv, name: str, hybrid: bool = False) -> str:
