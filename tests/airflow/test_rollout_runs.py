@@ -525,84 +525,97 @@ def test_hundreds_of_stores_each_have_their_dags_and_follow_creates_updates_and_
             stores.delete_store(env.meta, env.config, name, topics=InMemoryTopics())
 
 
-def test_what_operators_do_to_rollout_runs_in_airflow_keeps_every_store_consistent(
-    airflow_env: PlatformEnv, tmp_path: Path
-) -> None:
-    """What people who run Airflow do to a rollout run without `venice`, through Airflow's REST API (the UI's calls),
-    with version 1 written directly and a hook holding dc-1's swap (WAIT) until the end:
+def _held_at_dc1(env: PlatformEnv, store: str, data: Path) -> tuple[subprocess.Popen[str], str]:
+    """`venice push` of `data` through Airflow, held at dc-1's pre swap (the store's hook answers WAIT there): the push,
+    and its run."""
+    push = env.venice_background("push", store, "--input", str(data))
+    run_id = read_line(push, "triggered ").split()[-1]
+    wait_for_step(env, store, "dc_1.pre_swap", "up_for_reschedule", push)
+    return push, run_id
 
-    - a run marked failed while `venice push` follows it (held at dc-1's pre swap): the push stops at once with one
-      line saying so, the version is over where it got to (dc-0 keeps it), and the store takes the next push;
-    - the next run marked success by hand at the same place: the same, said as such (no "serving everywhere");
-    - `venice rollout abort --rollback` on the run after that: every region goes back at once, and the run ends
-      taking dc-1's pre swap rollback way, shown in the grid; a run queued behind it, which an operator deletes, is
-      said deleted by the push that follows it;
-    - the first run cleared long after it ended, and a swap step of the rolled-back run cleared: neither pushes or
-      swaps anything again (no older version over a newer one), each saying why;
-    - the DAG paused: `venice push` names it at once and triggers nothing;
-    - the trigger form with a wrong param is refused by Airflow, and one with a conf nothing reads fails at its first
-      step, creating nothing."""
-    env = airflow_env
-    store = env.create_user_store("afops")
-    operator = Operator(env, store)
-    v1 = expected_records(generate(tmp_path / "v1", 40, files=1))
-    env.push(store, RecordsJob(v1))  # v1, directly
+
+def _store_held_at_dc1(env: PlatformEnv, prefix: str, tmp_path: Path) -> str:
+    """A store whose version 1 is written directly, and whose hook answers WAIT at dc-1's pre swap from then on."""
+    store = env.create_user_store(prefix)
+    env.push(store, RecordsJob(expected_records(generate(tmp_path / "v1", 40, files=1))))
     env.cli("store", "update", store, "--hook-config", "answer.pre_store_version_swap.dc-1=WAIT", check=True)
+    return store
 
-    def held_at_dc1(version: int, name: str) -> tuple[subprocess.Popen[str], str]:
-        push = env.venice_background("push", store, "--input", str(generate(tmp_path / name, 40, files=1)))
-        run_id = read_line(push, "triggered ").split()[-1]
-        wait_for_step(env, store, "dc_1.pre_swap", "up_for_reschedule", push)
+
+def test_a_run_marked_failed_or_success_by_hand_ends_its_push_at_once(airflow_env: PlatformEnv, tmp_path: Path) -> None:
+    """An operator marks a rollout run failed through Airflow's REST API (the UI's call) while `venice push` follows
+    it, held at dc-1's pre swap: the push stops at once with one line saying what the operator did, the version is
+    over where it got to (dc-0 keeps it) and the store takes the next push, whose run an operator marks success by
+    hand at the same place: said as such, not taken for a rollout that went everywhere."""
+    env = airflow_env
+    store = _store_held_at_dc1(env, "afmark", tmp_path)
+    operator = Operator(env, store)
+    for version, state in ((2, "failed"), (3, "success")):
+        push, run_id = _held_at_dc1(env, store, generate(tmp_path / f"v{version}", 40, files=1))
         assert env.serving(store)["dc-0"] == version
-        return push, run_id
-
-    # Marked failed, then marked success, by hand.
-    ended_by_hand: list[str] = []
-    for version, state, status in ((2, "failed", "PARTIALLY_ONLINE"), (3, "success", "PARTIALLY_ONLINE")):
-        push, run_id = held_at_dc1(version, f"v{version}")
-        ended_by_hand.append(run_id)
         operator.mark(run_id, state)
         out, err = push.communicate(timeout=120)
         assert push.returncode == 3, out + err
         said = rf"rollout run {re.escape(run_id)} was marked {state} in Airflow by an operator"
-        assert re.fullmatch(rf"error: {said}.*; version {version} is {status}\n", err), err
+        assert re.fullmatch(rf"error: {said}.*; version {version} is PARTIALLY_ONLINE\n", err), err
         assert env.serving(store) == {"dc-0": version, "dc-1": 1, "dc-2": 1}
-    failed_run = ended_by_hand[0]
+        assert versions.version_in_flight(env.meta, store) is None
 
-    # `venice rollout abort --rollback`; a run queued behind it deleted by an operator.
-    push, run_id = held_at_dc1(4, "v4")
-    queued = env.venice_background("push", store, "--input", str(generate(tmp_path / "v5", 40, files=1)))
+
+def test_an_abort_a_deleted_run_and_clears_long_after_keep_the_store_consistent(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """`venice rollout abort --rollback` on a run held at dc-1's pre swap: every region goes back at once and the run
+    ends taking dc-1's pre swap rollback way, shown in the grid; a run queued behind it, which an operator deletes,
+    is said deleted by the push that follows it. Then, long after, an operator clears the rolled-back run's dc-0 swap,
+    then the whole run: neither swaps or pushes anything again (no older version over a newer one), each saying
+    why."""
+    env = airflow_env
+    store = _store_held_at_dc1(env, "afabort", tmp_path)
+    operator = Operator(env, store)
+    push, run_id = _held_at_dc1(env, store, generate(tmp_path / "v2", 40, files=1))
+    queued = env.venice_background("push", store, "--input", str(generate(tmp_path / "v3", 40, files=1)))
     queued_run = read_line(queued, "triggered ").split()[-1]
     operator.delete(queued_run)
     out, err = queued.communicate(timeout=120)
     assert (queued.returncode, err) == (3, f"error: rollout run {queued_run} was deleted in Airflow by an operator\n")
     aborted = env.venice("rollout", "abort", store, "--rollback", timeout=300)
     assert aborted.returncode == 0, aborted.stdout + aborted.stderr
-    assert f"version 4 is ROLLED_BACK\nrun {run_id} ended at dc_1.pre_swap_rollback\n" in aborted.stdout
-    assert env.serving(store) == {"dc-0": 3, "dc-1": 1, "dc-2": 1}  # dc-0 back to what it served before
+    assert f"version 2 is ROLLED_BACK\nrun {run_id} ended at dc_1.pre_swap_rollback\n" in aborted.stdout
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     out, err = push.communicate(timeout=120)
     assert push.returncode == 3 and "rolled back by an operator" in err and "dc_1.pre_swap_rollback" in err, err
 
-    # Cleared long after: the whole failed run, and the rolled-back run's dc-0 swap.
-    operator.clear_run(failed_run)
-    assert operator.ended(failed_run) == "failed"
-    assert operator.task_state(failed_run, "start_of_push_job") == "failed"
-    assert "was cleared in Airflow: a rollout run pushes once" in str(operator.failure(failed_run, "start_of_push_job"))
     operator.clear_task(run_id, "dc_0.server_swap")
     assert operator.ended(run_id) == "failed"
-    why = str(operator.failure(run_id, "dc_0.server_swap"))
-    assert why == (
-        "the push is over (version 4 is ROLLED_BACK): a step cleared afterwards does not run again; to push again, "
+    assert operator.failure(run_id, "dc_0.server_swap") == (
+        "the push is over (version 2 is ROLLED_BACK): a step cleared afterwards does not run again; to push again, "
         "trigger a new run"
     )
-    assert env.serving(store) == {"dc-0": 3, "dc-1": 1, "dc-2": 1}
+    operator.clear_run(run_id)
+    assert operator.ended(run_id) == "failed"
+    assert operator.task_state(run_id, "start_of_push_job") == "failed"
+    assert "was cleared in Airflow: a rollout run pushes once" in str(operator.failure(run_id, "start_of_push_job"))
+    assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     assert versions.version_in_flight(env.meta, store) is None
+    assert stores.describe_store(env.meta, store).largest_used_version == 2
 
-    # A paused DAG, named at once.
+
+def test_a_paused_dag_is_named_and_a_wrong_trigger_form_creates_nothing(
+    airflow_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """The store's DAG paused: `venice push` names it at once and triggers nothing. The trigger form (Airflow's REST
+    API, as the UI posts it) with a wrong param is refused by Airflow; one with a conf nothing reads fails at its
+    first step, creating nothing."""
+    env = airflow_env
+    store = env.create_user_store("afpause")
+    operator = Operator(env, store)
+    data = generate(tmp_path / "in", 20, files=1)
+    wait_for("Airflow to have the store's DAG", lambda: operator.api.has_dag(operator.dag), timeout=120, interval=1)
     runs = operator.runs()
     operator.pause(True)
     try:
-        paused = env.venice("push", store, "--input", str(generate(tmp_path / "v6", 40, files=1)))
+        paused = env.venice("push", store, "--input", str(data))
     finally:
         operator.pause(False)
     assert paused.returncode != 0 and paused.stderr == (
@@ -611,14 +624,12 @@ def test_what_operators_do_to_rollout_runs_in_airflow_keeps_every_store_consiste
     )
     assert operator.runs() == runs
 
-    # The trigger form with a wrong param: refused by Airflow, or at the run's first step; nothing created.
     with pytest.raises(AirflowRefused) as refused:
         operator.trigger({"source": "ftp"})
     assert refused.value.status == 400 and "ftp" in str(refused.value)
-    bad = operator.trigger({"input": str(tmp_path / "v6"), "conf": {"allow.duplicat.key": "true"}})
+    bad = operator.trigger({"input": str(data), "conf": {"allow.duplicat.key": "true"}})
     assert operator.ended(bad) == "failed"
     assert operator.failure(bad, "start_of_push_job") == (
         "unknown push conf 'allow.duplicat.key' (did you mean 'allow.duplicate.key'?)"
     )
-    assert stores.describe_store(env.meta, store).largest_used_version == 4
-    assert env.serving(store) == {"dc-0": 3, "dc-1": 1, "dc-2": 1}
+    assert stores.describe_store(env.meta, store).largest_used_version == 0

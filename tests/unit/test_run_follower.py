@@ -22,8 +22,16 @@ from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.orchestration.airflow import rollouts
-from venice_core.orchestration.airflow.rollouts import PlainView, RolloutFailed, RunFollower, RunInFlight
-from venice_core.rollout.names import push_job_id
+from venice_core.orchestration.airflow.api import AirflowRefused
+from venice_core.orchestration.airflow.rollouts import (
+    DagPaused,
+    PlainView,
+    RolloutFailed,
+    RunDeleted,
+    RunFollower,
+    RunInFlight,
+)
+from venice_core.rollout.names import ended_in_airflow, push_job_id
 from venice_core.status import ExecutionStatus
 
 RUN = "manual__2026-11-22T10:00:00"
@@ -65,6 +73,11 @@ class ScriptedAirflow:
         self.polls, self.in_flight, self.triggered = polls, in_flight or [], []
         self.failures = failures or {}
         self.index = -1
+        self.paused = False  # the DAG, as an operator may pause it
+        self.deleted = False  # the run, as an operator may delete it
+
+    def dag_paused(self, dag_id: str) -> bool:
+        return self.paused
 
     def has_dag(self, dag_id: str) -> bool:
         return True
@@ -81,6 +94,8 @@ class ScriptedAirflow:
         return RUN
 
     def run_state(self, dag_id: str, run_id: str) -> str:
+        if self.deleted:
+            raise AirflowRefused(f"Airflow answered 404 to GET .../dagRuns/{run_id}", 404)
         self.index = min(self.index + 1, len(self.polls) - 1)
         return self.polls[self.index][0]
 
@@ -319,6 +334,34 @@ def test_no_queue_refuses_in_one_line_and_triggers_nothing(
     assert api.triggered == [] and result.stdout == ""
     with pytest.raises(RunInFlight):  # the same refusal where the push is called directly
         rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, queue=False, api=api)
+
+
+def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, store: str) -> None:
+    """A paused DAG is named before anything is triggered, and a followed run whose DAG is paused meanwhile says
+    where it holds; a deleted run is said deleted; a run marked success by hand is not taken for a success."""
+    api = ScriptedAirflow([("running", [])])
+    api.paused = True
+    with pytest.raises(DagPaused, match=rf"^the DAG venice_push__{store} is paused in Airflow: nothing was triggered"):
+        rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+    assert api.triggered == []
+    api.paused = False
+    follower = RunFollower(api, env.meta, store, RUN, PlainView(lambda _line: None))
+    assert follower.poll() == "running"
+    api.paused = True
+    with pytest.raises(DagPaused, match=rf"paused in Airflow: run {RUN} holds until it is unpaused; unpause it"):
+        follower.poll()
+    api.paused, api.deleted = False, True
+    with pytest.raises(RunDeleted) as deleted:
+        follower.poll()
+    assert str(deleted.value) == f"rollout run {RUN} was deleted in Airflow by an operator"
+    created = versions.create_version(env.meta, env.config, store, push_job_id(store, RUN), topics=InMemoryTopics())
+    versions.stop_push(env.meta, store, created.number, ended_in_airflow(RUN, "marked success"))
+    api = ScriptedAirflow([("success", [ti("dc_1.pre_swap", "success", 1, 2)])])
+    with pytest.raises(RolloutFailed) as not_rolled_out:
+        rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+    assert str(not_rolled_out.value) == (
+        f"rollout run {RUN} was marked success in Airflow by an operator before its rollout ended; version 1 is KILLED"
+    )
 
 
 def test_the_live_view_draws_steps_and_progress_in_a_terminal(env: PlatformEnv, store: str) -> None:

@@ -330,13 +330,27 @@ class RunFollower:
         self.ingested = False
 
     def poll(self) -> str:
-        # The run's state first: a run seen finished has its task instances final in the call after.
+        """One look at the run: what changed since the last, shown; its state. An operator's hand is said as such:
+        the run deleted (`RunDeleted`), its DAG paused (`DagPaused`)."""
         try:
-            state = self.api.run_state(self.dag, self.run_id)
+            return self._poll()
         except AirflowRefused as exc:
-            if exc.status == 404:
+            if exc.status == 404 and not self._run_exists():  # deleted between two calls, or before the first
                 raise RunDeleted(f"rollout run {self.run_id} was deleted {ENDED_IN_AIRFLOW}") from None
             raise
+
+    def _run_exists(self) -> bool:
+        try:
+            self.api.run_state(self.dag, self.run_id)
+        except AirflowRefused as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _poll(self) -> str:
+        # The run's state first: a run seen finished has its task instances final in the call after.
+        state = self.api.run_state(self.dag, self.run_id)
         if state in (S.QUEUED, S.RUNNING) and self.api.dag_paused(self.dag):
             holding = sorted(t for t, s in self.seen.items() if s not in TERMINAL)
             at = f" at {', '.join(holding)}" if holding else ""
