@@ -542,6 +542,7 @@ def _store_held_at_dc1(env: PlatformEnv, prefix: str, tmp_path: Path) -> str:
     return store
 
 
+@pytest.mark.timeout(1200)  # two rollouts held at dc-1: minutes each beside the rest of the suite
 def test_a_run_marked_failed_or_success_by_hand_ends_its_push_at_once(airflow_env: PlatformEnv, tmp_path: Path) -> None:
     """An operator marks a rollout run failed through Airflow's REST API (the UI's call) while `venice push` follows
     it, held at dc-1's pre swap: the push stops at once with one line saying what the operator did, the version is

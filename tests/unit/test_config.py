@@ -165,9 +165,10 @@ def test_a_profile_reaches_every_process_the_platform_starts_as_one_choice(
     alone, so it loads the same config even where it imports the project from elsewhere: a Spark job's driver on a
     Celery worker imports `venice_core` from the job's zip (`--py-files`), where the profile's own path differs (it
     refused to start, naming both the file and the profile, before)."""
-    monkeypatch.delenv(ENV_CONFIG, raising=False)
+    for name in (ENV_CONFIG, ENV_PROFILE):  # (set, then removed: monkeypatch restores them as they were)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     if chosen_by == "flag":
-        monkeypatch.delenv(ENV_PROFILE, raising=False)
         use_profile("cluster")  # what `venice --profile cluster` does in the CLI's process
     else:
         monkeypatch.setenv(ENV_PROFILE, "cluster")
