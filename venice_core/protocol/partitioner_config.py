@@ -9,12 +9,12 @@ goes on."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from venice_core.class_paths import import_class
 from venice_core.config import PARTITIONER_CLASSES
 from venice_core.errors import ConfigError
 from venice_core.protocol.partitioner import (
@@ -59,13 +59,7 @@ class PartitionerConfig:
 
 
 def _load_class(class_path: str) -> PartitionerClass:
-    module_name, _, class_name = class_path.rpartition(".")
-    if not module_name:
-        raise ConfigError(f"partitioner class '{class_path}' is not a module.Class path")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load partitioner class '{class_path}': {exc}") from None
+    cls = import_class(class_path, "partitioner")
     if not (isinstance(cls, type) and callable(getattr(cls, "partition", None))):
         raise ConfigError(
             f"'{class_path}' is not a partitioner class: it has no partition(serialized_key, partition_count)"

@@ -22,7 +22,7 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
 
     serialize_key, value_schema = serde.serializer(serde.parse(spec.key_schema)), serde.parse(spec.value_schema)
     key_field, value_field, partitions = spec.key_field, spec.value_field, spec.writer.partitions
-    partition_for = spec.writer.partitioner.partition
+    partition_of = spec.writer.partitioner.partition
     for batch in batches:
         out_partitions, out_keys, out_values = [], [], []
         for row in batch.to_pylist():
@@ -38,7 +38,7 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
                 raise PushJobError(
                     f"value of key {key!r} does not match value schema {spec.schema_id}: {exc}"
                 ) from None
-            out_partitions.append(partition_for(key_bytes, partitions))
+            out_partitions.append(partition_of(key_bytes, partitions))
             out_keys.append(key_bytes)
             out_values.append(value_bytes)
         if out_partitions and not 0 <= min(out_partitions) <= max(out_partitions) < partitions:

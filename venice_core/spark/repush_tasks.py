@@ -99,7 +99,7 @@ def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any
     new version's partition for its key; combined per key first when the combiner is on."""
     import pyarrow as pa
 
-    partitions, combiner, partition_for = spec.writer.partitions, spec.combiner, spec.writer.partitioner.partition
+    partitions, combiner, partition_of = spec.writer.partitions, spec.combiner, spec.writer.partitioner.partition
     names = ["partition", "key", "offset", "kind", "schema_id", "timestamp", "value", "chunk"]
     types = [pa.int32(), pa.binary(), pa.int64(), pa.int32(), pa.int32(), pa.int64(), pa.binary(), pa.binary()]
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
@@ -118,7 +118,7 @@ def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any
             if decoded is None:
                 continue  # control messages: the new version has its own
             key, kind, schema_id, timestamp, value, chunk_key = decoded
-            row = (partition_for(key, partitions), key, offset, kind, schema_id, timestamp, value, chunk_key)
+            row = (partition_of(key, partitions), key, offset, kind, schema_id, timestamp, value, chunk_key)
             if combiner:
                 by_key.setdefault(key, []).append(row)
             else:
@@ -290,8 +290,8 @@ def _copy_plain(
     its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
     the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
     partitions, topic, partitioner = spec.writer.partitions, spec.source_topic, spec.writer.partitioner
-    partition_for = partitioner.partition
-    misplaced = [key for key, _, _ in messages if partition_for(key[1:], partitions) != partition]
+    partition_of = partitioner.partition
+    misplaced = [key for key, _, _ in messages if partition_of(key[1:], partitions) != partition]
     if misplaced:
         _check_partition(misplaced[0][1:], partition, partitions, topic, partitioner)
     stamp_at, header_size, prefix_size = _TIMESTAMP_AT, HEADER.size, DATA_PREFIX.size
