@@ -93,7 +93,7 @@ def resolve_target(
                 row.partition_count,
                 key_schema,
                 tuple((s.schema_id, json.loads(s.schema)) for s in value_schemas(session, store)),
-                load_partitioner(row.partitioner, key_schema, config.partitioner_classes),
+                load_partitioner(row.partitioner, key_schema, config.partitioner_classes, f"store '{store}'"),
             )
     finally:
         if own_meta:

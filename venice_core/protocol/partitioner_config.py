@@ -68,11 +68,21 @@ def _load_class(class_path: str) -> PartitionerClass:
 
 
 def load_partitioner(
-    config: PartitionerConfig, key_schema: AvroSchemaJson, allowed: Collection[str]
+    config: PartitionerConfig, key_schema: AvroSchemaJson, allowed: Collection[str], what: str = ""
 ) -> VenicePartitioner:
     """The partitioner `config` names, built from its params and the key schema (its decoded JSON). Refused, with one
-    ConfigError: a class neither the default nor in `allowed` (PartitionerNotAllowed, before anything is imported), one
-    that cannot be loaded, params the class refuses."""
+    ConfigError (its message after `what: `, where the caller names the store or version it loads for): a class
+    neither the default nor in `allowed` (PartitionerNotAllowed, before anything is imported), one that cannot be
+    loaded, params the class refuses."""
+    try:
+        return _load(config, key_schema, allowed)
+    except ConfigError as exc:
+        if not what:
+            raise
+        raise type(exc)(f"{what}: {exc}") from None
+
+
+def _load(config: PartitionerConfig, key_schema: AvroSchemaJson, allowed: Collection[str]) -> VenicePartitioner:
     if config.class_path == DEFAULT_PARTITIONER_CLASS and not config.params:
         return DEFAULT_PARTITIONER
     if config.class_path != DEFAULT_PARTITIONER_CLASS and config.class_path not in allowed:
@@ -106,11 +116,9 @@ class VersionPartitioner:
     def loaded(self) -> VenicePartitioner:
         loaded = self._loaded
         if loaded is None:
-            try:
-                loaded = load_partitioner(self.config, json.loads(self._key_schema), self._allowed)
-            except ConfigError as exc:
-                raise type(exc)(f"{self._what}: {exc}") from None
-            self._loaded = loaded
+            loaded = self._loaded = load_partitioner(
+                self.config, json.loads(self._key_schema), self._allowed, self._what
+            )
         return loaded
 
     def partition(self, serialized_key: bytes, partition_count: int) -> int:

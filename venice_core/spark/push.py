@@ -113,7 +113,8 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
             meta, config, info, value_struct, single_value, args.value_field, args.push_job_id
         )
         partitions = version.partition_count
-        partitioner = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes)
+        what = f"store '{args.store}' version {args.version}"
+        partitioner = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes, what)
         spec = PushTaskSpec(
             writer=writer_spec(spark, args, partitions, version.compression, partitioner),
             schema_id=schema_id,

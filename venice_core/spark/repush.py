@@ -67,7 +67,8 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     target = _version(info, args.version)
     source = _version(info, args.source_version)
     partitions = target.partition_count
-    partitioner = load_partitioner(target.partitioner, info.key_schema, config.partitioner_classes)
+    what = f"store '{args.store}' version {args.version}"
+    partitioner = load_partitioner(target.partitioner, info.key_schema, config.partitioner_classes, what)
     spec = RepushTaskSpec(
         # The writer's own compression is none: values arrive compressed for the new version already.
         writer=push_job.writer_spec(spark, args, partitions, CompressionStrategy.NO_OP, partitioner),
