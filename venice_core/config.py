@@ -97,6 +97,9 @@ HOOKS_FAILURE_POLICY = "venice.store.lifecycle.hooks.failure.policy"
 # manual approval pending for days). An operator who wants a limit sets it here or in a store's hook configs.
 HOOKS_WAIT_MAX_SECONDS = "venice.store.lifecycle.hooks.wait.max.seconds"
 HOOKS_CONFIGS_PREFIX = "venice.store.lifecycle.hooks.configs."
+# The partitioner classes a store may name (`partitioner.class`), besides the default (MD5), which is always allowed:
+# loaded from this list only, never from a store's data (`protocol.partitioner_config`).
+PARTITIONER_CLASSES = "venice.partitioner.classes"
 
 DEFAULTS: Mapping[str, str] = MappingProxyType(
     {
@@ -144,6 +147,7 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         HOOKS_WAIT_INTERVAL_SECONDS: "60",
         HOOKS_FAILURE_POLICY: "PROCEED",
         HOOKS_WAIT_MAX_SECONDS: "",
+        PARTITIONER_CLASSES: "venice_core.protocol.partitioner.KeyFieldVenicePartitioner",
     }
 )
 _COMPUTED_KEYS = frozenset(
@@ -268,6 +272,9 @@ class ClusterConfig:
     airflow_triggerer: bool = False
     redis: EmbeddedServerConfig = field(default_factory=EmbeddedServerConfig)
     postgres: EmbeddedServerConfig = field(default_factory=EmbeddedServerConfig)
+    partitioner_classes: tuple[
+        str, ...
+    ] = ()  # `venice.partitioner.classes` (the default partitioner is always allowed)
 
     @property
     def spark_standalone_master(self) -> tuple[str, int] | None:
@@ -551,6 +558,13 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
             f"{settings[SPARK_STANDALONE_WORKERS].where}: a standalone cluster needs {SPARK_MASTER} as "
             f"spark://host:port (its master's address), got {spark_master!r}"
         )
+    partitioner_classes = tuple(p.strip() for p in settings[PARTITIONER_CLASSES].value.split(",") if p.strip())
+    for class_path in partitioner_classes:
+        if not re.fullmatch(r"[A-Za-z_][\w.]*\.[A-Za-z_]\w*", class_path):
+            raise ConfigError(
+                f"{settings[PARTITIONER_CLASSES].where}: {PARTITIONER_CLASSES} names '{class_path}', "
+                "not a module.Class path"
+            )
     return ClusterConfig(
         cluster_name=settings[CLUSTER_NAME].value,
         home=home,
@@ -587,6 +601,7 @@ def build_config(file_settings: Mapping[str, _Setting], source: str, env_home: s
         airflow_triggerer=_bool(settings, AIRFLOW_TRIGGERER_ENABLED),
         redis=redis,
         postgres=postgres,
+        partitioner_classes=partitioner_classes,
     )
 
 

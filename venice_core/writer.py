@@ -10,7 +10,9 @@ version's business, applied by whoever writes a version topic.
 
 The protocol is `pubsub.writer.VersionTopicWriter`'s, on the real-time topic: one producer GUID per writer, a DIV
 segment per partition, started on the partition's first write and ended (END_OF_SEGMENT with its checksum) by
-`close`; values past the chunk size are chunked. Given the same GUID and the same calls with the same
+`close`; values past the chunk size are chunked. Keys are partitioned by the store's partitioner, which a hybrid store
+keeps (`controller.stores`): the partitioner of every version that ingests the real-time topic, whose partition p
+version partition p reads. Given the same GUID and the same calls with the same
 timestamps, a writer sends byte-identical messages (segments numbered from 0, control messages stamped with the
 timestamps of the records around them, not the clock), so a replay under a deterministic GUID
 (`protocol.div.deterministic_guid`) is skipped by ingestion as duplicates.
@@ -35,10 +37,11 @@ from fastavro.schema import SchemaParseException
 from fastavro.validation import ValidationError, validate
 
 from venice_core.config import ClusterConfig, load_config
-from venice_core.errors import ComponentError, InvalidRecord, NotHybridStore, VeniceError
+from venice_core.errors import ComponentError, ConfigError, InvalidRecord, NotHybridStore, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import now_ms
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
+from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 
@@ -59,6 +62,7 @@ class WriterTarget:
     partition_count: int
     key_schema: Any  # the decoded JSON of the Avro schema
     value_schemas: tuple[tuple[int, Any], ...]  # (schema id, decoded JSON), by id
+    partitioner: VenicePartitioner = DEFAULT_PARTITIONER  # the store's (that of the versions reading the topic)
 
 
 def resolve_target(
@@ -80,14 +84,16 @@ def resolve_target(
             row = get_store(session, store)
             if row.hybrid is None:
                 raise NotHybridStore(store)
+            key_schema = json.loads(row.key_schema)
             return WriterTarget(
                 store,
                 region_config.name,
                 region_config.kafka_bootstrap,
                 region_config.real_time_topic(store),
                 row.partition_count,
-                json.loads(row.key_schema),
+                key_schema,
                 tuple((s.schema_id, json.loads(s.schema)) for s in value_schemas(session, store)),
+                load_partitioner(row.partitioner, key_schema, config.partitioner_classes, f"store '{store}'"),
             )
     finally:
         if own_meta:
@@ -191,7 +197,10 @@ class OnlineWriter:
     def _partition(self, key_bytes: bytes, timestamp: int) -> int:
         if self._closed:
             raise VeniceError(f"the writer to {self.target.topic} is closed")
-        partition = partition_for(key_bytes, self.target.partition_count)
+        count = self.target.partition_count
+        partition = self.target.partitioner.partition(key_bytes, count)
+        if not 0 <= partition < count:
+            raise ConfigError(f"the partitioner of '{self.target.store}' gave partition {partition} of {count}")
         if partition not in self._last_timestamp:
             self._writer.start_segment(partition, timestamp)
         self._last_timestamp[partition] = timestamp

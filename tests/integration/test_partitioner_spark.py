@@ -4,12 +4,15 @@ in tests/unit/test_protocol.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.partitioners import LastBytePartitioner
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner import partition_for
 from venice_core.spark.push_tasks import serialize_batches
 from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
 
@@ -153,3 +156,17 @@ def test_schemas_spark_cannot_write_exactly_go_to_python_and_a_null_is_refused_b
     assert (
         failure_reason(caught.value) == "value of key 'bad' does not match value schema 3: field 'a' is null, not int"
     )
+
+
+def test_a_version_on_another_partitioner_is_partitioned_by_it_in_python_on_the_executors(spark: Any) -> None:
+    """The JVM's `venice_partition` is MD5's: a version pinned to another partitioner skips it, and the executors
+    partition with the version's own (here a class of the tests', unpickled on them by its name)."""
+    from venice_core.spark.avro_columns import jvm_serialized
+
+    spec = _spec("string", "int", 5, single_value=True)
+    spec = replace(spec, writer=replace(spec.writer, partitioner=LastBytePartitioner({}, "string")))
+    df = spark.createDataFrame([(f"key-{n}", n) for n in range(40)], "k string, v int")
+    assert jvm_serialized(df, spec, ["v"]) is None
+    rows = _python_rows(df, spec, ["v"])
+    assert [partition for partition, _, _ in rows] == [key[-1] % 5 for _, key, _ in rows]
+    assert any(partition != partition_for(key, 5) for partition, key, _ in rows)  # not MD5's partitions

@@ -14,7 +14,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout.local import PushFailed
 from venice_core.spark import push, repush, repush_config
@@ -54,10 +54,11 @@ class InProcessSparkJob:
 
 
 class RecordsJob:
-    """Writes `records` (key -> value, as Python values of the store's schemas) to the version topic with the
-    protocol writer, each partition sorted by key bytes as the Spark job writes it. `input_path` is ignored."""
+    """Writes `records` (key -> value, as Python values of the store's schemas; or (key, value) pairs, for keys that
+    are records) to the version topic with the protocol writer, partitioned by the version's partitioner, each
+    partition sorted by key bytes as the Spark job writes it. `input_path` is ignored."""
 
-    def __init__(self, records: dict[Any, Any]) -> None:
+    def __init__(self, records: dict[Any, Any] | list[tuple[Any, Any]]) -> None:
         self.records = records
 
     def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
@@ -72,9 +73,10 @@ class RecordsJob:
         schema = info.value_schemas[-1]
         key_schema, value_schema = serde.parse(info.key_schema), serde.parse(schema.schema)
         partitions = version.partition_count
+        partition_for = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes).partition
         compress = compressor(version.compression)
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
-        for key, value in self.records.items():
+        for key, value in self.records.items() if isinstance(self.records, dict) else self.records:
             key_bytes = serde.serialize(key_schema, key)
             by_partition[partition_for(key_bytes, partitions)].append((key_bytes, serde.serialize(value_schema, value)))
         source = config.region(config.source_region)

@@ -17,6 +17,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.protocol.partitioner_config import PartitionerConfig, VersionPartitioner
 from venice_core.server.region_server import HostedPartition, HostedVersion, RegionServer
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
@@ -49,7 +50,8 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     no_op = decompressor(CompressionStrategy.NO_OP)
     task = PartitionIngestionTask("127.0.0.1:9", "unused", 0, storage, lambda *_: None, "unused")
     task.completed = True  # what a task that ingested the version through END_OF_PUSH says
-    hosted = HostedVersion(store, 1, 1, no_op, None, 1)
+    default = VersionPartitioner(PartitionerConfig(), key_text, (), f"store '{store}' version 1")
+    hosted = HostedVersion(store, 1, 1, no_op, None, 1, default)
     hosted.partitions[0] = HostedPartition(storage, task, threading.Thread(), threading.Event())
     region.hosted[(store, 1)] = hosted
     region.current = {store: 1}

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from venice_core.errors import InvalidRecord
 from venice_core.protocol import chunking, serde
 from venice_core.protocol.div import DataIntegrityError, SegmentState, Validator, deterministic_guid
 from venice_core.protocol.envelope import (
@@ -17,7 +18,7 @@ from venice_core.protocol.envelope import (
     encode_delete,
     encode_put,
 )
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import KeyFieldVenicePartitioner, partition_for
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
@@ -27,6 +28,41 @@ def test_partitioner_vector(case: dict) -> None:
     serialized = serde.serialize(serde.parse(case["key_schema"]), case["key"])
     assert serialized.hex() == case["serialized_hex"]
     assert partition_for(serialized, case["partition_count"]) == case["partition"]
+
+
+FIELD_TYPES = {
+    "s": "string",
+    "l": "long",
+    "b": "bytes",
+    "t": {"type": "long", "logicalType": "timestamp-millis"},
+    "d": "double",
+    "e": {"type": "enum", "name": "E", "symbols": ["A", "B"]},  # no primitive: fastavro finds the field's bytes
+    "r": "E",
+}
+
+
+def test_key_field_partitioner_partitions_as_the_default_does_a_store_keyed_by_the_field() -> None:
+    key_schema = {"type": "record", "name": "K", "fields": [{"name": n, "type": t} for n, t in FIELD_TYPES.items()]}
+    keys = [
+        {
+            "s": "é" * n,
+            "l": (-1) ** n * 7 ** (n % 22),
+            "b": bytes(n * 9),
+            "t": 2**n,
+            "d": n / 3,
+            "e": "A",
+            "r": "AB"[n % 2],
+        }
+        for n in range(40)
+    ]
+    for name, field_type in FIELD_TYPES.items():
+        partitioner = KeyFieldVenicePartitioner({"key.field": name}, key_schema)
+        field_schema = serde.parse(FIELD_TYPES["e"] if name == "r" else field_type)
+        for key in keys:
+            serialized = serde.serialize(serde.parse(key_schema), key)
+            assert partitioner.partition(serialized, 7) == partition_for(serde.serialize(field_schema, key[name]), 7)
+    with pytest.raises(InvalidRecord, match="do not fit the key schema"):
+        KeyFieldVenicePartitioner({"key.field": "d"}, key_schema).partition(serialized[:5], 7)
 
 
 def test_envelope_round_trip() -> None:

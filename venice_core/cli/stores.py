@@ -38,6 +38,15 @@ def _rollout(value: str | None) -> list[str] | None:
     return [r.strip() for r in value.split(",") if r.strip()] if value else None
 
 
+PARTITIONER_CLASS_HELP = (
+    "Partitioner class of the versions created from now on (partitioner.class): one of venice.partitioner.classes, "
+    "e.g. venice_core.protocol.partitioner.KeyFieldVenicePartitioner (default: DefaultVenicePartitioner, MD5)."
+)
+PARTITIONER_PARAM_HELP = (
+    "A partitioner param key=value (partitioner.params; repeat for more), e.g. key.field=member_id."
+)
+
+
 @store_app.command("create")
 def create(
     store: str = StoreArg,
@@ -57,6 +66,10 @@ def create(
         "--replication-factor",
         help="Replicas of every partition in each region (default: min(2, the region's instances)).",
     ),
+    partitioner_class: str = typer.Option(None, "--partitioner-class", metavar="CLASS", help=PARTITIONER_CLASS_HELP),
+    partitioner_param: list[str] = typer.Option(
+        [], "--partitioner-param", metavar="KEY=VALUE", help=PARTITIONER_PARAM_HELP
+    ),
 ) -> None:
     """Create a store with its key schema and first value schema."""
     stores.validate_store_name(store)
@@ -75,6 +88,8 @@ def create(
             auto_register_schemas=auto_register,
             versions_to_preserve=versions_to_preserve,
             replication_factor=replication_factor,
+            partitioner_class=partitioner_class,
+            partitioner_params=parse_key_values(partitioner_param, "--partitioner-param"),
         )
         _sync_dags(config, meta, store)
     typer.echo(f"created store '{store}' ({partitions} partitions, value schema 1)")
@@ -99,6 +114,8 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     settings = info.settings
     typer.echo(f"store:                {settings.name}")
     typer.echo(f"partitions:           {settings.partition_count}")
+    typer.echo(f"partitioner:          {settings.partitioner.class_path}")
+    typer.echo(f"partitioner params:   {json.dumps(dict(settings.partitioner.params))}")
     typer.echo(f"compression:          {settings.compression.name}")
     typer.echo(f"rollout order:        {', '.join(settings.rollout_order)}")
     typer.echo(f"auto-register:        {settings.auto_register_schemas}")
@@ -116,7 +133,8 @@ def show(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", he
     for version in info.versions:
         regions = ", ".join(f"{r}={s.status}" for r, s in sorted(version.regions.items()))
         hybrid = f"  (hybrid: {_hybrid_text(version.hybrid)})" if version.hybrid else ""
-        typer.echo(f"version {version.number}: {version.status}  {regions}{hybrid}")
+        partitioner = "" if version.partitioner.is_default else f"  (partitioner: {version.partitioner.describe()})"
+        typer.echo(f"version {version.number}: {version.status}  {regions}{hybrid}{partitioner}")
 
 
 def _calendar_text(schedule: Schedule) -> str:
@@ -233,13 +251,26 @@ def update(
     no_push_schedule: bool = typer.Option(
         False, "--no-push-schedule", help="Turn the scheduled push off (the DAG runs only when triggered again)."
     ),
+    partitioner_class: str = typer.Option(
+        None,
+        "--partitioner-class",
+        metavar="CLASS",
+        help=PARTITIONER_CLASS_HELP + " Its params are the --partitioner-param given (none without). A hybrid store "
+        "keeps its partitioner. A repush moves the store's data to it.",
+    ),
+    partitioner_param: list[str] = typer.Option(
+        [],
+        "--partitioner-param",
+        metavar="KEY=VALUE",
+        help=PARTITIONER_PARAM_HELP + " Without --partitioner-class: the class's params, all of them.",
+    ),
 ) -> None:
     """Change a store's settings (they apply to the versions pushed afterwards)."""
     settings: tuple[object, ...] = (partitions, compression, rollout_order, auto_register, versions_to_preserve)
-    settings = (*settings, replication_factor, rewind, lag)
+    settings = (*settings, replication_factor, rewind, lag, partitioner_class)
     repush = (repush_schedule, repush_ttl, repush_days, repush_hours, repush_timezone, repush_holidays)
     push = (push_schedule, push_input, push_days, push_hours, push_timezone, push_holidays)
-    switches = (hook_config, remove_hook_config, no_hybrid, no_repush_schedule, no_push_schedule)
+    switches = (hook_config, remove_hook_config, no_hybrid, no_repush_schedule, no_push_schedule, partitioner_param)
     if all(value is None for value in (*settings, *repush, *push)) and not any(switches):
         raise ConfigError(
             f"nothing to update in store '{store}': give a setting to change (venice store update --help)"
@@ -272,6 +303,10 @@ def update(
             push_input=push_input,
             push_calendar=push_calendar,
             push=False if no_push_schedule else None,
+            partitioner_class=partitioner_class,
+            partitioner_params=parse_key_values(partitioner_param, "--partitioner-param")
+            if partitioner_param
+            else None,
         )
         _sync_dags(config, meta, store)  # its rollout order or schedules shape its DAGs
     for warning in warnings:

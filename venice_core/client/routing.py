@@ -25,7 +25,8 @@ from typing import Any
 
 from venice_core.client.wire import Address
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
+from venice_core.protocol.partitioner_config import PartitionerConfig
 
 TABLE_MAX_AGE_SECONDS = 30.0
 REFRESH_MIN_INTERVAL_SECONDS = 0.05
@@ -46,7 +47,8 @@ def format_address(address: Address) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RoutingTable:
-    """A store's current version in a region and each partition's ready replicas (index: partition number)."""
+    """A store's current version in a region and each partition's ready replicas (index: partition number), and the
+    version's partitioner."""
 
     store: str
     region: str
@@ -54,26 +56,36 @@ class RoutingTable:
     partition_count: int
     replicas: tuple[tuple[Address, ...], ...]
     fetched_at: float
+    partitioner: VenicePartitioner = DEFAULT_PARTITIONER
     version_text: str = field(init=False)  # the version as `X-Venice-Version` carries it: compared as text
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "version_text", str(self.version))
 
     @classmethod
-    def from_json(cls, doc: Any, fetched_at: float) -> RoutingTable:
-        """The `/routing/<store>` answer; ValueError if it is not one."""
+    def from_json(
+        cls,
+        doc: Any,
+        fetched_at: float,
+        load_partitioner: Callable[[PartitionerConfig, int], VenicePartitioner],
+    ) -> RoutingTable:
+        """The `/routing/<store>` answer; ValueError if it is not one. `load_partitioner` builds the version's
+        partitioner (named by the answer; a server from before partitioners could be chosen names none: the
+        default), given its config and the version; it raises the VeniceError that refuses it."""
         try:
             count = int(doc["partition_count"])
             replicas = tuple(tuple(parse_address(a) for a in partition) for partition in doc["replicas"])
-            table = cls(str(doc["store"]), str(doc["region"]), int(doc["version"]), count, replicas, fetched_at)
+            store, region, version = str(doc["store"]), str(doc["region"]), int(doc["version"])
+            config = PartitionerConfig.of(doc.get("partitioner"))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed routing table: {exc!r}") from None
         if count < 1 or len(replicas) != count:
             raise ValueError(f"routing table of {count} partitions lists replicas of {len(replicas)}")
-        return table
+        partitioner = load_partitioner(config, version)
+        return cls(store, region, version, count, replicas, fetched_at, partitioner)
 
     def partition(self, key: bytes) -> int:
-        return 0 if self.partition_count == 1 else partition_for(key, self.partition_count)
+        return 0 if self.partition_count == 1 else self.partitioner.partition(key, self.partition_count)
 
     @property
     def addresses(self) -> set[Address]:

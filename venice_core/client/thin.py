@@ -21,8 +21,11 @@ import httptools
 from venice_core.client.fanout import ERROR_HEADER, Reroute, RoutedReads, first_answer
 from venice_core.client.routing import Route, Router, RoutingTable, Unrouted, format_address
 from venice_core.client.wire import Address, Answer, Pool, encode_request
+from venice_core.config import DEFAULTS, PARTITIONER_CLASSES
 from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.protocol import batch_get, serde
+from venice_core.protocol.partitioner import VenicePartitioner
+from venice_core.protocol.partitioner_config import PartitionerConfig, VersionPartitioner
 
 if TYPE_CHECKING:
     from venice_core.config import ClusterConfig
@@ -35,12 +38,16 @@ DEFAULT_LONG_TAIL_RETRY_MS = 20.0  # `client.long.tail.retry.ms`'s default
 # Several instances to choose from: one that does not accept a connection within this is skipped (a single seed
 # waits the whole timeout, as the client always did).
 CONNECT_TIMEOUT_SECONDS = 3.0
+# The partitioner classes a client without a config loads (`venice.partitioner.classes`' default).
+DEFAULT_PARTITIONER_CLASSES = tuple(DEFAULTS[PARTITIONER_CLASSES].split(","))
 
 
 class ReadClient:
     """`ReadClient(host, port)`: a region through one seed address; `ReadClient(seeds=[...])` or
     `ReadClient.for_region(config, region)`: through any of several. `long_tail_retry_ms`: a read not answered
-    within it is sent to another replica too (0: never)."""
+    within it is sent to another replica too (0: never). `partitioner_classes`: the partitioner classes the client
+    routes with besides the default (`venice.partitioner.classes`: the config's for `for_region`, else its default);
+    a version pinned to another is refused at its first read."""
 
     def __init__(
         self,
@@ -51,6 +58,7 @@ class ReadClient:
         seeds: Sequence[Address] | None = None,
         long_tail_retry_ms: float = DEFAULT_LONG_TAIL_RETRY_MS,
         region: str = "",
+        partitioner_classes: Sequence[str] = DEFAULT_PARTITIONER_CLASSES,
     ) -> None:
         if (host is None) == (seeds is None) or (host is not None and port is None):
             raise ValueError("a ReadClient takes a host and port, or seeds")
@@ -65,6 +73,8 @@ class ReadClient:
         self._routed = RoutedReads(self._router, self._pool, timeout, long_tail)
         self._schemas: dict[str, tuple[Any, dict[int, Any]]] = {}
         self._value_json: dict[str, dict[int, str]] = {}  # the value schemas as JSON text (`deserialize_many`)
+        self._key_json: dict[str, str] = {}  # the key schema as JSON text (a partitioner other than the default's)
+        self.partitioner_classes = tuple(partitioner_classes)
 
     @classmethod
     def for_region(cls, config: ClusterConfig, region: str, timeout: float = 10.0) -> ReadClient:
@@ -74,6 +84,7 @@ class ReadClient:
             timeout=timeout,
             long_tail_retry_ms=config.client_long_tail_retry_ms,
             region=region,
+            partitioner_classes=config.partitioner_classes,
         )
 
     # requests to one instance, and to any
@@ -125,13 +136,22 @@ class ReadClient:
         kind = headers.get(ERROR_HEADER, "")
         if status == 200:
             try:
-                return RoutingTable.from_json(json.loads(body), monotonic())
+                return RoutingTable.from_json(
+                    json.loads(body), monotonic(), lambda p, v: self._partitioner(store, p, v)
+                )
             except ValueError as exc:
                 raise ComponentError(f"region server {format_address(address)} answered {exc}") from None
         if status == 404 and kind == "no-route":  # no routing tables: a single instance, read directly
             return Unrouted(address, monotonic())
         self._raise(store, status, body, kind)
         raise AssertionError("unreachable")
+
+    def _partitioner(self, store: str, config: PartitionerConfig, version: int) -> VenicePartitioner:
+        """The version's partitioner as its routing table names it, loaded from the client's allowed classes."""
+        if not config.is_default:
+            self._store_schemas(store)  # the key schema, which such a partitioner is built with
+        what = f"store '{store}' version {version}"
+        return VersionPartitioner(config, self._key_json.get(store, ""), self.partitioner_classes, what).loaded()
 
     def _raise(self, store: str, status: int, body: bytes, error_kind: str = "") -> None:
         try:
@@ -160,6 +180,7 @@ class ReadClient:
             if status != 200:
                 self._raise(store, status, body)
             doc = json.loads(body)
+            self._key_json[store] = json.dumps(doc["key_schema"])
             self._value_json[store] = {int(i): json.dumps(s) for i, s in doc["value_schemas"].items()}
             self._schemas[store] = (
                 serde.parse(doc["key_schema"]),

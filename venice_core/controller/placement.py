@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select, update
@@ -33,6 +33,7 @@ from venice_core.controller.versions import current_versions, hostable_versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
+from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.status import ExecutionStatus
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class RoutingTable:
     version: int
     partition_count: int
     replicas: tuple[tuple[str, ...], ...]
+    partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)  # the version's: a client's routing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class RoutingTable:
             "version": self.version,
             "partition_count": self.partition_count,
             "replicas": [list(addresses) for addresses in self.replicas],
+            "partitioner": self.partitioner.to_json(),
         }
 
 
@@ -404,11 +407,10 @@ def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> d
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
             if row.heartbeat_at > now - config.instance_lease_seconds
         }
-        counts = {
-            (v.store, v.number): v.partition_count
-            for v in hostable_versions(session, region)
-            if current.get(v.store) == v.number
+        serving = {
+            (v.store, v.number): v for v in hostable_versions(session, region) if current.get(v.store) == v.number
         }
+        counts = {key: version.partition_count for key, version in serving.items()}
         ready: dict[PartitionKey, list[str]] = {}
         for replica in session.scalars(
             select(Replica).where(Replica.region == region, Replica.status == ExecutionStatus.COMPLETED)
@@ -422,6 +424,7 @@ def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> d
             number,
             counts[(store, number)],
             tuple(tuple(sorted(ready.get((store, number, p), []))) for p in range(counts[(store, number)])),
+            serving[(store, number)].partitioner,
         )
         for store, number in current.items()
         if (store, number) in counts

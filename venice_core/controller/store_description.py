@@ -5,11 +5,12 @@ store show --json` prints through `to_json`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from venice_core.hybrid import HybridSettings
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.protocol.serde import AvroSchemaJson
 from venice_core.push_schedule import PushSchedule
 from venice_core.repush_schedule import RepushSchedule
@@ -30,6 +31,7 @@ class StoreSettings:
     repush: RepushSchedule | None = None
     push: PushSchedule | None = None
     replication_factor: int | None = None  # None: min(2, a region's instances)
+    partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)  # of the versions created from now on
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class VersionDescription:
     compression: CompressionStrategy
     hybrid: HybridSettings | None  # the settings it was created with (None: batch-only)
     regions: Mapping[str, RegionPushStatus]
+    partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)  # the one it was created with
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,8 @@ class VersionDescription:
             "partition_count": self.partition_count,
             "compression": self.compression.name,
             "hybrid": None if self.hybrid is None else self.hybrid.to_json(),
+            "partitioner_class": self.partitioner.class_path,
+            "partitioner_params": dict(self.partitioner.params),
             "regions": {
                 region: {"status": s.status, "updated_at": s.updated_at, "details": s.details}
                 for region, s in self.regions.items()
@@ -124,6 +129,8 @@ class StoreDescription:
             "auto_register_schemas": s.auto_register_schemas,
             "versions_to_preserve": s.versions_to_preserve,
             "replication_factor": s.replication_factor,
+            "partitioner_class": s.partitioner.class_path,
+            "partitioner_params": dict(s.partitioner.params),
             "hook_configs": dict(s.hook_configs),
             "hybrid": None if s.hybrid is None else s.hybrid.to_json(),
             "repush_schedule": None if s.repush is None else s.repush.to_json(),

@@ -39,12 +39,14 @@ from venice_core.meta.models import (
     VersionRegionStatus,
 )
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner_config import PartitionerConfig, load_partitioner
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.push_schedule import PushSchedule, check_input_template
 from venice_core.repush_schedule import RepushSchedule, check_ttl
 from venice_core.schedule import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
+from venice_core.status import HOSTABLE
 
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
 DEFAULT_PARTITIONS = 4
@@ -127,6 +129,16 @@ def _validate_replication_factor(config: ClusterConfig, factor: int | None) -> i
     return factor
 
 
+def _validate_partitioner(
+    config: ClusterConfig, partitioner: PartitionerConfig, key_schema: str
+) -> dict[str, Any] | None:
+    """The store's partitioner column, once the partitioner is checked as its writers and readers will load it: a
+    class of `venice.partitioner.classes` (or the default), loadable, accepting its params with the store's key
+    schema (ConfigError naming the problem)."""
+    load_partitioner(partitioner, json.loads(key_schema), config.partitioner_classes)
+    return None if partitioner.is_default else partitioner.to_json()
+
+
 def create_store(
     meta: MetadataStore,
     config: ClusterConfig,
@@ -139,10 +151,15 @@ def create_store(
     auto_register_schemas: bool = False,
     versions_to_preserve: int = DEFAULT_VERSIONS_TO_PRESERVE,
     replication_factor: int | None = None,
+    partitioner_class: str | None = None,
+    partitioner_params: Mapping[str, str] | None = None,
 ) -> None:
+    """Create a store with its key schema and first value schema; `partitioner_class` and `partitioner_params`:
+    Venice's `partitioner.class` and `partitioner.params` (default: MD5, no params)."""
     validate_store_name(name)
     key = parse_schema(key_schema, "key schema")
     value = parse_schema(value_schema, "value schema")
+    partitioner = PartitionerConfig(partitioner_class or PartitionerConfig().class_path, dict(partitioner_params or {}))
     store = Store(
         name=name,
         key_schema=canonical_json(key),
@@ -152,6 +169,7 @@ def create_store(
         auto_register_schemas=auto_register_schemas,
         versions_to_preserve=_validate_versions_to_preserve(versions_to_preserve),
         replication_factor=_validate_replication_factor(config, replication_factor),
+        partitioner_config=_validate_partitioner(config, partitioner, canonical_json(key)),
         hook_configs={},
         largest_used_version=0,
     )
@@ -264,6 +282,8 @@ def update_store(
     push_input: str | None = None,
     push_calendar: Mapping[str, object] | None = None,
     push: bool | None = None,
+    partitioner_class: str | None = None,
+    partitioner_params: Mapping[str, str] | None = None,
     topics: TopicAdmin = admin,
 ) -> list[str]:
     """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad.
@@ -279,7 +299,13 @@ def update_store(
     Scheduled repush (see `venice_core.repush_schedule`): `repush_schedule` (cron or `daily`) and
     `repush_ttl_seconds` set it (both the first time), `repush_calendar` its working hours (`days`, `hours`,
     `timezone`, `holidays`), `repush=False` turns it off. Scheduled push (see `venice_core.push_schedule`), alike:
-    `push_schedule` and `push_input` (its template), `push_calendar`, `push=False`."""
+    `push_schedule` and `push_input` (its template), `push_calendar`, `push=False`.
+
+    Partitioner (`partitioner.class`, `partitioner.params`): a class given sets it with the params given (none
+    otherwise: the previous params were the previous class's); params alone replace the class's params. Like the
+    partition count it applies to the versions created afterwards: a push, or a repush, moves the store to it. A
+    hybrid store keeps its partitioner, as in Venice: its real-time topics are partitioned by it, and every version
+    that ingests them must agree (`_check_fixed_partitioner`)."""
     updates: dict[str, Any] = {}
     warnings: list[str] = []
     if partitions is not None:
@@ -328,7 +354,9 @@ def update_store(
                 "--push-schedule and --push-input",
             )
         )
+        updates.update(_partitioner_update(config, store, partitioner_class, partitioner_params))
         _check_fixed_partitions(store, updates)
+        _check_fixed_partitioner(session, store, updates)
         partition_count = updates.get("partition_count", store.partition_count)
         becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
     if becomes_hybrid:
@@ -343,6 +371,7 @@ def update_store(
     with meta.session() as session:
         store = get_store(session, name)
         _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile
+        _check_fixed_partitioner(session, store, updates)
         for attribute, value in updates.items():
             setattr(store, attribute, value)
     return warnings
@@ -363,6 +392,45 @@ def _check_fixed_partitions(store: Store, updates: Mapping[str, Any]) -> None:
             f"the partition count of hybrid store '{store.name}' cannot change: its real-time topics have "
             f"{store.partition_count} partitions"
         )
+
+
+def _partitioner_update(
+    config: ClusterConfig, store: Store, partitioner_class: str | None, partitioner_params: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """The partitioner column an update sets (none if it leaves the partitioner as it is), checked."""
+    if partitioner_class is None and partitioner_params is None:
+        return {}
+    current = store.partitioner
+    wanted = PartitionerConfig(partitioner_class or current.class_path, dict(partitioner_params or {}))
+    if wanted == current:
+        return {}
+    return {"partitioner_config": _validate_partitioner(config, wanted, store.key_schema)}
+
+
+def _check_fixed_partitioner(session: Session, store: Store, updates: Mapping[str, Any]) -> None:
+    """A hybrid store's real-time topics are partitioned by the store's partitioner (its nearline writer's), and the
+    real-time partition p is ingested by partition p of every hybrid version: so a store that is hybrid after the
+    update keeps its partitioner, and becomes hybrid only with the partitioner of each version still hosted that
+    ingests its real-time topics (one created hybrid before it was made batch-only)."""
+    hybrid_after = updates.get("hybrid_rewind_seconds", store.hybrid_rewind_seconds) is not None
+    if not hybrid_after:
+        return
+    partitioner = PartitionerConfig.of(updates.get("partitioner_config", store.partitioner_config))
+    if store.hybrid is not None and "partitioner_config" in updates:
+        raise ConfigError(
+            f"the partitioner of hybrid store '{store.name}' cannot change: its real-time topics are partitioned by "
+            f"{store.partitioner.describe()} (make it batch-only first, venice store update {store.name} --no-hybrid)"
+        )
+    for version in session.scalars(
+        select(Version).where(Version.store_name == store.name, Version.status.in_(list(HOSTABLE)))
+    ):
+        pinned = version.lifecycle
+        if pinned.hybrid is not None and pinned.partitioner != partitioner:
+            raise ConfigError(
+                f"store '{store.name}' cannot become hybrid with partitioner {partitioner.describe()}: its version "
+                f"{version.number} ingests its real-time topics partitioned by {pinned.partitioner.describe()} until "
+                "it is retired (push the store while it is batch-only, or keep that partitioner)"
+            )
 
 
 def delete_store(meta: MetadataStore, config: ClusterConfig, name: str, topics: TopicAdmin = admin) -> None:
@@ -496,6 +564,7 @@ def _settings(store: Store) -> StoreSettings:
         store.repush,
         store.push,
         store.replication_factor,
+        store.partitioner,
     )
 
 
@@ -539,6 +608,7 @@ def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
                     partition_count=v.partition_count,
                     compression=CompressionStrategy[v.compression],
                     hybrid=v.lifecycle.hybrid,
+                    partitioner=v.lifecycle.partitioner,
                     regions={
                         s.region: RegionPushStatus(s.status, s.updated_at, s.details)
                         for s in region_status

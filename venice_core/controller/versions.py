@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -32,6 +32,7 @@ from venice_core.meta.models import (
     VersionRegionStatus,
 )
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
@@ -127,6 +128,7 @@ def create_version(
                 regions=tuple(target_regions),
                 hybrid=_hybrid_of(store, rewind_seconds, replay_after_ms),
                 job_confs=dict(job_confs or {}),
+                partitioner=store.partitioner,  # pinned as the partition count is: every writer and reader agrees
             ).to_json(),
         )
         session.add(version)
@@ -676,6 +678,8 @@ class VersionToHost:
     hybrid: HybridSettings | None
     push_over: bool  # no region swaps to it any more (a newer version whose push is over is never served)
     replication_factor: int | None = None  # the store's setting (None: the region's default)
+    partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)  # the version's (pinned at creation)
+    key_schema: str = ""  # the store's, as JSON text: what a partitioner other than the default is built with
 
 
 def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
@@ -695,12 +699,13 @@ def hostable_versions(session: Session, region: str) -> list[VersionToHost]:
             Version.compression,
             Version.details,
             Store.replication_factor,
+            Store.key_schema,
         )
         .join(Store, Store.name == Version.store_name)
         .where(Version.status.in_(list(HOSTABLE)))
     ).all()
     hosted = []
-    for store, number, partitions, compression, details, replication_factor in rows:
+    for store, number, partitions, compression, details, replication_factor, key_schema in rows:
         lifecycle = VersionLifecycle.of(details)
         if region in (lifecycle.regions or [region]):
             hosted.append(
@@ -712,6 +717,8 @@ def hostable_versions(session: Session, region: str) -> list[VersionToHost]:
                     lifecycle.hybrid,
                     lifecycle.finished,
                     replication_factor,
+                    lifecycle.partitioner,
+                    key_schema,
                 )
             )
     return hosted

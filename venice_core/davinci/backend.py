@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
+
 if TYPE_CHECKING:
     from venice_core.davinci.schemas import StoreSchemas
     from venice_core.storage.api import PartitionStore
@@ -63,8 +65,15 @@ class LocalBackend(Protocol[VersionT]):
         """Close the storage (the client has closed every version's partitions)."""
         ...
 
-    def open_version(self, number: int, partition_count: int, decompress: Callable[[bytes], bytes]) -> VersionT:
-        """A version to ingest, opened where a previous run left it (its partitions resume from their checkpoints)."""
+    def open_version(
+        self,
+        number: int,
+        partition_count: int,
+        decompress: Callable[[bytes], bytes],
+        partitioner: VenicePartitioner = DEFAULT_PARTITIONER,
+    ) -> VersionT:
+        """A version to ingest, opened where a previous run left it (its partitions resume from their checkpoints);
+        `partitioner` is the version's, for storage that finds a key's partition."""
         ...
 
     def swap(self, version: VersionT, drop_retired: bool = True) -> None:

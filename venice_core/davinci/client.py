@@ -46,7 +46,7 @@ from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
@@ -76,6 +76,7 @@ class LocalVersion:
     hybrid: bool
     partition_count: int
     storage: VersionStorage
+    partitioner: VersionPartitioner  # the version's, loaded at the first read that needs it
     stores: dict[int, PartitionStore[Any]] = field(default_factory=dict)
     tasks: dict[int, PartitionIngestionTask[Any]] = field(default_factory=dict)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -315,12 +316,15 @@ class DaVinciClient:
         number = version.number
         strategy = version.compression
         dictionary = self.dictionary(number) if strategy is CompressionStrategy.ZSTD else None
+        what = f"store '{self.store}' version {number}"
+        partitioner = VersionPartitioner(version.partitioner, version.key_schema, self.config.partitioner_classes, what)
         local = LocalVersion(
             number,
             self.region.version_topic(self.store, number),
             version.hybrid is not None,
             version.partition_count,
-            self.backend.open_version(number, version.partition_count, decompressor(strategy, dictionary)),
+            self.backend.open_version(number, version.partition_count, decompressor(strategy, dictionary), partitioner),
+            partitioner,
         )
         hybrid = self._hybrid(version, strategy, dictionary)
         checkpoints: dict[int, IngestionCheckpoint | None] = {}
@@ -551,7 +555,7 @@ class DaVinciClient:
         assert self.schemas is not None
         key_bytes = serde.serialize(self.schemas.parsed_key, key)
         if self.subscribed is not None and local is not None:
-            partition = partition_for(key_bytes, local.partition_count)
+            partition = local.partitioner.partition(key_bytes, local.partition_count)
             if partition not in self.subscribed:
                 raise ConfigError(f"key {key!r} is in partition {partition}, which this client does not subscribe to")
         return self.backend.get(key, key_bytes, None if local is None else local.storage)

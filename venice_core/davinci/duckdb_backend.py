@@ -13,6 +13,7 @@ import duckdb
 from venice_core.davinci.columns import Column, key_columns, key_is_record, value_is_record
 from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer, DuckDBVersionTable, quote
 from venice_core.davinci.schemas import StoreSchemas
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
 from venice_core.storage.checkpoint import PubSubTopicPartition
 
 
@@ -60,7 +61,13 @@ class DuckDBBackend:
         self.transformer.close()
         self._reads = threading.local()  # the reading threads' cursors closed with the connection
 
-    def open_version(self, number: int, partition_count: int, decompress: Callable[[bytes], bytes]) -> DuckDBVersion:
+    def open_version(
+        self,
+        number: int,
+        partition_count: int,
+        decompress: Callable[[bytes], bytes],
+        partitioner: VenicePartitioner = DEFAULT_PARTITIONER,  # unused: one table per version, keyed by the key
+    ) -> DuckDBVersion:
         schemas = self._opened()
         table = self.transformer.open_version(self.store, number, schemas.key, schemas.values, decompress)
         return DuckDBVersion(table, self.version_topic(number), schemas)

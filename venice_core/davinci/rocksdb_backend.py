@@ -14,7 +14,7 @@ from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
 from venice_core.storage.rocksdb import PartitionStorage
 
 CURRENT_FILE = "current.json"
@@ -23,10 +23,18 @@ CURRENT_FILE = "current.json"
 class RocksDBVersion:
     """One version's partitions; a read finds a key's partition as the push placed it."""
 
-    def __init__(self, number: int, path: Path, partition_count: int, decompress: Callable[[bytes], bytes]) -> None:
+    def __init__(
+        self,
+        number: int,
+        path: Path,
+        partition_count: int,
+        decompress: Callable[[bytes], bytes],
+        partitioner: VenicePartitioner = DEFAULT_PARTITIONER,
+    ) -> None:
         self.number, self.path = number, path
         self.partition_count = partition_count
         self.decompress = decompress
+        self.partitioner = partitioner
         self.partitions: dict[int, PartitionStorage] = {}
 
     def open_partition(self, partition: int) -> PartitionStorage:
@@ -42,7 +50,7 @@ class RocksDBVersion:
 
     def stored(self, key_bytes: bytes) -> bytes | None:
         """The key's stored record (schema id + compressed value); the client subscribes to the key's partition."""
-        return self.partitions[partition_for(key_bytes, self.partition_count)].get(key_bytes)
+        return self.partitions[self.partitioner.partition(key_bytes, self.partition_count)].get(key_bytes)
 
 
 class RocksDBBackend:
@@ -63,8 +71,14 @@ class RocksDBBackend:
     def close(self) -> None:
         return None  # nothing beside the partitions, which the client closes
 
-    def open_version(self, number: int, partition_count: int, decompress: Callable[[bytes], bytes]) -> RocksDBVersion:
-        return RocksDBVersion(number, self._version_dir(number), partition_count, decompress)
+    def open_version(
+        self,
+        number: int,
+        partition_count: int,
+        decompress: Callable[[bytes], bytes],
+        partitioner: VenicePartitioner = DEFAULT_PARTITIONER,
+    ) -> RocksDBVersion:
+        return RocksDBVersion(number, self._version_dir(number), partition_count, decompress, partitioner)
 
     def swap(self, version: RocksDBVersion, drop_retired: bool = True) -> None:
         current = self._current()

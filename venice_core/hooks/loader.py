@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-
+from venice_core.class_paths import import_class
 from venice_core.config import HOOKS, HookSettings
 from venice_core.errors import ConfigError
 from venice_core.hooks.api import StoreLifecycleHooks
 
 
 def load_class(class_path: str) -> type[StoreLifecycleHooks]:
-    module_name, _, class_name = class_path.rpartition(".")
-    if not module_name:
-        raise ConfigError(f"{HOOKS}: '{class_path}' is not a module.Class path")
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{HOOKS}: cannot load hook class '{class_path}': {exc}") from None
+        cls = import_class(class_path, "hook")
+    except ConfigError as exc:
+        raise ConfigError(f"{HOOKS}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, StoreLifecycleHooks)):
         raise ConfigError(f"{HOOKS}: '{class_path}' is not a subclass of StoreLifecycleHooks")
     return cls

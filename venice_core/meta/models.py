@@ -11,6 +11,7 @@ from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String,
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.push_schedule import PushSchedule
 from venice_core.repush_schedule import RepushSchedule
 
@@ -44,8 +45,14 @@ class Store(Base):
     push_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Replicas of every partition in each region (None: min(2, the region's instances)).
     replication_factor: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # `partitioner.class` and `partitioner.params` (`PartitionerConfig.to_json`); NULL: the default partitioner.
+    partitioner_config: Mapped[dict[str, Any] | None] = mapped_column("partitioner", JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float, default=now)
     updated_at: Mapped[float] = mapped_column(Float, default=now, onupdate=now)
+
+    @property
+    def partitioner(self) -> PartitionerConfig:
+        return PartitionerConfig.of(self.partitioner_config)
 
     @property
     def repush(self) -> RepushSchedule | None:
@@ -79,8 +86,8 @@ class VersionLifecycle:
     """What a version's `details` (a JSON column) records of its push, typed: the regions it was created for,
     why it stopped, whether its push is over (and whether it ended short of its rollout), people's swap
     decisions, END_OF_PUSH's record counts, the regions whose Da Vinci clients may ingest it, the regions whose Da Vinci
-    clients may serve it (ahead of the region's servers: when the rollout let them), and the hybrid settings it was
-    created with (None: batch-only)."""
+    clients may serve it (ahead of the region's servers: when the rollout let them), and the hybrid settings and
+    partitioner it was created with (None: batch-only; the default partitioner)."""
 
     regions: tuple[str, ...] = ()
     reason: str = ""
@@ -93,6 +100,7 @@ class VersionLifecycle:
     hybrid: HybridSettings | None = None
     job_confs: Mapping[str, str] = field(default_factory=dict)  # pinned at creation (a repush's source, end offsets)
     operator_stop: Mapping[str, str] = field(default_factory=dict)  # an operator's ABORT or ROLLBACK: outcome, by
+    partitioner: PartitionerConfig = field(default_factory=PartitionerConfig)  # pinned at creation, as the partitions
 
     @classmethod
     def of(cls, details: Mapping[str, Any] | None) -> VersionLifecycle:
@@ -109,6 +117,7 @@ class VersionLifecycle:
             HybridSettings.of(d.get("hybrid")),
             dict(d.get("job_confs") or {}),
             dict(d.get("operator_stop") or {}),
+            PartitionerConfig.of(d.get("partitioner")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +125,7 @@ class VersionLifecycle:
         data["regions"], data["da_vinci_regions"] = list(self.regions), list(self.da_vinci_regions)
         data["da_vinci_swaps"] = dict(self.da_vinci_swaps)
         data["hybrid"] = None if self.hybrid is None else self.hybrid.to_json()
+        data["partitioner"] = None if self.partitioner.is_default else self.partitioner.to_json()
         return {k: v for k, v in data.items() if v not in (None, "", False, (), [], {})}
 
 

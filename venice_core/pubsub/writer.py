@@ -31,7 +31,7 @@ from venice_core.protocol.envelope import (
     encode_delete,
     encode_put,
 )
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
 
 # Where the sequence number lies in the header (protocol version, type, GUID, segment before it), and the header's
@@ -50,9 +50,11 @@ class VersionTopicWriter:
         guid: bytes,
         max_chunk_bytes: int = chunking.DEFAULT_MAX_CHUNK_BYTES,
         producer_config: dict[str, Any] | None = None,
+        partitioner: VenicePartitioner = DEFAULT_PARTITIONER,  # the topic's version's: where a record given none goes
     ) -> None:
         self.topic = topic
         self.partition_count = partition_count
+        self.partitioner = partitioner
         self.max_chunk_bytes = max_chunk_bytes
         self._segments = [SegmentState(guid) for _ in range(partition_count)]
         self._errors: list[str] = []
@@ -110,7 +112,7 @@ class VersionTopicWriter:
     ) -> None:
         """One record, stamped with its write timestamp (a batch push's marker unless given)."""
         if partition is None:
-            partition = partition_for(key, self.partition_count)
+            partition = self.partitioner.partition(key, self.partition_count)
         if len(value) <= self.max_chunk_bytes:
             self._put_body(partition, KEY_TYPE_DATA + key, SCHEMA_ID.pack(schema_id) + value, timestamp_ms)
             return
@@ -183,7 +185,7 @@ class VersionTopicWriter:
         self, key: bytes, schema_id: int, partition: int | None = None, timestamp_ms: int = BATCH_WRITE_TIMESTAMP
     ) -> None:
         if partition is None:
-            partition = partition_for(key, self.partition_count)
+            partition = self.partitioner.partition(key, self.partition_count)
         self._data(partition, encode_delete(self._segments[partition].next(timestamp_ms), key, schema_id))
 
     def control(self, partition: int, control_type: ControlMessageType, body: dict[str, Any]) -> None:

@@ -39,7 +39,7 @@ from venice_core.meta import MetadataStore
 from venice_core.metrics import PartitionIngestion
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub.control import read_start_of_push
 from venice_core.server.http import serve
 from venice_core.status import ExecutionStatus
@@ -91,6 +91,7 @@ class HostedVersion:
     decompress: Callable[[bytes], bytes] | None  # None: a ZSTD version's, resolved with its dictionary at first read
     hybrid: HybridIngestion | None
     min_ready: int
+    partitioner: VersionPartitioner  # the version's, loaded at the first read (a class no longer allowed fails reads)
     partitions: dict[int, HostedPartition] = field(default_factory=dict)
 
 
@@ -278,6 +279,12 @@ class RegionServer:
                 None if strategy is CompressionStrategy.ZSTD else decompressor(strategy),
                 self._hybrid_ingestion(version),
                 placement.min_ready(self.config, version.replication_factor, self.region.name),
+                VersionPartitioner(
+                    version.partitioner,
+                    version.key_schema,
+                    self.config.partitioner_classes,
+                    f"store '{version.store}' version {version.number}",
+                ),
             )
             log.info("hosting %s v%d", *key)
         return hosted
@@ -521,7 +528,7 @@ class RegionServer:
 
     def get(self, store: str, key: bytes) -> tuple[int, bytes] | None:
         hosted = self._version_for(store)
-        raw = self._partition(hosted, partition_for(key, hosted.partition_count)).get(key)
+        raw = self._partition(hosted, hosted.partitioner.partition(key, hosted.partition_count)).get(key)
         return None if raw is None else self._decode(hosted, raw)
 
     def batch_get_records(self, store: str, keys: list[bytes]) -> list[bytes | None]:
@@ -529,12 +536,13 @@ class RegionServer:
         Every key's partition must have a ready replica here (a routing client splits a batch so)."""
         hosted = self._version_for(store)
         count = hosted.partition_count
+        partition_of = hosted.partitioner.loaded().partition  # a class no longer allowed is refused, as by `get`
         if count == 1:
             records = self._partition(hosted, 0).multi_get(keys)
         else:
             by_partition: list[list[int]] = [[] for _ in range(count)]
             for index, key in enumerate(keys):
-                by_partition[partition_for(key, count)].append(index)
+                by_partition[partition_of(key, count)].append(index)
             records = [None] * len(keys)
             for partition, indexes in enumerate(by_partition):
                 if indexes:

@@ -7,7 +7,8 @@ Only for schemas whose every value Spark writes exactly as fastavro does: primit
 the schema's field order, every field in the input) and unions of null and one primitive, from input columns of
 the matching Spark type (or a widening of it). Anything else (nested records, arrays, maps, enums, a field left to
 its default, a long column into an int) goes through the Python serialiser (`push_tasks.serialize_batches`), whose
-checks are the reference. A null where the schema has no null is refused by `raise_error`, naming the key, the
+checks are the reference; so does every key of a version whose partitioner is not the default (the Java function
+is MD5's). A null where the schema has no null is refused by `raise_error`, naming the key, the
 schema id and the field, as a PushJobError (`spark.push.failure_reason` finds it after the marker). (fastavro writes
 a null boolean as false; this path refuses it.)
 """
@@ -18,6 +19,7 @@ import json
 from typing import Any
 
 from venice_core.protocol import serde
+from venice_core.protocol.partitioner import DefaultVenicePartitioner
 from venice_core.protocol.serde import AvroSchemaJson
 from venice_core.spark.extra_jars import register_functions
 from venice_core.spark.task_specs import PushTaskSpec
@@ -85,8 +87,10 @@ def _fields(spec: PushTaskSpec, input_types: dict[str, Any]) -> list[tuple[str, 
 
 
 def jvm_serialized(df: Any, spec: PushTaskSpec, value_columns: list[str]) -> Any | None:
-    """`df` as (partition int, key binary, value binary), computed in the JVM, or None if the schemas need the
-    Python serialiser."""
+    """`df` as (partition int, key binary, value binary), computed in the JVM, or None if the schemas or the
+    version's partitioner need the Python serialiser."""
+    if type(spec.writer.partitioner) is not DefaultVenicePartitioner:
+        return None
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 

@@ -1,10 +1,11 @@
 """The Spark push job: `spark-submit venice_core/spark/push.py --store S --version N --input PATH ...`.
 
 Reads Avro, Parquet or JSON; checks the input against the store's value schemas (registering a new compatible
-one when the store allows it); serialises keys and values with the store's schemas; partitions by
-md5(key) mod partitionCount and sorts by key bytes; writes each partition through the protocol writer with a
-producer GUID derived from the push job id, so a retried task re-sends the same messages and ingestion skips the
-ones it has. The caller sends START_OF_PUSH before and END_OF_PUSH after (with the counts this job reports).
+one when the store allows it); serialises keys and values with the store's schemas; partitions by the version's
+partitioner (md5(key) mod partitionCount by default) and sorts by key bytes; writes each partition through the
+protocol writer with a producer GUID derived from the push job id, so a retried task re-sends the same messages and
+ingestion skips the ones it has. The caller sends START_OF_PUSH before and END_OF_PUSH after (with the counts this
+job reports).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, PushJobError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner import VenicePartitioner
+from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.spark.avro_columns import jvm_serialized
 from venice_core.spark.input_files import check_readable, input_format
 from venice_core.spark.input_schema import input_value, match_value_schema
@@ -70,9 +73,15 @@ def run_in_session(
     return job(spark, load_config(), args)
 
 
-def writer_spec(spark: Any, args: argparse.Namespace, partitions: int, compression: CompressionStrategy) -> WriterSpec:
-    """Where a job's tasks write (the new version's topic, as its push job), with the retry test's fault injection
-    from the session's confs."""
+def writer_spec(
+    spark: Any,
+    args: argparse.Namespace,
+    partitions: int,
+    compression: CompressionStrategy,
+    partitioner: VenicePartitioner,
+) -> WriterSpec:
+    """Where a job's tasks write (the new version's topic, as its push job, partitioned by the version's
+    partitioner), with the retry test's fault injection from the session's confs."""
     return WriterSpec(
         push_job_id=args.push_job_id,
         version=args.version,
@@ -83,6 +92,7 @@ def writer_spec(spark: Any, args: argparse.Namespace, partitions: int, compressi
         fail_partition=int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
         fail_after=int(spark.conf.get(FAIL_AFTER_CONF, "0")),
         stall_file=spark.conf.get(STALL_FILE_CONF, ""),
+        partitioner=partitioner,
     )
 
 
@@ -103,8 +113,10 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
             meta, config, info, value_struct, single_value, args.value_field, args.push_job_id
         )
         partitions = version.partition_count
+        what = f"store '{args.store}' version {args.version}"
+        partitioner = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes, what)
         spec = PushTaskSpec(
-            writer=writer_spec(spark, args, partitions, version.compression),
+            writer=writer_spec(spark, args, partitions, version.compression, partitioner),
             schema_id=schema_id,
             key_schema=info.key_schema,
             value_schema=value_schema,

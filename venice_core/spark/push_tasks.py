@@ -11,7 +11,6 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import SCHEMA_ID
-from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.hash_partitioning import spread_values
 from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
@@ -23,6 +22,7 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
 
     serialize_key, value_schema = serde.serializer(serde.parse(spec.key_schema)), serde.parse(spec.value_schema)
     key_field, value_field, partitions = spec.key_field, spec.value_field, spec.writer.partitions
+    partition_of = spec.writer.partitioner.partition
     for batch in batches:
         out_partitions, out_keys, out_values = [], [], []
         for row in batch.to_pylist():
@@ -38,9 +38,12 @@ def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
                 raise PushJobError(
                     f"value of key {key!r} does not match value schema {spec.schema_id}: {exc}"
                 ) from None
-            out_partitions.append(partition_for(key_bytes, partitions))
+            out_partitions.append(partition_of(key_bytes, partitions))
             out_keys.append(key_bytes)
             out_values.append(value_bytes)
+        if out_partitions and not 0 <= min(out_partitions) <= max(out_partitions) < partitions:
+            wrong = next(p for p in out_partitions if not 0 <= p < partitions)
+            raise PushJobError(f"the version's partitioner gave partition {wrong} of {partitions}")
         yield pa.RecordBatch.from_arrays(
             [pa.array(out_partitions, pa.int32()), pa.array(out_keys, pa.binary()), pa.array(out_values, pa.binary())],
             names=["partition", "key", "value"],

@@ -3,10 +3,11 @@
 Rebuilds a store from one of its version topics, each key compacted to its latest record, TTL and deletes applied,
 values re-compressed if the compression changed, and written with their write timestamps (`spark.repush_tasks`), in one
 of two plans:
-- map-only, when the new version has the source's partition count (each key stays in its partition) and no source
-  partition holds more than `--max-records-per-mapper` records: one task per source partition reads it whole,
-  compacts it in memory and writes the keys in byte order (no shuffle; the records never enter the JVM);
-- shuffled, otherwise: each source partition is cut into offset ranges of at most `--max-records-per-mapper`
+- map-only, when the new version has the source's partition count and partitioner (each key stays in its partition)
+  and no source partition holds more than `--max-records-per-mapper` records: one task per source partition reads it
+  whole, compacts it in memory and writes the keys in byte order (no shuffle; the records never enter the JVM);
+- shuffled, otherwise (a repush is how a store moves to another partition count or partitioner: `venice store
+  update`, then a repush): each source partition is cut into offset ranges of at most `--max-records-per-mapper`
   records, read in parallel through the `venice_kafka` source and decoded (and combined per range with
   `--combiner`), then shuffled to the new version's partitions and sorted there through the push job's writing
   end (`spark.push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
@@ -28,6 +29,7 @@ from venice_core.controller.store_description import StoreDescription, VersionDe
 from venice_core.errors import PushJobError
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.spark import push as push_job
 from venice_core.spark.job_result import JobResult, RepushStats
 from venice_core.spark.push_tasks import record_counts, write_sorted
@@ -65,9 +67,11 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     target = _version(info, args.version)
     source = _version(info, args.source_version)
     partitions = target.partition_count
+    what = f"store '{args.store}' version {args.version}"
+    partitioner = load_partitioner(target.partitioner, info.key_schema, config.partitioner_classes, what)
     spec = RepushTaskSpec(
         # The writer's own compression is none: values arrive compressed for the new version already.
-        writer=push_job.writer_spec(spark, args, partitions, CompressionStrategy.NO_OP),
+        writer=push_job.writer_spec(spark, args, partitions, CompressionStrategy.NO_OP, partitioner),
         source_topic=args.source_topic,
         source_bootstrap=args.source_bootstrap,
         source_compression=source.compression,
@@ -80,7 +84,8 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     ranges = batch_ranges(
         args.source_bootstrap, args.source_topic, "earliest", args.source_end_offsets or "latest", 0
     )  # fixed here, on the driver: a retried task reads exactly the same records
-    if source.partition_count == partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
+    same_partitions = source.partition_count == partitions and source.partitioner == target.partitioner
+    if same_partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
         # One task per source partition with records: spark.range's ids index the ranges.
         spec = replace(spec, ranges=tuple(SourceRange(r.partition, r.start, r.end) for r in ranges))
         tasks = spark.range(0, len(ranges), 1, max(1, len(ranges)))

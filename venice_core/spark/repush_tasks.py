@@ -4,7 +4,8 @@ combiner), then compact each key's records and write the survivors (reduce side,
 
 Map side (`decode_batches`), per offset range: control messages are skipped; every PUT, DELETE, chunk and manifest
 becomes a row keyed by the user key (a chunk's key is the user key plus a suffix, stripped here) and tagged with
-the new version's partition for it, its source offset, its kind, schema id and write timestamp.
+the new version's partition for it (by the new version's partitioner), its source offset, its kind, schema id and
+write timestamp.
 
 Reduce side (`compact_and_write`), rows sorted by (partition, key, offset): per key, the record at the highest
 offset wins (a retried writer's duplicates are the same bytes at higher offsets); a winning manifest is assembled
@@ -34,7 +35,7 @@ from venice_core.protocol.envelope import (
     SCHEMA_ID,
     MessageType,
 )
-from venice_core.protocol.partitioner import partition_for
+from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.spark.push_tasks import PartitionWriter, task_writer
 from venice_core.spark.task_specs import RepushTaskSpec
 
@@ -98,7 +99,7 @@ def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any
     new version's partition for its key; combined per key first when the combiner is on."""
     import pyarrow as pa
 
-    partitions, combiner = spec.writer.partitions, spec.combiner
+    partitions, combiner, partition_of = spec.writer.partitions, spec.combiner, spec.writer.partitioner.partition
     names = ["partition", "key", "offset", "kind", "schema_id", "timestamp", "value", "chunk"]
     types = [pa.int32(), pa.binary(), pa.int64(), pa.int32(), pa.int32(), pa.int64(), pa.binary(), pa.binary()]
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
@@ -117,7 +118,7 @@ def decode_batches(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any
             if decoded is None:
                 continue  # control messages: the new version has its own
             key, kind, schema_id, timestamp, value, chunk_key = decoded
-            row = (partition_for(key, partitions), key, offset, kind, schema_id, timestamp, value, chunk_key)
+            row = (partition_of(key, partitions), key, offset, kind, schema_id, timestamp, value, chunk_key)
             if combiner:
                 by_key.setdefault(key, []).append(row)
             else:
@@ -226,7 +227,7 @@ def compact_and_write(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
 
 def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
     """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec.ranges`), for a source
-    with the new version's partition count (the same partitioner sends each key to the same partition) and no
+    with the new version's partition count and partitioner (each key stays in its partition) and no
     partition over `max.records.per.mapper`: each task reads its whole partition in offset order from its range
     (fixed on the driver, so a retried task reads the same records) and writes it compacted, keys in byte order.
     No shuffle, and the records never pass through the JVM.
@@ -288,10 +289,11 @@ def _copy_plain(
     """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
     its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
     the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
-    partitions, topic = spec.writer.partitions, spec.source_topic
-    misplaced = [key for key, _, _ in messages if partition_for(key[1:], partitions) != partition]
+    partitions, topic, partitioner = spec.writer.partitions, spec.source_topic, spec.writer.partitioner
+    partition_of = partitioner.partition
+    misplaced = [key for key, _, _ in messages if partition_of(key[1:], partitions) != partition]
     if misplaced:
-        _check_partition(misplaced[0][1:], partition, partitions, topic)
+        _check_partition(misplaced[0][1:], partition, partitions, topic, partitioner)
     stamp_at, header_size, prefix_size = _TIMESTAMP_AT, HEADER.size, DATA_PREFIX.size
     stamps = [_TIMESTAMP.unpack_from(value, stamp_at)[0] for _, value, _ in messages]
     if compactor.ttl_start is not None:
@@ -328,16 +330,17 @@ def _compact_partition(
         key, kind, schema_id, timestamp, value, chunk_key = decoded
         by_key.setdefault(key, []).append((partition, key, offset, kind, schema_id, timestamp, value, chunk_key))
     for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
-        _check_partition(key, partition, spec.writer.partitions, spec.source_topic)
+        _check_partition(key, partition, spec.writer.partitions, spec.source_topic, spec.writer.partitioner)
         _write_key(compactor, writer, by_key.pop(key))
 
 
-def _check_partition(key: bytes, partition: int, partitions: int, topic: str) -> None:
+def _check_partition(key: bytes, partition: int, partitions: int, topic: str, partitioner: VenicePartitioner) -> None:
     """One writer per partition, or DIV breaks: a key must belong to the partition it was read from."""
-    if partition_for(key, partitions) != partition:
+    belongs = partitioner.partition(key, partitions)
+    if belongs != partition:
         raise RepushJobError(
             f"key {key[:32].hex()} of {topic}/{partition} belongs to partition "
-            f"{partition_for(key, partitions)}: the source was not written by this partitioner"
+            f"{belongs}: the source was not written by this partitioner"
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
 from venice_core.protocol.serde import AvroSchemaJson
 
 
@@ -25,6 +26,9 @@ class WriterSpec:
     fail_partition: int = -1
     fail_after: int = 0
     stall_file: str = ""
+    # The version's partitioner, loaded on the driver from the allowed classes and shipped to the executors, which
+    # import its class by name when they unpickle it (`venice_core`'s own travel in the job's package).
+    partitioner: VenicePartitioner = DEFAULT_PARTITIONER
 
 
 @dataclass(frozen=True)
