@@ -43,9 +43,13 @@ def _one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
         ),
         (
             ["store", "update", "users", "--partitons", "3"],
-            "error: no such option: --partitons (Possible options: --partitions) (see `venice store update --help`)",
+            "error: no such option: --partitons (Possible options: --partitioner-class, --partitioner-param, "
+            "--partitions) (see `venice store update --help`)",
         ),
-        (["push", "users"], "error: missing option '--input' (see `venice push --help`)"),
+        (
+            ["push", "users"],
+            "error: a push needs --input (or --conf source.kafka=true: a repush of the store's own data)",
+        ),
         (["no-such-command"], "error: no such command 'no-such-command' (see `venice --help`)"),
     ],
 )

@@ -174,18 +174,20 @@ def test_a_run_pushes_the_template_rendered_for_its_logical_date_or_the_input_it
 def test_a_run_whose_form_conf_holds_a_key_the_platform_sets_fails_at_its_first_step(
     platform: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The trigger form's `conf` is a user's: `source.kafka` there would turn the push into a repush. The DAG's own
-    `source=kafka` param is how a run repushes."""
+    """The trigger form's `conf` is a user's: a key the platform sets itself there (a repush's pinned end offsets)
+    fails the run's first step. `source.kafka=true` is a user's (seed 003's repush switch): the run is a repush, as
+    with the DAG's own `source=kafka` param."""
     store = _store(platform, "form")
     dag = _dag(monkeypatch, platform, store)
     first_step = dag.get_task("start_of_push_job")
-    conf = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true"}}
+    conf = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true", "kafka.input.end.offsets": "{}"}}
     context = _context(dag, "manual", MONDAY_10, conf)
-    with pytest.raises(AirflowFailException, match=r"^conf 'source.kafka' is set by the platform, not by a user"):
+    with pytest.raises(AirflowFailException, match=r"^conf 'kafka.input.end.offsets' is set by the platform, not"):
         first_step.python_callable(**context)
-    assert context["ti"].pushed["failure"].startswith("conf 'source.kafka' is set by the platform")
-    repush = _request(store, _context(_dag(monkeypatch, platform, store), "manual", MONDAY_10, {"source": "kafka"}))
-    assert repush.confs == {"source.kafka": "true"}
+    assert context["ti"].pushed["failure"].startswith("conf 'kafka.input.end.offsets' is set by the platform")
+    for params in ({"source": "kafka"}, {"conf": {"source.kafka": "true"}}):
+        repush = _request(store, _context(_dag(monkeypatch, platform, store), "manual", MONDAY_10, params))
+        assert repush.confs == {"source.kafka": "true"}
 
 
 def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_a_version(
