@@ -1,9 +1,11 @@
 """The Da Vinci client against a real broker and region servers, its copy in DuckDB: a push, nearline writes and
 deletes reach the table; a new version is ingested while the rollout holds the region's Da Vinci swap for it, the
-view follows the swap and the retired table is dropped; a restart resumes from the checkpoints in the DuckDB file."""
+view follows the swap and the retired table is dropped; a restart resumes from the checkpoints in the DuckDB file.
+A transformer of the user's own keeps the checkpoints in a store of its own (seed 002's `getStorageMetadataService`)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import logging
@@ -19,7 +21,7 @@ from urllib import request as urlrequest
 import duckdb
 import pytest
 
-from tests.support.ingestion import wait_for_ingestion
+from tests.support.ingestion import read_checkpoint, wait_for_ingestion
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually, wait_for
@@ -30,7 +32,12 @@ from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
 from venice_core.davinci.columns import SchemaNotStorable
-from venice_core.davinci.duckdb_store import DuckDBCheckpointStore, DuckDBPartitionStore, DuckDBVersionTable
+from venice_core.davinci.duckdb_store import (
+    DuckDBCheckpointStore,
+    DuckDBPartitionStore,
+    DuckDBVersionTable,
+    RecordTransformer,
+)
 from venice_core.errors import ConfigError, RolloutStopped, StoreNotFound, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor
@@ -39,7 +46,7 @@ from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import VersionStatus
-from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.checkpoint import CheckpointStore, PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.writer import OnlineWriter
 
@@ -329,6 +336,118 @@ def test_a_rollback_after_the_clients_served_ahead_returns_them_to_the_version_t
         assert client.local[1] is kept[0]  # the same ingestion of version 1 throughout: nothing read again
     finally:
         client.close()
+
+
+class FileCheckpoints:
+    """Seed 002's three calls over a JSON file of the test's own, rewritten whole at each `set`: a checkpoint store
+    that outlives the client (the partitions' tasks call it from their threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _states(self) -> dict[str, str]:
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def _write(self, states: dict[str, str]) -> None:
+        staged = self.path.with_suffix(".tmp")
+        staged.write_text(json.dumps(states))
+        staged.replace(self.path)
+
+    def get(self, topic_partition: PubSubTopicPartition) -> bytes | None:
+        with self._lock:
+            state = self._states().get(str(topic_partition))
+        return None if state is None else base64.b64decode(state)
+
+    def set(self, topic_partition: PubSubTopicPartition, state: bytes) -> None:
+        with self._lock:
+            self._write({**self._states(), str(topic_partition): base64.b64encode(state).decode()})
+
+    def delete(self, topic_partition: PubSubTopicPartition) -> None:
+        with self._lock:
+            states = self._states()
+            states.pop(str(topic_partition), None)
+            self._write(states)
+
+    def decoded(self) -> dict[str, IngestionCheckpoint]:
+        return {tp: IngestionCheckpoint.decode(base64.b64decode(s)) for tp, s in self._states().items()}
+
+
+class FileCheckpointTransformer(RecordTransformer):
+    """A transformer of the user's own: its records in the client's RocksDB, its checkpoints in its own file."""
+
+    def __init__(self, path: Path) -> None:
+        self.checkpoints = FileCheckpoints(path)
+
+    def get_storage_metadata_service(self) -> CheckpointStore | None:
+        return self.checkpoints
+
+
+def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resumes_from_them(
+    platform_env: PlatformEnv, tmp_path: Path
+) -> None:
+    """Ingestion asks the transformer where checkpoints go: every partition's state is in its file and none in
+    RocksDB; a restart (a new transformer on the same file) resumes each partition from those states, and nearline
+    writes made while it was down are applied once each, none lost. A transformer answering None gets RocksDB's."""
+    env = platform_env
+    store = env.create_user_store("dvcown", PARTITIONS)
+    stores.update_store(env.meta, env.config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
+    expected: dict[str, Any] = {f"o{i}": _value(i) for i in range(100)}
+    assert env.push(store, RecordsJob(dict(expected))) == 1
+    file, data = tmp_path / "checkpoints.json", tmp_path / "data"
+    topic = env.config.region("dc-1").version_topic(store, 1)
+    partition_dirs = [data / f"{store}_v1" / f"p{p}" for p in range(PARTITIONS)]
+
+    def nearline(values: dict[str, Any]) -> None:
+        writer = OnlineWriter(store, "dc-0", config=env.config, meta=env.meta)
+        try:
+            for key, value in values.items():
+                writer.put(key, value)
+            writer.flush()
+        finally:
+            writer.close()
+        expected.update(values)
+
+    def served(client: DaVinciClient) -> Any:
+        got = {k: client.get(k) for k in expected}
+        return got == expected or sorted(k for k in expected if got[k] != expected[k])
+
+    client = DaVinciClient(store, "dc-1", data, FileCheckpointTransformer(file), config=env.config).start(timeout=60)
+    try:
+        nearline({"n1": _value(1, "first"), "n2": _value(2, "first")})
+        eventually(lambda: served(client), "the batch data and the nearline writes", timeout=30)
+    finally:
+        client.close()
+    saved = FileCheckpoints(file).decoded()
+    assert sorted(saved) == [str(PubSubTopicPartition(topic, p)) for p in range(PARTITIONS)]
+    assert all(c.end_of_push and c.real_time is not None for c in saved.values())
+    assert sum(c.records for c in saved.values()) == 100
+    assert sum(c.real_time.applied for c in saved.values() if c.real_time) == 2
+    assert all((d / "db" / "CURRENT").exists() and read_checkpoint(d) is None for d in partition_dirs)  # data only
+
+    nearline({"n3": _value(3, "while down"), "n1": _value(1, "while down")})
+    restarted = DaVinciClient(store, "dc-1", data, FileCheckpointTransformer(file), config=env.config)
+    restarted.start(timeout=30)
+    try:
+        resumed = restarted.status()["versions"][1]["resumed_from"]
+        assert resumed == {p: saved[str(PubSubTopicPartition(topic, p))].next_offset for p in range(PARTITIONS)}
+        eventually(lambda: served(restarted), "the writes made while the client was down", timeout=30)
+    finally:
+        restarted.close()
+    final = FileCheckpoints(file).decoded()
+    assert sum(c.real_time.applied for c in final.values() if c.real_time) == 4  # each nearline write once
+    assert all(read_checkpoint(d) is None for d in partition_dirs)
+
+    # A transformer answering None: the checkpoints are in RocksDB, beside the data.
+    default = DaVinciClient(store, "dc-1", tmp_path / "default", RecordTransformer(), config=env.config)
+    default.start(timeout=60)
+    try:
+        eventually(lambda: served(default), "the default transformer's copy", timeout=30)
+    finally:
+        default.close()
+    in_rocksdb = [read_checkpoint(tmp_path / "default" / f"{store}_v1" / f"p{p}") for p in range(PARTITIONS)]
+    assert all(c is not None and c.end_of_push for c in in_rocksdb), in_rocksdb
+    assert FileCheckpoints(file).decoded() == final  # not touched
 
 
 def test_after_an_operators_rollback_the_client_serves_the_backup_and_never_takes_the_version_back(

@@ -6,7 +6,9 @@ resumed, drained, and upgraded to a job whose state schema changed, which starts
 drained offsets and is itself drained at start (its notification written before its job started). Every event up to
 where the last run stopped is counted exactly once in the store, and every window open at the drain was written
 early by the drained run. The map-only pipeline: drained at start on a single partition; then a drain that cannot
-finish (a task hangs mid-batch) times out, stops without cleaning up, and says so."""
+finish (a task hangs mid-batch) times out, stops without cleaning up, and says so. A drain stopped with its marker
+batch committed (where a timeout stops it), then the pipeline resumed on its checkpoint: every event of the resumed run
+is counted, none dropped as late."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams
 from venice_core.protocol import serde
 from venice_core.pubsub import admin
-from venice_core.spark.stream import HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
-from venice_core.spark.stream_drain import last_batch
+from venice_core.spark.checkpoint_log import last_batch, source_offsets
+from venice_core.spark.kafka_source import MARKER_KEY
+from venice_core.spark.stream import HANG_AFTER_MARKERS_CONF, HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.streams import control, upgrade
 
@@ -37,12 +40,30 @@ REGION = "dc-0"
 WINDOW_SECONDS = 2.0
 
 
-def _counts_store(env: PlatformEnv, partitions: int) -> str:
+def _counts_store(env: PlatformEnv, partitions: int, ingested: bool = True) -> str:
+    """A hybrid store for the windows' counts; `ingested`: with a version that ingests them (else the real-time
+    topic only, read by the test)."""
     store = f"windows_{uuid.uuid4().hex[:8]}"
     stores.create_store(env.meta, env.config, store, '"string"', '"long"', partitions=partitions)
     stores.update_store(env.meta, env.config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
-    env.push(store, RecordsJob({"seed": 0}))  # a hybrid version to ingest the nearline writes
+    if ingested:
+        env.push(store, RecordsJob({"seed": 0}))  # a hybrid version to ingest the nearline writes
     return store
+
+
+def _windowed_pipeline(
+    env: PlatformEnv, partitions: int, confs: dict[str, str], ingested: bool = True
+) -> StreamJobRequest:
+    """A `window_count` pipeline of its own: a new source topic of `partitions` into a new counts store."""
+    store = _counts_store(env, partitions, ingested)
+    bootstrap = env.config.region(REGION).kafka_bootstrap
+    source = f"events_{uuid.uuid4().hex[:8]}"
+    admin.create_topic(bootstrap, source, partitions)
+    return StreamJobRequest(
+        f"w{uuid.uuid4().hex[:8]}", store, REGION, source, bootstrap, "user", event_time_field="ts",
+        trigger_seconds=0.5, transform="window_count", window_seconds=WINDOW_SECONDS, watermark_seconds=1.0,
+        drain_poll_seconds=0.5, confs=confs,
+    )  # fmt: skip
 
 
 def _window(ts: int) -> int:
@@ -65,16 +86,8 @@ def test_drain_then_upgrade_to_a_new_state_schema_counts_every_event_once(
 ) -> None:
     env, config, meta = platform_env, platform_env.config, platform_env.meta
     partitions = 2
-    store = _counts_store(env, partitions)
-    bootstrap = config.region(REGION).kafka_bootstrap
-    source = f"events_{uuid.uuid4().hex[:8]}"
-    admin.create_topic(bootstrap, source, partitions)
-    name = f"w{uuid.uuid4().hex[:8]}"
-    request = StreamJobRequest(
-        name, store, REGION, source, bootstrap, "user", event_time_field="ts", trigger_seconds=0.5,
-        transform="window_count", window_seconds=WINDOW_SECONDS, watermark_seconds=1.0, drain_poll_seconds=0.5,
-        confs={STOP_INSTEAD_OF_DRAIN_CONF: "true"},
-    )  # fmt: skip
+    request = _windowed_pipeline(env, partitions, {STOP_INSTEAD_OF_DRAIN_CONF: "true"})
+    name, store, bootstrap, source = request.name, request.store, request.source_bootstrap, request.source_topic
     producer = SteadyProducer(bootstrap, source, partitions, rate=100).start()
     job = control.process(config, name)
     key_schema, value_schema = serde.parse("string"), serde.parse("long")
@@ -211,6 +224,64 @@ def test_a_map_only_pipeline_drains_at_start_when_notified_before_it(platform_en
         assert sorted(puts) == sorted(expected)  # each event up to the cut written once
         status = env.cli("stream", "status", name, check=True).stdout
         assert status.startswith(f"{name}: drained") and "last drain: offsets" in status, status
+    finally:
+        producer.stop()
+        job.stop(timeout=10)
+
+
+def test_a_run_resumed_after_a_drain_cut_short_past_its_markers_counts_every_event_of_its_own(
+    platform_env: PlatformEnv,
+) -> None:
+    """The windowed pipeline on one partition. Its drain stops with the marker batch committed, as a drain timeout
+    stops it there: the batch after the markers, which fires the windows, hangs in a task after one write, and the
+    job is killed at that point (the checkpoint a timeout leaves, without waiting the timeout out; the timeout itself
+    is `test_rollout_failures`'). Spark's checkpoint then holds the markers' watermark, infinity. The pipeline
+    resumed on it (`venice stream start`) undoes the earlier run's markers, so it counts every event it reads, in the
+    windows open at the cut-short drain too (none dropped as late), and its own drain emits markers of its own."""
+    env, config, meta = platform_env, platform_env.config, platform_env.meta
+    request = _windowed_pipeline(env, 1, {HANG_AFTER_MARKERS_CONF: "true"}, ingested=False)  # its writes read whole
+    name, store = request.name, request.store
+    producer = SteadyProducer(request.source_bootstrap, request.source_topic, 1, rate=50).start()
+    job, checkpoint = control.process(config, name), control.checkpoint_dir(config, name)
+    try:
+        first_run = control.start(config, meta, request).record.run_id
+        upgrade.request_drain(config, meta, name, timeout_seconds=600)
+        hung = control.pipeline_dir(config, name) / "test-hang-claimed"  # `BatchSpec.hangs_now`'s
+
+        def hanging() -> bool:
+            assert hung.exists() or job.pid() is not None, f"the job exited first:\n{job.log_tail()}"
+            return hung.exists()
+
+        wait_for("the batch after the markers to hang", hanging)
+        job.kill()
+        cut = streams.get_pipeline(meta, name).drain["cut"]["0"]
+        # The marker batch committed, its markers carrying the run's id; the batch after it did not.
+        marker_batch = last_batch(checkpoint, "commits")
+        assert marker_batch is not None and last_batch(checkpoint, "offsets") == marker_batch + 1, job.log_tail()
+        assert source_offsets(checkpoint, marker_batch)[MARKER_KEY] == first_run
+
+        resumed = control.start(config, meta, StreamJobRequest.of({**request.to_json(), "confs": {}}))
+        second_run = resumed.record.run_id
+        assert f"drain markers of run {first_run} at batch {marker_batch}" in job.log_file.read_text()
+        wait_for("the resumed run reading on", lambda: streams.get_pipeline(meta, name).offsets.get("0", 0) > cut + 50)
+        upgrade.request_drain(config, meta, name, timeout_seconds=120)
+        outcome = wait_for("its drain", lambda: upgrade.drain_outcome(config, meta, name, second_run))
+        assert outcome == streams.DRAINED, (outcome, job.log_tail())
+        drained = streams.get_pipeline(meta, name)
+        assert source_offsets(checkpoint, drained.drain["last_batch"])[MARKER_KEY] == second_run  # markers of its own
+        producer.stop()
+
+        # Every event up to where the resumed run drained counted once: each window's panes as the store keeps them
+        # (the latest write of a key wins: the hung batch's early write of a window open at the first drain is
+        # overwritten by the window's whole count).
+        read = producer.upto(drained.offsets)
+        assert sum(p.offset >= cut for p in read) > 50
+        latest = dict(rt_puts(env, REGION, store, 1, serde.parse("string"), serde.parse("long")))
+        counted: collections.Counter[tuple[str, int]] = collections.Counter()
+        for key, count in latest.items():
+            user, start, _pane = key.split("|")
+            counted[(user, int(start))] += count
+        assert counted == collections.Counter((p.event["user"], _window(p.event["ts"])) for p in read)
     finally:
         producer.stop()
         job.stop(timeout=10)

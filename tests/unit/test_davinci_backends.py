@@ -1,7 +1,8 @@
 """The Da Vinci client's two local backends, RocksDB and DuckDB, through the interface the client uses
 (`davinci.backend.LocalBackend`), with no broker: the same life of a version (ingested with its checkpoint, swapped
-in, read, served again after a restart, retired by the next swap, dropped) reads the same in both, and what only DuckDB
-does is declared, not probed: RocksDB refuses SQL clearly and takes no ingest worker's commits."""
+in, read, served again after a restart, retired by the next swap, dropped) reads the same in both, with checkpoints
+beside the data or in a checkpoint store the transformer answers (seed 002's `get_storage_metadata_service`), and
+what only DuckDB does is declared, not probed: RocksDB refuses SQL clearly and takes no ingest worker's commits."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import pytest
 from venice_core.davinci.backend import LocalBackend, VersionStorage
 from venice_core.davinci.client import local_backend
 from venice_core.davinci.columns import SchemaNotStorable
-from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer
+from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer, RecordTransformer
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
+from venice_core.storage.checkpoint import CheckpointStore, InMemoryCheckpointStore, PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
+from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 
 STORE = "s"
 PARTITIONS = 2
@@ -34,10 +37,43 @@ VALUE_V2 = {**VALUE_V1, "fields": [*VALUE_V1["fields"], {"name": "city", "type":
 ARRAY_KEY = {"type": "record", "name": "K", "fields": [{"name": "ids", "type": {"type": "array", "items": "long"}}]}
 
 
-@pytest.fixture(params=["rocksdb", "duckdb"])
+class OwnCheckpoints(RecordTransformer):
+    """A transformer of the user's own that keeps the checkpoints (here in a dict): the records go to RocksDB."""
+
+    def __init__(self) -> None:
+        self.store = InMemoryCheckpointStore()
+
+    def get_storage_metadata_service(self) -> CheckpointStore | None:
+        return self.store
+
+
+class DuckDBOwnCheckpoints(DuckDBRecordTransformer):
+    """The DuckDB transformer with its checkpoints in a store other than its file's."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.store = InMemoryCheckpointStore()
+
+    def get_storage_metadata_service(self) -> CheckpointStore | None:
+        return self.store
+
+
+def _topic(number: int) -> str:
+    return f"dc-0.{STORE}_v{number}"
+
+
+def _transformer(kind: str, tmp_path: Path) -> RecordTransformer | None:
+    return {
+        "rocksdb": lambda: None,
+        "duckdb": lambda: DuckDBRecordTransformer(tmp_path / "c.duckdb"),
+        "rocksdb+own-checkpoints": OwnCheckpoints,
+        "duckdb+own-checkpoints": lambda: DuckDBOwnCheckpoints(tmp_path / "c.duckdb"),
+    }[kind]()
+
+
+@pytest.fixture(params=["rocksdb", "duckdb", "rocksdb+own-checkpoints", "duckdb+own-checkpoints"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalBackend[Any]]:
-    transformer = DuckDBRecordTransformer(tmp_path / "c.duckdb") if request.param == "duckdb" else None
-    opened = local_backend(transformer, STORE, tmp_path, lambda number: f"dc-0.{STORE}_v{number}")
+    opened = local_backend(_transformer(request.param, tmp_path), STORE, tmp_path, _topic)
     yield opened
     opened.close()
 
@@ -160,5 +196,53 @@ def test_duckdb_answers_sql_on_the_store_view_and_refuses_a_key_it_cannot_key_on
         _swap_in(backend, v1)
         assert backend.sql(f'SELECT name FROM "{STORE}" WHERE age > ? ORDER BY name', [3]) == [("n4",), ("n5",)]
         _close(stores)
+    finally:
+        backend.close()
+
+
+def _in_rocksdb(partition_dir: Path) -> bytes | None:
+    from rocksdict import AccessType, Options, Rdict
+
+    db = Rdict(str(partition_dir / "db"), Options(raw_mode=True), column_families={META_CF: Options(raw_mode=True)},
+               access_type=AccessType.read_only())  # fmt: skip
+    try:
+        return db.get_column_family(META_CF).get(CHECKPOINT_KEY)
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("kind", ["rocksdb+own-checkpoints", "duckdb+own-checkpoints"])
+def test_a_transformers_checkpoint_store_holds_every_state_and_a_dropped_version_leaves_none(
+    tmp_path: Path, kind: str
+) -> None:
+    """What the transformer answers gets each partition's state (the data's storage none), is read back to resume, and
+    loses a version's states when the version is retired by a swap or dropped."""
+    transformer = _transformer(kind, tmp_path)
+    assert isinstance(transformer, OwnCheckpoints | DuckDBOwnCheckpoints)
+    states = transformer.store.states
+    backend = local_backend(transformer, STORE, tmp_path, _topic)
+    backend.open(_schemas())
+    try:
+        v1 = backend.open_version(1, PARTITIONS, bytes)
+        stores = _ingest(v1, {f"k{i}": {"name": f"n{i}", "age": i} for i in range(6)})
+        assert {tp: IngestionCheckpoint.decode(state).next_offset for tp, state in states.items()} == {
+            PubSubTopicPartition(_topic(1), 0): 10,
+            PubSubTopicPartition(_topic(1), 1): 11,
+        }
+        assert [store.checkpoint().next_offset for store in stores] == [10, 11]  # read back from the same store
+        _close(stores)
+        if kind.startswith("rocksdb"):
+            assert [_in_rocksdb(tmp_path / f"{STORE}_v1" / f"p{p}") for p in range(PARTITIONS)] == [None, None]
+        else:
+            assert backend.sql("SELECT count(*) FROM venice_checkpoints", []) == [(0,)]
+        _swap_in(backend, v1)
+        v2 = backend.open_version(2, PARTITIONS, bytes)
+        _close(_ingest(v2, {"k1": {"name": "v2", "age": 1}}))
+        _swap_in(backend, v2)  # v1 retired
+        assert sorted({tp.topic for tp in states}) == [_topic(2)]
+        v3 = backend.open_version(3, PARTITIONS, bytes)
+        _close(_ingest(v3, {"k1": {"name": "v3", "age": 1}}))
+        backend.drop_version(3)  # abandoned by the rollout
+        assert sorted({tp.topic for tp in states}) == [_topic(2)]
     finally:
         backend.close()

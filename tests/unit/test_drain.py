@@ -18,10 +18,12 @@ from venice_core.controller import drain, streams
 from venice_core.controller.drain import DrainMode, DrainNotification, StoredNotification
 from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
-from venice_core.spark import kafka_source
+from venice_core.spark import drain_resume, kafka_source
+from venice_core.spark.checkpoint_log import LogEntry, batch_end_offsets, hadoop_crc, last_batch, source_offsets
 from venice_core.spark.drain_monitor import DrainMonitor
-from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange
-from venice_core.spark.stream_drain import BatchTracker, batch_end_offsets, last_batch
+from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange, marker_value
+from venice_core.spark.stream import checkpoint_pane
+from venice_core.spark.stream_drain import BatchTracker
 from venice_core.spark.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.streams import upgrade
@@ -101,23 +103,29 @@ def test_a_notification_written_before_start_is_found_by_the_check_at_start(meta
     assert monitor.check_now() is monitor.found and len(found) == 1
 
 
-def test_the_source_reads_to_the_cut_then_emits_one_marker_per_partition() -> None:
+def test_the_source_reads_to_the_cut_then_emits_one_marker_per_partition_with_its_run_id() -> None:
     latest, cut = {"0": 50, "1": 30}, {"0": 40, "1": 30}
-    end = kafka_source.with_markers({"0": 10, "1": 10}, kafka_source.next_end({"0": 10, "1": 10}, latest, cut, 25), cut)
+    start = {"0": 10, "1": 10}
+    end = kafka_source.with_markers(start, kafka_source.next_end(start, latest, cut, 25), cut, "run-2")
     assert end == {"0": 23, "1": 22}  # the budget shared; not at the cut yet: no markers
-    end = kafka_source.with_markers(end, kafka_source.next_end(end, latest, cut, None), cut)
-    assert end == {"0": 40, "1": 30, MARKER_KEY: 1}  # at the cut, nothing past it, markers
+    end = kafka_source.with_markers(end, kafka_source.next_end(end, latest, cut, None), cut, "run-2")
+    assert end == {"0": 40, "1": 30, MARKER_KEY: "run-2"}  # at the cut, nothing past it, this run's markers
     again = kafka_source.with_markers(
-        end, kafka_source.next_end(kafka_source.data_offsets(end), latest, cut, None), cut
+        end, kafka_source.next_end(kafka_source.data_offsets(end), latest, cut, None), cut, "run-2"
     )
     assert again == end  # nothing more: Spark runs no batch
-    reader = kafka_source.KafkaStreamReader({"topic": "t", "bootstrap": "b"})
+    reader = kafka_source.KafkaStreamReader({"topic": "t", "bootstrap": "b", "runId": "run-2"})
     ranges = reader.partitions({"0": 23, "1": 22}, end)
     assert [(r.partition, r.start, r.end) for r in ranges if isinstance(r, OffsetRange)] == [(0, 23, 40), (1, 22, 30)]
     (markers,) = [r for r in ranges if isinstance(r, MarkerRange)]
-    assert list(reader.read(markers)) == [("t", 0, -1, MARKER_EVENT_TIME_MS, None, None),
-                                          ("t", 1, -1, MARKER_EVENT_TIME_MS, None, None)]  # fmt: skip
+    assert list(reader.read(markers)) == [("t", 0, -1, MARKER_EVENT_TIME_MS, None, b'{"run-id": "run-2"}'),
+                                          ("t", 1, -1, MARKER_EVENT_TIME_MS, None, b'{"run-id": "run-2"}')]  # fmt: skip
     assert reader.partitions(end, end) == []  # markers are read once
+    # Another run's key where this run starts: not carried on, so this run's own drain emits its own markers.
+    theirs = {"0": 40, "1": 30, MARKER_KEY: "run-1"}
+    assert kafka_source.with_markers(theirs, {"0": 45, "1": 30}, None, "run-2") == {"0": 45, "1": 30}
+    mine = kafka_source.with_markers({"0": 45, "1": 30}, {"0": 50, "1": 30}, {"0": 50, "1": 30}, "run-2")
+    assert mine[MARKER_KEY] == "run-2" and marker_value("run-2") == b'{"run-id": "run-2"}'
 
 
 def test_the_cut_file_bounds_the_source(tmp_path: Path) -> None:
@@ -127,7 +135,7 @@ def test_the_cut_file_bounds_the_source(tmp_path: Path) -> None:
     path.write_text('{"0": 5}')
     assert reader.cut() == reader.drain_cut() == {"0": 5}
     reader._watermarks = lambda: {"0": (0, 9), "1": (0, 4)}  # type: ignore[method-assign]  # 1: created after the cut
-    assert reader.latestOffset({"0": 2}, ReadAllAvailable()) == {"0": 5, MARKER_KEY: 1}
+    assert reader.latestOffset({"0": 2}, ReadAllAvailable()) == {"0": 5, MARKER_KEY: ""}  # no run named
 
 
 def test_offsets_reached_are_read_from_sparks_offset_log(tmp_path: Path) -> None:
@@ -141,6 +149,85 @@ def test_offsets_reached_are_read_from_sparks_offset_log(tmp_path: Path) -> None
     (tmp_path / "commits" / "0").write_text("v1\n{}")
     assert batch_end_offsets(tmp_path, 1) == {"0": 6}
     assert (last_batch(tmp_path, "offsets"), last_batch(tmp_path, "commits")) == (1, 0)
+
+
+INFINITY = MARKER_EVENT_TIME_MS - 1_000  # the watermark a drain's markers leave (their event time less the delay)
+
+
+def _spark_log(checkpoint: Path, planned: int, committed: int | None, marker_batch: int, drained_by: Any) -> None:
+    """A checkpoint's logs as Spark writes them (each file beside its checksum): batches 0..`planned`, committed up to
+    `committed`; the markers in `marker_batch`, whose key the later batches carry, and the watermark at infinity
+    from the batch after them on."""
+    for log in ("offsets", "commits"):
+        (checkpoint / log).mkdir(parents=True)
+    for batch in range(planned + 1):
+        watermark = INFINITY if batch > marker_batch else 100 * batch
+        metadata = {"batchWatermarkMs": watermark, "batchTimestampMs": 7, "conf": {"spark.sql.shuffle.partitions": "2"}}
+        offsets = {"0": min(batch, marker_batch) * 10, **({MARKER_KEY: drained_by} if batch >= marker_batch else {})}
+        LogEntry("v1", metadata, [offsets]).write(checkpoint, "offsets", batch)
+    for batch in range(-1 if committed is None else committed + 1):
+        watermark = INFINITY if batch >= marker_batch else 100 * batch + 50
+        LogEntry("v1", {"nextBatchWatermarkMs": watermark}, []).write(checkpoint, "commits", batch)
+    for file in [*(checkpoint / "offsets").iterdir(), *(checkpoint / "commits").iterdir()]:
+        file.with_name(f".{file.name}.crc").write_bytes(hadoop_crc(file.read_bytes()))
+
+
+def _restored_watermark(checkpoint: Path) -> int:
+    """The watermark a restarted query runs its next batch with (Spark's `populateStartOffsets`)."""
+    planned, committed = last_batch(checkpoint, "offsets"), last_batch(checkpoint, "commits")
+    assert planned is not None
+    watermark = int(LogEntry.read(checkpoint, "offsets", planned).metadata["batchWatermarkMs"])
+    if committed == planned:
+        watermark = max(
+            watermark, int(LogEntry.read(checkpoint, "commits", committed).metadata["nextBatchWatermarkMs"])
+        )
+    return watermark
+
+
+@pytest.mark.parametrize(
+    ("planned", "committed"),
+    [(3, 2), (4, 3), (4, 4)],
+    ids=["timed out, marker batch planned", "timed out, marker batch committed", "windows fired"],
+)
+def test_a_resumed_run_undoes_an_earlier_runs_drain_markers(tmp_path: Path, planned: int, committed: int) -> None:
+    """Whatever point the earlier run's drain reached, the restarted query's watermark is the one the marker batch
+    ran with, no batch reads markers again, the rest of the logs is as Spark wrote it, each file's checksum matches,
+    and a second look finds nothing to undo. The pane changes only where the markers fired the windows."""
+    checkpoint = tmp_path / "checkpoint"
+    marker_batch = 3
+    _spark_log(checkpoint, planned, committed, marker_batch, "run-1")
+    assert _restored_watermark(checkpoint) == (100 * marker_batch if planned == marker_batch else INFINITY)
+    untouched = {(log, b): (checkpoint / log / str(b)).read_bytes() for log in ("offsets", "commits") for b in range(3)}
+
+    found = drain_resume.find(checkpoint)
+    assert found == drain_resume.EarlierDrain("run-1", marker_batch, 300, committed > marker_batch)
+    drain_resume.undo(checkpoint, found)
+    assert _restored_watermark(checkpoint) == 300
+    assert all(MARKER_KEY not in source_offsets(checkpoint, b) for b in range(planned + 1))
+    assert LogEntry.read(checkpoint, "offsets", planned).metadata["conf"] == {"spark.sql.shuffle.partitions": "2"}
+    assert {key: (checkpoint / key[0] / str(key[1])).read_bytes() for key in untouched} == untouched
+    for file in [*(checkpoint / "offsets").glob("[0-9]*"), *(checkpoint / "commits").glob("[0-9]*")]:
+        assert file.with_name(f".{file.name}.crc").read_bytes() == hadoop_crc(file.read_bytes()), file
+    assert drain_resume.find(checkpoint) is None
+    assert sorted(p.name for p in (checkpoint / "offsets").iterdir() if not p.name.startswith(".")) == [
+        str(b) for b in range(planned + 1)
+    ]  # nothing staged left behind
+
+    pane = checkpoint_pane(checkpoint, "run-0-first")
+    assert checkpoint_pane(checkpoint, "run-2-resumed", own=found.fired) == ("run-2-re" if found.fired else pane)
+
+
+def test_a_start_that_died_while_undoing_is_finished_by_the_next_and_old_markers_name_no_run(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    _spark_log(checkpoint, 4, 3, 3, 1)  # markers written before they carried the run's id
+    found = drain_resume.find(checkpoint)
+    assert found is not None and found.run_id == "" and "run (unnamed) at batch 3" in found.describe()
+    entry = LogEntry.read(checkpoint, "offsets", 4)  # the first start removed the last batch's key, then died
+    del entry.source[MARKER_KEY]
+    entry.write(checkpoint, "offsets", 4)
+    assert drain_resume.find(checkpoint) == found
+    drain_resume.undo(checkpoint, found)
+    assert drain_resume.find(checkpoint) is None and _restored_watermark(checkpoint) == 300
 
 
 def test_the_tracker_says_which_batch_a_drain_waits_for() -> None:

@@ -1,7 +1,8 @@
 """The Da Vinci client: a full local copy of a store in the application's process, ingested from its region's
 version topic (and, for a hybrid store, every region's real-time topic) by the same engine region servers run
 (`ingestion.task.PartitionIngestionTask`), into RocksDB (no transformer) or DuckDB (`DuckDBRecordTransformer`): a
-`backend.LocalBackend`, chosen when the client is built.
+`backend.LocalBackend`, chosen when the client is built. Checkpoints go where the transformer's
+`get_storage_metadata_service` says (seed 002): its checkpoint store, or beside the data.
 
 Every `sync_interval` seconds it asks the metadata store what its region serves, and:
 - ingests the region's current version, and a newer version once the rollout opens the region's Da Vinci gate;
@@ -569,11 +570,13 @@ def local_backend(
     transformer: RecordTransformer | None, store: str, base_dir: Path, version_topic: Callable[[int], str]
 ) -> LocalBackend[Any]:
     """The storage the transformer asks for: DuckDB's file for a `DuckDBRecordTransformer`, else RocksDB under the
-    base dir. DuckDB is imported only when chosen."""
+    base dir. Either asks the transformer where checkpoints go as it opens each version
+    (`get_storage_metadata_service`: a checkpoint store, or None for beside the data). DuckDB is imported only when
+    chosen."""
     if transformer is not None:
         from venice_core.davinci.duckdb_backend import DuckDBBackend
         from venice_core.davinci.duckdb_store import DuckDBRecordTransformer
 
         if isinstance(transformer, DuckDBRecordTransformer):
             return DuckDBBackend(transformer, store, version_topic)
-    return RocksDBBackend(store, base_dir)
+    return RocksDBBackend(store, base_dir, version_topic, transformer)

@@ -1,6 +1,8 @@
 """A Da Vinci client's copy in DuckDB, its storage with a `DuckDBRecordTransformer`: the file's layout, its version
 tables and partition stores are `duckdb_store`'s; reads and SQL go to the store's view, `"<store>"`, whichever version
-it points to, on a cursor of the reading thread's own."""
+it points to, on a cursor of the reading thread's own. Checkpoints go to the store the transformer answers
+(`get_storage_metadata_service`, asked as each version is opened): its own checkpoint table, unless a subclass
+answers another store (None: the table, beside the data)."""
 
 from __future__ import annotations
 
@@ -14,18 +16,20 @@ from venice_core.davinci.columns import Column, key_columns, key_is_record, valu
 from venice_core.davinci.duckdb_store import DuckDBPartitionStore, DuckDBRecordTransformer, DuckDBVersionTable, quote
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
-from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.checkpoint import CheckpointStore, PubSubTopicPartition
 
 
 class DuckDBVersion:
-    """One version's table; its partitions commit into it."""
+    """One version's table; its partitions commit into it, their checkpoints into `checkpoints` (None: the file's)."""
 
-    def __init__(self, table: DuckDBVersionTable, topic: str, schemas: StoreSchemas) -> None:
-        self.table, self.topic, self.schemas = table, topic, schemas
+    def __init__(
+        self, table: DuckDBVersionTable, topic: str, schemas: StoreSchemas, checkpoints: CheckpointStore | None
+    ) -> None:
+        self.table, self.topic, self.schemas, self.checkpoints = table, topic, schemas, checkpoints
 
     def open_partition(self, partition: int) -> DuckDBPartitionStore:
         topic_partition = PubSubTopicPartition(self.topic, partition)
-        return DuckDBPartitionStore(self.table, topic_partition, self.schemas.registered)
+        return DuckDBPartitionStore(self.table, topic_partition, self.schemas.registered, self.checkpoints)
 
     @property
     def ready_to_serve(self) -> bool:
@@ -43,6 +47,9 @@ class DuckDBBackend:
         self._schemas: StoreSchemas | None = None
         self._key_columns: list[Column] = []  # the table's primary key
         self._reads = threading.local()
+        # Versions whose checkpoints a store other than the file's keeps: its store and the version's partition
+        # count, so that dropping the version deletes their states there too (the file's own go with the topic's rows).
+        self._kept_elsewhere: dict[int, tuple[CheckpointStore, int]] = {}
 
     @property
     def worker_commit_messages(self) -> int:
@@ -70,13 +77,27 @@ class DuckDBBackend:
     ) -> DuckDBVersion:
         schemas = self._opened()
         table = self.transformer.open_version(self.store, number, schemas.key, schemas.values, decompress)
-        return DuckDBVersion(table, self.version_topic(number), schemas)
+        checkpoints = self.transformer.get_storage_metadata_service()
+        if checkpoints is not None and checkpoints is not self.transformer.checkpoints:
+            self._kept_elsewhere[number] = (checkpoints, partition_count)
+        return DuckDBVersion(table, self.version_topic(number), schemas, checkpoints)
 
     def swap(self, version: DuckDBVersion, drop_retired: bool = True) -> None:
-        self.transformer.swap(version.table, self.version_topic if drop_retired else None)
+        retired = self.transformer.swap(version.table, self.version_topic if drop_retired else None)
+        if drop_retired and retired and retired != version.table.version:
+            self._forget_elsewhere(retired)
 
     def drop_version(self, number: int) -> None:
         self.transformer.drop_version(self.store, number, self.version_topic(number))
+        self._forget_elsewhere(number)
+
+    def _forget_elsewhere(self, number: int) -> None:
+        """Delete a dropped version's states from a store other than the file's (a version this process opened)."""
+        kept = self._kept_elsewhere.pop(number, None)
+        if kept is not None:
+            store, partition_count = kept
+            for partition in range(partition_count):
+                store.delete(PubSubTopicPartition(self.version_topic(number), partition))
 
     def get(self, key: Any, key_bytes: bytes, served: DuckDBVersion | None) -> Any | None:
         # The view, not `served`'s table: a restarted client serves the version its file last served even where it

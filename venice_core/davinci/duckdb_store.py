@@ -3,7 +3,8 @@
 Layout of the file:
 - a table per version, `"<store>_v<N>"`: key fields as the primary key, value fields as columns (`columns`);
 - a view `"<store>"` on the current version's table, re-pointed at a swap (the retired table is dropped);
-- `venice_checkpoints (topic, partition) -> state BLOB`: the seed's three calls (`DuckDBCheckpointStore`);
+- `venice_checkpoints (topic, partition) -> state BLOB`: the seed's three calls (`DuckDBCheckpointStore`), the
+  checkpoint store the transformer answers (`get_storage_metadata_service`);
 - `venice_chunks` (large values' chunks awaiting their manifest) and `venice_rmd` (a hybrid version's write stamps);
 - `venice_current (store) -> version`: the version the view points to, what a restarted client serves at once.
 
@@ -45,7 +46,7 @@ from venice_core.errors import ConfigError, VeniceError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.put_run import PutRun
-from venice_core.storage.checkpoint import PubSubTopicPartition
+from venice_core.storage.checkpoint import CheckpointStore, PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import CorruptCheckpoint, IngestionCheckpoint
 
 log = logging.getLogger(__name__)
@@ -103,10 +104,14 @@ class DuckDBCheckpointStore:
 
 
 class RecordTransformer:
-    """What a Da Vinci client stores its records through. The default keeps them in RocksDB, one per partition,
-    checkpointed as region servers do (`get_storage_metadata_service` None)."""
+    """What a Da Vinci client stores its records through. The default keeps them in RocksDB, one per partition.
 
-    def get_storage_metadata_service(self) -> Any | None:
+    `get_storage_metadata_service` (seed 002) is where ingestion keeps every partition's checkpoint: the client's
+    storage asks it for each version it ingests. A checkpoint store (`storage.checkpoint.CheckpointStore`, three
+    calls on opaque bytes by topic-partition) gets every partition's state, read at a restart to resume from; None,
+    the default, keeps them beside the data (in each partition's RocksDB, as region servers do)."""
+
+    def get_storage_metadata_service(self) -> CheckpointStore | None:
         return None
 
 
@@ -158,7 +163,8 @@ class DuckDBRecordTransformer(RecordTransformer):
         assert self._checkpoints is not None
         return self._checkpoints
 
-    def get_storage_metadata_service(self) -> DuckDBCheckpointStore:
+    def get_storage_metadata_service(self) -> CheckpointStore | None:
+        """The checkpoint table in the file: a partition's commit writes its state in the data's transaction."""
         return self.checkpoints
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -467,12 +473,21 @@ class DuckDBPartitionStore:
     commit_every_seconds = COMMIT_EVERY_SECONDS
 
     def __init__(
-        self, table: DuckDBVersionTable, topic_partition: PubSubTopicPartition, schema_for: Callable[[int], Any]
+        self,
+        table: DuckDBVersionTable,
+        topic_partition: PubSubTopicPartition,
+        schema_for: Callable[[int], Any],
+        checkpoints: CheckpointStore | None = None,
     ) -> None:
         self.table = table
         self.owner = table.owner
         self.topic_partition = topic_partition
         self.schema_for = schema_for
+        # The file's own checkpoint table (None) takes the state in the data's transaction; another store (what a
+        # subclass's `get_storage_metadata_service` answers) after the data's commit, so a crash between the two
+        # replays what the older state covers.
+        self.checkpoints: CheckpointStore = checkpoints or self.owner.checkpoints
+        self._in_transaction = self.checkpoints is self.owner.checkpoints
         self._stamps: dict[bytes, bytes] | None = None  # the topic's write stamps, read at the first lookup
         # A plain INSERT costs DuckDB about a third less than INSERT OR REPLACE. A batch push's records are new keys
         # (a restart resumes after its checkpoint, whose data is in the table): commits try a plain INSERT until one
@@ -491,7 +506,7 @@ class DuckDBPartitionStore:
 
     def checkpoint(self) -> IngestionCheckpoint | None:
         with self.owner.lock:
-            raw = self.owner.checkpoints.get(self.topic_partition)
+            raw = self.checkpoints.get(self.topic_partition)
         if raw is None:
             return None
         self._in_order = False  # resuming: the keys committed before are not known here
@@ -609,7 +624,8 @@ class DuckDBPartitionStore:
                 con.register("venice_stamps", stamps)
                 con.execute(f"INSERT OR REPLACE INTO {RMD} SELECT topic, key, stamp FROM venice_stamps")
                 con.unregister("venice_stamps")
-            self.owner.checkpoints.set(tp, checkpoint.encode())
+            if self._in_transaction:
+                self.checkpoints.set(tp, checkpoint.encode())
             con.execute("COMMIT")
         except Exception:
             with contextlib.suppress(duckdb.TransactionException):  # a failed COMMIT ended it itself
@@ -618,6 +634,8 @@ class DuckDBPartitionStore:
                 with contextlib.suppress(duckdb.Error):
                     con.unregister(view)
             raise
+        if not self._in_transaction:
+            self.checkpoints.set(tp, checkpoint.encode())
         if self._stamps is not None:
             self._stamps.update(batch.stamps)
 
@@ -666,7 +684,7 @@ class DuckDBPartitionStore:
     def destroy(self) -> None:
         self.close()
         with self.owner.lock:
-            self.owner.checkpoints.delete(self.topic_partition)
+            self.checkpoints.delete(self.topic_partition)
 
 
 __all__ = [

@@ -1,6 +1,8 @@
-"""A Da Vinci client's copy in RocksDB, its storage without a transformer: one RocksDB per partition under
-`<base dir>/<store>_v<N>/p<P>`, checkpointed as region servers do (`storage.rocksdb`), and `current.json` beside
-them, the version each store's reads go to, so a restart serves it at once."""
+"""A Da Vinci client's copy in RocksDB, its storage without the DuckDB transformer: one RocksDB per partition under
+`<base dir>/<store>_v<N>/p<P>`, and `current.json` beside them, the version each store's reads go to, so a restart
+serves it at once. Checkpoints are where the client's transformer says, asked as each version is opened
+(`RecordTransformer.get_storage_metadata_service`, seed 002): in its checkpoint store, or, if it answers None (or
+there is no transformer), in each partition's RocksDB as region servers keep them (`storage.rocksdb`)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,18 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
+from venice_core.storage.checkpoint import CheckpointStore, KeptElsewhere, PubSubTopicPartition
 from venice_core.storage.rocksdb import PartitionStorage
+
+if TYPE_CHECKING:
+    from venice_core.davinci.duckdb_store import RecordTransformer
 
 CURRENT_FILE = "current.json"
 
@@ -27,18 +33,23 @@ class RocksDBVersion:
         self,
         number: int,
         path: Path,
+        topic: str,
         partition_count: int,
         decompress: Callable[[bytes], bytes],
+        checkpoint_store: CheckpointStore | None = None,
         partitioner: VenicePartitioner = DEFAULT_PARTITIONER,
     ) -> None:
-        self.number, self.path = number, path
+        self.number, self.path, self.topic = number, path, topic
         self.partition_count = partition_count
         self.decompress = decompress
+        self.checkpoint_store = checkpoint_store  # the transformer's; None: in each partition's RocksDB
         self.partitioner = partitioner
         self.partitions: dict[int, PartitionStorage] = {}
 
     def open_partition(self, partition: int) -> PartitionStorage:
-        storage = self.partitions[partition] = PartitionStorage(self.path / f"p{partition}")
+        store = self.checkpoint_store
+        kept = None if store is None else KeptElsewhere(store, PubSubTopicPartition(self.topic, partition))
+        storage = self.partitions[partition] = PartitionStorage(self.path / f"p{partition}", kept)
         return storage
 
     @property
@@ -56,9 +67,17 @@ class RocksDBVersion:
 class RocksDBBackend:
     worker_commit_messages = None  # ingest workers' batches are DuckDB's: threads ingest
 
-    def __init__(self, store: str, base_dir: Path) -> None:
+    def __init__(
+        self,
+        store: str,
+        base_dir: Path,
+        version_topic: Callable[[int], str],
+        transformer: RecordTransformer | None = None,
+    ) -> None:
         self.store = store
         self.base_dir = base_dir
+        self.version_topic = version_topic
+        self.transformer = transformer
         self._schemas: StoreSchemas | None = None
 
     def check_key_schema(self, key_schema: Any) -> None:
@@ -78,7 +97,19 @@ class RocksDBBackend:
         decompress: Callable[[bytes], bytes],
         partitioner: VenicePartitioner = DEFAULT_PARTITIONER,
     ) -> RocksDBVersion:
-        return RocksDBVersion(number, self._version_dir(number), partition_count, decompress, partitioner)
+        return RocksDBVersion(
+            number,
+            self._version_dir(number),
+            self.version_topic(number),
+            partition_count,
+            decompress,
+            self._checkpoint_store(),
+            partitioner,
+        )
+
+    def _checkpoint_store(self) -> CheckpointStore | None:
+        """The transformer's checkpoint store, asked for each version ingested; None: in each partition's RocksDB."""
+        return None if self.transformer is None else self.transformer.get_storage_metadata_service()
 
     def swap(self, version: RocksDBVersion, drop_retired: bool = True) -> None:
         current = self._current()
@@ -92,6 +123,12 @@ class RocksDBBackend:
             self.drop_version(retired)
 
     def drop_version(self, number: int) -> None:
+        store = self._checkpoint_store()
+        if store is not None:  # the states of the partitions held here (a folder each), in the transformer's store
+            topic = self.version_topic(number)
+            for folder in self._version_dir(number).glob("p*"):
+                if folder.name[1:].isdigit():
+                    store.delete(PubSubTopicPartition(topic, int(folder.name[1:])))
         shutil.rmtree(self._version_dir(number), ignore_errors=True)
 
     def get(self, key: Any, key_bytes: bytes, served: RocksDBVersion | None) -> Any | None:

@@ -18,10 +18,14 @@ Offsets are `{"<partition>": <next offset>}`. Options:
   takes, as the source's end at the moment of the drain);
 - `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit);
 - `drainCutPath`: a file the job's driver writes when the pipeline drains (`spark.stream_drain`): the cut, offsets
-  past which nothing is read. Once every partition has been read up to it, the source emits its drain markers: one
-  row per partition (`offset` -1, no key or value) whose `timestamp` is `MARKER_EVENT_TIME_MS`, an event time that
-  closes every window (the watermark to infinity, as Samza, Flink and Dataflow advance it on drain). The markers
-  are a batch's range like any other (offset key `drain`), so they are in Spark's offset log and read once.
+  past which nothing is read. Once every partition has been read up to it, the source emits its drain markers (seed
+  004's DrainMessage): one row per partition (`offset` -1, no key, the value `{"run-id": <run>}`) whose `timestamp`
+  is `MARKER_EVENT_TIME_MS`, an event time that closes every window (the watermark to infinity, as Samza, Flink and
+  Dataflow advance it on drain). The markers are a batch's range like any other (offset key `drain`, whose value is
+  the run id), so they are in Spark's offset log and read once;
+- `runId`: the job's run (the pipeline's start) that drains: its id goes with its markers. Another run's marker key
+  in the offsets the source starts from is not carried on (a resumed run undoes what those markers did:
+  `spark.drain_resume`).
 
 A batch read (`KafkaBatchReader`) reads each partition from `startingOffsets` (default earliest) to `endingOffsets`
 (default the end at planning time), cut into tasks of at most `maxRecordsPerPartition` records each (`split`: a
@@ -47,7 +51,7 @@ from venice_core.errors import StreamInputError
 from venice_core.pubsub.offsets import parse_partition_offsets
 
 SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
-# The offsets' key of the drain markers (1 once they are emitted), beside the partitions' numbers.
+# The offsets' key of the drain markers (the id of the run that emitted them), beside the partitions' numbers.
 MARKER_KEY = "drain"
 MARKER_OFFSET = -1
 # 9999-12-31T23:59:59Z: a drain marker's event time, later than the end of any window.
@@ -122,31 +126,39 @@ def plan(start: Mapping[str, int], end: Mapping[str, int]) -> list[OffsetRange]:
 
 
 class MarkerRange(InputPartition):
-    """The drain markers' task: one marker row per source partition."""
+    """The drain markers' task: one marker row per source partition, each carrying the id of the run that drains."""
 
-    def __init__(self, partitions: Sequence[int]) -> None:
-        super().__init__(("drain", tuple(partitions)))
+    def __init__(self, partitions: Sequence[int], run_id: str) -> None:
+        super().__init__(("drain", tuple(partitions), run_id))
         self.source_partitions = tuple(partitions)
+        self.run_id = run_id
 
 
-def data_offsets(offsets: Mapping[str, int]) -> dict[str, int]:
+def data_offsets(offsets: Mapping[str, Any]) -> dict[str, int]:
     """The partitions' offsets of a source offset, without the drain markers' key."""
     return {p: o for p, o in offsets.items() if p != MARKER_KEY}
 
 
-def marker_rows(topic: str, partitions: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+def marker_value(run_id: str) -> bytes:
+    """A drain marker's value: the run that drained (seed 004's DrainMessage and its `run-id`)."""
+    return json.dumps({"run-id": run_id}).encode()
+
+
+def marker_rows(topic: str, partitions: Sequence[int], run_id: str) -> Iterator[tuple[Any, ...]]:
     for p in partitions:
-        yield (topic, p, MARKER_OFFSET, MARKER_EVENT_TIME_MS, None, None)
+        yield (topic, p, MARKER_OFFSET, MARKER_EVENT_TIME_MS, None, marker_value(run_id))
 
 
-def with_markers(start: Mapping[str, int], end: dict[str, int], drain_cut: Mapping[str, int] | None) -> dict[str, int]:
-    """`end` with the drain markers' key: kept once emitted; added when a drain's cut is reached in every
-    partition it names."""
-    if MARKER_KEY in start:
-        end[MARKER_KEY] = start[MARKER_KEY]
-    elif drain_cut is not None and all(end.get(p, 0) >= offset for p, offset in drain_cut.items() if p in end):
-        end[MARKER_KEY] = 1
-    return end
+def with_markers(
+    start: Mapping[str, Any], end: dict[str, int], drain_cut: Mapping[str, int] | None, run_id: str
+) -> dict[str, Any]:
+    """`end` with the drain markers' key, the run's id: kept once this run has emitted them; added when this run's
+    drain cut is reached in every partition it names. Another run's key in `start` is not carried on."""
+    marked: dict[str, Any] = dict(end)
+    reached = drain_cut is not None and all(end.get(p, 0) >= o for p, o in drain_cut.items() if p in end)
+    if start.get(MARKER_KEY) == run_id or reached:
+        marked[MARKER_KEY] = run_id
+    return marked
 
 
 def split(start: Mapping[str, int], end: Mapping[str, int], max_records: int) -> list[OffsetRange]:
@@ -283,6 +295,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
         self.initial_path = options.get("initialOffsetsPath")
         self.drain_cut_path = options.get("drainCutPath")
+        self.run_id = options.get("runId", "")
         self._client: Any = None
 
     def _consumer(self) -> Any:
@@ -335,27 +348,28 @@ class KafkaStreamReader(DataSourceStreamReader):
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         latest = {p: high for p, (_low, high) in self._watermarks().items()}
         drain_cut = self.drain_cut()
         if drain_cut is not None:  # a partition created after the cut is not read either
             latest = {p: high for p, high in latest.items() if p in drain_cut}
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = next_end(data_offsets(start), latest, self.cut(), budget)
-        return with_markers(start, end, drain_cut)
+        return with_markers(start, end, drain_cut, self.run_id)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return {p: high for p, (_low, high) in self._watermarks().items()}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         ranges: list[InputPartition] = list(plan(data_offsets(start), data_offsets(end)))
-        if MARKER_KEY in end and MARKER_KEY not in start:
-            ranges.append(MarkerRange(sorted(int(p) for p in data_offsets(end))))
+        drained_by = end.get(MARKER_KEY)
+        if drained_by is not None and drained_by != start.get(MARKER_KEY):  # from the offsets: a replay's are the same
+            ranges.append(MarkerRange(sorted(int(p) for p in data_offsets(end)), str(drained_by)))
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if isinstance(partition, MarkerRange):
-            return marker_rows(self.topic, partition.source_partitions)
+            return marker_rows(self.topic, partition.source_partitions, partition.run_id)
         assert isinstance(partition, OffsetRange)
         return read_range(self.bootstrap, self.topic, partition.partition, partition.start, partition.end)
 

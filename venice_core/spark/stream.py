@@ -11,7 +11,9 @@ The job reports to the metadata store as the pipeline's current run: running (wi
 source offsets (from Spark's offset log), or failed and why. Spark's checkpoint (offsets log, commits, the query
 id) is the one given. Between the source and the writes runs the pipeline's transform (`spark.stream_transforms`: map
 only, or a windowed count with state). A `DrainMonitor` watches for a drain notification meant for the run, at
-start and every `--drain-poll-seconds`; on one, the job drains (`spark.stream_drain`) and exits.
+start and every `--drain-poll-seconds`; on one, the job drains (`spark.stream_drain`) and exits. A run started on a
+checkpoint that another run's drain marked (that drain timed out or was stopped) first undoes those markers
+(`spark.drain_resume`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from venice_core.controller import drain, streams
 from venice_core.errors import StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
+from venice_core.spark import drain_resume
+from venice_core.spark.checkpoint_log import batch_end_offsets, source_offsets
 from venice_core.spark.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
+from venice_core.spark.kafka_source import MARKER_KEY
 from venice_core.spark.stream_drain import (
     DEFAULT_TIMEOUT_SECONDS,
     DRAINED,
@@ -38,7 +43,6 @@ from venice_core.spark.stream_drain import (
     BatchTracker,
     Drainer,
     DrainTimedOut,
-    batch_end_offsets,
     cut_path,
 )
 from venice_core.spark.stream_tasks import (
@@ -60,6 +64,9 @@ STOP_INSTEAD_OF_DRAIN_CONF = "spark.venice.stream.test.stop.instead.of.drain"
 # For the drain test: while this file exists, a batch waits before it writes (`<file>.held` names it), so a drain is
 # asked for while a batch is surely in flight.
 HOLD_BATCH_CONF = "spark.venice.stream.test.hold.batch.while"
+# For the resume test: the batch after the drain markers' (the one that fires the windows) hangs in a task after one
+# write, as `HANG_AFTER_CONF` does: the drain cannot finish, its marker batch committed (where a timeout stops it).
+HANG_AFTER_MARKERS_CONF = "spark.venice.stream.test.hang.after.drain.markers"
 
 
 # The mark of the checkpoint's window panes, in the checkpoint: a run resumed on it writes the panes its state
@@ -69,11 +76,12 @@ HOLD_BATCH_CONF = "spark.venice.stream.test.hold.batch.while"
 PANE_FILE = "venice-pane"
 
 
-def checkpoint_pane(checkpoint: Path, run_id: str) -> str:
+def checkpoint_pane(checkpoint: Path, run_id: str, own: bool = False) -> str:
     """The pane of the windows written from this checkpoint: the first run's id (its first 8 characters), kept in
-    the checkpoint. A start after a drain gets a fresh checkpoint, so the next deployment writes a pane of its own."""
+    the checkpoint. A start after a drain gets a fresh checkpoint, so the next deployment writes a pane of its own; a
+    run resumed on a checkpoint whose windows a drain fired (`own`) takes the pane over with its id."""
     path = checkpoint / PANE_FILE
-    if not path.exists():
+    if own or not path.exists():
         checkpoint.mkdir(parents=True, exist_ok=True)
         staged = path.with_name(f"{PANE_FILE}.{run_id}")
         staged.write_text(run_id[:8])
@@ -142,11 +150,17 @@ class BatchWriter:
         finally:
             self.tracker.finished(records)
 
+    def _follows_markers(self, batch_id: int) -> bool:
+        """Whether the batch before this one read the drain markers (its offsets carry their key)."""
+        return batch_id > 0 and MARKER_KEY in source_offsets(Path(self.args.checkpoint), batch_id - 1)
+
     def _write(self, batch: Any, batch_id: int) -> int:
         if self._query_id is None:
             self._query_id = query_id(Path(self.args.checkpoint))
         mapping = self.mapping
         hang_after = int(batch.sparkSession.conf.get(HANG_AFTER_CONF, "0"))
+        if batch.sparkSession.conf.get(HANG_AFTER_MARKERS_CONF, "false") == "true" and self._follows_markers(batch_id):
+            hang_after = 1
         marker = str(Path(self.args.checkpoint).parent / "test-hang-claimed")
         spec = BatchSpec(self._query_id, batch_id, mapping, hang_after, marker)
         began = time.monotonic()
@@ -193,6 +207,11 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
     checkpoint = Path(args.checkpoint)
     cut_file = cut_path(checkpoint)
     cut_file.unlink(missing_ok=True)  # an earlier run's cut (a drain that timed out) bounds no later run
+    earlier = drain_resume.find(checkpoint)  # an earlier run's drain markers: their watermark must not hold here
+    pane = checkpoint_pane(checkpoint, args.run_id, own=earlier is not None and earlier.fired)
+    if earlier is not None:
+        drain_resume.undo(checkpoint, earlier)  # after the pane: a start that dies between finds the drain again
+        print(earlier.describe(), flush=True)
     requested = threading.Event()
     monitor = DrainMonitor(
         lambda: drain.for_run(meta, args.name, args.run_id),
@@ -200,7 +219,7 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
         interval=args.drain_poll_seconds,
         on_error=lambda exc: print(f"drain monitor: {exc}", flush=True),
     )
-    transform = transform_spec(args, checkpoint_pane(checkpoint, args.run_id))
+    transform = transform_spec(args, pane)
     writer = BatchWriter(meta, args, mapping, transform)
     drainer = Drainer(meta, args.name, args.run_id, checkpoint, writer.tracker, args.drain_timeout_seconds)
     stop_instead = spark.conf.get(STOP_INSTEAD_OF_DRAIN_CONF, "false") == "true"
@@ -218,6 +237,7 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
         .option("maxRecordsPerBatch", str(args.max_records_per_batch))
         .option("initialOffsetsPath", str(checkpoint / "venice-initial-offsets.json"))
         .option("drainCutPath", str(cut_file))
+        .option("runId", args.run_id)
     )
     query = (
         transform.apply(reader.load())

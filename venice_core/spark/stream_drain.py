@@ -15,7 +15,9 @@
 
 A drain timeout (the notification's, else the job's `--drain-timeout-seconds`) bounds steps 2 and 3: past it the
 query stops without cleaning up (the notification stays), and the run is FAILED with "drain timed out" as its
-cause, which `venice stream status` shows. The phases' times go with the pipeline (`record.drain`).
+cause, which `venice stream status` shows. The phases' times go with the pipeline (`record.drain`). The markers
+carry the run's id, and may already be in the checkpoint's logs: a run resumed on it undoes them before its query
+starts (`spark.drain_resume`), so its own events are not dropped as late.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from venice_core.controller import drain, streams
 from venice_core.controller.drain import StoredNotification
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
-from venice_core.spark.kafka_source import _consumer, data_offsets, topic_partitions, watermarks
+from venice_core.spark.checkpoint_log import COMMITS, OFFSETS, batch_end_offsets, last_batch
+from venice_core.spark.kafka_source import _consumer, topic_partitions, watermarks
 
 CUT_FILE = "venice-drain-cut.json"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -56,20 +59,6 @@ def take_cut(bootstrap: str, topic: str, path: Path) -> dict[str, int]:
     temporary.write_text(json.dumps(cut))
     os.replace(temporary, path)
     return cut
-
-
-def last_batch(checkpoint: Path, log: str) -> int | None:
-    """The newest batch id in Spark's `offsets` (planned) or `commits` (done) log."""
-    directory = checkpoint / log
-    ids = [int(p.name) for p in directory.iterdir() if p.name.isdigit()] if directory.is_dir() else []
-    return max(ids, default=None)
-
-
-def batch_end_offsets(checkpoint: Path, batch_id: int) -> dict[str, int]:
-    """The source offsets a batch reads up to, from Spark's offset log (`v1`, the batch's metadata, then one line
-    per source: ours is the source's offsets as JSON); without the drain markers' key."""
-    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
-    return {str(p): int(o) for p, o in data_offsets(json.loads(lines[2])).items()}
 
 
 class BatchTracker:
@@ -221,7 +210,7 @@ class Drainer:
     def _committed(self, cut: dict[str, int]) -> tuple[int | None, dict[str, int]]:
         """The last batch, committed, and the offsets it reached: every batch Spark planned is in its commit log,
         and the source is at the cut."""
-        planned, committed = last_batch(self.checkpoint, "offsets"), last_batch(self.checkpoint, "commits")
+        planned, committed = last_batch(self.checkpoint, OFFSETS), last_batch(self.checkpoint, COMMITS)
         if planned != committed:
             raise DrainUnverified(f"batch {planned} was planned but the commit log ends at {committed}")
         offsets = batch_end_offsets(self.checkpoint, planned) if planned is not None else dict(cut)

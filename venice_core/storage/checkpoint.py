@@ -4,6 +4,11 @@ As seed 002 settles it, a checkpoint store has exactly three calls, `get`, `set`
 `PubSubTopicPartition` (a version topic or a view topic: never a real-time topic), and the state is opaque bytes
 that the core serialises and evolves (`ingestion_checkpoint.IngestionCheckpoint.encode` / `decode`). One store
 holds several topics at once: a new version's state never overwrites the old one's.
+
+A partition's storage keeps its checkpoint beside its data by default, in the same atomic write. A Da Vinci
+transformer may answer a store of its own instead (`get_storage_metadata_service`, seed 002): the partition's
+storage then reaches it through `KeptElsewhere`, and commits the data first, then the state that covers it, so a
+crash between the two replays what the older state covers (rewriting the same values), never skips anything.
 """
 
 from __future__ import annotations
@@ -70,3 +75,21 @@ class InMemoryCheckpointStore:
 
     def delete(self, topic_partition: PubSubTopicPartition) -> None:
         self.states.pop(topic_partition, None)
+
+
+@dataclass(frozen=True)
+class KeptElsewhere:
+    """One partition's checkpoint in a checkpoint store other than its data's: the three calls bound to its
+    topic-partition."""
+
+    store: CheckpointStore
+    topic_partition: PubSubTopicPartition
+
+    def get(self) -> bytes | None:
+        return self.store.get(self.topic_partition)
+
+    def set(self, state: bytes) -> None:
+        self.store.set(self.topic_partition, state)
+
+    def delete(self) -> None:
+        self.store.delete(self.topic_partition)

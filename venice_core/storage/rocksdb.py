@@ -4,7 +4,8 @@ Data lives in the default column family; the ingestion checkpoint and chunks awa
 `venice_meta` column family, and a hybrid version's replication metadata (each key's latest write stamp, see
 `ingestion.conflict`) in `venice_rmd`, all written in the same WriteBatch as the data they cover, so a crash never
 separates them. Reads of values never touch the replication metadata. Sorted pushes are built with the SST file
-writer and ingested at END_OF_PUSH.
+writer and ingested at END_OF_PUSH. A partition whose checkpoint a store of its own keeps (`checkpoint.KeptElsewhere`:
+a Da Vinci transformer's) has none in `venice_meta`: its commits write the data, then set the state there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rocksdict import (
 
 from venice_core.protocol.put_run import PutRun
 from venice_core.storage.api import COMMIT_EVERY_MESSAGES, COMMIT_EVERY_SECONDS
+from venice_core.storage.checkpoint import KeptElsewhere
 from venice_core.storage.ingestion_checkpoint import CorruptCheckpoint, IngestionCheckpoint
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,9 @@ class PartitionStorage:
     commit_every_messages = COMMIT_EVERY_MESSAGES
     commit_every_seconds = COMMIT_EVERY_SECONDS
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, checkpoint: KeptElsewhere | None = None) -> None:
         self.path = path
+        self.kept_elsewhere = checkpoint  # None: the checkpoint is in `venice_meta`, written with the data
         path.mkdir(parents=True, exist_ok=True)
         self._db = Rdict(
             str(path / "db"),
@@ -99,13 +102,14 @@ class PartitionStorage:
         return cast("list[bytes | None]", self._db.get(cast("list[str | int | float | bytes | bool]", keys)))
 
     def checkpoint(self) -> IngestionCheckpoint | None:
-        raw = self._meta.get(CHECKPOINT_KEY)
+        raw = self._meta.get(CHECKPOINT_KEY) if self.kept_elsewhere is None else self.kept_elsewhere.get()
         if raw is None:
             return None
         try:
             return IngestionCheckpoint.decode(raw)
         except CorruptCheckpoint as exc:
-            log.warning("checkpoint of %s is corrupt (%s): the partition re-ingests from the start", self.path, exc)
+            where = self.path if self.kept_elsewhere is None else self.kept_elsewhere.topic_partition
+            log.warning("checkpoint of %s is corrupt (%s): the partition re-ingests from the start", where, exc)
             return None
 
     def get_chunk(self, chunk_key: bytes) -> bytes | None:
@@ -133,9 +137,13 @@ class PartitionStorage:
         batch.put(key, stamp, self._rmd_handle)
 
     def commit(self, batch: WriteBatch, checkpoint: IngestionCheckpoint) -> None:
-        """Write the batch and the checkpoint that covers it, atomically."""
-        batch.put(CHECKPOINT_KEY, checkpoint.encode(), self._meta_handle)
+        """Write the batch and the checkpoint that covers it: atomically, or (kept elsewhere) the data first."""
+        if self.kept_elsewhere is None:
+            batch.put(CHECKPOINT_KEY, checkpoint.encode(), self._meta_handle)
+            self._db.write(batch)
+            return
         self._db.write(batch)
+        self.kept_elsewhere.set(checkpoint.encode())
 
     # sorted ingestion
     def sst_put(self, key: bytes, value: bytes) -> None:
@@ -182,4 +190,6 @@ class PartitionStorage:
 
     def destroy(self) -> None:
         self.close()
+        if self.kept_elsewhere is not None:
+            self.kept_elsewhere.delete()
         shutil.rmtree(self.path, ignore_errors=True)

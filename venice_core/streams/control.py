@@ -140,7 +140,8 @@ def after_drain(config: ClusterConfig, request: StreamJobRequest, drained: strea
     """A start after a clean drain: the drained run's state is empty (every window fired) and its checkpoint's
     watermark at infinity, so the new run starts with fresh state (the old checkpoint kept aside as
     `checkpoint.drained`) from exactly the offsets the drained run reached. This is what lets an upgrade change the
-    state schema."""
+    state schema. A start after a drain that did not finish (timed out, stopped) resumes the checkpoint, whose job
+    first undoes the earlier run's drain markers (`spark.drain_resume`)."""
     checkpoint = checkpoint_dir(config, request.name)
     if checkpoint.exists():
         kept = checkpoint.with_name("checkpoint.drained")
