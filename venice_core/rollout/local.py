@@ -141,10 +141,7 @@ def _roll_out(
     def run(request: PushRequest, created: CreatedVersion) -> JobResult:
         return run_job(config, job_request(request, created))
 
-    try:
-        return run_in_process(rollout, request, run)
-    finally:
-        rollout.close()
+    return run_in_process(rollout, request, run)
 
 
 def prepare_repush(
