@@ -162,17 +162,14 @@ class HookExecutor:
             function = LifecycleFunction(name)
         except ValueError:
             raise ValueError(f"unknown lifecycle function {name!r}") from None
-        calls = [
-            _Call(len(self.hooks) * c + h, path, hook, ctx)
-            for c, ctx in enumerate(contexts)
-            for h, (path, hook) in enumerate(self.hooks)
-        ]
+        asked = [(ctx, path, hook) for ctx in contexts for path, hook in self.hooks]
+        calls = [_Call(index, path, hook, ctx) for index, (ctx, path, hook) in enumerate(asked)]
         invocations = self._round(function, calls)
         if self.recorder is not None:
             for call, invocation in zip(calls, invocations, strict=True):
                 self.recorder(call.ctx, invocation)
-        per_context = [invocations[c * len(self.hooks) : (c + 1) * len(self.hooks)] for c in range(len(contexts))]
-        return [self._decide(function, tuple(asked)) for asked in per_context]
+        each = len(self.hooks)
+        return [self._decide(function, tuple(invocations[c * each : (c + 1) * each])) for c in range(len(contexts))]
 
     def _decide(self, function: LifecycleFunction, invocations: tuple[HookInvocation, ...]) -> HookDecision:
         kind = HOOK_FUNCTIONS[function]

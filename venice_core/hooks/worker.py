@@ -90,8 +90,7 @@ class Worker:
 def start(call: Callable[[], Answer]) -> Worker:
     """Fork a worker that runs `call` and sends back what it returns (a JSON object of strings), or
     `{"error": "<exception type>: <message>"}` if it raises."""
-    for stream in (sys.stdout, sys.stderr):  # else the worker would inherit, and write again, what is buffered
-        stream.flush()
+    _flush()  # else the worker would inherit, and write again, what is buffered here
     caller = os.getpid()
     with _FORK_LOCK:
         read_end, write_end = os.pipe()
@@ -120,8 +119,7 @@ def _serve(call: Callable[[], Answer], pipe: int, caller: int) -> None:
             answer: Any = call()
         except BaseException as exc:  # noqa: BLE001 - whatever the call raises is its answer
             answer = {"error": f"{type(exc).__name__}: {exc}"}
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+        _flush()
         body = json.dumps(answer).encode()
         view = memoryview(_LENGTH.pack(len(body)) + body)
         while view:
@@ -129,3 +127,9 @@ def _serve(call: Callable[[], Answer], pipe: int, caller: int) -> None:
         status = 0
     finally:
         os._exit(status)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
