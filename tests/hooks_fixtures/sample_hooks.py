@@ -160,7 +160,7 @@ class Raising(StoreLifecycleHooks):
 
 
 class Slow(StoreLifecycleHooks):
-    """Takes `slow.seconds` (default 2) to PROCEED."""
+    """Takes `slow.seconds` (default 2) to answer (PROCEED)."""
 
     hook_config_keys = frozenset()
 
@@ -170,6 +170,9 @@ class Slow(StoreLifecycleHooks):
 
     def pre_store_version_creation(self, ctx: HookContext):  # type: ignore[override]
         return self.pre_store_version_swap(ctx)
+
+    def post_store_version_creation(self, ctx: HookContext) -> None:
+        self.pre_store_version_swap(ctx)
 
 
 class Stuck(StoreLifecycleHooks):

@@ -4,6 +4,7 @@ from its own answer. Over a metadata store of four regions (no broker: these ste
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,18 +39,24 @@ def four_regions(tmp_path: Path) -> Iterator[Callable[..., PlatformEnv]]:
         env.meta.dispose()
 
 
-def test_version_creation_asks_every_region_at_once(four_regions: Callable[..., PlatformEnv]) -> None:
-    """Four regions, a hook taking 1 s in each, four threads: the step takes about one hook's time, every call
-    starting at once (no queue wait), and admits every region."""
+def test_version_creation_asks_and_informs_every_region_at_once(four_regions: Callable[..., PlatformEnv]) -> None:
+    """Four regions, a hook taking 1 s in each, four threads: `pre_store_version_creation` takes about one hook's
+    time, every call starting at once (no queue wait), and admits every region; so do the
+    `post_store_version_creation` calls once the version is created."""
     slow_hooks = four_regions(f"{HOOKS}.Slow", 4, **{"slow.seconds": "1"})
     rollout = Rollout(slow_hooks.config, slow_hooks.meta, "users", "push-1", {}, progress=lambda _line: None)
+    started = time.monotonic()
     decision = rollout.decide_version_creation(1, REGIONS)
+    assert time.monotonic() - started < 3  # one region after another: 4 s
     assert decision is not None and decision.regions == tuple(REGIONS)
-    asked = invocations(slow_hooks.meta, "push-1")
-    assert [r.region for r in asked] == REGIONS
-    assert all(r.queue_wait_seconds < 0.5 and 1 <= r.duration_seconds < 2 for r in asked)
-    first_started = min(r.created_at - r.duration_seconds for r in asked)
-    assert max(r.created_at for r in asked) - first_started < 2.5  # one region after another: 4 s
+    rollout.version = 1
+    started = time.monotonic()
+    rollout.inform_regions("post_store_version_creation", REGIONS)
+    assert time.monotonic() - started < 3
+    for function in ("pre_store_version_creation", "post_store_version_creation"):
+        asked = [r for r in invocations(slow_hooks.meta, "push-1") if r.function == function]
+        assert [r.region for r in asked] == REGIONS
+        assert all(r.queue_wait_seconds < 0.5 and 1 <= r.duration_seconds < 2 for r in asked)
 
 
 def test_with_one_thread_the_regions_queue(four_regions: Callable[..., PlatformEnv]) -> None:
