@@ -7,9 +7,6 @@ regions already swapped keep the new version, the others keep the old one, and t
 say so. ROLLBACK ends the push, then returns every region serving the version to its previous one (a region with
 none, on a store's first version, then serves no version) and marks the version ROLLED_BACK. A step that keeps
 answering WAIT past `venice.store.lifecycle.hooks.wait.max.seconds` is taken as ABORT.
-
-A step that asks several regions asks them all in one round of the hooks' pool (`HookExecutor.invoke_all`), then
-decides each region from its answer as it would decide one region alone.
 """
 
 from __future__ import annotations
@@ -198,8 +195,9 @@ class Rollout:
 
     @contextmanager
     def asked_together(self, function: str, regions: Sequence[str]) -> Iterator[None]:
-        """Ask `function` in every region at once (one round of the pool); inside, each region's `ask_once` (and
-        `decide`) takes its answer from that round instead of asking again."""
+        """Ask `function` in every region of a step at once (one round of the hooks' pool); inside, each region's
+        `ask_once` (and `decide`) takes its answer from that round instead of asking again, so each region is decided
+        from its own answer as it would be alone."""
         if self.executor is not None and regions:
             decisions = self.executor.invoke_all(function, [self.context(region) for region in regions])
             self._answered.update({(function, region): d for region, d in zip(regions, decisions, strict=True)})
