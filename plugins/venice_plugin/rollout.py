@@ -115,10 +115,10 @@ def _created(context: dict[str, Any]) -> CreatedVersion | None:
 def _inputs(
     store: str, context: dict[str, Any], region: str | None = None, stopping: bool = False
 ) -> Iterator[StepInputs]:
-    """A step's inputs in this task: the run's rollout (its hook threads and DB connections released when the task
-    is done). A push that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`:
-    applying a stop again is harmless, and completes one a failure cut short); a stop is final (no retry). A step
-    an operator cleared in Airflow runs only while its push goes on (`cleared_run_refusal`). A step that fails on a
+    """A step's inputs in this task: the run's rollout (its DB connections released when the task is done). A push
+    that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`: applying a stop
+    again is harmless, and completes one a failure cut short); a stop is final (no retry). A step an operator cleared
+    in Airflow runs only while its push goes on (`cleared_run_refusal`). A step that fails on a
     VeniceError keeps its reason as the XCom `failure` (`keep_failure`)."""
     created = _created(context)
     try:
@@ -132,15 +132,12 @@ def _inputs(
                 progress=print,
                 version=created.number if created else None,
             )
-            try:
-                cleared = bool(getattr(context["dag_run"], "clear_number", 0))
-                if cleared and created is None:
-                    raise RolloutStopped(cleared_run_refusal(store, context["run_id"]))
-                if not stopping:
-                    rollout.ensure_not_stopped(cleared=cleared)
-                yield StepInputs(rollout, _request(store, context), created, region)
-            finally:
-                rollout.close()
+            cleared = bool(getattr(context["dag_run"], "clear_number", 0))
+            if cleared and created is None:
+                raise RolloutStopped(cleared_run_refusal(store, context["run_id"]))
+            if not stopping:
+                rollout.ensure_not_stopped(cleared=cleared)
+            yield StepInputs(rollout, _request(store, context), created, region)
     except VeniceError as error:
         keep_failure(context, str(error))
         if error.retryable:

@@ -151,17 +151,12 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
 
     # Every VIP-4 function was called, in the order of VIP-4's table, each with what the seed gives it.
     assert_vip4_calls(recorded_calls(airflow_env, store), version=1, regions=["dc-0", "dc-1", "dc-2"])
-    # The lifecycle-event hook sent an event for each to the topic and to the webhook, with the earlier hooks'
-    # answers.
+    # The lifecycle-event hook sent an event for each to the topic and to the webhook, from the task processes'
+    # hook workers, every region's.
     for events in (events_from_topic(airflow_env, store), [e for e in events_webhook.events if e["store"] == store]):
         assert {e["function"] for e in events} == set(HOOK_FUNCTIONS)
-        swap = next(e for e in events if e["function"] == "pre_store_version_swap" and e["region"] == "dc-0")
-        assert [o["hook_class"].rsplit(".", 1)[-1] for o in swap["earlier_outcomes"]] == [
-            "AnswerFromConfig",
-            "FailWhereConfigured",
-            "ManualApproval",
-            "RecordEveryCall",
-        ]
+        swaps = {e["region"] for e in events if e["function"] == "pre_store_version_swap"}
+        assert swaps == {"dc-0", "dc-1", "dc-2"}
 
     # The store's asset: one event, whose extra the downstream DAG's one run received.
     (received,) = consumed_store.wait_for_runs(1)

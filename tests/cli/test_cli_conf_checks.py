@@ -129,5 +129,4 @@ def test_a_run_from_the_dag_form_fails_at_its_first_step_before_any_hook(env: Pl
         assert f"error: {refused.value}" == TYPO
         assert list(invocations(meta, "form-run-1")) == []  # not even validate_hook_config was asked
     finally:
-        rollout.close()
         meta.dispose()

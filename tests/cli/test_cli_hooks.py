@@ -33,6 +33,36 @@ def test_invalid_store_level_hook_config_is_refused_with_the_reason(tmp_path: Pa
     meta.dispose()
 
 
+def test_store_update_validation_is_counted_per_hook_class(tmp_path: Path) -> None:
+    """`venice store update --hook-config` asks every hook's validate_hook_config: each call is persisted and counted
+    by `venice metrics` per hook class, with its outcome, failures and timeouts, like every other function's."""
+    env, meta = metadata_env(
+        tmp_path,
+        f"{HOOKS}.StrictConfig,{HOOKS}.Raising,{HOOKS}.Stuck",
+        **{
+            "venice.store.lifecycle.hooks.timeout.seconds": "0.5",
+            "venice.store.lifecycle.hooks.configs.stuck.in": "loop",
+            "venice.store.lifecycle.hooks.configs.state.dir": str(tmp_path),
+        },
+    )
+    env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)
+    refused = env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=soon")
+    assert refused.returncode == 1 and "StrictConfig: min.delay.seconds must be an integer" in refused.stderr
+
+    text = env.cli("metrics", check=True).stdout
+    strict, raising, stuck = (
+        f'function="validate_hook_config",hook_class="{HOOKS}.{name}"' for name in ("StrictConfig", "Raising", "Stuck")
+    )
+    assert f"venice_hook_invocations_total{{{strict}}} 2" in text
+    assert f'venice_hook_outcomes_total{{{strict},outcome="PROCEED"}} 1' in text
+    assert f'venice_hook_outcomes_total{{{strict},outcome="ABORT"}} 1' in text
+    assert f"venice_hook_failures_total{{{raising}}} 2" in text
+    assert f'venice_hook_outcomes_total{{{raising},outcome="PROCEED"}} 2' in text  # the default failure policy
+    assert f"venice_hook_timeouts_total{{{stuck}}} 2" in text  # stopped, under the default failure policy
+    assert f"venice_hook_queue_wait_seconds_count{{{stuck}}} 2" in text
+    meta.dispose()
+
+
 def test_unloadable_hook_class_is_one_clear_error(tmp_path: Path) -> None:
     env, meta = metadata_env(tmp_path, "no_such_module.Hooks")
     result = env.cli("store", "update", "users", "--hook-config", "a=b")
@@ -60,7 +90,6 @@ def test_invocations_are_persisted_and_counted_by_venice_metrics(tmp_path: Path)
     )
     assert run.invoke("pre_store_version_swap", ctx).outcome == "ABORT"  # Raising -> ABORT beats WAIT
     assert run.invoke("pre_store_version_swap", ctx).outcome == "ABORT"
-    run.close()
 
     text = env.cli("metrics", check=True).stdout
     answer = f'function="pre_store_version_swap",hook_class="{HOOKS}.AnswerFromConfig"'
@@ -84,7 +113,6 @@ def test_an_invalid_outcome_is_recorded_and_counted_apart(tmp_path: Path) -> Non
     run = HookExecutor(env.config.hooks, load_hooks(env.config.hooks), recorder(meta, "job-1"))
     ctx = HookContext(cluster="c", store="users", store_hook_configs={"answer.pre_start_of_push_job": "WAIT"})
     assert run.invoke("pre_start_of_push_job", ctx).outcome == "PROCEED"  # the default failure policy
-    run.close()
     with meta.session() as session:
         (row,) = session.scalars(select(HookInvocationRecord))
         assert (row.outcome, row.invalid_outcome) == ("PROCEED", "WAIT")
@@ -112,15 +140,12 @@ def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_p
     assert unknown.returncode == 1 and "has no region 'dc-9' (regions: dc-0, dc-1, dc-2)" in unknown.stderr
 
     rollout = Rollout(env.config, meta, "users", "push-1", {"manual.approval.regions": "dc-1"}, version=1)
-    try:
-        assert rollout.ask_once("pre_store_version_swap", "dc-0") == "PROCEED"  # not a region that needs it
-        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "WAIT"
-        result = env.cli("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)
-        assert result.stdout == "rejected the swap of 'users' version 1 in dc-1\n"
-        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "ABORT"
-        assert rollout.last_reason == "ManualApproval: rejected by venice CLI"
-        env.cli("rollout", "approve", "users", "--region", "dc-1", check=True)  # a change of mind
-        assert rollout.ask_once("pre_store_version_swap", "dc-1") == "PROCEED"
-    finally:
-        rollout.close()
-        meta.dispose()
+    assert rollout.ask_once("pre_store_version_swap", "dc-0") == "PROCEED"  # not a region that needs it
+    assert rollout.ask_once("pre_store_version_swap", "dc-1") == "WAIT"
+    result = env.cli("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)
+    assert result.stdout == "rejected the swap of 'users' version 1 in dc-1\n"
+    assert rollout.ask_once("pre_store_version_swap", "dc-1") == "ABORT"
+    assert rollout.last_reason == "ManualApproval: rejected by venice CLI"
+    env.cli("rollout", "approve", "users", "--region", "dc-1", check=True)  # a change of mind
+    assert rollout.ask_once("pre_store_version_swap", "dc-1") == "PROCEED"
+    meta.dispose()

@@ -29,13 +29,24 @@ PROFILE = {"name": "Ada", "age": 36, "score": 1.5}
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[PlatformEnv]:
-    """A store `users` that auto-registers, and two hooks: one answering from store configs, one remembering."""
-    env, meta = metadata_env(tmp_path, f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations")
+    """A store `users` that auto-registers, and two hooks: one answering from store configs, one remembering (in
+    `<data dir>/hook-state`)."""
+    state_dir = tmp_path / "home" / "hook-state"
+    state_dir.mkdir(parents=True)
+    env, meta = metadata_env(
+        tmp_path,
+        f"{HOOKS}.AnswerFromConfig,{HOOKS}.SchemaRegistrations",
+        **{"venice.store.lifecycle.hooks.configs.state.dir": str(state_dir)},
+    )
     meta.dispose()
     env.cli("store", "update", "users", "--auto-register-schemas", check=True)
-    SchemaRegistrations.calls.clear()
     yield env
     env.meta.dispose()
+
+
+def _calls(env: PlatformEnv) -> list[tuple[str, str, dict]]:
+    """What SchemaRegistrations was asked, in order."""
+    return SchemaRegistrations.calls(env.home / "hook-state")
 
 
 def _schema_ids(env: PlatformEnv) -> list[int]:
@@ -60,14 +71,18 @@ def test_schema_add_asks_the_hooks_and_an_abort_registers_nothing(env: PlatformE
         "AnswerFromConfig: schemas frozen\n"
     )
     assert _schema_ids(env) == [1]
-    assert [c[0] for c in SchemaRegistrations.calls] == ["pre_schema_registration"]  # no post: nothing registered
-    asked = [(r.hook_class.rsplit(".", 1)[-1], r.function, r.outcome) for r in _records(env)]
-    assert asked == [
+    assert [c[0] for c in _calls(env)] == ["pre_schema_registration"]  # no post: nothing registered
+    asked = [(r.hook_class.rsplit(".", 1)[-1], r.function, r.outcome, r.push_job_id) for r in _records(env)]
+    assert asked[:2] == [  # the store update that set the configs: no push's
+        ("AnswerFromConfig", "validate_hook_config", "PROCEED", None),
+        ("SchemaRegistrations", "validate_hook_config", "PROCEED", None),
+    ]
+    assert [a[:3] for a in asked[2:]] == [
         ("AnswerFromConfig", "pre_schema_registration", "ABORT"),
         ("SchemaRegistrations", "pre_schema_registration", "PROCEED"),
     ]
     # Outside a push, the invocations are keyed by an id of this registration of their own.
-    (job_id,) = {r.push_job_id for r in _records(env)}
+    (job_id,) = {a[3] for a in asked[2:]}
     assert job_id.startswith("schema-add-users-")
 
 
@@ -76,7 +91,7 @@ def test_schema_add_registers_between_pre_and_post(env: PlatformEnv) -> None:
     result = env.cli("schema", "add", "users", "--value-schema", str(SCHEMAS / "user_value_v2.avsc"), check=True)
     assert result.stdout == "value schema 2 registered for 'users'\n"
     v2 = stores.list_value_schemas(env.meta, "users")[1][1]
-    assert SchemaRegistrations.calls == [
+    assert _calls(env) == [
         ("pre_schema_registration", "users", {"new_schema": v2, "existing_schemas": {1: v1}}),
         ("post_schema_registration", "users", {"new_schema": v2, "existing_schemas": {1: v1}, "schema_id": 2}),
     ]
@@ -90,7 +105,7 @@ def test_schema_add_registers_between_pre_and_post(env: PlatformEnv) -> None:
     }
     with pytest.raises(IncompatibleSchema):
         stores.add_value_schema(env.meta, env.config, "users", json.dumps(incompatible))
-    assert len(SchemaRegistrations.calls) == 2 and _schema_ids(env) == [1, 2]
+    assert len(_calls(env)) == 2 and _schema_ids(env) == [1, 2]
 
 
 def _rollout(env: PlatformEnv, push_job_id: str, configs: dict[str, str]) -> Rollout:
@@ -113,11 +128,8 @@ def test_rollout_registers_a_new_input_schema_through_the_hooks(env: PlatformEnv
     grown = _input(tmp_path, [{"key": "u1", **PROFILE, "city": "Oslo"}])
     _configure(env, ABORT_CONFIG)
     rollout = _rollout(env, "users-push-1", ABORT_CONFIG)
-    try:
-        with pytest.raises(RolloutStopped, match="pre_schema_registration: AnswerFromConfig: schemas frozen"):
-            _register(rollout, grown)
-    finally:
-        rollout.close()
+    with pytest.raises(RolloutStopped, match="pre_schema_registration: AnswerFromConfig: schemas frozen"):
+        _register(rollout, grown)
     assert _schema_ids(env) == [1]
     assert [(r.function, r.outcome) for r in invocations(env.meta, "users-push-1")][:1] == [
         ("pre_schema_registration", "ABORT")
@@ -126,14 +138,11 @@ def test_rollout_registers_a_new_input_schema_through_the_hooks(env: PlatformEnv
     env.cli("store", "update", "users", "--remove-hook-config", "answer.pre_schema_registration", check=True)
     lines: list[str] = []
     rollout = Rollout(env.config, env.meta, "users", "users-push-2", {}, progress=lines.append)
-    try:
-        assert _register(rollout, grown) == 2
-        assert lines == ["registered value schema 2 of 'users' from the input"]
-        calls = len(SchemaRegistrations.calls)
-        assert _register(rollout, grown) == 2  # now a match: no hook asked again
-        assert len(SchemaRegistrations.calls) == calls
-    finally:
-        rollout.close()
+    assert _register(rollout, grown) == 2
+    assert lines == ["registered value schema 2 of 'users' from the input"]
+    calls = len(_calls(env))
+    assert _register(rollout, grown) == 2  # now a match: no hook asked again
+    assert len(_calls(env)) == calls
     assert [(r.function, r.outcome) for r in invocations(env.meta, "users-push-2")] == [
         ("pre_schema_registration", "PROCEED"),
         ("pre_schema_registration", "PROCEED"),
@@ -146,9 +155,6 @@ def test_rollout_registers_a_new_input_schema_through_the_hooks(env: PlatformEnv
 
 def test_rollout_step_is_a_no_op_for_matching_or_remote_input(env: PlatformEnv, tmp_path: Path) -> None:
     rollout = _rollout(env, "users-push-3", ABORT_CONFIG)  # an ABORT the step never gets to ask
-    try:
-        assert _register(rollout, _input(tmp_path, [{"key": "u1", **PROFILE}])) == 1
-        assert _register(rollout, "hdfs://namenode/users") is None
-    finally:
-        rollout.close()
+    assert _register(rollout, _input(tmp_path, [{"key": "u1", **PROFILE}])) == 1
+    assert _register(rollout, "hdfs://namenode/users") is None
     assert invocations(env.meta, "users-push-3") == [] and _schema_ids(env) == [1]

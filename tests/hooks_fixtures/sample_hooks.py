@@ -1,8 +1,17 @@
-"""Hook classes the tests name in `venice.store.lifecycle.hooks` (loaded by class path, as an operator's would be)."""
+"""Hook classes the tests name in `venice.store.lifecycle.hooks` (loaded by class path, as an operator's would be).
+
+Each call runs in a worker process of its own (`venice_core.hooks.executor`): what a hook must remember across calls,
+or tell a test, goes to a file under the cluster-level hook config `state.dir`, never into the instance."""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import signal
+import socket
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -94,18 +103,27 @@ class AnswerFromConfig(StoreLifecycleHooks):
 
 
 class SchemaRegistrations(StoreLifecycleHooks):
-    """Remembers the schema-registration calls it gets: (function, store, details), in this process."""
+    """Remembers the schema-registration calls it gets, (function, store, details), one line each in
+    `<state.dir>/schema-registrations` (`calls` reads them back, with their types)."""
 
     hook_config_keys = frozenset()
 
-    calls: list[tuple[str, str, dict]] = []
+    def _remember(self, function: str, ctx: HookContext) -> None:
+        with (Path(self.configs["state.dir"]) / "schema-registrations").open("a") as calls:
+            calls.write(repr((function, ctx.store, dict(ctx.details))) + "\n")
+
+    @staticmethod
+    def calls(state_dir: Path) -> list[tuple[str, str, dict]]:
+        path = state_dir / "schema-registrations"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [ast.literal_eval(line) for line in lines]
 
     def pre_schema_registration(self, ctx: HookContext):  # type: ignore[override]
-        self.calls.append(("pre_schema_registration", ctx.store, dict(ctx.details)))
+        self._remember("pre_schema_registration", ctx)
         return "PROCEED"
 
     def post_schema_registration(self, ctx: HookContext) -> None:
-        self.calls.append(("post_schema_registration", ctx.store, dict(ctx.details)))
+        self._remember("post_schema_registration", ctx)
 
 
 @_per_function("fail")
@@ -140,12 +158,66 @@ class Raising(StoreLifecycleHooks):
     def pre_start_of_push_job(self, ctx: HookContext):  # type: ignore[override]
         raise RuntimeError("cannot decide")
 
+    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+        raise RuntimeError("cannot check")
+
 
 class Slow(StoreLifecycleHooks):
+    """Takes `slow.seconds` (default 2) to answer (PROCEED)."""
+
     hook_config_keys = frozenset()
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
         time.sleep(float(self.configs.get("slow.seconds", "2")))
+        return "PROCEED"
+
+    def pre_store_version_creation(self, ctx: HookContext):  # type: ignore[override]
+        return self.pre_store_version_swap(ctx)
+
+    def post_store_version_creation(self, ctx: HookContext) -> None:
+        self.pre_store_version_swap(ctx)
+
+
+class Stuck(StoreLifecycleHooks):
+    """Never answers pre_store_version_swap or validate_hook_config: stuck where the cluster-level config `stuck.in`
+    says, a Python `loop`, `sleep`, an `event` nobody sets or a `socket` read nothing arrives on. First it writes
+    the id of the process it runs in to `<state.dir>/stuck.pid`."""
+
+    hook_config_keys = frozenset()
+
+    def validate_hook_config(self, ctx: HookContext):  # type: ignore[override]
+        return self.pre_store_version_swap(ctx)
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        (Path(self.configs["state.dir"]) / "stuck.pid").write_text(str(os.getpid()))
+        where = self.configs["stuck.in"]
+        if where == "loop":
+            while True:
+                pass
+        elif where == "sleep":
+            time.sleep(3600)
+        elif where == "event":
+            threading.Event().wait()
+        elif where == "socket":
+            quiet, _other = socket.socketpair()
+            quiet.recv(1)
+        raise AssertionError(f"stuck.in {where!r} is not a way to be stuck")
+
+
+class EndsItsProcess(StoreLifecycleHooks):
+    """Ends the process it runs in at pre_store_version_swap, as the cluster-level config `ends.how` says:
+    `sigkill`, `os_exit` (status 3) or `sys_exit` (status 3)."""
+
+    hook_config_keys = frozenset()
+
+    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
+        how = self.configs["ends.how"]
+        if how == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif how == "os_exit":
+            os._exit(3)
+        elif how == "sys_exit":
+            sys.exit(3)
         return "PROCEED"
 
 
@@ -175,25 +247,13 @@ class NotAHook:
 
 
 class WaitTwiceBeforeEachSwap(StoreLifecycleHooks):
-    """WAIT twice per region at pre_store_version_swap, then PROCEED; remembers when it was asked."""
-
-    hook_config_keys = frozenset()
-
-    asked: dict[str, list[float]] = {}
-
-    def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
-        calls = self.asked.setdefault(f"{ctx.store}/{ctx.region}", [])
-        calls.append(time.monotonic())
-        return "WAIT" if len(calls) <= 2 else "PROCEED"
-
-
-class EchoEarlier(StoreLifecycleHooks):
-    """PROCEEDs, giving as its reason what the hooks before it answered in this invocation."""
+    """WAIT twice per region at pre_store_version_swap, then PROCEED (counted under `state.dir`)."""
 
     hook_config_keys = frozenset()
 
     def pre_store_version_swap(self, ctx: HookContext):  # type: ignore[override]
-        return "PROCEED", ",".join(f"{path.rsplit('.', 1)[-1]}={outcome}" for path, outcome in ctx.earlier_outcomes)
+        asked = _times_asked(self.configs["state.dir"], ctx, "pre_store_version_swap")
+        return "WAIT" if asked < 2 else "PROCEED"
 
 
 class RecordEveryCall(StoreLifecycleHooks):

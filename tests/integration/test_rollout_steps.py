@@ -51,7 +51,6 @@ def rollout(tmp_path: Path):
     said: list[str] = []
     rollout = Rollout(config, meta, "users", "push-1", {}, progress=said.append, version=1)
     yield rollout, meta, said
-    rollout.close()
     meta.dispose()
 
 

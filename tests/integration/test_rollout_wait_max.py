@@ -30,7 +30,6 @@ def rollout(tmp_path: Path):
     said: list[str] = []
     rollout = Rollout(config, meta, "users", "push-1", {"answer.pre_store_version_swap": "WAIT"}, progress=said.append)
     yield rollout, meta, said
-    rollout.close()
     meta.dispose()
 
 

@@ -61,6 +61,11 @@ def _stat(pid: int) -> list[str] | None:
     return None if fields[0] == "Z" else fields
 
 
+def running(pid: int) -> bool:
+    """Is the process running (not gone, not a zombie)?"""
+    return _stat(pid) is not None
+
+
 def _identity(pid: int) -> str:
     """A running process's start time (a pid reused by another process is not it); '' once it is gone."""
     fields = _stat(pid)

@@ -1,25 +1,29 @@
+"""The hooks' executor: outcomes combined, the failure policy, and the pool (every hook of a round at once, at most
+`threads` at a time, each in a worker process killed at its timeout)."""
+
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
 
 import pytest
 
 from tests.support.clock import ManualClock
 from tests.support.hooks import SAMPLE_HOOKS, hook_context, sample_hook_executor, sample_hook_settings
+from tests.support.leftovers import running
+from tests.support.reads import wait_for
 from venice_core.config import HookSettings
 from venice_core.errors import ConfigError
-from venice_core.hooks import StoreLifecycleHooks
-from venice_core.hooks import executor as hooks_executor
+from venice_core.hooks import StoreLifecycleHooks, builtin
 from venice_core.hooks.api import HOOK_FUNCTIONS
-from venice_core.hooks.executor import combine
+from venice_core.hooks.executor import HookExecutor, combine
 from venice_core.hooks.loader import load_hooks
+from venice_core.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
 
 
 def test_every_vip4_function_has_a_harmless_default() -> None:
@@ -72,18 +76,130 @@ def test_a_slow_hook_times_out_under_each_policy(policy: str) -> None:
     assert 0.15 < invocation.queue_wait_seconds + invocation.duration_seconds < 0.9
 
 
-def test_a_timed_out_hook_does_not_hold_its_process_open() -> None:
-    """An Airflow sensor process must end right after its poke, even while an abandoned hook is still running."""
+@pytest.mark.parametrize("stuck_in", ["loop", "sleep", "event", "socket"])
+def test_a_stuck_hook_is_stopped_at_its_timeout_and_the_next_hook_runs_on_time(stuck_in: str, tmp_path: Path) -> None:
+    """One slot: a hook stuck in a Python loop or a blocking call is killed at its timeout (its process is gone),
+    and the hook queued behind it then runs: it waited the stuck one's timeout for the slot, its own time is its
+    own, and it did not time out (its clock starts when it starts)."""
+    run, recorded = sample_hook_executor(
+        "Stuck", "AnswerFromConfig", threads=1, timeout=1, **{"stuck.in": stuck_in, "state.dir": str(tmp_path)}
+    )
+    decision = run.invoke("pre_store_version_swap", hook_context(**{"answer.pre_store_version_swap": "WAIT"}))
+    stuck, after = (invocation for _, invocation in recorded)
+    assert (stuck.timed_out, stuck.error, stuck.outcome) == (True, "timed out after 1s", "PROCEED")
+    assert 1 <= stuck.duration_seconds < 5
+    with pytest.raises(ProcessLookupError):  # killed and reaped: the stuck hook runs no more
+        os.kill(int((tmp_path / "stuck.pid").read_text()), 0)
+    assert (after.outcome, after.error, after.timed_out) == ("WAIT", None, False)
+    assert 1 <= after.queue_wait_seconds < 5 and after.duration_seconds < 1
+    assert decision.outcome == "WAIT"
+
+
+def test_hooks_of_a_round_run_at_once_up_to_the_threads() -> None:
+    """Four slow hooks of one invocation: with four threads they take about one hook's time, each starting at
+    once; with one thread they queue, and the queue-wait metric shows it."""
+    run, recorded = sample_hook_executor("Slow", "Slow", "Slow", "Slow", threads=4, **{"slow.seconds": "1"})
+    started = time.monotonic()
+    assert run.invoke("pre_store_version_swap", hook_context()).outcome == "PROCEED"
+    assert time.monotonic() - started < 2.5  # one after another: 4 s
+    assert all(inv.queue_wait_seconds < 0.5 and 1 <= inv.duration_seconds < 2 for _, inv in recorded)
+
+    run, recorded = sample_hook_executor("Slow", "Slow", "Slow", "Slow", threads=1, **{"slow.seconds": "0.5"})
+    run.invoke("pre_store_version_swap", hook_context())
+    waits = sorted(inv.queue_wait_seconds for _, inv in recorded)
+    assert waits[0] < 0.25 and all(wait >= n * 0.5 for n, wait in enumerate(waits))
+    assert all(0.5 <= inv.duration_seconds < 1 for _, inv in recorded)
+
+
+def test_a_round_asks_every_context_at_once_and_decides_each_alone() -> None:
+    """`invoke_all`: one round for every region of a step; each region's hooks combine on their own, and every
+    invocation is recorded in the order asked, with its region."""
+    run, recorded = sample_hook_executor("Slow", "AnswerFromConfig", threads=4, **{"slow.seconds": "1"})
+    configs = {"answer.pre_store_version_swap.dc-1": "ROLLBACK", "answer.pre_store_version_swap.dc-2": "WAIT"}
+    contexts = [dataclasses.replace(hook_context(**configs), region=r) for r in ("dc-0", "dc-1", "dc-2")]
+    started = time.monotonic()
+    decisions = run.invoke_all("pre_store_version_swap", contexts)
+    assert time.monotonic() - started < 2.5  # six calls, three of them slow, on four threads
+    assert [d.outcome for d in decisions] == ["PROCEED", "ROLLBACK", "WAIT"]
+    asked = [(inv.region, inv.hook_class.rsplit(".", 1)[-1]) for _, inv in recorded]
+    assert asked == [(r, h) for r in ("dc-0", "dc-1", "dc-2") for h in ("Slow", "AnswerFromConfig")]
+    assert [ctx.region for ctx, _ in recorded] == [inv.region for _, inv in recorded]
+
+
+@pytest.mark.parametrize(
+    ("how", "error"),
+    [
+        ("sigkill", "its worker process ended without answering (killed by SIGKILL)"),
+        ("os_exit", "its worker process ended without answering (exit status 3)"),
+        ("sys_exit", "SystemExit: 3"),
+    ],
+)
+def test_a_hook_that_ends_its_process_is_a_failure_not_a_hang(how: str, error: str) -> None:
+    run, recorded = sample_hook_executor("EndsItsProcess", policy="ABORT", timeout=30, **{"ends.how": how})
+    started = time.monotonic()
+    assert run.invoke("pre_store_version_swap", hook_context()).outcome == "ABORT"
+    assert time.monotonic() - started < 5  # not the 30 s timeout
+    (invocation,) = (inv for _, inv in recorded)
+    assert (invocation.error, invocation.timed_out) == (error, False)
+
+
+def test_a_stuck_hook_leaves_nothing_running_when_its_caller_ends(tmp_path: Path) -> None:
+    """An Airflow sensor process must end right after its poke, leaving no process or thread behind (one that
+    outlives its poke races the scheduler's next poke: apache/airflow#71172)."""
+    configs = {"stuck.in": "sleep", "state.dir": str(tmp_path)}
+    program = (
+        "import threading\n"
+        "from tests.support.hooks import hook_context, sample_hook_executor\n"
+        f"run, _ = sample_hook_executor('Stuck', timeout=0.5, **{configs!r})\n"
+        "print(run.invoke('pre_store_version_swap', hook_context()).outcome, threading.active_count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["PROCEED", "1"]  # only the main thread
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "stuck.pid").read_text()), 0)
+
+
+def test_a_worker_dies_with_its_caller(tmp_path: Path) -> None:
+    """A caller SIGKILLed mid-call (an Airflow task killed from the UI or past its timeout) leaves no hook worker
+    running: the worker gets the parent-death signal."""
+    configs = {"stuck.in": "sleep", "state.dir": str(tmp_path)}
     program = (
         "from tests.support.hooks import hook_context, sample_hook_executor\n"
-        "run, _ = sample_hook_executor('Slow', timeout=0.2, **{'slow.seconds': '120'})\n"
-        "print(run.invoke('pre_store_version_swap', hook_context()).outcome)\n"
-        "run.close()\n"
+        f"run, _ = sample_hook_executor('Stuck', timeout=600, **{configs!r})\n"
+        "run.invoke('pre_store_version_swap', hook_context())\n"
     )
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.strip() == "PROCEED"
-    assert time.monotonic() - started < 30  # not the hook's 120 s
+    caller = subprocess.Popen([sys.executable, "-c", program])
+    try:
+        pid_file = tmp_path / "stuck.pid"
+        stuck = int(wait_for("the stuck hook to start", lambda: pid_file.exists() and pid_file.read_text(), 60, 0.05))
+        caller.kill()
+        caller.wait(10)
+        wait_for("the worker to die with its caller", lambda: not running(stuck), 10, 0.05)
+    finally:
+        caller.kill()
+        caller.wait(10)
+
+
+def test_a_hook_in_a_worker_sees_the_hand_moved_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker is forked when its call starts: a hook reads the clock the test moved, as it is then."""
+    clock = ManualClock()
+    monkeypatch.setattr(builtin, "time", clock)
+    settings = HookSettings(
+        ("venice_core.hooks.builtin.MinDelayBetweenRegions",),
+        1,
+        5,
+        60,
+        "ABORT",
+        {"min.delay.between.regions.seconds": "60"},
+    )
+    run = HookExecutor(settings, load_hooks(settings))
+    swapped = RegionJobStatus(ExecutionStatus.COMPLETED, clock.now, serving=True, current_since=clock.now)
+    waiting = RegionJobStatus(ExecutionStatus.COMPLETED, clock.now)
+    status = JobStatus("users", 3, VersionStatus.STARTED, ExecutionStatus.COMPLETED, {"dc-0": swapped, "dc-1": waiting})
+    ctx = dataclasses.replace(hook_context(), job_status=status)
+    assert run.invoke("pre_store_version_swap", ctx).outcome == "WAIT"
+    clock.advance(61)
+    assert run.invoke("pre_store_version_swap", ctx).outcome == "PROCEED"
 
 
 def test_a_bad_return_value_is_a_failure() -> None:
@@ -110,40 +226,6 @@ def test_an_outcome_the_function_may_not_return_is_a_hook_error(policy: str, out
         == returned
     )
     assert recorded[-1][1].invalid_outcome is None and recorded[-1][1].error is None
-
-
-def test_each_hook_sees_what_the_earlier_hooks_answered() -> None:
-    run, recorded = sample_hook_executor("AnswerFromConfig", "Raising", "EchoEarlier", policy="ABORT")
-    decision = run.invoke("pre_store_version_swap", hook_context(**{"answer.pre_store_version_swap": "WAIT"}))
-    assert [inv.outcome for _, inv in recorded] == ["WAIT", "ABORT", "PROCEED"]
-    assert decision.invocations[2].reason == "AnswerFromConfig=WAIT,Raising=ABORT"
-    assert recorded[0][0].earlier_outcomes == ()  # the recorder gets the invocation's own context
-
-
-def test_queue_wait_is_measured_when_threads_are_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The only thread is busy until the hook's call has been queued behind it and 5 s have passed on the
-    executor's clock: the invocation waited those 5 s in the queue and ran in none."""
-    clock = ManualClock()
-    monkeypatch.setattr(hooks_executor, "time", clock)
-    run, _ = sample_hook_executor("AnswerFromConfig", threads=1)
-    release, queued = threading.Event(), threading.Event()
-    run._pool.submit(lambda: release.wait(30))  # occupies the only thread
-    submit = run._pool.submit
-
-    def submit_and_say(call: Callable[[], Any]) -> Future:
-        future = submit(call)
-        queued.set()
-        return future
-
-    monkeypatch.setattr(run._pool, "submit", submit_and_say)
-    with ThreadPoolExecutor(1) as asker:
-        asked = asker.submit(run.invoke, "pre_store_version_swap", hook_context())
-        assert queued.wait(10), "the hook's call was never queued"
-        clock.advance(5)
-        release.set()
-        (invocation,) = asked.result(timeout=10).invocations
-    assert (invocation.queue_wait_seconds, invocation.duration_seconds) == (5, 0)
-    run.close()
 
 
 def test_validate_hook_config_gives_the_hooks_reason() -> None:

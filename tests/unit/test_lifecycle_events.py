@@ -58,7 +58,6 @@ def test_every_function_posts_its_event_and_proceeds(webhook: Webhook) -> None:
         "version": 4,
         "region": "dc-1",
         "function": "post_end_of_push_job",
-        "earlier_outcomes": [],
     }
 
 
@@ -69,27 +68,25 @@ def test_store_level_settings_enable_it(webhook: Webhook) -> None:
     assert len(webhook.events) == 1
 
 
-def test_the_event_carries_the_earlier_hooks_answers(webhook: Webhook) -> None:
+def test_each_worker_sends_its_own_event(webhook: Webhook) -> None:
+    """Through the executor, each call in a worker process of its own: one round asking three regions sends one
+    event per region, beside the other hook's answers."""
     settings = HookSettings(
         ("tests.hooks_fixtures.sample_hooks.AnswerFromConfig", EVENTS),
-        2,
+        4,
         5,
         60,
         "PROCEED",
         {"lifecycle.events.webhook.url": webhook.url},
     )
     run = HookExecutor(settings, load_hooks(settings))
-    try:
-        decision = run.invoke("pre_store_version_swap", ctx({"answer.pre_store_version_swap": "WAIT"}))
-        run.invoke("post_store_version_creation", ctx({}))
-    finally:
-        run.close()
-    assert decision.outcome == "WAIT"
-    answer = "tests.hooks_fixtures.sample_hooks.AnswerFromConfig"
-    assert [e["earlier_outcomes"] for e in webhook.events] == [
-        [{"hook_class": answer, "outcome": "WAIT"}],
-        [{"hook_class": answer, "outcome": None}],  # informational
-    ]
+    regions = ["dc-0", "dc-1", "dc-2"]
+    configs = {"answer.pre_store_version_swap.dc-1": "WAIT"}
+    decisions = run.invoke_all("pre_store_version_swap", [ctx(configs, region) for region in regions])
+    assert [d.outcome for d in decisions] == ["PROCEED", "WAIT", "PROCEED"]
+    assert all(i.error is None and i.reason == "" for d in decisions for i in d.invocations)
+    assert sorted(e["region"] for e in webhook.events) == regions
+    assert {e["function"] for e in webhook.events} == {"pre_store_version_swap"}
 
 
 def test_a_refusing_or_failing_webhook_does_not_block() -> None:

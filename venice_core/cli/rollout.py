@@ -181,10 +181,7 @@ def abort(
         rollout = Rollout(
             config, meta, store, version.push_job_id or "", settings.hook_configs, progress=typer.echo, version=number
         )
-        try:
-            summary = rollout.stop_by_operator(rollback, getpass.getuser(), how)
-        finally:
-            rollout.close()
+        summary = rollout.stop_by_operator(rollback, getpass.getuser(), how)
         typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
         if api is not None and run is not None:
             typer.echo(_end_run(api, store, run, config.hooks.wait_interval_seconds + ABORT_GRACE_SECONDS, summary))

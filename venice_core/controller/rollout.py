@@ -13,8 +13,9 @@ cluster's or the store's, `hooks.wait_limit`) does a longer streak end as an ABO
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from venice_core.config import ClusterConfig
@@ -22,7 +23,7 @@ from venice_core.controller import da_vinci, stores, versions
 from venice_core.errors import RolloutStopped, VeniceError
 from venice_core.hooks.api import HookContext
 from venice_core.hooks.api import LifecycleFunction as F
-from venice_core.hooks.executor import HookExecutor, Outcome
+from venice_core.hooks.executor import HookDecision, HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, last_wait_at, recorder, settled_answers
 from venice_core.hooks.wait_limit import WaitLimit, wait_limit
@@ -81,15 +82,13 @@ class Rollout:
     version: int | None = None
     executor: HookExecutor | None = None
     last_reason: str = ""  # why the hooks answered what they last answered
+    # Answers of a round that asked several regions at once, each taken by its region's ask (`asked_together`).
+    _answered: dict[tuple[str, str | None], HookDecision] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         hooks = load_hooks(self.config.hooks)
         if hooks:
             self.executor = HookExecutor(self.config.hooks, hooks, recorder(self.meta, self.push_job_id))
-
-    def close(self) -> None:
-        if self.executor is not None:
-            self.executor.close()
 
     def context(self, region: str | None = None) -> HookContext:
         status, approvals = None, {}
@@ -147,7 +146,7 @@ class Rollout:
         """One invocation of a lifecycle function on every hook (what a sensor does at each poke)."""
         if self.executor is None:
             return Outcome.PROCEED
-        decision = self.executor.invoke(function, self.context(region))
+        decision = self._answered.pop((function, region), None) or self.executor.invoke(function, self.context(region))
         self.last_reason = decision.reason
         if decision.outcome not in (None, Outcome.PROCEED):
             where = f" in {region}" if region else ""
@@ -235,9 +234,26 @@ class Rollout:
             return None
         return self.decide(DA_VINCI_SWAP, region)
 
+    @contextmanager
+    def asked_together(self, function: str, regions: Sequence[str]) -> Iterator[None]:
+        """Ask `function` in every region of a step at once (one round of the hooks' pool); inside, each region's
+        `ask_once` (and `decide`) takes its answer from that round instead of asking again, so each region is decided
+        from its own answer as it would be alone."""
+        if self.executor is not None and regions:
+            decisions = self.executor.invoke_all(function, [self.context(region) for region in regions])
+            self._answered.update({(function, region): d for region, d in zip(regions, decisions, strict=True)})
+        try:
+            yield
+        finally:
+            self._answered.clear()
+
     def inform(self, function: str, region: str | None = None) -> None:
+        self.inform_regions(function, [region])
+
+    def inform_regions(self, function: str, regions: Sequence[str | None]) -> None:
+        """An informational function, asked in every region at once."""
         if self.executor is not None:
-            self.executor.invoke(function, self.context(region))
+            self.executor.invoke_all(function, [self.context(region) for region in regions])
 
     # Outcomes that stop the rollout.
     def swapped_regions(self) -> list[str]:
@@ -345,12 +361,13 @@ class Rollout:
         decided: dict[str, Decision | None] = {}
         self.version = number
         try:
-            for region in rollout_order:
-                if region in settled:
-                    outcome, reason = settled[region]
-                    decided[region] = Decision(outcome, reason if outcome is not Outcome.PROCEED else "")
-                else:
-                    decided[region] = self.decide(F.PRE_STORE_VERSION_CREATION, region)
+            with self.asked_together(F.PRE_STORE_VERSION_CREATION, [r for r in rollout_order if r not in settled]):
+                for region in rollout_order:
+                    if region in settled:
+                        outcome, reason = settled[region]
+                        decided[region] = Decision(outcome, reason if outcome is not Outcome.PROCEED else "")
+                    else:
+                        decided[region] = self.decide(F.PRE_STORE_VERSION_CREATION, region)
         finally:
             self.version = None
         rolled_back = [(r, d) for r, d in decided.items() if d is not None and d.outcome is Outcome.ROLLBACK]
@@ -365,13 +382,20 @@ class Rollout:
 
     def open_da_vinci_gates(self, regions: list[str]) -> None:
         """VIP-4's first design recommendation: at version creation, `pre_start_of_store_version_ingestion_for_da_vinci`
-        is asked once for every region; where it proceeds, the region's Da Vinci clients may ingest at once (all
-        regions together, not behind earlier regions' swaps). A WAIT leaves the region's gate to its own step, which
-        asks again; ABORT or ROLLBACK stops the push."""
-        for region in regions:
-            if da_vinci.gate_open(self.meta, self.store, self.created, region):
-                continue
-            outcome = self.ask_once(DA_VINCI_GATE, region)
-            self.check(outcome, DA_VINCI_GATE, region)
+        is asked once for every region, all in one round; where it proceeds, the region's Da Vinci clients may ingest
+        at once (all regions together, not behind earlier regions' swaps). A WAIT leaves the region's gate to its own
+        step, which asks again; ABORT or ROLLBACK in any region stops the push (ROLLBACK first, as within a region),
+        before any gate opens."""
+        closed = [r for r in regions if not da_vinci.gate_open(self.meta, self.store, self.created, r)]
+        answers: dict[str, tuple[Outcome | None, str]] = {}
+        with self.asked_together(DA_VINCI_GATE, closed):
+            for region in closed:
+                answers[region] = (self.ask_once(DA_VINCI_GATE, region), self.last_reason)
+        for stop in (Outcome.ROLLBACK, Outcome.ABORT):
+            for region, (outcome, reason) in answers.items():
+                if outcome is stop:
+                    self.last_reason = reason
+                    self.stop(stop, DA_VINCI_GATE, region)
+        for region, (outcome, _) in answers.items():
             if outcome is not Outcome.WAIT:
                 da_vinci.open_gate(self.meta, self.store, self.created, region)

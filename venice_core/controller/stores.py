@@ -327,7 +327,7 @@ def update_store(
             merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
             merged.update(hook_configs or {})
             # Data, checked by the hooks, never code; only the keys set now must be ones a hook reads.
-            warnings = validate_store_hook_configs(config, name, merged, changed=list(hook_configs or {}))
+            warnings = validate_store_hook_configs(config, meta, name, merged, changed=list(hook_configs or {}))
             updates["hook_configs"] = merged
         updates.update(_hybrid_updates(store, hybrid_rewind_seconds, hybrid_offset_lag_threshold, hybrid))
         ttl = None if repush_ttl_seconds is None else check_ttl(repush_ttl_seconds)
@@ -526,17 +526,14 @@ def add_value_schema(
         store_hook_configs=hook_configs,
         details={"new_schema": canonical_json(new), "existing_schemas": existing},
     )
-    try:
-        decision = executor.invoke("pre_schema_registration", ctx)
-        if decision.outcome is not Outcome.PROCEED:
-            raise SchemaRefused(
-                f"value schema for '{name}' refused by a lifecycle hook at pre_schema_registration: "
-                f"{decision.reason or 'a hook answered ' + str(decision.outcome)}"
-            )
-        schema_id = _insert_value_schema(meta, name, new)
-        executor.invoke("post_schema_registration", replace(ctx, details={**ctx.details, "schema_id": schema_id}))
-    finally:
-        executor.close()
+    decision = executor.invoke("pre_schema_registration", ctx)
+    if decision.outcome is not Outcome.PROCEED:
+        raise SchemaRefused(
+            f"value schema for '{name}' refused by a lifecycle hook at pre_schema_registration: "
+            f"{decision.reason or 'a hook answered ' + str(decision.outcome)}"
+        )
+    schema_id = _insert_value_schema(meta, name, new)
+    executor.invoke("post_schema_registration", replace(ctx, details={**ctx.details, "schema_id": schema_id}))
     return schema_id
 
 

@@ -14,11 +14,12 @@ raises, and is recorded as `invalid_outcome` on the invocation and counted in
 `venice_hook_invalid_outcomes_total{hook_class,function}` rather than in the failures metric. What informational
 functions (those returning None) return is ignored.
 
-Hooks run one after another in configured order; each sees what the hooks before it answered in this invocation
-(`HookContext.earlier_outcomes`).
-
-Instances are reused across invocations and threads: keep them thread-safe. Store-level configs are data (a
-`Mapping[str, str]`), never code.
+The hooks of an invocation run at once, each in a worker process of its own forked from the caller
+(`hooks.executor`): a hook sees its instance as it is when the call starts, and whatever the call changes in it, or
+in its process, ends with the call. Keep what must outlive a call outside the process (a file, a database, a
+service), as under Airflow, where every step is a process of its own; make clients (a Kafka producer, a
+connection) in the process that uses them. A call past `venice.store.lifecycle.hooks.timeout.seconds` is killed.
+Store-level configs are data (a `Mapping[str, str]`), never code.
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ class HookContext:
     # People's swap decisions for this version, per region: {"approved": bool, "by": user, "at": epoch seconds}.
     approvals: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
-    # What the hooks configured before this one answered in this invocation: (class path, outcome or None).
-    earlier_outcomes: tuple[tuple[str, StoreVersionLifecycleEventOutcome | None], ...] = ()
 
 
 PROCEED = StoreLifecycleEventOutcome.PROCEED

@@ -12,15 +12,18 @@ Settings, store-level first, then the cluster-level `venice.store.lifecycle.hook
 - `lifecycle.events.webhook.url`: an http(s) URL the event is POSTed to as JSON.
 - `lifecycle.events.timeout.seconds`.
 
-The event: `{"cluster", "store", "version", "region", "function", "earlier_outcomes": [{"hook_class", "outcome"}],
-"time"}`, where `earlier_outcomes` are the answers of the hooks configured before this one in the same invocation
-(None for informational functions) and `time` is epoch seconds.
+The event: `{"cluster", "store", "version", "region", "function", "time"}`, `time` in epoch seconds. (The hooks of
+an invocation run at once, so none knows what the others answer.)
+
+Each call runs in a worker process of its own (`hooks.executor`), and librdkafka is not fork-safe: a producer is
+used only in the process that made it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import urllib.error
@@ -57,7 +60,6 @@ def event_of(function: str, ctx: HookContext) -> dict[str, Any]:
         "version": ctx.version,
         "region": ctx.region,
         "function": function,
-        "earlier_outcomes": [{"hook_class": path, "outcome": outcome} for path, outcome in ctx.earlier_outcomes],
         "time": time.time(),
     }
 
@@ -68,7 +70,7 @@ class LifecycleEvents(Configured):
 
     def __init__(self, configs: dict[str, str]) -> None:
         super().__init__(configs)
-        self._producers: dict[tuple[tuple[str, str], ...], Producer] = {}
+        self._producers: dict[tuple[int, tuple[tuple[str, str], ...]], Producer] = {}  # by process id, settings
         self._lock = threading.Lock()
 
     def _settings(self, ctx: HookContext) -> dict[str, str]:
@@ -144,7 +146,7 @@ class LifecycleEvents(Configured):
 
     def _producer(self, settings: dict[str, str], timeout: float) -> Producer:
         kafka = {k[len(KAFKA_PREFIX) :]: v for k, v in settings.items() if k.startswith(KAFKA_PREFIX)}
-        key = tuple(sorted(kafka.items()))
+        key = (os.getpid(), tuple(sorted(kafka.items())))  # never one a forked worker inherited
         with self._lock:
             if key not in self._producers:
                 # Bounded: an event not delivered within the timeout fails, without retries past it.

@@ -1,34 +1,40 @@
 """Run a lifecycle function on every configured hook and combine their answers.
 
-- Hooks run on the configured thread pool (`venice.store.lifecycle.hooks.threads`), one at a time per invocation,
-  in configured order (Venice's contract), each within `venice.store.lifecycle.hooks.timeout.seconds` (queue time
-  included). Python cannot interrupt a thread: a hook that times out is abandoned, not stopped. The pool's threads
-  are daemons, so an abandoned hook never holds its process open at exit (an Airflow sensor process that outlives
-  its poke races the scheduler's next poke of the same task, which then fails it: apache/airflow#71172).
+- A round (`invoke_all`) asks every hook in every context of a step (each region the step asks, each configured
+  hook class) at once, at most `venice.store.lifecycle.hooks.threads` at a time: a call waits in the queue only
+  for a free slot, which is what the queue-wait metric measures.
+- Each call runs in a worker process of its own (`hooks.worker`), forked from the caller: it sees the caller's
+  hook instance as it is when the call starts, and what it changes there ends with it. Its clock starts when it
+  starts; past `venice.store.lifecycle.hooks.timeout.seconds` it is killed (a hook stuck in a loop or in a blocking
+  call too) and its slot goes to the next call. No thread and no process of a round outlives it, so an Airflow
+  task process ends right after its poke (one that outlives its poke races the scheduler's next poke of the same
+  task, which then fails it: apache/airflow#71172).
 - Combined outcome: any ROLLBACK wins, then ABORT, then WAIT, else PROCEED.
-- A hook that raises, times out or returns something that is not its outcome type counts as a failure, and its
-  outcome follows `venice.store.lifecycle.hooks.failure.policy`: PROCEED (Venice's contract, the default), WAIT
-  or ABORT. Functions that cannot WAIT (PROCEED/ABORT only) take ABORT under the WAIT policy: fail closed.
-  An outcome the function may not return (WAIT or ROLLBACK from a PROCEED/ABORT-only function) is such a failure
-  too, kept apart as `invalid_outcome` on the invocation (and in its own metric), never taken as the answer.
-- Each hook sees what the hooks before it answered in this invocation (`HookContext.earlier_outcomes`).
-- Every invocation is handed to the recorder (which persists it), with queue wait and duration.
+- A hook that raises, times out, ends its worker without answering or returns something that is not its outcome
+  type counts as a failure, and its outcome follows `venice.store.lifecycle.hooks.failure.policy`: PROCEED
+  (Venice's contract, the default), WAIT or ABORT. Functions that cannot WAIT (PROCEED/ABORT only) take ABORT under
+  the WAIT policy: fail closed. An outcome the function may not return (WAIT or ROLLBACK from a PROCEED/ABORT-only
+  function) is such a failure too, kept apart as `invalid_outcome` on the invocation (and in its own metric), never
+  taken as the answer.
+- Every invocation of a round is handed to the recorder (which persists it) when the round ends, in the order
+  asked, with its queue wait, duration and whether it timed out.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
+import select
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from queue import SimpleQueue
+from functools import partial
 from typing import Any
 
 from venice_core.config import HookSettings
+from venice_core.hooks import worker
 from venice_core.hooks.api import (
     HOOK_FUNCTIONS,
     HookContext,
@@ -92,35 +98,36 @@ def combine(outcomes: list[Outcome]) -> Outcome:
     return Outcome.PROCEED
 
 
-class DaemonPool:
-    """A fixed pool of daemon threads. Unlike ThreadPoolExecutor, whose threads the interpreter joins at exit, it
-    lets a process end while an abandoned (timed-out) call is still running."""
+def _normalise(result: Any, kind: type[StrEnum], function: str) -> tuple[Outcome, str]:
+    outcome, reason = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
+    try:
+        return Outcome(kind(outcome).value), str(reason or "")
+    except ValueError:
+        if outcome in Outcome.__members__.values():
+            raise InvalidOutcome(function, Outcome(outcome), kind) from None
+        raise TypeError(f"returned {outcome!r}, not a {kind.__name__}") from None
 
-    def __init__(self, workers: int, name: str) -> None:
-        self._work: SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = SimpleQueue()
-        self._threads = [threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True) for i in range(workers)]
-        for thread in self._threads:
-            thread.start()
 
-    def _serve(self) -> None:
-        while (item := self._work.get()) is not None:
-            future, call = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(call())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller through the future
-                future.set_exception(exc)
+def _answer(hook: StoreLifecycleHooks, function: LifecycleFunction, ctx: HookContext) -> worker.Answer:
+    """What a worker runs: the hook's call, its result checked where it was made (whatever it is, only strings
+    travel back)."""
+    kind = HOOK_FUNCTIONS[function]
+    result = getattr(hook, function)(ctx)
+    if kind is None:
+        return {}
+    try:
+        outcome, reason = _normalise(result, kind, function)
+    except InvalidOutcome as exc:
+        return {"invalid": exc.outcome.value, "error": str(exc)}
+    return {"outcome": outcome.value, "reason": reason}
 
-    def submit(self, call: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._work.put((future, call))
-        return future
 
-    def shutdown(self) -> None:
-        """Stop the idle threads; a call still running finishes on its own (or dies with the process)."""
-        for _ in self._threads:
-            self._work.put(None)
+@dataclass(frozen=True)
+class _Call:
+    index: int  # its place in the round, the order it is recorded in
+    hook_class: str
+    hook: StoreLifecycleHooks
+    ctx: HookContext
 
 
 class HookExecutor:
@@ -133,7 +140,7 @@ class HookExecutor:
         self.settings = settings
         self.hooks = hooks
         self.recorder = recorder
-        self._pool = DaemonPool(settings.threads, "venice-hook")
+        self._slots = threading.BoundedSemaphore(settings.threads)  # shared by the rounds of every caller
 
     def _policy_outcome(self, kind: type[StrEnum] | None) -> Outcome | None:
         if kind is None:
@@ -143,81 +150,120 @@ class HookExecutor:
             return Outcome.ABORT
         return policy
 
-    @staticmethod
-    def _normalise(result: Any, kind: type[StrEnum], function: str) -> tuple[Outcome, str]:
-        outcome, reason = result if isinstance(result, tuple) and len(result) == 2 else (result, "")
-        try:
-            return Outcome(kind(outcome).value), str(reason or "")
-        except ValueError:
-            if outcome in Outcome.__members__.values():
-                raise InvalidOutcome(function, Outcome(outcome), kind) from None
-            raise TypeError(f"returned {outcome!r}, not a {kind.__name__}") from None
-
-    def _call_one(
-        self, path: str, hook: StoreLifecycleHooks, function: LifecycleFunction, ctx: HookContext
-    ) -> HookInvocation:
-        kind = HOOK_FUNCTIONS[function]
-        submitted = time.monotonic()
-        started: list[float] = []
-
-        def call() -> Any:
-            started.append(time.monotonic())
-            return getattr(hook, function)(ctx)
-
-        future = self._pool.submit(call)
-        error: str | None = None
-        timed_out, invalid, outcome, reason = False, None, None, ""
-        try:
-            result = future.result(timeout=self.settings.timeout_seconds)
-            if kind is not None:
-                outcome, reason = self._normalise(result, kind, function)
-        except InvalidOutcome as exc:
-            invalid, error = exc.outcome, str(exc)
-        except FutureTimeout:
-            timed_out = True
-            error = f"timed out after {self.settings.timeout_seconds:g}s"
-        except Exception as exc:  # noqa: BLE001 - a hook's failure is recorded, then the policy decides
-            error = f"{type(exc).__name__}: {exc}"
-        finished = time.monotonic()
-        if error is not None:
-            outcome = self._policy_outcome(kind)
-            reason = f"failure policy {self.settings.failure_policy}"
-        begin = started[0] if started else finished
-        return HookInvocation(
-            hook_class=path,
-            function=function,
-            region=ctx.region,
-            outcome=outcome,
-            reason=reason,
-            queue_wait_seconds=begin - submitted,
-            duration_seconds=finished - begin,
-            error=error,
-            timed_out=timed_out,
-            invalid_outcome=invalid,
-        )
-
     def invoke(self, name: str, ctx: HookContext) -> HookDecision:
+        """Every hook asked in one context."""
+        (decision,) = self.invoke_all(name, [ctx])
+        return decision
+
+    def invoke_all(self, name: str, contexts: Sequence[HookContext]) -> list[HookDecision]:
+        """One round: every hook asked in every context at once (at most `threads` at a time); each context's
+        decision, in order."""
         try:
             function = LifecycleFunction(name)
         except ValueError:
             raise ValueError(f"unknown lifecycle function {name!r}") from None
-        invocations: list[HookInvocation] = []
-        for path, hook in self.hooks:
-            earlier = tuple((i.hook_class, i.outcome) for i in invocations)
-            invocation = self._call_one(path, hook, function, dataclasses.replace(ctx, earlier_outcomes=earlier))
-            invocations.append(invocation)
-            if self.recorder is not None:
-                self.recorder(ctx, invocation)
+        asked = [(ctx, path, hook) for ctx in contexts for path, hook in self.hooks]
+        calls = [_Call(index, path, hook, ctx) for index, (ctx, path, hook) in enumerate(asked)]
+        invocations = self._round(function, calls)
+        if self.recorder is not None:
+            for call, invocation in zip(calls, invocations, strict=True):
+                self.recorder(call.ctx, invocation)
+        each = len(self.hooks)
+        return [self._decide(function, tuple(invocations[c * each : (c + 1) * each])) for c in range(len(contexts))]
+
+    def _decide(self, function: LifecycleFunction, invocations: tuple[HookInvocation, ...]) -> HookDecision:
         kind = HOOK_FUNCTIONS[function]
         if kind is None:
-            return HookDecision(None, tuple(invocations))
+            return HookDecision(None, invocations)
         outcome = combine([i.outcome for i in invocations if i.outcome])
         if kind is StoreLifecycleEventOutcome and outcome not in (Outcome.PROCEED, Outcome.ABORT):
             outcome = Outcome.ABORT
-        return HookDecision(outcome, tuple(invocations))
+        return HookDecision(outcome, invocations)
 
-    def close(self) -> None:
-        self._pool.shutdown()
+    def _round(self, function: LifecycleFunction, calls: list[_Call]) -> list[HookInvocation]:
+        """Run the calls, each in a worker as a slot frees up, each killed at its timeout; the invocations in the
+        calls' order. A worker's slot frees when it answers; every worker is reaped before this returns, whatever
+        happens (a signal raising here too)."""
+        timeout = self.settings.timeout_seconds
+        queued = deque(calls)
+        running: dict[int, tuple[_Call, worker.Worker]] = {}
+        ended: list[worker.Worker] = []  # killed, to be reaped
+        done: dict[int, HookInvocation] = {}
+        poller = select.poll()
+        submitted = time.monotonic()
+
+        def finish(pipe: int, failure: str | None = None, timed_out: bool = False) -> None:
+            finished = time.monotonic()
+            call, work = running.pop(pipe)
+            poller.unregister(pipe)
+            answer = None if timed_out else work.answer()
+            work.kill()
+            self._slots.release()
+            if answer is None and failure is None:  # it ended on its own: how, is the error
+                failure = f"its worker process ended without answering ({work.reap()})"
+            else:
+                ended.append(work)
+            timing = (work.started - submitted, finished - work.started)
+            done[call.index] = self._invocation(call, function, answer or {}, timing, failure, timed_out)
+
+        try:
+            while queued or running:
+                while queued and self._slots.acquire(blocking=not running):
+                    call = queued.popleft()
+                    try:
+                        work = worker.start(partial(_answer, call.hook, function, call.ctx))
+                    except BaseException:
+                        self._slots.release()
+                        raise
+                    running[work.pipe] = (call, work)
+                    poller.register(work.pipe, select.POLLIN)
+                first_deadline = min(work.started for _, work in running.values()) + timeout
+                for pipe, _event in poller.poll(math.ceil(max(0.0, first_deadline - time.monotonic()) * 1000)):
+                    if running[pipe][1].read():
+                        finish(pipe)
+                now = time.monotonic()
+                for pipe in [p for p, (_, work) in running.items() if now >= work.started + timeout]:
+                    if running[pipe][1].read():  # it answered since the poll
+                        finish(pipe)
+                    else:
+                        finish(pipe, f"timed out after {timeout:g}s", timed_out=True)
+        finally:
+            for _call, work in running.values():
+                work.kill()
+                ended.append(work)
+                self._slots.release()
+            for work in ended:
+                work.reap()
+        return [done[call.index] for call in calls]
+
+    def _invocation(
+        self,
+        call: _Call,
+        function: LifecycleFunction,
+        answer: worker.Answer,
+        timing: tuple[float, float],
+        failure: str | None,
+        timed_out: bool,
+    ) -> HookInvocation:
+        kind = HOOK_FUNCTIONS[function]
+        error = failure or answer.get("error")
+        invalid = answer.get("invalid")
+        if error is not None:
+            outcome, reason = self._policy_outcome(kind), f"failure policy {self.settings.failure_policy}"
+        else:
+            outcome, reason = (Outcome(answer["outcome"]) if kind is not None else None), answer.get("reason", "")
+        return HookInvocation(
+            hook_class=call.hook_class,
+            function=function,
+            region=call.ctx.region,
+            outcome=outcome,
+            reason=reason,
+            queue_wait_seconds=timing[0],
+            duration_seconds=timing[1],
+            error=error,
+            timed_out=timed_out,
+            invalid_outcome=Outcome(invalid) if invalid else None,
+        )
 
 
 __all__ = [

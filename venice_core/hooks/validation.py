@@ -1,6 +1,7 @@
 """Store-level hook configs are checked before they are saved: each key set must be one that a configured hook
 reads (`StoreLifecycleHooks.hook_config_keys`) or one the framework reads itself (`wait_limit.FRAMEWORK_KEYS`, each
-checked here), then every configured hook's validate_hook_config sees them all."""
+checked here), then every configured hook's validate_hook_config sees them all, recorded like every other invocation
+(VIP-4's metrics count it per class and function)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext, StoreLifecycleHooks
 from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
+from venice_core.hooks.records import recorder
 from venice_core.hooks.wait_limit import FRAMEWORK_KEYS, parse_seconds
+from venice_core.meta import MetadataStore
 
 
 class InvalidHookConfig(VeniceError):
@@ -20,7 +23,11 @@ class InvalidHookConfig(VeniceError):
 
 
 def validate_store_hook_configs(
-    config: ClusterConfig, store: str, configs: Mapping[str, str], changed: Collection[str] | None = None
+    config: ClusterConfig,
+    meta: MetadataStore,
+    store: str,
+    configs: Mapping[str, str],
+    changed: Collection[str] | None = None,
 ) -> list[str]:
     """Refuse (InvalidHookConfig) a key of `changed` (the keys this update sets; default all) that no configured
     hook reads, then configs a hook's validate_hook_config refuses. Keys already saved are not checked again, so a
@@ -40,12 +47,9 @@ def validate_store_hook_configs(
         quoted = ", ".join(f"'{key}'" for key in keys)
         return [f"no lifecycle hook is configured ({HOOKS}): nothing reads hook config {quoted} of '{store}'"]
     warnings = check_keys(store, [hook for _, hook in hooks], keys)
-    executor = HookExecutor(config.hooks, hooks)
-    try:
-        ctx = HookContext(cluster=config.cluster_name, store=store, store_hook_configs=dict(configs))
-        decision = executor.invoke("validate_hook_config", ctx)
-    finally:
-        executor.close()
+    executor = HookExecutor(config.hooks, hooks, recorder(meta))
+    ctx = HookContext(cluster=config.cluster_name, store=store, store_hook_configs=dict(configs))
+    decision = executor.invoke("validate_hook_config", ctx)
     if decision.outcome is not Outcome.PROCEED:
         raise InvalidHookConfig(
             f"store-level hook config of '{store}' refused: {decision.reason or 'a hook refused it'}"

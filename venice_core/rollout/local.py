@@ -143,10 +143,7 @@ def _roll_out(
     def run(request: PushRequest, created: CreatedVersion) -> JobResult:
         return run_job(config, job_request(request, created))
 
-    try:
-        return run_in_process(rollout, request, run, sleep)
-    finally:
-        rollout.close()
+    return run_in_process(rollout, request, run, sleep)
 
 
 def prepare_repush(

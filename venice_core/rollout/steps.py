@@ -252,8 +252,7 @@ def _create_version(s: StepInputs) -> CreatedVersion:
             f"created version {version.number} of '{r.store}' ({version.partition_count} partitions, regions "
             f"{', '.join(regions)}, push job {r.push_job_id})"
         )
-        for region in regions:
-            r.inform(F.POST_STORE_VERSION_CREATION, region)
+        r.inform_regions(F.POST_STORE_VERSION_CREATION, regions)
     r.open_da_vinci_gates(regions)
     send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id, job_confs)
