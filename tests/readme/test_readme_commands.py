@@ -57,6 +57,7 @@ def run_demo(env: dict[str, str], profile: str | None) -> str:
     return demo.stdout
 
 
+@pytest.mark.timeout(1800)  # two platforms started, four pushes through Airflow
 def test_make_demo_then_the_first_ten_minutes_then_make_demo_replicated(tmp_path: Path) -> None:
     home = Path(tempfile.mkdtemp(prefix="venice-readme-"))  # (PostgreSQL-free profiles: any folder will do)
     scratch = tmp_path / "scratch"  # the README's /tmp, the test's own
