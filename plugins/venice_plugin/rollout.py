@@ -55,6 +55,7 @@ from venice_core.errors import RolloutStopped, VeniceError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
+from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.names import (
     FAILURE_XCOM,
     SOURCE_FILES_PARAM,
@@ -379,8 +380,11 @@ class _Renderer:
                 if step.admitted_by:
                     decided = Decision.from_json(context["ti"].xcom_pull(task_ids=step.admitted_by))
                     inputs.admitted = decided.regions
+                if step.dictionary_from:  # a ZSTD_WITH_DICT store's trained dictionary (None for any other)
+                    trained = context["ti"].xcom_pull(task_ids=step.dictionary_from)
+                    inputs.dictionary = TrainedDictionary.from_json(trained) if trained else None
                 result = step.run(inputs)
-            return result.to_json() if isinstance(result, CreatedVersion) else result
+            return result.to_json() if isinstance(result, CreatedVersion | TrainedDictionary) else result
 
         return _task_of(run())
 

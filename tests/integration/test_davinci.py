@@ -21,13 +21,11 @@ from urllib import request as urlrequest
 import duckdb
 import pytest
 
-from tests.support.ingestion import read_checkpoint, wait_for_ingestion
+from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import eventually, wait_for
 from tests.support.sandbox import free_ports
-from venice_core.client import ReadClient
-from venice_core.client.serving import wait_until_served
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.client import RegionServerUnreachable
@@ -40,11 +38,7 @@ from venice_core.davinci.duckdb_store import (
 )
 from venice_core.errors import ConfigError, RolloutStopped, StoreNotFound, VeniceError
 from venice_core.protocol import serde
-from venice_core.protocol.compression import CompressionStrategy, compressor
-from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
-from venice_core.pubsub.control import send_end_of_push, send_start_of_push
-from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.status import VersionStatus
 from venice_core.storage.checkpoint import CheckpointStore, PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
@@ -226,52 +220,6 @@ def test_zstd_store_decompresses_in_the_client_and_the_dictionary_endpoint(
             subset.get(other)
     finally:
         subset.close()
-
-
-def test_a_version_with_a_zstd_dictionary_reads_through_the_endpoint_the_server_and_the_client(
-    platform_env: PlatformEnv, tmp_path: Path
-) -> None:
-    """Pushes do not train dictionaries yet: this version is written with the protocol writer, its START_OF_PUSH
-    carrying a trained ZSTD dictionary and its values compressed with it."""
-    import zstandard
-
-    env = platform_env
-    config, meta = env.config, env.meta
-    store = env.create_user_store("dvcdict", 1, compression="ZSTD")
-    info = stores.describe_store(meta, store)
-    key_schema, value_schema = serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
-    records = {f"d{i:04d}": _value(i, f"name-{i % 7}") for i in range(300)}
-    values = {k: serde.serialize(value_schema, v) for k, v in records.items()}
-    dictionary = zstandard.train_dictionary(1024, list(values.values())).as_bytes()
-    compress = compressor(CompressionStrategy.ZSTD, dictionary)
-    job = "dictionary-job"
-    versions.create_version(meta, config, store, job)
-    send_start_of_push(config, store, 1, 1, job, CompressionStrategy.ZSTD, dictionary)
-    source = config.region(config.source_region)
-    writer = VersionTopicWriter(
-        source.kafka_bootstrap, source.version_topic(store, 1), 1, deterministic_guid(job, 1, 0)
-    )
-    writer.start_segment(0)
-    for key in sorted(records, key=lambda k: serde.serialize(key_schema, k)):
-        writer.put(serde.serialize(key_schema, key), compress(values[key]), 1, partition=0)
-    writer.end_segment(0)
-    writer.flush()
-    send_end_of_push(config, store, 1, 1, job, {"0": len(records)})
-    wait_for_ingestion(meta, store, 1, ["dc-0"], progress=lambda _line: None, timeout=120)
-    versions.set_version_status(meta, store, 1, VersionStatus.PUSHED)
-    versions.swap_region(meta, store, "dc-0", 1)
-    wait_until_served(config, store, 1, ["dc-0"])
-
-    url = f"http://127.0.0.1:{config.server_port('dc-0')}/dictionary/{store}/1"
-    with urlrequest.urlopen(url, timeout=10) as response:
-        assert response.read() == dictionary
-    assert ReadClient("127.0.0.1", config.server_port("dc-0")).get(store, "d0005") == records["d0005"]
-    client = DaVinciClient(store, "dc-0", tmp_path, DuckDBRecordTransformer(tmp_path / "d.duckdb"), config=config)
-    client.start(timeout=60)
-    try:
-        assert _table(client, store) == records
-    finally:
-        client.close()
 
 
 def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(

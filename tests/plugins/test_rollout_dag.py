@@ -120,7 +120,10 @@ def test_version_creation_is_a_sensor_whose_rollback_branch_creates_nothing(tmp_
     the whole push stops, nothing is created)."""
     dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
     sensor = dag.get_task("pre_version_creation")
-    assert sensor.mode == "reschedule" and sensor.upstream_task_ids == {"schema_registration"}
+    assert sensor.mode == "reschedule" and sensor.upstream_task_ids == {"compression_dictionary"}
+    # A ZSTD_WITH_DICT store's dictionary is trained before: a task of the grid's between schema registration and
+    # the decision, whose XCom version creation sends in START_OF_PUSH.
+    assert dag.get_task("compression_dictionary").upstream_task_ids == {"schema_registration"}
     assert dag.get_task("pre_version_creation").downstream_task_ids == {
         "create_version",
         "pre_version_creation_abort",

@@ -15,6 +15,7 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner_config import load_partitioner
+from venice_core.pubsub.control import version_dictionary
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout.local import PushFailed
 from venice_core.spark import push, repush, repush_config
@@ -74,15 +75,17 @@ class RecordsJob:
         key_schema, value_schema = serde.parse(info.key_schema), serde.parse(schema.schema)
         partitions = version.partition_count
         partition_for = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes).partition
-        compress = compressor(version.compression)
+        source = config.region(config.source_region)
+        topic = source.version_topic(store, number)
+        dictionary = version_dictionary(version.compression, source.kafka_bootstrap, topic)
+        compress = compressor(version.compression, dictionary)
         by_partition: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(partitions)}
         for key, value in self.records.items() if isinstance(self.records, dict) else self.records:
             key_bytes = serde.serialize(key_schema, key)
             by_partition[partition_for(key_bytes, partitions)].append((key_bytes, serde.serialize(value_schema, value)))
-        source = config.region(config.source_region)
         for partition, rows in by_partition.items():
             guid = deterministic_guid(request.push_job_id, number, partition)
-            writer = VersionTopicWriter(source.kafka_bootstrap, source.version_topic(store, number), partitions, guid)
+            writer = VersionTopicWriter(source.kafka_bootstrap, topic, partitions, guid)
             writer.start_segment(partition)
             for key_bytes, value_bytes in sorted(rows):
                 writer.put(key_bytes, compress(value_bytes), schema.id, partition=partition)

@@ -257,9 +257,9 @@ def test_zstd_with_a_dictionary_round_trips() -> None:
 
     samples = [json.dumps({"name": f"user-{i}", "city": "Lisbon" if i % 2 else "Porto"}).encode() for i in range(500)]
     dictionary = zstandard.train_dictionary(2048, samples).as_bytes()
-    compress = compressor(CompressionStrategy.ZSTD, dictionary)
+    compress = compressor(CompressionStrategy.ZSTD_WITH_DICT, dictionary)
     packed = compress(samples[3])
-    assert decompressor(CompressionStrategy.ZSTD, dictionary)(packed) == samples[3]
+    assert decompressor(CompressionStrategy.ZSTD_WITH_DICT, dictionary)(packed) == samples[3]
     with pytest.raises(zstandard.ZstdError):
         decompressor(CompressionStrategy.ZSTD)(packed)  # without the dictionary it cannot be read
 

@@ -26,7 +26,8 @@ SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 
         ),
         (
             {"spark.master": "local[1]", "no.such.key": "1"},
-            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, source.kafka, spark.*)",
+            "unknown push conf 'no.such.key' (known: allow.duplicate.key, allow.empty.input, "
+            "compression.dictionary.sample.size, compression.dictionary.size.limit, source.kafka, spark.*)",
         ),
         (
             {"repush.ttl.enable": "true"},
@@ -52,6 +53,28 @@ def test_a_push_flag_is_true_or_false_and_anything_else_is_refused_naming_it(key
     assert str(refused.value) == f"{key} must be true or false, got {value!r}"
     check_push_confs({key: "TRUE", "spark.master": "local[1]"})
     check_push_confs({key: " false "})
+
+
+@pytest.mark.parametrize("repush", [False, True])
+@pytest.mark.parametrize(
+    ("conf", "value", "message"),
+    [
+        ("sample.size", "0", "must be between 1 and 1073741824 bytes, got 0"),
+        ("sample.size", "4MB", "must be a whole number of bytes, got '4MB'"),
+        ("sample.size", "", "must be a whole number of bytes, got ''"),
+        ("size.limit", "100", "must be between 256 and 524288 bytes, got 100"),
+        ("size.limit", "1.5", "must be a whole number of bytes, got '1.5'"),
+    ],
+)
+def test_a_dictionary_bound_that_is_not_a_number_of_bytes_in_range_is_refused_naming_it(
+    repush: bool, conf: str, value: str, message: str
+) -> None:
+    """A ZSTD_WITH_DICT store's push and repush both read the bounds (Venice's names): checked with every conf."""
+    key = f"compression.dictionary.{conf}"
+    with pytest.raises(ConfigError) as refused:
+        check_push_confs({key: value, **({"source.kafka": "true"} if repush else {})})
+    assert str(refused.value) == f"{key} {message}"
+    check_push_confs({key: "300", **({"source.kafka": "true"} if repush else {})})
 
 
 def test_a_repush_flag_is_refused_with_the_same_words() -> None:

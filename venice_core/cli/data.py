@@ -44,8 +44,9 @@ def push(
     conf: list[str] = typer.Option(
         [],
         "--conf",
-        help="Push config key=value (allow.duplicate.key, allow.empty.input, spark.*); source.kafka=true makes it a "
-        "repush, which takes the repush's confs (see `venice repush --help`).",
+        help="Push config key=value (allow.duplicate.key, allow.empty.input, compression.dictionary.sample.size, "
+        "compression.dictionary.size.limit, spark.*); source.kafka=true makes it a repush, which takes the repush's "
+        "confs (see `venice repush --help`).",
     ),
     queue: bool = typer.Option(
         True,
@@ -95,7 +96,8 @@ def repush(
         "--conf",
         help="Repush config key=value: kafka.input.topic, kafka.input.fabric, kafka.input.broker.url, "
         "kafka.input.max.records.per.mapper, kafka.input.combiner.enabled, repush.ttl.enable, repush.ttl.seconds, "
-        "repush.ttl.start.timestamp, rewind.time.in.seconds.override, spark.*.",
+        "repush.ttl.start.timestamp, rewind.time.in.seconds.override, compression.dictionary.sample.size, "
+        "compression.dictionary.size.limit, spark.*.",
     ),
     mode: bool = typer.Option(
         None,

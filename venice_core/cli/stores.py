@@ -53,7 +53,9 @@ def create(
     key_schema: Path = typer.Option(..., "--key-schema", help="Avro schema file of the key."),
     value_schema: Path = typer.Option(..., "--value-schema", help="Avro schema file of the value."),
     partitions: int = typer.Option(stores.DEFAULT_PARTITIONS, "--partitions", help="Partition count."),
-    compression: str = typer.Option("NO_OP", "--compression", help="NO_OP, GZIP or ZSTD."),
+    compression: str = typer.Option(
+        "NO_OP", "--compression", help="NO_OP, GZIP, ZSTD or ZSTD_WITH_DICT (a dictionary trained by each push)."
+    ),
     rollout_order: str = typer.Option(None, "--rollout-order", help="Regions in rollout order, comma-separated."),
     auto_register: bool = typer.Option(
         False,
@@ -174,7 +176,9 @@ def _replication_text(config: ClusterConfig, factor: int | None) -> str:
 def update(
     store: str = StoreArg,
     partitions: int = typer.Option(None, "--partitions", help="Partition count of future versions."),
-    compression: str = typer.Option(None, "--compression", help="NO_OP, GZIP or ZSTD."),
+    compression: str = typer.Option(
+        None, "--compression", help="NO_OP, GZIP, ZSTD or ZSTD_WITH_DICT (a dictionary trained by each push)."
+    ),
     rollout_order: str = typer.Option(None, "--rollout-order", help="Regions in rollout order, comma-separated."),
     auto_register: bool = typer.Option(None, "--auto-register-schemas/--no-auto-register-schemas"),
     versions_to_preserve: int = typer.Option(None, "--versions-to-preserve"),

@@ -26,13 +26,13 @@ from collections.abc import Callable
 
 import httptools
 
+from venice_core.client.dictionaries import READ_HEADERS, VERSION_HEADER
 from venice_core.client.routing import REFRESH_MIN_INTERVAL_SECONDS, Route, Router, RoutingTable, format_address
 from venice_core.client.wire import Address, Answer, Connection, Pool, encode_request
 from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.protocol import batch_get
 
 ERROR_HEADER = "X-Venice-Error"
-VERSION_HEADER = "X-Venice-Version"
 _NOT_HOSTED = "PartitionNotHosted"  # the error kind of a 503 from an instance without the partition
 _MAX_REROUTES = 3
 _Record = tuple[int, bytes] | None
@@ -311,7 +311,7 @@ class RoutedReads:
             tried: _FirstTry | None = None
             if replicas:  # the hot path: one replica, its socket alone
                 address = self.router.pick(replicas)
-                first = self._ask(address, f"GET {path} HTTP/1.1\r\nHost: {address[0]}\r\n\r\n".encode())
+                first = self._ask(address, f"GET {path} HTTP/1.1\r\nHost: {address[0]}\r\n{READ_HEADERS}\r\n".encode())
                 if first.__class__ is tuple and first[0] < 500:
                     if first[1].get(VERSION_HEADER, table.version_text) != table.version_text:
                         self._refresh(store)
@@ -324,7 +324,7 @@ class RoutedReads:
                 return True
 
             def request(address: Address, _: list[int]) -> bytes:
-                return encode_request("GET", path, address[0], None, "")
+                return encode_request("GET", path, address[0], None, "", READ_HEADERS)
 
             try:
                 self._read(store, table, {partition: [0]}, request, accept, tried)
@@ -397,11 +397,17 @@ class RoutedReads:
         raise AssertionError("unreachable")
 
     def batch(
-        self, store: str, table: RoutingTable, keys: list[bytes], path: str, refuse: Callable[[Answer], None]
+        self,
+        store: str,
+        table: RoutingTable,
+        keys: list[bytes],
+        path: str,
+        refuse: Callable[[Answer], None],
+        unpack: Callable[[dict[str, str]], Callable[[bytes], bytes] | None] = lambda _headers: None,
     ) -> list[_Record]:
         """Each key's record (None: absent), in order: the keys split by partition, each instance asked for the
         partitions it is the chosen replica of, all at once. `refuse(answer)` raises the error a non-5xx answer
-        other than 200 is."""
+        other than 200 is; `unpack(headers)` is what an answer's values are decompressed with (None: as they are)."""
         records: list[_Record] = [None] * len(keys)
         answered = bytearray(len(keys))
         pending = everything = list(range(len(keys)))  # `everything`: one part asks for all keys, in order
@@ -415,6 +421,9 @@ class RoutedReads:
                 found = batch_get.decode_records(body, len(indexes))
             except ValueError:
                 return False
+            decompress = unpack(answer[1])
+            if decompress is not None:  # each answer's own: its version's dictionary
+                found = [None if r is None else (r[0], decompress(r[1])) for r in found]
             if indexes is everything:
                 records[:] = found
                 answered[:] = b"\x01" * len(found)
@@ -426,7 +435,7 @@ class RoutedReads:
 
         def request(address: Address, indexes: list[int]) -> bytes:
             body = batch_get.encode_keys(keys if indexes is everything else [keys[i] for i in indexes])
-            return encode_request("POST", path, address[0], body, batch_get.BATCH_CONTENT_TYPE)
+            return encode_request("POST", path, address[0], body, batch_get.BATCH_CONTENT_TYPE, READ_HEADERS)
 
         for _ in range(_MAX_REROUTES):
             groups: dict[int, list[int]] = {}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 
+from venice_core.client.dictionaries import READ_HEADERS, Dictionaries
 from venice_core.client.fanout import ERROR_HEADER, Reroute, RoutedReads, first_answer
 from venice_core.client.routing import Route, Router, RoutingTable, Unrouted, format_address
 from venice_core.client.wire import Address, Answer, Pool, encode_request
@@ -71,6 +72,8 @@ class ReadClient:
         self._pool = Pool(timeout, wait, timeout if len(addresses) == 1 else min(timeout, CONNECT_TIMEOUT_SECONDS))
         self._router = Router(addresses, self._fetch_route, region)
         self._routed = RoutedReads(self._router, self._pool, timeout, long_tail)
+        # ZSTD_WITH_DICT values come compressed: each version's dictionary fetched once, from any instance
+        self._dictionaries = Dictionaries(lambda path: self._request("GET", path))
         self._schemas: dict[str, tuple[Any, dict[int, Any]]] = {}
         self._value_json: dict[str, dict[int, str]] = {}  # the value schemas as JSON text (`deserialize_many`)
         self._key_json: dict[str, str] = {}  # the key schema as JSON text (a partitioner other than the default's)
@@ -89,9 +92,15 @@ class ReadClient:
 
     # requests to one instance, and to any
     def _request_to(
-        self, address: Address, method: str, path: str, body: bytes | None = None, content_type: str = ""
+        self,
+        address: Address,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        content_type: str = "",
+        headers: str = "",
     ) -> Answer:
-        request = encode_request(method, path, address[0], body, content_type or "application/json")
+        request = encode_request(method, path, address[0], body, content_type or "application/json", headers)
         for attempt in (1, 2):  # a keep-alive connection the server closed is retried once on a new one
             conn = None
             try:
@@ -168,7 +177,7 @@ class ReadClient:
         """A read of a region without routing tables: from the instance that said so, as a one-address client."""
         assert isinstance(route, Unrouted)
         try:
-            return self._request_to(route.address, method, path, body, batch_get.BATCH_CONTENT_TYPE)
+            return self._request_to(route.address, method, path, body, batch_get.BATCH_CONTENT_TYPE, READ_HEADERS)
         except ComponentError:
             self._router.forget(store)  # the next read looks for an instance that answers
             raise
@@ -215,7 +224,8 @@ class ReadClient:
                 route = change.route
         status, headers, body = answer or self._direct(store, route, "GET", path)
         if status == 200:
-            return self._decode(store, int(headers[SCHEMA_ID_HEADER]), body)
+            decompress = self._dictionaries.for_answer(store, headers)
+            return self._decode(store, int(headers[SCHEMA_ID_HEADER]), body if decompress is None else decompress(body))
         if status == 404 and headers.get(ERROR_HEADER) == "key-not-found":
             return None
         self._raise(store, status, body, headers.get(ERROR_HEADER, ""))
@@ -238,7 +248,8 @@ class ReadClient:
                 self._raise(store, answer[0], answer[2], answer[1].get(ERROR_HEADER, ""))
 
             try:
-                records = self._routed.batch(store, route, serialized, path, refuse)
+                unpack = self._dictionaries.for_answer
+                records = self._routed.batch(store, route, serialized, path, refuse, lambda h: unpack(store, h))
             except Reroute as change:  # the region's servers stopped having routing tables
                 route = change.route
         if records is None:
@@ -250,6 +261,9 @@ class ReadClient:
             except ValueError as exc:
                 where = format_address(getattr(route, "address", (self.host, self.port)))
                 raise ComponentError(f"region server {where} answered a malformed batch: {exc}") from None
+            decompress = self._dictionaries.for_answer(store, headers)
+            if decompress is not None:
+                records = [None if r is None else (r[0], decompress(r[1])) for r in records]
         by_schema: dict[int, list[int]] = {}
         for index, record in enumerate(records):
             if record is not None:

@@ -43,8 +43,11 @@ class Response:
         self.keep_alive = self.parser.should_keep_alive()  # valid only until the parser moves on
 
 
-def encode_request(method: str, path: str, host: str, body: bytes | None, content_type: str) -> bytes:
-    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+def encode_request(
+    method: str, path: str, host: str, body: bytes | None, content_type: str, headers: str = ""
+) -> bytes:
+    """`headers`: more header lines, each ending with CRLF."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{headers}"
     if body is None:
         return (head + "\r\n").encode()
     head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"

@@ -161,7 +161,7 @@ class DaVinciClient:
         self._changed = threading.Event()  # a swap or a failure: `wait_until_serving` looks at once
         self._thread: threading.Thread | None = None
         self._lock = threading.RLock()
-        self._dictionaries: dict[int, bytes | None] = {}
+        self._dictionaries: dict[int, bytes] = {}
 
     # start and stop
     def start(self, wait: bool = True, timeout: float = 300.0) -> DaVinciClient:
@@ -316,7 +316,9 @@ class DaVinciClient:
     def _subscribe(self, version: controller.VersionToHost) -> None:
         number = version.number
         strategy = version.compression
-        dictionary = self.dictionary(number) if strategy is CompressionStrategy.ZSTD else None
+        dictionary = self.dictionary(number) if strategy.needs_dictionary else None
+        if strategy.needs_dictionary and dictionary is None:  # its START_OF_PUSH not read by the region yet
+            raise VeniceError(f"no dictionary of {self.store} v{number} in {self.region.name} yet: asked again later")
         what = f"store '{self.store}' version {number}"
         partitioner = VersionPartitioner(version.partitioner, version.key_schema, self.config.partitioner_classes, what)
         local = LocalVersion(
@@ -533,7 +535,8 @@ class DaVinciClient:
             }
 
     def dictionary(self, number: int) -> bytes | None:
-        """The version's compression dictionary, from the region (not kept in checkpoints); None if none."""
+        """The version's compression dictionary, from the region (not kept in checkpoints, fetched once); None if
+        the region has none for it (yet: a version just created)."""
         if number not in self._dictionaries:
             try:
                 self._dictionaries[number] = self._from_region(f"/dictionary/{self.store}/{number}", timeout=10)
@@ -541,7 +544,7 @@ class DaVinciClient:
                 if exc.code != 404 or exc.headers.get("X-Venice-Error") != "no-dictionary":
                     detail = exc.read()[:200].decode(errors="replace")
                     raise VeniceError(f"dictionary of {self.store} v{number}: HTTP {exc.code} {detail}") from None
-                self._dictionaries[number] = None
+                return None
         return self._dictionaries[number]
 
     # reads

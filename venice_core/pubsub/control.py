@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from venice_core.config import ClusterConfig
+from venice_core.errors import PushJobError
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import ControlMessageType
@@ -42,8 +43,8 @@ def send_start_of_push(
     compression: CompressionStrategy,
     dictionary: bytes | None = None,
 ) -> None:
-    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression (and a ZSTD
-    version's dictionary, base64, if it has one). Its GUID derives from the push job, so sending it again (a re-run
+    """START_OF_PUSH in every partition: the data comes sorted and chunked, with the store's compression (and a
+    ZSTD_WITH_DICT version's dictionary, base64). Its GUID derives from the push job, so sending it again (a re-run
     step) is skipped by ingestion as a duplicate."""
     import base64
 
@@ -86,3 +87,29 @@ def read_start_of_push(bootstrap: str, topic: str, partition: int = 0, timeout: 
         return None
     finally:
         consumer.close()
+
+
+def start_of_push_dictionary(sop: dict[str, Any]) -> bytes | None:
+    """The compression dictionary a START_OF_PUSH's body carries (None: none)."""
+    import base64
+
+    encoded = sop.get("compression_dictionary")
+    return base64.b64decode(encoded) if encoded else None
+
+
+def read_dictionary(bootstrap: str, topic: str, timeout: float = 10.0) -> bytes | None:
+    """The compression dictionary a version topic's START_OF_PUSH carries (None: it carries none, or there is no
+    START_OF_PUSH within `timeout`)."""
+    sop = read_start_of_push(bootstrap, topic, timeout=timeout)
+    return None if sop is None else start_of_push_dictionary(sop)
+
+
+def version_dictionary(compression: CompressionStrategy, bootstrap: str, topic: str) -> bytes | None:
+    """A ZSTD_WITH_DICT version's dictionary, from its topic's START_OF_PUSH (None for another compression), for a
+    job that writes or reads its values. PushJobError if that START_OF_PUSH carries none."""
+    if not compression.needs_dictionary:
+        return None
+    dictionary = read_dictionary(bootstrap, topic)
+    if dictionary is None:
+        raise PushJobError(f"{topic} is ZSTD_WITH_DICT but its START_OF_PUSH carries no compression dictionary")
+    return dictionary

@@ -2,9 +2,10 @@
 nothing reads is refused before anything starts, since a typo (`repush.ttl.enabel=true`) would otherwise run the
 job without the setting and say nothing; so is a value the key's reader would refuse later (a boolean conf is
 `true` or `false`, `config.parse_bool`). The known keys are defined where they are read: the push job's in
-`spark.submit`, a repush's in `spark.repush_config`. `source.kafka=true` is a user's too: seed 003's switch that
-makes a push a repush (`venice push STORE --conf source.kafka=true` is `venice repush STORE`). A user's confs
-(`check_user_confs`) may not hold the keys the platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
+`spark.submit`, a repush's in `spark.repush_config`, the ZSTD dictionary's bounds (both's) in
+`rollout.dictionary_confs`. `source.kafka=true` is a user's too: seed 003's switch that makes a push a repush
+(`venice push STORE --conf source.kafka=true` is `venice repush STORE`). A user's confs (`check_user_confs`) may not
+hold the keys the platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ from collections.abc import Mapping
 
 from venice_core.config import parse_bool
 from venice_core.errors import ConfigError
+from venice_core.rollout import dictionary_confs
 from venice_core.spark import repush_config
 from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX, job_flags
 
-PUSH_CONFS = frozenset({*JOB_FLAGS, repush_config.SOURCE_KAFKA})  # `source.kafka=true` makes a push a repush
+# `source.kafka=true` makes a push a repush; a ZSTD_WITH_DICT store's push and repush both train a dictionary.
+PUSH_CONFS = frozenset({*JOB_FLAGS, repush_config.SOURCE_KAFKA, *dictionary_confs.DICTIONARY_CONFS})
+REPUSH_CONFS = repush_config.REPUSH_CONFS | dictionary_confs.DICTIONARY_CONFS
 PASSED_TO_SPARK = (SPARK_PREFIX, TEST_FAULT_PREFIX)
 # What the platform sets itself, never a user's conf (`venice push/repush --conf`, the DAG form's `conf`): each with
 # who sets it. The platform's own paths pass them on: a repush's version creation pins the end offsets, and the
@@ -51,12 +55,12 @@ def check_push_confs(confs: Mapping[str, str]) -> None:
     if repush_config.SOURCE_KAFKA in confs:  # the switch itself first: `yes` is refused, not taken as a push
         parse_bool(confs[repush_config.SOURCE_KAFKA], repush_config.SOURCE_KAFKA)
     repush = repush_config.is_repush(confs)
-    kind, known = ("repush", repush_config.REPUSH_CONFS) if repush else ("push", PUSH_CONFS)
+    kind, known = ("repush", REPUSH_CONFS) if repush else ("push", PUSH_CONFS)
     settable = sorted(key for key in known if _platform_set(key) is None)  # what a user is pointed to
     for key in confs:
         if key in known or key.startswith(PASSED_TO_SPARK):
             continue
-        if not repush and key in repush_config.REPUSH_CONFS:
+        if not repush and key in REPUSH_CONFS:
             hint = "a repush conf: repush with `venice repush`"
         elif repush and key in PUSH_CONFS:
             hint = "a push conf, which a repush does not read"
@@ -69,3 +73,4 @@ def check_push_confs(confs: Mapping[str, str]) -> None:
         repush_config.parse(confs)
     else:
         job_flags(dict(confs))
+    dictionary_confs.parse(confs)

@@ -27,7 +27,10 @@ from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, Ven
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import Outcome
+from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
+from venice_core.rollout import compression_dictionary
+from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.push_confs import check_push_confs
 from venice_core.spark import repush_config
 from venice_core.spark.input_files import check_readable, read_input_schema
@@ -128,6 +131,7 @@ class StepInputs:
     region: str | None = None
     job_result: JobResult | None = None  # what the push job wrote, for END_OF_PUSH
     admitted: tuple[str, ...] = ()  # the regions `pre_version_creation` admitted, for version creation
+    dictionary: TrainedDictionary | None = None  # a ZSTD_WITH_DICT store's, for version creation's START_OF_PUSH
 
     @property
     def version(self) -> CreatedVersion:
@@ -157,6 +161,7 @@ class Step:
     function: LifecycleFunction | None = None  # the lifecycle function a DECISION asks
     holds: str | None = None  # an EVERY_REGION step: the region step it holds back until it proceeds
     admitted_by: str | None = None  # the decision step whose admitted regions this step takes (version creation)
+    dictionary_from: str | None = None  # the step whose trained dictionary this step takes (version creation)
     poll_seconds: float = 2.0  # a CONDITION: how often it is checked (a sensor's poke interval), and how long
     timeout_seconds: float = INGESTION_TIMEOUT_SECONDS
     # A DECISION that also waits on the platform (the Da Vinci swap: the region's clients): how often it is checked;
@@ -207,6 +212,15 @@ def _schema_registration(s: StepInputs) -> int | None:
     return schema_id
 
 
+def _compression_dictionary(s: StepInputs) -> TrainedDictionary | None:
+    """A ZSTD_WITH_DICT store's new dictionary, trained from a sample of the push's values (a repush's: of its source
+    version) before the version exists; None at once for any other store."""
+    request = s.request
+    return compression_dictionary.train(
+        s.rollout, request.input_path, request.key_field, request.value_field, request.confs
+    )
+
+
 def _pre_version_creation(s: StepInputs) -> Decision | None:
     """`pre_store_version_creation`, asked for every region at each poke (`Rollout.decide_version_creation`):
     WAIT asks again, ROLLBACK stops the push before anything is created, PROCEED names the regions that get the
@@ -221,13 +235,23 @@ def _pre_version_creation(s: StepInputs) -> Decision | None:
 
 def _create_version(s: StepInputs) -> CreatedVersion:
     """Create the version for the regions `pre_version_creation` admitted, ask the Da Vinci ingestion gate for each
-    of them, send START_OF_PUSH. A re-run resumes the version its push already created. A repush's source is
+    of them, send START_OF_PUSH (with a ZSTD_WITH_DICT version's dictionary, which `compression_dictionary`
+    trained). A re-run resumes the version its push already created. A repush's source is
     resolved here, just before its version is created, and pinned into the version
     (`spark.repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried
     job reads exactly the same records."""
     r = s.rollout
-    settings = stores.store_settings(r.meta, r.store)
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)
+    if version is None:
+        compression = stores.store_settings(r.meta, r.store).compression
+    else:  # a re-run: the version's, as created
+        compression = CompressionStrategy[version.compression]
+    dictionary = s.dictionary.dictionary if s.dictionary is not None and compression.needs_dictionary else None
+    if compression.needs_dictionary and dictionary is None:
+        raise ConfigError(
+            f"'{r.store}' became ZSTD_WITH_DICT after this push's compression_dictionary step trained nothing: "
+            "push again"
+        )
     if version is not None:
         regions = versions.version_regions(version)
         r.version = version.number
@@ -254,7 +278,9 @@ def _create_version(s: StepInputs) -> CreatedVersion:
         )
         r.inform_regions(F.POST_STORE_VERSION_CREATION, regions)
     r.open_da_vinci_gates(regions)
-    send_start_of_push(r.config, r.store, version.number, version.partition_count, r.push_job_id, settings.compression)
+    send_start_of_push(
+        r.config, r.store, version.number, version.partition_count, r.push_job_id, compression, dictionary
+    )
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id, job_confs)
 
 
@@ -374,13 +400,20 @@ def _announce_version(s: StepInputs) -> dict[str, Any] | None:
 STEPS: tuple[Step, ...] = (
     Step("start_of_push_job", StepKind.ACTION, run=_start_of_push_job),
     Step("schema_registration", StepKind.ACTION, run=_schema_registration),
+    Step("compression_dictionary", StepKind.ACTION, run=_compression_dictionary),
     Step(
         "pre_version_creation",
         StepKind.DECISION,
         run=_pre_version_creation,
         function=F.PRE_STORE_VERSION_CREATION,
     ),
-    Step("create_version", StepKind.ACTION, run=_create_version, admitted_by="pre_version_creation"),
+    Step(
+        "create_version",
+        StepKind.ACTION,
+        run=_create_version,
+        admitted_by="pre_version_creation",
+        dictionary_from="compression_dictionary",
+    ),
     Step(
         "da_vinci_ingestion_gate",
         StepKind.DECISION,
@@ -475,6 +508,8 @@ def run_in_process(
                 result = current.run(inputs)
                 if isinstance(result, CreatedVersion):
                     inputs.created = result
+                elif isinstance(result, TrainedDictionary):
+                    inputs.dictionary = result
     except RolloutStopped:
         raise
     except BaseException as exc:

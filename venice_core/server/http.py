@@ -11,6 +11,11 @@ GET  /storage/<store>/<key>        one value; key = URL-safe base64 of the seria
 POST /storage/<store>              batch get: binary (`protocol.batch_get`, Content-Type BATCH_CONTENT_TYPE), what
                                    the thin client sends; or JSON, for people with curl: body {"keys": [<key>...]},
                                    reply {"values": [[id, b64] | null...]}
+                                   A GET or binary batch get saying `X-Venice-Supported-Compression-Strategy: 3`
+                                   (the routing client) is answered a ZSTD_WITH_DICT version's values as stored,
+                                   compressed, with `X-Venice-Compression-Strategy: 3` and the version read in
+                                   `X-Venice-Version`: the client decompresses them with that version's dictionary.
+                                   Any other reader gets them decompressed.
 POST /sync                         sync with the metadata store now, not at the next interval (202): a swap asks
                                    every instance of its region, so it serves the new version at once
 GET  /routing/<store>              a replicated region's routing table (`RoutedBackend.routing_table`): the version,
@@ -49,7 +54,8 @@ import uvloop
 from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
 from venice_core.metrics import LatencySummary, PartitionIngestion, render, render_summary
-from venice_core.protocol import batch_get
+from venice_core.protocol import batch_get, compression
+from venice_core.protocol.compression import CompressionStrategy
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
@@ -58,6 +64,8 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Content Too L
 _REASONS |= {202: "Accepted", 503: "Service Unavailable"}
 _BATCH_CONTENT_TYPE = batch_get.BATCH_CONTENT_TYPE.encode()
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([^\r\n]*)", re.IGNORECASE)
+_SUPPORTED_COMPRESSION = compression.SUPPORTED_HEADER.lower().encode()
+_WITH_DICT = str(int(CompressionStrategy.ZSTD_WITH_DICT)).encode()
 
 
 def _response(
@@ -93,6 +101,7 @@ class _Connection(asyncio.Protocol):
         self.body: list[bytes] = []
         self.content_length: bytes | None = None
         self.content_type: bytes | None = None
+        self.compressed_ok = False  # the reader decompresses ZSTD_WITH_DICT values itself
         self.refused = False  # answered and closing: the rest of the request is not parsed
         self.received = b""  # the start of the request, for naming a malformed Content-Length
         self.idle: asyncio.TimerHandle | None = None
@@ -158,6 +167,7 @@ class _Connection(asyncio.Protocol):
     # httptools callbacks
     def on_message_begin(self) -> None:
         self.url, self.body, self.content_length, self.content_type = b"", [], None, None
+        self.compressed_ok = False
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -168,6 +178,8 @@ class _Connection(asyncio.Protocol):
             self.content_length = value
         elif name == b"content-type":
             self.content_type = value
+        elif name == _SUPPORTED_COMPRESSION:
+            self.compressed_ok = _WITH_DICT in value.replace(b" ", b"").split(b",")
 
     def on_headers_complete(self) -> None:
         if self.parser.get_method() != b"POST":
@@ -194,10 +206,10 @@ class _Connection(asyncio.Protocol):
         method = self.parser.get_method()
         path = self.url.decode("latin-1").split("?", 1)[0]
         if method == b"GET":
-            response = self.server.handle_get(path)
+            response = self.server.handle_get(path, self.compressed_ok)
         elif method == b"POST":
             binary = self.content_type == _BATCH_CONTENT_TYPE
-            response = self.server.handle_post(path, b"".join(self.body), binary)
+            response = self.server.handle_post(path, b"".join(self.body), binary, self.compressed_ok)
         else:
             response = _error(404, "no-route", f"no such endpoint {method.decode()} {path}")
         self.transport.write(response)
@@ -229,6 +241,12 @@ class ReadBackend(Protocol):
     def request_sync(self) -> None: ...
 
 
+# A backend's reads for a reader that decompresses ZSTD_WITH_DICT itself (optional, as `RoutedBackend`'s methods): the
+# version read, the compression of what is returned, and the record (schema id, value) or records (schema id + value).
+StoredGet = Callable[[str, bytes], tuple[int, CompressionStrategy, tuple[int, bytes] | None]]
+StoredBatchGet = Callable[[str, list[bytes]], tuple[int, CompressionStrategy, list[bytes | None]]]
+
+
 class RoutedBackend(ReadBackend, Protocol):
     """A backend of a replicated region (one instance of it): what a routing client needs besides the reads. The HTTP
     front uses each method only if the backend has it (an older backend serves as before)."""
@@ -252,6 +270,9 @@ class ReadServer:
         # A replicated region's backend (`RoutedBackend`) answers /routing and names its version in each read.
         self._routing_table: Callable[[str], dict[str, Any]] | None = getattr(region, "routing_table", None)
         self._serving_version: Callable[[str], int] | None = getattr(region, "serving_version", None)
+        # A region server's reads that leave ZSTD_WITH_DICT values compressed, for readers that say they can decompress.
+        self._get_stored: StoredGet | None = getattr(region, "get_stored", None)
+        self._batch_get_stored: StoredBatchGet | None = getattr(region, "batch_get_stored", None)
         self.open_connections = 0
         self.connections: set[_Connection] = set()
         self.latency: dict[tuple[tuple[str, str], ...], LatencySummary] = {}
@@ -288,7 +309,7 @@ class ReadServer:
         self.shutdown()
 
     # requests
-    def handle_get(self, path: str) -> bytes:
+    def handle_get(self, path: str, compressed_ok: bool = False) -> bytes:
         parts = path.split("/")
         region = self.region
         try:
@@ -307,9 +328,14 @@ class ReadServer:
             if len(parts) == 4 and parts[1] == "storage":
                 store = unquote(parts[2])
                 started = time.perf_counter()
-                found = region.get(store, decode_key(parts[3]))
+                if compressed_ok and self._get_stored is not None:
+                    number, strategy, found = self._get_stored(store, decode_key(parts[3]))
+                    version: dict[str, str] | None = _stored_headers(number, strategy)
+                else:
+                    found = region.get(store, decode_key(parts[3]))
+                    version = None
                 self.observe_read(store, "get", time.perf_counter() - started)
-                version = self._version_header(store)
+                version = version or self._version_header(store)
                 if found is None:
                     return _error(404, "key-not-found", f"key not found in store '{store}'", headers=version)
                 headers = {SCHEMA_ID_HEADER: str(found[0]), **(version or {})}
@@ -322,7 +348,7 @@ class ReadServer:
         except ValueError as exc:  # binascii.Error included
             return _error(400, "bad-request", f"malformed request: {exc}")
 
-    def handle_post(self, path: str, body: bytes, binary: bool) -> bytes:
+    def handle_post(self, path: str, body: bytes, binary: bool, compressed_ok: bool = False) -> bytes:
         if path == "/sync":
             self.region.request_sync()
             return _response(202, b'{"sync": "requested"}')
@@ -331,7 +357,7 @@ class ReadServer:
             return _error(404, "no-route", f"no such endpoint {path}")
         store = unquote(parts[2])
         if binary:
-            return self._batch_get_binary(store, body)
+            return self._batch_get_binary(store, body, compressed_ok)
         try:
             encoded = json.loads(body)["keys"]
             if not isinstance(encoded, list):
@@ -351,14 +377,19 @@ class ReadServer:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, "bad-request", f"malformed batch request: {exc}")
 
-    def _batch_get_binary(self, store: str, body: bytes) -> bytes:
+    def _batch_get_binary(self, store: str, body: bytes, compressed_ok: bool = False) -> bytes:
         limit = self.limits.max_batch_keys
         try:
             keys = batch_get.decode_keys(body, limit)
             started = time.perf_counter()
-            records = self.region.batch_get_records(store, keys)
+            if compressed_ok and self._batch_get_stored is not None:
+                number, strategy, records = self._batch_get_stored(store, keys)
+                headers: dict[str, str] | None = _stored_headers(number, strategy)
+            else:
+                records = self.region.batch_get_records(store, keys)
+                headers = None
             self.observe_read(store, "batch_get", time.perf_counter() - started)
-            headers = self._version_header(store)
+            headers = headers or self._version_header(store)
             return _response(200, batch_get.encode_records(records), batch_get.BATCH_CONTENT_TYPE, headers)
         except OverflowError:
             return _error(413, "too-many-keys", f"batch of more than {limit} keys is over the limit of {limit} keys")
@@ -420,6 +451,14 @@ class ReadServer:
         )
         lines += render_summary("venice_read_latency_seconds", "Read latency at the server.", self.latency)
         return "\n".join(lines) + "\n"
+
+
+def _stored_headers(number: int, strategy: CompressionStrategy) -> dict[str, str]:
+    """A stored read's headers: the version read (a compressed value's dictionary is that version's) and, when the
+    values are still compressed, their compression."""
+    if strategy is CompressionStrategy.NO_OP:
+        return {VERSION_HEADER: str(number)}
+    return {VERSION_HEADER: str(number), compression.HEADER: str(int(strategy))}
 
 
 def serve(region: ReadBackend, host: str, port: int, limits: ServerLimits) -> ReadServer:

@@ -13,7 +13,6 @@ region 404.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import logging
@@ -40,7 +39,7 @@ from venice_core.metrics import PartitionIngestion
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner_config import VersionPartitioner
-from venice_core.pubsub.control import read_start_of_push
+from venice_core.pubsub.control import read_start_of_push, start_of_push_dictionary
 from venice_core.server.http import serve
 from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
@@ -88,11 +87,12 @@ class HostedVersion:
     store: str
     number: int
     partition_count: int
-    decompress: Callable[[bytes], bytes] | None  # None: a ZSTD version's, resolved with its dictionary at first read
+    decompress: Callable[[bytes], bytes] | None  # None: a ZSTD_WITH_DICT version's, made with its dictionary when read
     hybrid: HybridIngestion | None
     min_ready: int
     partitioner: VersionPartitioner  # the version's, loaded at the first read (a class no longer allowed fails reads)
     partitions: dict[int, HostedPartition] = field(default_factory=dict)
+    compression: CompressionStrategy = CompressionStrategy.NO_OP
 
 
 @dataclass
@@ -250,8 +250,23 @@ class RegionServer:
             self.region.kafka_bootstrap,
             self.region.version_topic(version.store, version.number),
             version.partition_count,
-            compressor(version.compression),
+            self._nearline_compressor(version),
         )
+
+    def _nearline_compressor(self, version: controller.VersionToHost) -> Callable[[bytes], bytes]:
+        """What a hybrid version's nearline values are stored with: its compression, with a ZSTD_WITH_DICT version's
+        dictionary read from its START_OF_PUSH at the first write (nearline writes apply after END_OF_PUSH)."""
+        strategy, store, number = version.compression, version.store, version.number
+        if not strategy.needs_dictionary:
+            return compressor(strategy)
+        made: list[Callable[[bytes], bytes]] = []
+
+        def compress(value: bytes) -> bytes:
+            if not made:
+                made.append(compressor(strategy, self._required_dictionary(store, number)))
+            return made[0](value)
+
+        return compress
 
     def _leads(self, key: PartitionKey, epoch: int | None = None) -> Callable[[], bool]:
         """Whether this instance leads the partition now (under `epoch`, if given), its lease running."""
@@ -276,7 +291,7 @@ class RegionServer:
                 version.store,
                 version.number,
                 version.partition_count,
-                None if strategy is CompressionStrategy.ZSTD else decompressor(strategy),
+                None if strategy.needs_dictionary else decompressor(strategy),
                 self._hybrid_ingestion(version),
                 placement.min_ready(self.config, version.replication_factor, self.region.name),
                 VersionPartitioner(
@@ -285,6 +300,7 @@ class RegionServer:
                     self.config.partitioner_classes,
                     f"store '{version.store}' version {version.number}",
                 ),
+                compression=strategy,
             )
             log.info("hosting %s v%d", *key)
         return hosted
@@ -531,10 +547,34 @@ class RegionServer:
         raw = self._partition(hosted, hosted.partitioner.partition(key, hosted.partition_count)).get(key)
         return None if raw is None else self._decode(hosted, raw)
 
+    def get_stored(self, store: str, key: bytes) -> tuple[int, CompressionStrategy, tuple[int, bytes] | None]:
+        """A get for a reader that decompresses ZSTD_WITH_DICT itself: the version read, the compression of the value
+        returned, and the record (schema id, value). A ZSTD_WITH_DICT version's value comes as stored, compressed
+        with the version's dictionary; any other version's decompressed, as `get` returns it (NO_OP)."""
+        hosted = self._version_for(store)
+        raw = self._partition(hosted, hosted.partitioner.partition(key, hosted.partition_count)).get(key)
+        if not hosted.compression.needs_dictionary:
+            return hosted.number, CompressionStrategy.NO_OP, None if raw is None else self._decode(hosted, raw)
+        record = None if raw is None else (SCHEMA_ID.unpack_from(raw)[0], raw[SCHEMA_ID.size :])
+        return hosted.number, hosted.compression, record
+
+    def batch_get_stored(self, store: str, keys: list[bytes]) -> tuple[int, CompressionStrategy, list[bytes | None]]:
+        """`batch_get_records` for a reader that decompresses ZSTD_WITH_DICT itself (as `get_stored`): the version
+        read, the compression of the values, the records."""
+        hosted = self._version_for(store)
+        records = self._records(hosted, keys)
+        if not hosted.compression.needs_dictionary:
+            return hosted.number, CompressionStrategy.NO_OP, self._decompressed(hosted, records)
+        return hosted.number, hosted.compression, records
+
     def batch_get_records(self, store: str, keys: list[bytes]) -> list[bytes | None]:
         """The stored records of the keys, in order (schema id + decompressed value), None where a key is absent.
         Every key's partition must have a ready replica here (a routing client splits a batch so)."""
         hosted = self._version_for(store)
+        return self._decompressed(hosted, self._records(hosted, keys))
+
+    def _records(self, hosted: HostedVersion, keys: list[bytes]) -> list[bytes | None]:
+        """The keys' records as stored (schema id + value, compressed), in order, None where a key is absent."""
         count = hosted.partition_count
         partition_of = hosted.partitioner.loaded().partition  # a class no longer allowed is refused, as by `get`
         if count == 1:
@@ -549,6 +589,9 @@ class RegionServer:
                     found = self._partition(hosted, partition).multi_get([keys[i] for i in indexes])
                     for index, raw in zip(indexes, found, strict=True):
                         records[index] = raw
+        return records
+
+    def _decompressed(self, hosted: HostedVersion, records: list[bytes | None]) -> list[bytes | None]:
         decompress = hosted.decompress or self._zstd_decompressor(hosted)
         if decompress is not bytes:  # a compressed version (NO_OP's decompressor is `bytes`)
             size = SCHEMA_ID.size
@@ -567,9 +610,15 @@ class RegionServer:
         return schema_id, decompress(raw[SCHEMA_ID.size :])
 
     def _zstd_decompressor(self, hosted: HostedVersion) -> Callable[[bytes], bytes]:
-        """A ZSTD version decompresses with its dictionary, if START_OF_PUSH carried one (read once)."""
-        hosted.decompress = decompressor(CompressionStrategy.ZSTD, self.dictionary(hosted.store, hosted.number))
+        """A ZSTD_WITH_DICT version decompresses with the dictionary its START_OF_PUSH carries (read once)."""
+        hosted.decompress = decompressor(hosted.compression, self._required_dictionary(hosted.store, hosted.number))
         return hosted.decompress
+
+    def _required_dictionary(self, store: str, number: int) -> bytes:
+        dictionary = self.dictionary(store, number)
+        if dictionary is None:
+            raise VeniceError(f"version {number} of '{store}' is ZSTD_WITH_DICT, its START_OF_PUSH has no dictionary")
+        return dictionary
 
     def dictionary(self, store: str, number: int) -> bytes | None:
         """The version's compression dictionary, as its START_OF_PUSH carried it (None: it has none). What Da Vinci
@@ -581,10 +630,9 @@ class RegionServer:
             raise VersionNotHosted(f"store '{store}' has no version {number} in {self.region.name}")
         if key not in self._dictionaries:
             sop = read_start_of_push(self.region.kafka_bootstrap, self.region.version_topic(store, number))
-            encoded = (sop or {}).get("compression_dictionary")
             if sop is None:
                 return None  # not pushed yet: asked again later
-            self._dictionaries[key] = base64.b64decode(encoded) if encoded else None
+            self._dictionaries[key] = start_of_push_dictionary(sop)
         return self._dictionaries[key]
 
     def schema_document(self, store: str) -> dict:

@@ -68,6 +68,20 @@ def check_readable(path: str) -> None:
         raise PushJobError(f"input path {path} is not readable")
 
 
+def check_sampleable(path: str, struct: Any | None) -> None:
+    """A ZSTD_WITH_DICT push trains its dictionary from its input before the version exists (`input_sample`): input
+    whose schema the platform could not read here (`struct` None: a URL, JSON only Spark's inference settles) is a
+    PushJobError saying so."""
+    if struct is not None:
+        return
+    what = "a URL only the Spark job reads" if is_remote(path) else "JSON whose schema only Spark's inference settles"
+    raise PushJobError(
+        f"a ZSTD_WITH_DICT store's push trains its dictionary from the input before the version is created, and "
+        f"input {path} is {what}: push a local copy (Parquet, Avro or JSON lines), or set the store's compression "
+        "to ZSTD"
+    )
+
+
 def read_input_schema(path: str, fmt: str | None = None) -> Any | None:
     """The Spark StructType the push job would read from `path`, or None for input only the job can read (a URL,
     or JSON whose types only Spark's inference can reconcile). Input that exists but cannot be read as its format

@@ -13,7 +13,7 @@ from venice_core.controller import stores as store_ops
 from venice_core.controller.store_description import StoreDescription
 from venice_core.errors import IncompatibleSchema, PushJobError, SchemaError
 from venice_core.meta import MetadataStore
-from venice_core.spark.input_files import read_input_schema
+from venice_core.spark.input_files import check_sampleable, read_input_schema
 
 T = TypeVar("T")
 
@@ -218,9 +218,12 @@ def match_value_schema(
 def check_push_input(meta: MetadataStore, store: str, input_path: str, key_field: str, value_field: str) -> None:
     """`venice push`'s checks before anything starts (no version, no DAG run, no JVM): the store exists; a local
     input exists, is readable and has the key and value fields; it fits a value schema of the store, or one
-    derived from it could be registered. Input only the job can read (a URL) is left to the job."""
+    derived from it could be registered. Input only the job can read (a URL) is left to the job, but for a
+    ZSTD_WITH_DICT store, which trains its dictionary from the input before the job (refused here)."""
     info = store_ops.describe_store(meta, store)
     struct = read_input_schema(input_path)
+    if info.settings.compression.needs_dictionary:
+        check_sampleable(input_path, struct)
     if struct is None:
         return
     _, value_struct, single_value = input_value(struct, key_field, value_field)

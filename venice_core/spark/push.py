@@ -24,6 +24,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.partitioner_config import load_partitioner
+from venice_core.pubsub.control import version_dictionary
 from venice_core.spark.avro_columns import jvm_serialized
 from venice_core.spark.input_files import check_readable, input_format
 from venice_core.spark.input_schema import input_value, match_value_schema
@@ -79,9 +80,11 @@ def writer_spec(
     partitions: int,
     compression: CompressionStrategy,
     partitioner: VenicePartitioner,
+    dictionary: bytes | None = None,
 ) -> WriterSpec:
     """Where a job's tasks write (the new version's topic, as its push job, partitioned by the version's
-    partitioner), with the retry test's fault injection from the session's confs."""
+    partitioner, compressed with its compression and a ZSTD_WITH_DICT version's dictionary), with the retry test's
+    fault injection from the session's confs."""
     return WriterSpec(
         push_job_id=args.push_job_id,
         version=args.version,
@@ -89,6 +92,7 @@ def writer_spec(
         topic=args.topic,
         partitions=partitions,
         compression=compression,
+        dictionary=dictionary,
         fail_partition=int(spark.conf.get(FAIL_PARTITION_CONF, "-1")),
         fail_after=int(spark.conf.get(FAIL_AFTER_CONF, "0")),
         stall_file=spark.conf.get(STALL_FILE_CONF, ""),
@@ -115,8 +119,9 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
         partitions = version.partition_count
         what = f"store '{args.store}' version {args.version}"
         partitioner = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes, what)
+        dictionary = version_dictionary(version.compression, args.bootstrap, args.topic)
         spec = PushTaskSpec(
-            writer=writer_spec(spark, args, partitions, version.compression, partitioner),
+            writer=writer_spec(spark, args, partitions, version.compression, partitioner, dictionary),
             schema_id=schema_id,
             key_schema=info.key_schema,
             value_schema=value_schema,

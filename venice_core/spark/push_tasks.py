@@ -64,7 +64,7 @@ class PartitionWriter:
     def __init__(self, spec: WriterSpec, first_attempt: bool) -> None:
         self.spec = spec
         self.first_attempt = first_attempt
-        self.compress = compressor(spec.compression)
+        self.compress = compressor(spec.compression, spec.dictionary)
         self.counts: dict[int, int] = {}
         self.partition: int | None = None
         self.writer: VersionTopicWriter | None = None

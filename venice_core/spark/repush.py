@@ -30,6 +30,7 @@ from venice_core.errors import PushJobError
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import load_partitioner
+from venice_core.pubsub.control import version_dictionary
 from venice_core.spark import push as push_job
 from venice_core.spark.job_result import JobResult, RepushStats
 from venice_core.spark.push_tasks import record_counts, write_sorted
@@ -76,6 +77,10 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
         source_bootstrap=args.source_bootstrap,
         source_compression=source.compression,
         target_compression=target.compression,
+        # Each ZSTD_WITH_DICT version's own dictionary: the source's to decompress, the one version creation trained
+        # for the new version (from a sample of the source) to compress.
+        source_dictionary=version_dictionary(source.compression, args.source_bootstrap, args.source_topic),
+        target_dictionary=version_dictionary(target.compression, args.bootstrap, args.topic),
         ttl_start_ms=args.ttl_start_ms,
         # An active-active (hybrid) version keeps its tombstones: a replayed older nearline write must lose to them.
         keep_tombstones=target.hybrid is not None,

@@ -13,7 +13,7 @@ from the latest copy of each chunk it names written before it (a missing chunk, 
 manifest, fail the job); then TTL (a record written before the cut-off is dropped; batch-marked records, write
 timestamp 0, are kept); a final DELETE is dropped, but kept as a tombstone, with its timestamp, when the new
 version is hybrid (active-active: a replayed older nearline write must not resurrect the key); values are
-re-compressed when the compression differs; each record is written with its own write timestamp.
+re-compressed when the compression or its dictionary differs; each record is written with its own write timestamp.
 """
 
 from __future__ import annotations
@@ -137,10 +137,11 @@ class Compactor:
     def __init__(self, spec: RepushTaskSpec) -> None:
         self.ttl_start = spec.ttl_start_ms
         self.keep_tombstones = spec.keep_tombstones
-        source, target = spec.source_compression, spec.target_compression
+        source = (spec.source_compression, spec.source_dictionary)
+        target = (spec.target_compression, spec.target_dictionary)
         self.recompress: Callable[[bytes], bytes] | None = None
-        if source != target:
-            decompress, compress = decompressor(source), compressor(target)
+        if source != target:  # another strategy, or another dictionary (a ZSTD_WITH_DICT repush trains a new one)
+            decompress, compress = decompressor(*source), compressor(*target)
             self.recompress = lambda value: compress(decompress(value))
         self.stats = {"tombstones": 0, "expired": 0, "deleted": 0, "superseded": 0}
 

@@ -21,6 +21,7 @@ class WriterSpec:
     topic: str
     partitions: int
     compression: CompressionStrategy  # what `PartitionWriter.write` compresses pushed values with
+    dictionary: bytes | None = None  # a ZSTD_WITH_DICT version's, as its START_OF_PUSH carries it
     # Fault injection for the retry test: the first attempt at this partition fails after that many records (with
     # a stall file, the first task to get there of any attempt stalls there instead, to be killed: `stall`).
     fail_partition: int = -1
@@ -64,6 +65,8 @@ class RepushTaskSpec:
     source_bootstrap: str
     source_compression: CompressionStrategy
     target_compression: CompressionStrategy
+    source_dictionary: bytes | None = None  # each ZSTD_WITH_DICT version's dictionary, from its START_OF_PUSH
+    target_dictionary: bytes | None = None
     ttl_start_ms: int | None = None  # records written before it are dropped (None: no TTL)
     keep_tombstones: bool = False  # a hybrid (active-active) version keeps them: an older nearline write loses
     combiner: bool = False
