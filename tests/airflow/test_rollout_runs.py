@@ -6,6 +6,7 @@ one on each test worker: their tests are split so both take about as long)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -14,6 +15,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,6 +53,7 @@ from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.embedded import airflow
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused
+from venice_core.pubsub.control import read_dictionary
 from venice_core.rollout.names import asset_uri, rollout_dag_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -65,8 +68,10 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     ingestion gate opened, and holds dc-1's Da Vinci swap (and so dc-1's server swap) until it reports that it
     serves the version; the other regions have no instance and do not wait. The push's configs (`venice push
     --conf`) reach the Spark job: its input holds a key twice with different values, which
-    `allow.duplicate.key=true` lets through, and a new field, which the store registers as a new value schema. Then
-    every region serves the input. A recording hook saw all 14 lifecycle functions in VIP-4's order, and the
+    `allow.duplicate.key=true` lets through, and a new field, which the store registers as a new value schema. The
+    store is ZSTD_WITH_DICT: the run's compression_dictionary step trains the dictionary from the input, serialised
+    with that new schema, and hands it to version creation as its XCom, which START_OF_PUSH carries. Then every
+    region serves the input. A recording hook saw all 14 lifecycle functions in VIP-4's order, and the
     lifecycle-event hook sent each to a topic and a webhook. pre_store_version_creation answers WAIT once in dc-0:
     its sensor is asked again after the interval.
 
@@ -75,7 +80,9 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     region's status and when it last changed, to a signed-in client only. A second push, which
     pre_store_version_creation ROLLs BACK in dc-2, takes that sensor's rollback branch: no version is created, every
     region keeps version 1, and nothing is announced (the downstream DAG does not run again)."""
-    store = airflow_env.create_user_store("afp", name=consumed_store.name, auto_register_schemas=True)
+    store = airflow_env.create_user_store(
+        "afp", name=consumed_store.name, auto_register_schemas=True, compression="ZSTD_WITH_DICT"
+    )
     failing = ("hook_class", f"{HOOKS}.FailWhereConfigured"), ("function", "pre_store_version_swap")
     before = {
         m: metric(airflow_env, m, **dict(failing)) for m in ("venice_hook_failures_total", "venice_hook_timeouts_total")
@@ -118,6 +125,15 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     for region in airflow_env.config.region_names:  # and each region's ingestion, to the last record
         assert re.search(rf"^  {region} ingestion: [\d,]+ of [\d,]+ records \(100%\)$", out, re.M), out
     assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
+    assert "  compression_dictionary: success" in out
+    api, dag = AirflowApi(airflow_env.config), rollout_dag_id(store)
+    run = api.latest_run(dag)
+    assert run is not None
+    trained: Any = api.xcom(dag, run["dag_run_id"], "compression_dictionary", "return_value")
+    trained = json.loads(trained) if isinstance(trained, str) else trained
+    source = airflow_env.config.region(airflow_env.config.source_region)
+    sent = read_dictionary(source.kafka_bootstrap, source.version_topic(store, 1))
+    assert sent and base64.b64decode(trained["dictionary"]) == sent and trained["samples"] == 502, trained
     expected = expected_records(data)
     assert expected.pop("twice")["age"] in (1, 2)  # one of the two, as the input allowed
     assert_serves(airflow_env, store, expected)

@@ -19,6 +19,7 @@ import zstandard
 from scripts.generate_dataset import generate
 from tests.support.inputs import expected_records
 from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.reads import eventually, reads_equal
 from tests.support.topics import read_partition
 from venice_core.client import ReadClient
 from venice_core.controller import stores
@@ -28,16 +29,22 @@ from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.pubsub.control import read_dictionary
 from venice_core.rollout import local
 from venice_core.spark.repush_tasks import PUT, decode_message
+from venice_core.writer import OnlineWriter
 
 WITH_DICT = CompressionStrategy.ZSTD_WITH_DICT
 
 
-def _stored_values(env: PlatformEnv, store: str, number: int) -> list[bytes]:
-    """The values of the version's topic in the source region, as the push wrote them (partition 0)."""
+def _stored_values(env: PlatformEnv, store: str, number: int) -> dict[bytes, bytes]:
+    """Each key's last value in the version's topic in the source region, as it is stored (the push's, and the
+    nearline writes its leaders applied after END_OF_PUSH), by serialised key."""
     source = env.config.region(env.config.source_region)
-    messages = read_partition(source.kafka_bootstrap, source.version_topic(store, number))
-    decoded = [decode_message(key, value) for key, value in messages]
-    return [d[4] for d in decoded if d is not None and d[1] == PUT]
+    stored = {}
+    for partition in (0, 1):
+        for key, value in read_partition(source.kafka_bootstrap, source.version_topic(store, number), partition):
+            decoded = decode_message(key, value)
+            if decoded is not None and decoded[1] == PUT:
+                stored[decoded[0]] = decoded[4]
+    return stored
 
 
 def _read_all(client: ReadClient, store: str, keys: list[str]) -> dict[str, Any]:
@@ -66,6 +73,10 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
         check=True,
     )  # fmt: skip
     assert "compression:          ZSTD_WITH_DICT" in env.cli("store", "show", store, check=True).stdout
+    # Hybrid: the region servers' leaders (and Da Vinci clients) store nearline writes with the dictionary too.
+    env.cli(
+        "store", "update", store, "--hybrid-rewind-seconds", "3600", "--hybrid-offset-lag-threshold", "0", check=True
+    )
     data = generate(tmp_path / "v1", 3000, files=2)
     expected = expected_records(data)
 
@@ -106,11 +117,11 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
     info = stores.describe_store(meta, store)
     key_schema, value_schema = serde.parse(info.key_schema), serde.parse(info.value_schemas[0].schema)
     stored = _stored_values(env, store, 1)
-    assert stored and {serde.deserialize(value_schema, decompressor(WITH_DICT, first)(v))["name"] for v in stored} <= {
-        v["name"] for v in expected.values()
+    assert {serde.deserialize(key_schema, k): decompressor(WITH_DICT, first)(v) for k, v in stored.items()} == {
+        k: serde.serialize(value_schema, v) for k, v in expected.items()
     }
     with pytest.raises(zstandard.ZstdError, match="Dictionary mismatch"):
-        zstandard.ZstdDecompressor().decompress(stored[0])
+        zstandard.ZstdDecompressor().decompress(next(iter(stored.values())))
     key = sorted(expected)[7]
     url = f"http://127.0.0.1:{config.server_port('dc-2')}/storage/{store}/"
     url += base64.urlsafe_b64encode(serde.serialize(key_schema, key)).decode().rstrip("=")
@@ -120,8 +131,28 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
     plain, headers = _get(url)  # a reader that does not say it decompresses (curl): the value itself
     assert plain == serde.serialize(value_schema, expected[key]) and "X-Venice-Compression-Strategy" not in headers
 
-    # The routing client of every region decompresses them itself, with the version's dictionary fetched once.
+    # Nearline writes, compressed by each region with the version's dictionary when applied.
     keys = sorted(expected)
+    nearline = {
+        "nearline-1": {"name": "near", "age": 1, "score": 1.0},
+        keys[0]: {"name": "new", "age": 2, "score": 2.0},
+    }
+    writer = OnlineWriter(store, "dc-1", config=config, meta=meta)
+    try:
+        for k, v in nearline.items():
+            writer.put(k, v)
+        writer.flush()
+    finally:
+        writer.close()
+    expected |= nearline
+    keys = sorted(expected)
+    eventually(reads_equal(env, store, nearline), "nearline writes read in every region")
+    near = _stored_values(env, store, 1)[serde.serialize(key_schema, "nearline-1")]  # as dc-0's leader wrote it on
+    assert decompressor(WITH_DICT, first)(near) == serde.serialize(value_schema, nearline["nearline-1"])
+    with pytest.raises(zstandard.ZstdError, match="Dictionary mismatch"):
+        zstandard.ZstdDecompressor().decompress(near)
+
+    # The routing client of every region decompresses them itself, with the version's dictionary fetched once.
     for region in config.region_names:
         client = ReadClient.for_region(config, region)
         assert _read_all(client, store, keys) == expected
@@ -133,23 +164,27 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
         store, "dc-1", tmp_path / "duck", DuckDBRecordTransformer(tmp_path / "d.duckdb"), config=config
     )
     rocks = DaVinciClient(store, "dc-2", tmp_path / "rocks", config=config)
+    picked = [*keys[::97], *nearline]
     for client in (duck, rocks):
         client.start(timeout=120)
         try:
-            assert {k: client.get(k) for k in keys[::97]} == {k: expected[k] for k in keys[::97]}
+            eventually(lambda c=client: {k: c.get(k) for k in picked} == {k: expected[k] for k in picked}, "Da Vinci")
         finally:
             client.close()
 
     # A repush trains a new dictionary from its source version (decompressed with the first) and re-compresses.
     lines.clear()
     assert local.repush(config, meta, store, {}, progress=lines.append, run_job=spark_job) == 2
-    assert any("ZSTD dictionary from 3000 values" in line and f"{store}_v1" in line for line in lines), lines
+    trained = [line for line in lines if "-byte ZSTD dictionary from" in line]
+    assert len(trained) == 1 and f"{store}_v1 in" in trained[0], lines  # of the source version's topic
     second = read_dictionary(source.kafka_bootstrap, source.version_topic(store, 2))
     assert second is not None and second != first and len(second) > 4096  # the default bound, not the push's
     stored = _stored_values(env, store, 2)
-    assert serde.deserialize(value_schema, decompressor(WITH_DICT, second)(stored[0]))["name"].startswith("name-")
+    assert {serde.deserialize(key_schema, k): decompressor(WITH_DICT, second)(v) for k, v in stored.items()} == {
+        k: serde.serialize(value_schema, v) for k, v in expected.items()
+    }
     with pytest.raises(zstandard.ZstdError, match="Dictionary mismatch"):
-        decompressor(WITH_DICT, first)(stored[0])
+        decompressor(WITH_DICT, first)(next(iter(stored.values())))
     assert env.serving(store) == dict.fromkeys(config.region_names, 2)
     for region in config.region_names:
         client = ReadClient.for_region(config, region)

@@ -21,6 +21,7 @@ T0 = 1_800_000_000.0
 JOB = (
     "start_of_push_job",
     "schema_registration",
+    "compression_dictionary",
     "pre_version_creation",
     "pre_version_creation_abort",
     "pre_version_creation_rollback",
