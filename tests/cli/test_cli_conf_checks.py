@@ -89,7 +89,8 @@ def test_push_and_repush_refuse_a_conf_the_platform_sets(env: PlatformEnv, data:
 def test_repush_refuses_an_unknown_conf(env: PlatformEnv, mode: str) -> None:
     assert _refused(env, "repush", "users", mode, "--conf", "repush.ttl.enabel=true") == TYPO
     assert _refused(env, "repush", "users", mode, "--conf", "no.such.repush.key=1").startswith(
-        "error: unknown repush conf 'no.such.repush.key' (known: kafka.input.broker.url, kafka.input.combiner.enabled,"
+        "error: unknown repush conf 'no.such.repush.key' (known: compression.dictionary.sample.size, "
+        "compression.dictionary.size.limit, kafka.input.broker.url, kafka.input.combiner.enabled,"
     )
 
 
