@@ -8,6 +8,7 @@ is one error before anything is created."""
 from __future__ import annotations
 
 import base64
+import json
 import urllib.request
 import uuid
 from pathlib import Path
@@ -130,6 +131,11 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
     assert decompressor(WITH_DICT, first)(compressed) == serde.serialize(value_schema, expected[key])
     plain, headers = _get(url)  # a reader that does not say it decompresses (curl): the value itself
     assert plain == serde.serialize(value_schema, expected[key]) and "X-Venice-Compression-Strategy" not in headers
+    body = json.dumps({"keys": [url.rsplit("/", 1)[1]]}).encode()  # curl's batch get, in JSON
+    request = urllib.request.Request(url.rsplit("/", 1)[0], data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        ((schema_id, value),) = json.loads(response.read())["values"]
+    assert base64.b64decode(value) == serde.serialize(value_schema, expected[key]) and schema_id == 1
 
     # Nearline writes, compressed by each region with the version's dictionary when applied.
     keys = sorted(expected)
