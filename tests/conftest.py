@@ -40,6 +40,7 @@ LONGEST_FIRST = {
     "tests/integration/test_davinci.py": 57,
     "tests/integration/test_custom_partitioner.py": 55,
     "tests/integration/test_push_formats.py": 54,
+    "tests/integration/test_zstd_dictionary.py": 45,
     "tests/cli/test_cli_platform.py": 44,
     "tests/integration/test_hybrid_ingestion.py": 38,
 }
