@@ -31,7 +31,8 @@ NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "
 # after the others finished. Seconds each took in a full suite (the Airflow files, longest, are first anyway).
 LONGEST_FIRST = {
     "tests/cluster/test_cluster_profile.py": 240,  # the cluster profile: started first, on a worker of its own
-    "tests/integration/test_drain.py": 170,
+    "tests/readme/test_readme_commands.py": 400,  # make demo, the first ten minutes, make demo-replicated
+    "tests/integration/test_drain.py": 280,
     "tests/integration/test_push_e2e.py": 113,
     "tests/integration/test_repush.py": 103,
     "tests/integration/test_rollout_hooks.py": 79,
