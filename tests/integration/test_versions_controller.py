@@ -7,6 +7,7 @@ import time
 import uuid
 
 import pytest
+from sqlalchemy import update
 
 from tests.support.clock import ManualClock
 from tests.support.platform import PlatformEnv
@@ -16,6 +17,7 @@ from venice_core.controller import stores, versions
 from venice_core.controller.store_description import RegionVersions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.meta.models import RegionCurrentVersion
 from venice_core.pubsub import admin
 from venice_core.status import ExecutionStatus, VersionStatus
 
@@ -198,3 +200,36 @@ def test_a_rerun_step_finds_the_version_its_push_created(config, meta, topics: I
     assert versions.version_of_push(meta, store, "job-2") is None  # another push's step creates its own (refused)
     versions.kill_push(meta, store, created.number, "test")
     assert versions.version_of_push(meta, store, "job-1") is None  # a finished push is not resumed
+
+
+def test_a_superseded_version_is_never_swapped_in_again(config, meta, topics: InMemoryTopics) -> None:
+    """Version 2's push is still in flight (its run held, say) while an operator moved the region to version 3 by
+    other means: a swap to version 2 there is refused for good, naming the version that serves; a region still on an
+    older version takes it."""
+    from sqlalchemy import update
+
+    from venice_core.meta.models import RegionCurrentVersion
+
+    store = _store(meta, config)
+    versions.create_version(meta, config, store, "job-1", topics=topics)
+    _complete(meta, config, store, 1)
+    for region in config.region_names:
+        versions.swap_region(meta, store, region, 1)
+    versions.finish_push(meta, store, 1)
+    versions.create_version(meta, config, store, "job-2", topics=topics)
+    _complete(meta, config, store, 2)
+    with meta.session() as session:  # dc-0 already serves a newer version
+        session.execute(
+            update(RegionCurrentVersion)
+            .where(RegionCurrentVersion.store_name == store, RegionCurrentVersion.region == "dc-0")
+            .values(current_version=3, backup_version=1)
+        )
+    with pytest.raises(versions.PushStopped) as refused:
+        versions.swap_region(meta, store, "dc-0", 2)
+    assert str(refused.value) == (
+        f"version 2 of '{store}' is older than version 3, which dc-0 serves: it was superseded, and is never swapped "
+        "in again"
+    )
+    assert refused.value.retryable is False
+    versions.swap_region(meta, store, "dc-1", 2)
+    assert stores.describe_store(meta, store).serving() == {"dc-0": 3, "dc-1": 2, "dc-2": 1}
