@@ -206,7 +206,6 @@ def test_a_superseded_version_is_never_swapped_in_again(config, meta, topics: In
     """Version 2's push is still in flight (its run held, say) while an operator moved the region to version 3 by
     other means: a swap to version 2 there is refused for good, naming the version that serves; a region still on an
     older version takes it."""
-
     store = _store(meta, config)
     versions.create_version(meta, config, store, "job-1", topics=topics)
     _complete(meta, config, store, 1)
