@@ -7,6 +7,7 @@ is reported with the file and line it came from.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -392,6 +393,8 @@ def _float(settings: Mapping[str, _Setting], key: str, zero: bool = False) -> fl
         value = float(setting.value)
     except ValueError:
         raise ConfigError(f"{setting.where}: {key} must be a number, got {setting.value!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{setting.where}: {key} must be a finite number, got {setting.value!r}")
     if value < 0 or (value == 0 and not zero):
         raise ConfigError(f"{setting.where}: {key} must be {'0 or more' if zero else 'positive'}, got {value}")
     return value

@@ -49,10 +49,11 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import stores, versions
+from venice_core.controller import push_jobs, stores, versions
 from venice_core.controller.rollout import Decision, Rollout
-from venice_core.errors import RolloutStopped, VeniceError
+from venice_core.errors import ConfigError, RolloutStopped, VeniceError
 from venice_core.hooks.builtin import ManualApproval
+from venice_core.meta import MetadataStore
 from venice_core.meta.context import metadata
 from venice_core.push_schedule import PushSchedule
 from venice_core.rollout.compression_dictionary import TrainedDictionary
@@ -79,6 +80,7 @@ from venice_core.rollout.steps import (
     job_request,
     stop,
 )
+from venice_core.spark import repush_config
 from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.scheduled_push import run_input
@@ -104,6 +106,12 @@ def _request(store: str, context: dict[str, Any]) -> PushRequest:
     params = context["params"]
     asked = {str(k): str(v) for k, v in (params.get("conf") or {}).items()}
     check_user_confs(asked, repush=params.get("source") == SOURCE_KAFKA_PARAM)
+    given = params.get("input") or repush_config.REPUSH_INPUT  # (a repush's own runs name the store's data so)
+    if given != repush_config.REPUSH_INPUT and repush_config.is_repush(run_confs(params)):  # as `venice push --input`
+        raise ConfigError(
+            "the form's input is for a push: a repush (source=kafka, or source.kafka=true) reads the store's own "
+            "data; leave the input empty"
+        )
     return PushRequest(store, run_input(store, context), params["key_field"], params["value_field"], run_confs(params))
 
 
@@ -119,7 +127,7 @@ def _inputs(
     """A step's inputs in this task: the run's rollout (its DB connections released when the task is done). A push
     that has already stopped raises the recorded stop, but in the tasks that stop it (`stopping`: applying a stop
     again is harmless, and completes one a failure cut short); a stop is final (no retry). A step an operator cleared
-    in Airflow runs only while its push goes on (`cleared_run_refusal`). A step that fails on a
+    in Airflow runs only while its push goes on (`_refuse_if_push_ended`). A step that fails on a
     VeniceError keeps its reason as the XCom `failure` (`keep_failure`)."""
     created = _created(context)
     try:
@@ -133,9 +141,9 @@ def _inputs(
                 progress=print,
                 version=created.number if created else None,
             )
-            cleared = bool(getattr(context["dag_run"], "clear_number", 0))
-            if cleared and created is None:
-                raise RolloutStopped(cleared_run_refusal(store, context["run_id"]))
+            cleared = _cleared(context)
+            if cleared:
+                _refuse_if_push_ended(meta, rollout.push_job_id, context["run_id"])
             if not stopping:
                 rollout.ensure_not_stopped(cleared=cleared)
             yield StepInputs(rollout, _request(store, context), created, region)
@@ -148,14 +156,22 @@ def _inputs(
         raise AirflowFailException(str(error)) from error
 
 
-def cleared_run_refusal(store: str, run_id: str) -> str:
-    """Why a step of a run an operator cleared in Airflow does not run when the run's version is unknown to it (its
-    XComs cleared, or never made): a rollout run pushes once. Run again, an old run would push its old input over
-    a newer version."""
-    return (
-        f"run {run_id} was cleared in Airflow: a rollout run pushes once, and this one's push is over or never "
-        f"created its version; to push again, trigger a new run (`venice push {store} ...` or the DAG's Trigger form)"
-    )
+def _cleared(context: Any) -> bool:
+    """Has an operator cleared this run in Airflow (Airflow counts the clears of a run)?"""
+    return bool(getattr(context["dag_run"], "clear_number", 0))
+
+
+def _refuse_if_push_ended(meta: MetadataStore, job: str, run_id: str) -> None:
+    """A step of a cleared run whose push has ended (`controller.push_jobs`) runs nothing of it again: a rollout run
+    pushes once. Run again, an old run would push its old input over newer data, or swap an old version back in. A
+    step cleared while its push goes on (a retry by hand) runs."""
+    why = push_jobs.ended(meta, job)
+    if why is not None:
+        raise RolloutStopped(
+            f"run {run_id} was cleared in Airflow after its push ended"
+            + (f" ({why})" if why else "")
+            + ": a rollout run pushes once; to push again, trigger a new run"
+        )
 
 
 def keep_failure(context: Any, reason: str) -> None:
@@ -195,10 +211,13 @@ def short_error(message: str) -> str:
 def _end_push(context: Context, reason: str) -> None:
     dag_run = context["dag_run"]
     store = store_of(dag_run.dag_id)
+    job = push_job_id(store, dag_run.run_id, dag_run.conf)
     with metadata() as (_, meta):
-        row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id, dag_run.conf))
+        row = versions.version_of_push(meta, store, job)
         if row is not None and not versions.push_finished(row):
             versions.stop_push(meta, store, row.number, reason)
+        elif row is None:  # it ended before it created a version
+            push_jobs.end(meta, store, job, reason)
 
 
 class SwapApprovalOperator(HITLOperator):
@@ -263,8 +282,7 @@ class DecisionSensor(BaseSensorOperator, BranchMixIn):
             # shows it; any other stop of the push is raised as it was recorded.
             decision = inputs.rollout.operator_decision()
             if decision is None:
-                cleared = bool(getattr(context["dag_run"], "clear_number", 0))
-                inputs.rollout.ensure_not_stopped(cleared=cleared)
+                inputs.rollout.ensure_not_stopped(cleared=_cleared(context))
                 decision = self.step.run(inputs)
         return PokeReturnValue(is_done=decision is not None, xcom_value=decision.to_json() if decision else None)
 
@@ -430,10 +448,7 @@ class _Renderer:
 
     def decision(self, step: Step, region: str | None) -> BaseOperator:
         """The decision's sensor, and its `_abort` (and `_rollback`) tasks beside the next step."""
-        settings = dict(self.decision_sensor)
-        if step.recheck_seconds is not None:  # it waits on the platform too; its run asks the hooks at their interval
-            settings["poke_interval"] = min(float(settings["poke_interval"]), step.recheck_seconds)
-        sensor = DecisionSensor(task_id=step.name, store=self.store, step=step, region=region, **settings)
+        sensor = DecisionSensor(task_id=step.name, store=self.store, step=step, region=region, **self.decision_sensor)
         self.stop(step, region, sensor, "abort")
         if step.can_rollback:
             self.stop(step, region, sensor, "rollback")

@@ -2,8 +2,8 @@
 listener, called in the API server's process when a run is marked failed or success. The run's push ends at once
 (`versions.stop_push`: regions already swapped keep the version, it is KILLED where none did), so the store takes
 the next push and its Da Vinci clients go back to what their region serves. A run that ends on its own is ended
-by the DAG's failure callback instead (`rollout.finish_failed_run`); a cleared or deleted run is handled by the
-steps (`rollout.cleared_run_refusal`) and by `venice push`, which follows the run."""
+by the DAG's failure callback instead (`rollout.finish_failed_run`); a cleared run is handled by its steps (a push
+that ended runs nothing again: `controller.push_jobs`), a deleted one by `venice push`, which follows the run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from venice_core.controller import versions
+from venice_core.controller import push_jobs, versions
 from venice_core.meta.context import metadata
 from venice_core.rollout.names import ROLLOUT_DAG_PREFIX, ended_in_airflow, push_job_id, store_of
 
@@ -37,9 +37,13 @@ def _ended_by_hand(dag_run: Any, msg: str, state: str) -> None:
     store = store_of(dag_run.dag_id)
     try:
         with metadata() as (_, meta):
-            row = versions.version_of_push(meta, store, push_job_id(store, dag_run.run_id, dag_run.conf))
+            job = push_job_id(store, dag_run.run_id, dag_run.conf)
+            reason = ended_in_airflow(dag_run.run_id, f"marked {state}")
+            row = versions.version_of_push(meta, store, job)
             if row is not None:
-                versions.stop_push(meta, store, row.number, ended_in_airflow(dag_run.run_id, f"marked {state}"))
+                versions.stop_push(meta, store, row.number, reason)
                 log.info("%s: version %d's push ended (its run was marked %s by hand)", store, row.number, state)
+            else:  # ended before it created a version (or after its push ended: the first end is kept)
+                push_jobs.end(meta, store, job, reason)
     except Exception:  # a listener must not fail the operator's request; the next push releases the store too
         log.exception("could not end the push of %s's run %s", store, dag_run.run_id)

@@ -7,6 +7,7 @@ one on each test worker: their tests are split so both take about as long)."""
 from __future__ import annotations
 
 import base64
+import getpass
 import json
 import re
 import subprocess
@@ -226,9 +227,9 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     """Policy WAIT: a hook that raises twice in dc-0 holds the swap back two intervals, then the rollout goes on;
     one that keeps timing out in dc-1 holds it until the maximum wait, which ends the rollout with an explicit
     ABORT: dc-0 keeps the new version, dc-1 and dc-2 the old one, and the version says why. A real Da Vinci client
-    (DuckDB) in dc-1 ingests v2 once dc-1's gate opens and serves it once the rollout lets dc-1's clients swap,
-    before the hooks' Da Vinci step is asked (VIP-4: the clients before the region's servers); after the ABORT
-    before dc-1's server swap the client's view goes back to v1, which it kept."""
+    (DuckDB) in dc-1 ingests v2 once dc-1's gate opens, but serves it only once every gate of dc-1's swap has let
+    it (VIP-4: its clients, then its servers): after the ABORT at dc-1's pre swap it has never served v2, and drops
+    it."""
     store = airflow_env.create_user_store("afw")
     v1 = expected_records(generate(tmp_path / "v1", 50, files=1))
     airflow_env.push(store, RecordsJob(v1))  # v1, directly
@@ -240,7 +241,7 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
         config=airflow_env.config,
     )
     client.start(timeout=60)
-    serving_at = _watch_until_serving(client, 2)
+    ready_at, serving_at = _watch(client, 2)
     airflow_env.cli(
         "store",
         "update",
@@ -260,16 +261,11 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
             result = airflow_env.venice(
                 "push", store, "--input", str(generate(tmp_path / "v2", 50, files=1)), timeout=900
             )
-        # The client served v2 before the hooks' Da Vinci step in dc-1 was asked; after the ABORT it serves v1.
-        gate_passed = min(
-            i.created_at
-            for i in invocations_of(airflow_env, store, "post_start_of_store_version_ingestion_for_da_vinci", "dc-1")
-            if i.version == 2 and i.hook_class.endswith("RecordEveryCall")
-        )
-        assert serving_at and serving_at[0] <= gate_passed, (serving_at, gate_passed)
+        # The client ingested v2 (dc-1's gate opened) and never served it: dc-1's swap never came.
+        assert ready_at and serving_at == [], (ready_at, serving_at)
+        wait_for("the client to drop v2", lambda: sorted(client.status()["versions"]) == [1], timeout=30)
         first = sorted(v1)[0]
-        wait_for("the client to serve v1 again", lambda: client.serving == 1, timeout=30)
-        assert client.get(first) == v1[first]
+        assert client.serving == 1 and client.get(first) == v1[first]
         assert client.sql(f'SELECT count(*) FROM "{store}"') == [(len(v1),)]
     finally:
         client.close()
@@ -313,18 +309,22 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     assert asset_uri(airflow_env.config.cluster_name, store) in tab.asset  # the store in Airflow's Assets view
 
 
-def _watch_until_serving(client: DaVinciClient, version: int) -> list[float]:
-    """The time the client first serves `version`, in a list filled by a watching thread."""
-    seen: list[float] = []
+def _watch(client: DaVinciClient, version: int) -> tuple[list[float], list[float]]:
+    """When the client first holds `version` ingested, and first serves it, in lists a watching thread fills."""
+    ready: list[float] = []
+    serving: list[float] = []
 
     def watch() -> None:
-        while not seen and client.meta is not None:
-            if client.serving == version:
-                seen.append(time.time())
+        while client.meta is not None:
+            now = time.time()
+            if not ready and client.status()["versions"].get(version, {}).get("ready"):
+                ready.append(now)
+            if not serving and client.serving == version:
+                serving.append(now)
             time.sleep(0.05)
 
     threading.Thread(target=watch, daemon=True).start()
-    return seen
+    return ready, serving
 
 
 def test_rollback_of_a_first_version_takes_its_branch_and_leaves_no_region_serving_it(
@@ -598,19 +598,17 @@ def test_an_abort_a_deleted_run_and_clears_long_after_keep_the_store_consistent(
     out, err = push.communicate(timeout=120)
     assert push.returncode == 3 and "rolled back by an operator" in err and "dc_1.pre_swap_rollback" in err, err
 
+    refusal = (
+        f"run {run_id} was cleared in Airflow after its push ended (rolled back by an operator ({getpass.getuser()}: "
+        "`venice rollout abort --rollback`)): a rollout run pushes once; to push again, trigger a new run"
+    )
     operator.clear_task(run_id, "dc_0.server_swap")
     assert operator.ended(run_id) == "failed"
-    assert operator.failure(run_id, "dc_0.server_swap") == (
-        "the push is over (version 2 is ROLLED_BACK): a step cleared afterwards does not run again; to push again, "
-        "trigger a new run"
-    )
-    operator.clear_run(run_id)  # (its steps' XComs go with each step's next try: its first step knows the version)
+    assert operator.failure(run_id, "dc_0.server_swap") == refusal
+    operator.clear_run(run_id)
     assert operator.ended(run_id) == "failed"
     assert operator.task_state(run_id, "start_of_push_job") == "failed"
-    assert operator.failure(run_id, "start_of_push_job") == (
-        "the push is over (version 2 is ROLLED_BACK): a step cleared afterwards does not run again; to push again, "
-        "trigger a new run"
-    )
+    assert operator.failure(run_id, "start_of_push_job") == refusal
     assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     assert versions.version_in_flight(env.meta, store) is None
     assert stores.describe_store(env.meta, store).largest_used_version == 2

@@ -203,6 +203,20 @@ def test_create_show_update_schema_add(cli_env: PlatformEnv, store: str, schemas
             ["store", "update", "{store}", "--push-schedule", "@hourly", "--push-input", "/d"],
             "of Airflow's presets only @daily is taken",
         ),
+        (
+            [
+                "store",
+                "update",
+                "{store}",
+                "--compression",
+                "ZSTD_WITH_DICT",
+                "--push-schedule",
+                "daily",
+                "--push-input",
+                "s3a://bucket/{{{{ ds }}}}/",
+            ],
+            "a ZSTD_WITH_DICT store's scheduled push must read local files, not s3a://bucket/{{ ds }}/",
+        ),
     ],
 )
 def test_bad_input_is_refused_and_changes_nothing(

@@ -21,6 +21,7 @@ from urllib import request as urlrequest
 import duckdb
 import pytest
 
+from tests.support.da_vinci import heartbeating_instance
 from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
@@ -251,37 +252,39 @@ def test_without_a_transformer_the_copy_is_rocksdb_and_a_restart_resumes(
 def test_a_rollback_after_the_clients_served_ahead_returns_them_to_the_version_they_kept(
     platform_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    """The region's clients serve version 2 before its servers (VIP-4), keeping version 1, which the servers still
-    serve; a hook's ROLLBACK at the region's pre swap then returns the client to version 1 at once (nothing ingested
-    again) and drops version 2."""
-    env = platform_env.with_settings(
-        tmp_path / "hooked.properties",
-        **{
-            "venice.store.lifecycle.hooks": "tests.hooks_fixtures.sample_hooks.AnswerFromConfig",
-            "venice.store.lifecycle.hooks.wait.interval.seconds": "1",
-        },
-    )
+    """dc-2's clients are let swap to version 2 right before dc-2's servers (VIP-4), and a live client that does not
+    report serving it holds that swap. The real one serves version 2 meanwhile, keeping version 1, which dc-2's servers
+    still serve; an operator's `venice rollout abort --rollback` then returns it to version 1 at once (the same
+    ingestion of it, nothing read again) and it drops version 2."""
+    env = platform_env.with_settings(tmp_path / "slow.properties", **{"davinci.swap.timeout.seconds": "600"})
     store = env.create_user_store("dvcahead", PARTITIONS)
     v1, v2 = {f"a{i}": _value(i) for i in range(40)}, {f"a{i}": _value(i, "v2") for i in range(40)}
     env.push(store, RecordsJob(v1))
-    stores.update_store(env.meta, env.config, store, hook_configs={"answer.pre_store_version_swap.dc-2": "ROLLBACK"})
     client = DaVinciClient(store, "dc-2", tmp_path / "client", config=env.config).start(timeout=60)
+    ended: list[BaseException] = []
+
+    def push() -> None:
+        try:
+            env.push(store, RecordsJob(v2))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            ended.append(exc)
+
+    pushing = threading.Thread(target=push)
     try:
-        seen_at_the_hook: list[dict[str, Any]] = []
-        kept: list[Any] = []
-
-        def progress(line: str) -> None:
-            if line.startswith("hooks answered ROLLBACK at pre_store_version_swap in dc-2"):
-                seen_at_the_hook.append({"serving": client.serving, "held": sorted(client.status()["versions"])})
-                kept.append(client.local[1])
-
-        with pytest.raises(RolloutStopped):
-            env.push(store, RecordsJob(v2), progress=progress)
-        assert seen_at_the_hook == [{"serving": 2, "held": [1, 2]}]  # ahead of dc-2's servers, v1 kept
+        with heartbeating_instance(env.meta, store, "dc-2", "laggard"):  # never reports serving version 2
+            pushing.start()
+            wait_for("the client to serve version 2 ahead of dc-2's servers", lambda: client.serving == 2, timeout=120)
+            assert sorted(client.status()["versions"]) == [1, 2] and env.serving(store)["dc-2"] == 1
+            kept = client.local[1]
+            result = env.cli("rollout", "abort", store, "--rollback")
+            assert result.returncode == 0, result.stderr
+            pushing.join(timeout=60)
+        assert len(ended) == 1 and isinstance(ended[0], RolloutStopped), ended
         wait_for("the client to serve version 1 again", lambda: client.serving == 1, timeout=30)
         assert client.get("a3") == v1["a3"]
         wait_for("version 2 dropped", lambda: sorted(client.status()["versions"]) == [1], timeout=30)
-        assert client.local[1] is kept[0]  # the same ingestion of version 1 throughout: nothing read again
+        assert client.local[1] is kept  # the same ingestion of version 1 throughout: nothing read again
+        assert env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
     finally:
         client.close()
 

@@ -1,7 +1,8 @@
 """Rollout steps over the metadata store (no Kafka, no Airflow). The Da Vinci steps: the ingestion gate opens a
-region to its Da Vinci clients, and the Da Vinci swap lets them serve the version and waits for the region's live
-instances to report that they do (past its timeout, the hooks decide with the job status listing the ones that do
-not). A step of a push already stopped does not act again."""
+region to its Da Vinci clients, and the Da Vinci swap (right before the region's servers') lets them serve the
+version and waits for the region's live instances to report that they do (past its timeout, the servers swap
+without them, and the job status lists them for the hooks asked after). A step of a push already stopped does not
+act again."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.controller.rollout import DA_VINCI_SWAP, Decision, Rollout
+from venice_core.controller.rollout import Decision, Rollout
 from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, HookInvocationRecord, Version, VersionRegionStatus
+from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs, step
 from venice_core.status import ExecutionStatus, VersionStatus
+
+CREATED = CreatedVersion(1, 1, ["dc-0", "dc-1", "dc-2"], "push-1")
 
 SCHEMA = '{"type": "record", "name": "V", "fields": [{"name": "x", "type": "int"}]}'
 
@@ -75,39 +79,46 @@ def test_only_live_instances_yet_to_ingest_the_version_are_waited_for(rollout) -
     assert da_vinci.pending(meta, "users", "dc-1", 1, now=time.time() + 61) == []  # all silent by then
 
 
-def test_the_swap_lets_the_clients_serve_then_waits_for_them_then_asks_the_hooks(rollout) -> None:
+def test_the_swap_lets_the_clients_serve_and_waits_for_them(rollout) -> None:
     rollout, meta, said = rollout
     assert not da_vinci.swap_open(meta, "users", 1, "dc-1")
-    assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")  # none registered: nothing to wait for
+    assert rollout.da_vinci_clients_serve("dc-1")  # none registered: nothing to wait for
     assert da_vinci.swap_open(meta, "users", 1, "dc-1") and not da_vinci.swap_open(meta, "users", 1, "dc-2")
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED, serving=0)  # ingested only
-    assert rollout.decide_da_vinci_swap("dc-1") is None  # asked again later
-    assert said[-1] == "waiting for Da Vinci instances in dc-1 to serve version 1: client-a"
+    assert not rollout.da_vinci_clients_serve("dc-1")  # checked again later
+    assert not rollout.da_vinci_clients_serve("dc-1")
+    assert said == ["waiting for Da Vinci instances in dc-1 to serve version 1: client-a"]  # said once
     region = versions.job_status(meta, "users", 1).regions["dc-1"]
     assert region.da_vinci_not_serving == ("client-a",) and region.da_vinci_swap_at is not None
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 1, ExecutionStatus.COMPLETED, serving=1)
-    assert rollout.decide_da_vinci_swap("dc-1") == Decision("PROCEED")
+    assert rollout.da_vinci_clients_serve("dc-1")
     assert versions.job_status(meta, "users", 1).regions["dc-1"].da_vinci_not_serving == ()
 
 
-def test_a_client_silent_past_the_timeout_is_listed_for_the_hooks_which_decide(rollout) -> None:
+def test_a_client_silent_past_the_timeout_holds_the_swap_no_longer_and_is_listed_for_the_hooks(rollout) -> None:
     rollout, meta, said = rollout
     da_vinci.heartbeat(meta, "users", "dc-1", "client-a", 0)
-    assert rollout.decide_da_vinci_swap("dc-1") is None
+    assert not rollout.da_vinci_clients_serve("dc-1")
     with meta.session() as session:  # the region's clients were let swap 40 s ago
         row = session.get(Version, ("users", 1))
         assert row is not None
         row.update_lifecycle(da_vinci_swaps={"dc-1": time.time() - 40})
-    rollout.store_hook_configs = {f"answer.{DA_VINCI_SWAP}": "ABORT"}
-    decision = rollout.decide_da_vinci_swap("dc-1")
-    assert "do not serve version 1 after 30s: client-a; the hooks decide" in said[-2]
+    assert rollout.da_vinci_clients_serve("dc-1")
+    assert said[-1] == (
+        "Da Vinci instances in dc-1 do not serve version 1 after 30s: client-a; dc-1's servers swap without them (the "
+        "job status lists them)"
+    )
+    # What every hook asked from now on sees: the client that does not serve it.
+    assert rollout.context("dc-1").job_status.regions["dc-1"].da_vinci_not_serving == ("client-a",)
+
+
+def test_the_hook_after_the_start_of_da_vinci_ingestion_decides_as_any_decision(rollout) -> None:
+    rollout, _, _ = rollout
+    rollout.store_hook_configs = {"answer.post_start_of_store_version_ingestion_for_da_vinci": "ABORT"}
+    decision = step("da_vinci_ingestion").run(StepInputs(rollout, PushRequest("users", ""), CREATED, "dc-1"))
     assert decision is not None and decision.outcome == "ABORT"
-    asked = [
-        i for i in rollout_invocations(meta) if i.function == DA_VINCI_SWAP and i.outcome == "ABORT"
-    ]  # the hooks were asked once the timeout passed, not before
-    assert len(asked) == 1
-    with pytest.raises(RolloutStopped, match=rf"aborted by a lifecycle hook at {DA_VINCI_SWAP} in dc-1"):
-        rollout.apply(decision, DA_VINCI_SWAP, "dc-1")
+    with pytest.raises(RolloutStopped, match="aborted by a lifecycle hook at post_start_of_store_version_ingestion"):
+        rollout.apply(decision, "post_start_of_store_version_ingestion_for_da_vinci", "dc-1")
 
 
 def test_without_a_configured_maximum_a_wait_is_asked_again_for_as_long_as_it_is_answered(rollout) -> None:
@@ -128,8 +139,3 @@ def test_a_step_of_a_stopped_push_raises_the_recorded_stop(rollout) -> None:
     versions.stop_push(meta, "users", 1, "aborted by a hook at pre_store_version_swap in dc-1")
     with pytest.raises(RolloutStopped, match=r"already stopped: version 1 is KILLED: aborted by a hook at pre_store"):
         rollout.ensure_not_stopped()
-
-
-def rollout_invocations(meta: MetadataStore) -> list[HookInvocationRecord]:
-    with meta.session() as session:
-        return list(session.scalars(select(HookInvocationRecord)))

@@ -61,14 +61,17 @@ def test_the_dag_renders_every_step_of_the_list_in_order(tmp_path: Path, manual_
         assert _ordered(dag, before, after), (before, after)
     for region in ("dc_0", "dc_1", "dc_2"):  # every gate after version creation, holding its region's Da Vinci swap
         assert _ordered(dag, "create_version", f"{region}.da_vinci_ingestion_gate")
-        assert _ordered(dag, f"{region}.da_vinci_ingestion_gate", f"{region}.da_vinci_swap")
+        assert _ordered(dag, f"{region}.da_vinci_ingestion_gate", f"{region}.da_vinci_ingestion")
+        # The region's Da Vinci clients swap after every gate of the region's swap, right before its servers.
+        assert _ordered(dag, f"{region}.pre_swap", f"{region}.da_vinci_swap")
+        assert _ordered(dag, f"{region}.da_vinci_swap", f"{region}.server_swap")
         assert not _ordered(dag, f"{region}.da_vinci_ingestion_gate", "spark_push")
 
 
 def test_each_decision_branches_to_its_next_step_abort_and_rollback(tmp_path: Path) -> None:
     dag = build_rollout_dag("users", REGIONS, _config(tmp_path))
     assert dag.get_task("dc_1.pre_swap").downstream_task_ids == {
-        "dc_1.server_swap",
+        "dc_1.da_vinci_swap",
         "dc_1.pre_swap_abort",
         "dc_1.pre_swap_rollback",
     }
@@ -145,7 +148,7 @@ def test_the_last_step_announces_the_store_as_an_airflow_asset(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("answer", "followed"),
     [
-        ("PROCEED", ["dc_1.server_swap"]),
+        ("PROCEED", ["dc_1.da_vinci_swap"]),
         ("ABORT", ["dc_1.pre_swap_abort"]),
         ("ROLLBACK", ["dc_1.pre_swap_rollback"]),
     ],

@@ -43,15 +43,16 @@ REGION = (
     "da_vinci_ingestion_gate_rollback",
     "admitted",
     "ingestion_complete",
-    "da_vinci_swap",
-    "da_vinci_swap_abort",
-    "da_vinci_swap_rollback",
+    "da_vinci_ingestion",
+    "da_vinci_ingestion_abort",
+    "da_vinci_ingestion_rollback",
     "leader_replication_done",
     "approval",
     "not_admitted",
     "pre_swap",
     "pre_swap_abort",
     "pre_swap_rollback",
+    "da_vinci_swap",
     "server_swap",
     "post_swap",
     "post_swap_abort",
@@ -77,7 +78,7 @@ def _steps(region: str, states: tuple[str, ...]) -> dict[str, Step]:
     group = region.replace("-", "_")
     steps = {}
     for i, (name, state) in enumerate(zip(REGION, states, strict=True)):
-        answers = _answers(region) if name in ("pre_swap", "post_swap", "da_vinci_swap") else ()
+        answers = _answers(region) if name in ("pre_swap", "post_swap", "da_vinci_ingestion") else ()
         started = T0 + 60 * i if state != "none" else None
         ended = None if started is None else started + 65
         steps[name] = Step(name, f"{group}.{name}", state, 3 if answers else 1, answers, started, ended)
@@ -88,10 +89,10 @@ def _view() -> RolloutView:
     """dc-0 done, dc-1 aborted at its pre swap, dc-2 still ingesting (a retry) with its approval asked for."""
     ok, no, wait = "success", "skipped", "up_for_reschedule"
     to_pre_swap = (ok, no, no, ok, ok, ok, no, no, ok, ok, no)
-    done = (*to_pre_swap, ok, no, no, ok, ok, no, no, ok)
-    aborted = (*to_pre_swap, ok, "failed", no, no, no, no, no, "upstream_failed")
+    done = (*to_pre_swap, ok, no, no, ok, ok, ok, no, no, ok)
+    aborted = (*to_pre_swap, ok, "failed", no, no, no, no, no, no, "upstream_failed")
     going = (ok, no, no, ok, "up_for_retry", wait, "none", "none", "none", "awaiting_input")
-    going += ("none",) * 9
+    going += ("none",) * 10
     job = tuple(Step(n, n, "success", 1, (), T0 - 30 + i, T0 - 29 + i) for i, n in enumerate(JOB))
     job += tuple(Step(n, n, "none", 0) for n in END)
     version = VersionInfo(7, "PARTIALLY_ONLINE", f"aborted by a hook at pre_store_version_swap in dc-1 ({REASON})")

@@ -188,6 +188,9 @@ def test_a_run_whose_form_conf_holds_a_key_the_platform_sets_fails_at_its_first_
     for params in ({"source": "kafka"}, {"conf": {"source.kafka": "true"}}):
         repush = _request(store, _context(_dag(monkeypatch, platform, store), "manual", MONDAY_10, params))
         assert repush.confs == {"source.kafka": "true"}
+    both = {"input": str(tmp_path / "in"), "conf": {"source.kafka": "true"}}  # a push's input and a repush's switch
+    with pytest.raises(ConfigError, match=r"^the form's input is for a push: a repush .* leave the input empty$"):
+        _request(store, _context(_dag(monkeypatch, platform, store), "manual", MONDAY_10, both))
 
 
 def test_a_scheduled_run_whose_input_is_missing_fails_at_its_first_step_without_a_version(

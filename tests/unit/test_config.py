@@ -182,3 +182,10 @@ def test_a_profile_reaches_every_process_the_platform_starts_as_one_choice(
     )
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout) == (0, f"{config.cluster_name}\n"), result.stderr
+
+
+def test_a_number_setting_must_be_finite(tmp_path: Path) -> None:
+    path = tmp_path / "venice.properties"
+    path.write_text("venice.store.lifecycle.hooks.wait.max.seconds=nan\n")
+    with pytest.raises(ConfigError, match=r"wait.max.seconds must be a finite number, got 'nan'"):
+        load_config({"VENICE_CONFIG": str(path)})

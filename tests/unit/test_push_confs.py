@@ -154,3 +154,5 @@ def test_source_kafka_is_the_users_repush_switch() -> None:
         check_user_confs({"source.kafka": "true", "allow.empty.input": "true"})
     with pytest.raises(ConfigError, match="source.kafka must be true or false, got 'yes'"):
         check_user_confs({"source.kafka": "yes"})
+    with pytest.raises(ConfigError, match=r"^source.kafka=false contradicts a repush"):
+        check_user_confs({"source.kafka": "false"}, repush=True)

@@ -12,7 +12,7 @@ from venice_core.cli.context import metadata
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.job import job_reply
 from venice_core.controller.rollout import Rollout
-from venice_core.errors import VeniceError
+from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.orchestration.airflow.rollouts import failure_reasons, steps_not_taken
@@ -165,26 +165,47 @@ def abort(
     version it served before). The store takes the next push at once; the Airflow run ends taking that way (its
     `<step>_abort` or `<step>_rollback` task in the grid)."""
     how = "`venice rollout abort" + (" --rollback`" if rollback else "`")
+    who = getpass.getuser()
     with metadata() as (config, meta):
         settings = stores.store_settings(meta, store)  # an unknown store: one clear error
-        api = AirflowApi(config) if config.airflow_enabled else None
-        runs = api.active_runs(rollout_dag_id(store)) if api is not None else []
-        run = next((r for r in runs if api is not None and api.run_state(rollout_dag_id(store), r) == "running"), None)
         number = versions.version_in_flight(meta, store)
-        if number is None:
-            if api is None or run is None:
+        job = None
+        if number is not None:  # the stop first, whatever Airflow says: the store is released at once
+            job = versions.get_version(meta, store, number).push_job_id or ""
+            rollout = Rollout(config, meta, store, job, settings.hook_configs, progress=typer.echo, version=number)
+            summary = rollout.stop_by_operator(rollback, who, how)
+            typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
+        if not config.airflow_enabled:
+            if number is None:
                 raise NoRollout(f"store '{store}' has no rollout in flight")
-            api.set_run_state(rollout_dag_id(store), run, "failed", f"aborted by {getpass.getuser()} with {how}")
+            return
+        try:
+            api = AirflowApi(config)
+            run = _run_of(api, store, job)
+        except ComponentError as exc:
+            if number is None:
+                raise
+            typer.echo(f"warning: the push is stopped, but its Airflow run could not be ended: {exc}", err=True)
+            return
+        if run is None:
+            if number is None:
+                raise NoRollout(f"store '{store}' has no rollout in flight")
+            return  # a push of another process (`venice push --local`): it stops at its next check
+        if number is None:  # a run before its version exists (a WAIT at version creation): nothing to undo
+            api.set_run_state(rollout_dag_id(store), run, "failed", f"aborted by {who} with {how}")
             typer.echo(f"ended run {run} of '{store}' before it created a version: nothing to undo")
             return
-        version = versions.get_version(meta, store, number)
-        rollout = Rollout(
-            config, meta, store, version.push_job_id or "", settings.hook_configs, progress=typer.echo, version=number
-        )
-        summary = rollout.stop_by_operator(rollback, getpass.getuser(), how)
-        typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
-        if api is not None and run is not None:
-            typer.echo(_end_run(api, store, run, config.hooks.wait_interval_seconds + ABORT_GRACE_SECONDS, summary))
+        typer.echo(_end_run(api, store, run, config.hooks.wait_interval_seconds + ABORT_GRACE_SECONDS, summary))
+
+
+def _run_of(api: AirflowApi, store: str, job: str | None) -> str | None:
+    """The store's running rollout run: the one of push job `job`, or (None) one that has no version yet."""
+    dag = rollout_dag_id(store)
+    for run_id in api.active_runs(dag):
+        run = api.run(dag, run_id)
+        if run["state"] == AirflowState.RUNNING and (job is None or push_job_id(store, run_id, run.get("conf")) == job):
+            return run_id
+    return None
 
 
 def _end_run(api: AirflowApi, store: str, run: str, patience: float, summary: str) -> str:

@@ -89,9 +89,10 @@ def not_serving(meta: MetadataStore, store: str, region: str, version: int, now:
 
 def open_swap(meta: MetadataStore, store: str, version: int, region: str) -> float:
     """Let the region's clients serve `version` ahead of the region's servers; when they were first let (the
-    clock of the rollout's Da Vinci swap timeout). Idempotent."""
-    with meta.session() as session:
-        row = session.get(Version, (store, version))
+    clock of the rollout's Da Vinci swap timeout). Idempotent; serialised with the version's other lifecycle writes
+    (its details are rewritten whole)."""
+    with meta.locked_session() as session:
+        row = session.get(Version, (store, version), with_for_update=True)
         if row is None:
             return time.time()
         swaps = row.lifecycle.da_vinci_swaps
@@ -110,8 +111,8 @@ def swap_open(meta: MetadataStore, store: str, version: int, region: str) -> boo
 
 
 def open_gate(meta: MetadataStore, store: str, version: int, region: str) -> None:
-    with meta.session() as session:
-        row = session.get(Version, (store, version))
+    with meta.locked_session() as session:  # (serialised with the version's other lifecycle writes)
+        row = session.get(Version, (store, version), with_for_update=True)
         if row is None:
             return
         opened = row.lifecycle.da_vinci_regions

@@ -25,13 +25,13 @@ from venice_core.hooks.api import HookContext
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import HookDecision, HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
-from venice_core.hooks.records import first_asked_at, last_wait_at, recorder, settled_answers
+from venice_core.hooks.records import first_asked_at, recorder, settled_answers
 from venice_core.hooks.wait_limit import WaitLimit, wait_limit
 from venice_core.meta import MetadataStore
 from venice_core.status import VersionStatus
 
 DA_VINCI_GATE = F.PRE_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
-DA_VINCI_SWAP = F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
+DA_VINCI_STARTED = F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class Rollout:
     version: int | None = None
     executor: HookExecutor | None = None
     last_reason: str = ""  # why the hooks answered what they last answered
+    _said_waiting: dict[str, list[str]] = field(default_factory=dict)  # region -> the clients last said waited on
     # Answers of a round that asked several regions at once, each taken by its region's ask (`asked_together`).
     _answered: dict[tuple[str, str | None], HookDecision] = field(default_factory=dict, init=False, repr=False)
 
@@ -208,31 +209,29 @@ class Rollout:
             da_vinci.open_gate(self.meta, self.store, self.created, region)
         return decision
 
-    def decide_da_vinci_swap(self, region: str) -> Decision | None:
-        """The Da Vinci swap (VIP-4: a region's clients serve the new version before its servers do). Once the
-        region's servers have ingested the version, its clients are let swap: each serves the version as soon as
-        it has it and reports that it does. When every live client serves it, the hooks are asked. A client that has
-        not reported within `davinci.swap.timeout.seconds` holds the step no longer: the hooks are asked with the
-        job status listing it (`da_vinci_not_serving`), and they decide (no hook: the rollout goes on)."""
+    def da_vinci_clients_serve(self, region: str) -> bool:
+        """The region's Da Vinci swap, right before its servers' (VIP-4: a region's clients serve the new version
+        before its servers do, and after every gate of the region's swap has let it): the region's clients are let
+        swap, each serving the version as soon as it has it and reporting that it does. True once every live client
+        serves it, or once `davinci.swap.timeout.seconds` have passed: a client that has not reported holds the
+        swap no longer, and the job status lists it (`da_vinci_not_serving`) for every hook asked after."""
         opened = da_vinci.open_swap(self.meta, self.store, self.created, region)
         waiting = da_vinci.not_serving(self.meta, self.store, region, self.created)
-        if waiting:
-            waited = time.time() - opened
-            timeout = self.config.davinci_swap_timeout_seconds
-            if waited < timeout:
+        if not waiting:
+            return True
+        timeout = self.config.davinci_swap_timeout_seconds
+        if time.time() - opened < timeout:
+            if waiting != self._said_waiting.get(region):  # said once per change, not at every check
+                self._said_waiting[region] = waiting
                 self.progress(
                     f"waiting for Da Vinci instances in {region} to serve version {self.version}: {', '.join(waiting)}"
                 )
-                return None
-            self.progress(
-                f"Da Vinci instances in {region} do not serve version {self.version} after {timeout:g}s: "
-                f"{', '.join(waiting)}; the hooks decide (the job status lists them)"
-            )
-        # The step is re-checked often (its clients), the hooks only every wait interval: WAIT means "later".
-        answered_wait = last_wait_at(self.meta, self.push_job_id, DA_VINCI_SWAP, region)
-        if answered_wait is not None and time.time() - answered_wait < self.config.hooks.wait_interval_seconds:
-            return None
-        return self.decide(DA_VINCI_SWAP, region)
+            return False
+        self.progress(
+            f"Da Vinci instances in {region} do not serve version {self.version} after {timeout:g}s: "
+            f"{', '.join(waiting)}; {region}'s servers swap without them (the job status lists them)"
+        )
+        return True
 
     @contextmanager
     def asked_together(self, function: str, regions: Sequence[str]) -> Iterator[None]:
@@ -290,14 +289,15 @@ class Rollout:
 
     def operator_decision(self) -> Decision | None:
         """The stop an operator made of this push (`stop_by_operator`), as the decision a step's orchestrator takes:
-        already applied, its reason the version's."""
+        already applied, its reason made from the stop's own record (written first, so never half there)."""
         if self.version is None:
             return None
-        row = versions.get_version(self.meta, self.store, self.version)
-        stop = row.lifecycle.operator_stop
+        stop = versions.get_version(self.meta, self.store, self.version).lifecycle.operator_stop
         if not stop:
             return None
-        return Decision(Outcome(stop["outcome"]), row.lifecycle.reason, by_operator=True)
+        outcome = Outcome(stop["outcome"])
+        verb = "rolled back" if outcome is Outcome.ROLLBACK else "aborted"
+        return Decision(outcome, f"{verb} {stop['by']}", by_operator=True)
 
     def _stop(self, outcome: Outcome, said_by: str, recorded_by: str, where: str) -> str:
         """Apply an ABORT or a ROLLBACK; what became of the version and the regions, for the stop's error. The

@@ -355,6 +355,7 @@ def update_store(
             )
         )
         updates.update(_partitioner_update(config, store, partitioner_class, partitioner_params))
+        _check_dictionary_input(name, store, updates)
         _check_fixed_partitions(store, updates)
         _check_fixed_partitioner(session, store, updates)
         partition_count = updates.get("partition_count", store.partition_count)
@@ -375,6 +376,20 @@ def update_store(
         for attribute, value in updates.items():
             setattr(store, attribute, value)
     return warnings
+
+
+def _check_dictionary_input(name: str, store: Store, updates: Mapping[str, Any]) -> None:
+    """A ZSTD_WITH_DICT store's scheduled push must read input the platform can sample before the job (its
+    dictionary is trained from it before the version exists): a URL only Spark reads would fail every run."""
+    compression = updates.get("compression", store.compression)
+    schedule = updates.get("push_schedule", store.push_schedule) or {}
+    template = str(schedule.get("input_template", ""))
+    if compression == CompressionStrategy.ZSTD_WITH_DICT.name and "://" in template:
+        raise ConfigError(
+            f"store '{name}': a ZSTD_WITH_DICT store's scheduled push must read local files, not {template}: its "
+            "dictionary is trained from a sample of the input read before the push job, which only Spark can read "
+            "there"
+        )
 
 
 def _check_removable(name: str, current: Mapping[str, str], removed: Sequence[str]) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import da_vinci
+from venice_core.controller import da_vinci, push_jobs
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.hybrid import HybridSettings
@@ -186,10 +186,8 @@ def get_version(meta: MetadataStore, store_name: str, number: int) -> Version:
 def set_version_status(
     meta: MetadataStore, store_name: str, number: int, status: VersionStatus, reason: str = ""
 ) -> None:
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number))
-        if version is None:
-            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+    with meta.locked_session() as session:
+        version = _locked_version(session, store_name, number)
         version.status = status
         if reason:
             version.update_lifecycle(reason=reason)
@@ -197,48 +195,64 @@ def set_version_status(
 
 def kill_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
     """Stop an in-flight push: region servers drop the version; regions keep serving what they served."""
-    set_version_status(meta, store_name, number, VersionStatus.KILLED, reason)
-    finish_push(meta, store_name, number, stopped=True)
+    with meta.locked_session() as session:
+        version = _locked_version(session, store_name, number)
+        version.status = VersionStatus.KILLED
+        _finished(session, version, reason, stopped=True)
 
 
 def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) -> None:
     """End a push that will not finish its rollout. Regions already serving the version keep it: it is ONLINE
     where every region of it serves it (a stop at the very end), else PARTIALLY_ONLINE; if none serves it, it is
-    KILLED (servers drop it). Either way another push may start, and the stop and its reason are recorded."""
-    serving = regions_serving(meta, store_name, number)
-    if not serving:
-        kill_push(meta, store_name, number, reason)
-        return
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number))
-        if version is None:
-            raise VersionNotFound(f"store '{store_name}' has no version {number}")
-        everywhere = set(version.lifecycle.regions) <= set(serving)
-        version.status = VersionStatus.ONLINE if everywhere else VersionStatus.PARTIALLY_ONLINE
-        version.update_lifecycle(reason=reason, finished=True, stopped=True)
+    KILLED (servers drop it). Either way another push may start, and the stop and its reason are recorded. One
+    transaction that serialises with `swap_region`: a swap is either seen here, or finds the push over."""
+    with meta.locked_session() as session:
+        version = _locked_version(session, store_name, number)
+        serving = set(
+            session.scalars(
+                select(RegionCurrentVersion.region).where(
+                    RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
+                )
+            )
+        )
+        if not serving:
+            version.status = VersionStatus.KILLED
+        elif set(version.lifecycle.regions) <= serving:
+            version.status = VersionStatus.ONLINE
+        else:
+            version.status = VersionStatus.PARTIALLY_ONLINE
+        _finished(session, version, reason, stopped=True)
+
+
+def _locked_version(session: Session, store_name: str, number: int) -> Version:
+    """The version's row, locked for this transaction (`MetadataStore.locked_session`)."""
+    version = session.get(Version, (store_name, number), with_for_update=True)
+    if version is None:
+        raise VersionNotFound(f"store '{store_name}' has no version {number}")
+    return version
 
 
 def record_operator_stop(meta: MetadataStore, store_name: str, number: int, outcome: str, by: str) -> None:
     """An operator stops this version's push (`venice rollout abort`): recorded first, so that the orchestrator's
     run takes the stop's way at its next step whatever it finds the version's state to be by then."""
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number), with_for_update=True)
-        if version is None:
-            raise VersionNotFound(f"store '{store_name}' has no version {number}")
-        version.update_lifecycle(operator_stop={"outcome": outcome, "by": by})
+    with meta.locked_session() as session:
+        _locked_version(session, store_name, number).update_lifecycle(operator_stop={"outcome": outcome, "by": by})
 
 
 def finish_push(meta: MetadataStore, store_name: str, number: int, stopped: bool = False, reason: str = "") -> None:
     """The push of this version is over (whatever its outcome): another push of the store may start, and no region
     swaps to it any more. `stopped`: it ended short of its rollout, for `reason` (recorded in the same write, so that
     a step beside it never sees the stop without its reason)."""
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number))
+    with meta.locked_session() as session:
+        version = session.get(Version, (store_name, number), with_for_update=True)
         if version is not None:
-            changes: dict[str, Any] = {"finished": True, "stopped": stopped or version.lifecycle.stopped}
-            if reason:
-                changes["reason"] = reason
-            version.update_lifecycle(**changes)
+            _finished(session, version, reason or version.lifecycle.reason, stopped or version.lifecycle.stopped)
+
+
+def _finished(session: Session, version: Version, reason: str, stopped: bool) -> None:
+    """The version's push is over: recorded on it, and its push job recorded ended (`push_jobs`)."""
+    version.update_lifecycle(reason=reason, finished=True, stopped=stopped)
+    push_jobs.record_ended(session, version.store_name, version.push_job_id or "", reason)
 
 
 def version_regions(version: Version) -> list[str]:
@@ -256,10 +270,8 @@ def record_approval(
 ) -> dict[str, Any]:
     """A person's decision on swapping `region` to this version (read by the ManualApproval hook)."""
     decision = {"approved": approved, "by": by, "at": time.time()}
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number))
-        if version is None:
-            raise VersionNotFound(f"store '{store_name}' has no version {number}")
+    with meta.locked_session() as session:
+        version = _locked_version(session, store_name, number)
         version.update_lifecycle(approvals={**version.lifecycle.approvals, region: decision})
     return decision
 
@@ -495,8 +507,8 @@ class RegionProgress:
 
 def record_push_counts(meta: MetadataStore, store_name: str, number: int, record_counts: dict[str, int]) -> None:
     """The per-partition record counts END_OF_PUSH carries, kept on the version so progress can be shown."""
-    with meta.session() as session:
-        version = session.get(Version, (store_name, number))
+    with meta.locked_session() as session:
+        version = session.get(Version, (store_name, number), with_for_update=True)
         if version is not None:
             version.update_lifecycle(record_counts={str(k): int(v) for k, v in record_counts.items()})
 
@@ -568,8 +580,9 @@ def _refresh_version_statuses(session: Any, store: Store) -> None:
 
 
 def swap_region(meta: MetadataStore, store_name: str, region: str, number: int) -> None:
-    """Make `number` the region's current version; the previous current becomes its backup."""
-    with meta.session() as session:
+    """Make `number` the region's current version; the previous current becomes its backup. Serialised with the
+    version's stops (`stop_push`, `kill_push`, `finish_push`): it swaps only a version whose push goes on."""
+    with meta.locked_session() as session:
         store = get_store(session, store_name)
         version = session.get(Version, (store_name, number), with_for_update=True)
         if version is None:

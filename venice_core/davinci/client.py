@@ -277,7 +277,10 @@ class DaVinciClient:
         target = max((n for n in ahead if da_vinci.swap_open(self.meta, self.store, n, region)), default=current)
         with self._lock:
             for number in sorted(wanted - set(self.local)):
-                self._subscribe(hosted[number])
+                try:
+                    self._subscribe(hosted[number])
+                except VeniceError as exc:  # (a dictionary not served yet, say): the next round tries again
+                    log.info("%s v%d not subscribed yet: %s", self.store, number, exc)
             for number in [n for n in self.local if n not in wanted and n != self.serving]:
                 log.info("%s v%d retired, or abandoned by the rollout: dropped", self.store, number)
                 self._unsubscribe(number, destroy=True)
@@ -290,6 +293,9 @@ class DaVinciClient:
             return  # closed while preparing: close() has taken the versions down
         with self._lock:
             local = self.local.get(target)
+            if not (local is not None and local.ready) and not self.serving:
+                # A client started while its region's clients swap: it serves what the servers serve meanwhile.
+                target, local = current, self.local.get(current)
             if target and target != self.serving and local is not None and local.ready:
                 if not local.storage.ready_to_serve:
                     self._wake.set()  # ready since the preparing above: prepared on the next round, not under the lock

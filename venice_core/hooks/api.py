@@ -19,7 +19,9 @@ The hooks of an invocation run at once, each in a worker process of its own fork
 in its process, ends with the call. Keep what must outlive a call outside the process (a file, a database, a
 service), as under Airflow, where every step is a process of its own; make clients (a Kafka producer, a
 connection) in the process that uses them. A call past `venice.store.lifecycle.hooks.timeout.seconds` is killed.
-Store-level configs are data (a `Mapping[str, str]`), never code.
+A hook makes no Airflow SDK call (a Variable, a Connection): under Airflow its worker is a fork of the step's task
+process, whose one channel to Airflow's supervisor it must not share. Store-level configs are data (a
+`Mapping[str, str]`), never code.
 """
 
 from __future__ import annotations

@@ -49,16 +49,6 @@ def first_asked_at(meta: MetadataStore, push_job_id: str, function: str, region:
         return session.execute(query).scalar()
 
 
-def last_wait_at(meta: MetadataStore, push_job_id: str, function: str, region: str | None) -> float | None:
-    """When this push's latest ask of `function` (in `region`) was answered WAIT by a hook; None if it was not."""
-    r = HookInvocationRecord
-    query = select(r.outcome, r.created_at).where(r.push_job_id == push_job_id, r.function == function)
-    query = query.where(r.region.is_(None) if region is None else r.region == region)
-    with meta.session() as session:
-        latest = session.execute(query.order_by(r.id.desc()).limit(1)).first()
-    return latest.created_at if latest is not None and latest.outcome == Outcome.WAIT.value else None
-
-
 def settled_answers(meta: MetadataStore, push_job_id: str, function: str) -> dict[str | None, tuple[Outcome, str]]:
     """Each region's settled answer at `function` in this push: the latest answers of the hooks there, combined as
     one invocation's are, with their reasons, unless that is WAIT (a region still waiting, or never asked, is

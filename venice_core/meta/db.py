@@ -36,13 +36,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, immediate: bool = False) -> Engine:
+    """The engine of a metadata store. `immediate` (SQLite): every transaction takes the database's write lock as it
+    begins (`BEGIN IMMEDIATE`), so that one reading then writing rows serialises with every other such transaction:
+    SQLite has no row locks, and a deferred transaction reads without any lock."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30})
+        # (isolation_level None: the driver issues no BEGIN of its own; the engine's begin event does.)
+        engine = create_engine(url, connect_args={"timeout": 30, **({"isolation_level": None} if immediate else {})})
         event.listen(engine, "connect", _sqlite_pragmas)
+        if immediate:
+            event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN IMMEDIATE"))
         return engine
     return create_engine(url, pool_pre_ping=True)
 
@@ -77,6 +83,7 @@ class MetadataStore:
         self.url = url
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._locking_engine: Engine | None = None
 
     def _alembic_config(self) -> AlembicConfig:
         from alembic.config import Config as AlembicConfig
@@ -133,5 +140,22 @@ class MetadataStore:
         with self._sessions.begin() as session:
             yield session
 
+    @contextmanager
+    def locked_session(self) -> Iterator[Session]:
+        """A transaction that serialises with every other locked one over the rows it reads for update
+        (`with_for_update`): PostgreSQL locks those rows; SQLite, which has no row locks, takes its write lock when the
+        transaction begins. For the few writes that decide on what they read and race each other (a swap and a stop
+        of one version): the others keep plain sessions, which SQLite's readers never wait on."""
+        if not self.url.startswith("sqlite"):
+            with self.session() as session:
+                yield session
+            return
+        if self._locking_engine is None:
+            self._locking_engine = make_engine(self.url, immediate=True)
+        with sessionmaker(self._locking_engine, expire_on_commit=False).begin() as session:
+            yield session
+
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._locking_engine is not None:
+            self._locking_engine.dispose()

@@ -149,7 +149,9 @@ class Version(Base):
         return VersionLifecycle.of(self.details)
 
     def update_lifecycle(self, **changes: Any) -> None:
-        """Change recorded lifecycle fields (assigning a new dict, so SQLAlchemy sees the JSON column change)."""
+        """Change recorded lifecycle fields (assigning a new dict, so SQLAlchemy sees the JSON column change). The whole
+        column is rewritten: its writers read the row in a locked session (`MetadataStore.locked_session`), so two of
+        them never lose each other's changes."""
         self.details = replace(self.lifecycle, **changes).to_json()
 
 
@@ -231,6 +233,18 @@ class DaVinciInstance(Base):
     status: Mapped[str] = mapped_column(String(32), default="")
     serving: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     heartbeat_at: Mapped[float] = mapped_column(Float, default=now)
+
+
+class EndedPushJob(Base):
+    """A push job that has ended, with or without a version: its rollout run, cleared in Airflow afterwards, runs
+    nothing of the push again (`controller.push_jobs`)."""
+
+    __tablename__ = "ended_push_jobs"
+
+    push_job_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    store_name: Mapped[str] = mapped_column(String(128), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    ended_at: Mapped[float] = mapped_column(Float, default=now)
 
 
 class StreamPipeline(Base):

@@ -45,6 +45,11 @@ def check_user_confs(confs: Mapping[str, str], repush: bool = False) -> None:
     for key in confs:
         if (who := _platform_set(key)) is not None:
             raise ConfigError(f"conf '{key}' is set by the platform, not by a user ({who})")
+    switch = confs.get(repush_config.SOURCE_KAFKA)
+    if repush and switch is not None and not parse_bool(switch, repush_config.SOURCE_KAFKA):
+        raise ConfigError(
+            f"{repush_config.SOURCE_KAFKA}={switch} contradicts a repush, which reads the store's own data"
+        )
     check_push_confs({**confs, repush_config.SOURCE_KAFKA: "true"} if repush else confs)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import instances, stores, versions
-from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_SWAP, Decision, Rollout
+from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_STARTED, Decision, Rollout
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
@@ -164,9 +164,6 @@ class Step:
     dictionary_from: str | None = None  # the step whose trained dictionary this step takes (version creation)
     poll_seconds: float = 2.0  # a CONDITION: how often it is checked (a sensor's poke interval), and how long
     timeout_seconds: float = INGESTION_TIMEOUT_SECONDS
-    # A DECISION that also waits on the platform (the Da Vinci swap: the region's clients): how often it is checked;
-    # its run still asks the hooks again only every wait interval. None: every wait interval.
-    recheck_seconds: float | None = None
 
     @property
     def can_rollback(self) -> bool:
@@ -277,10 +274,11 @@ def _create_version(s: StepInputs) -> CreatedVersion:
             f"{', '.join(regions)}, push job {r.push_job_id})"
         )
         r.inform_regions(F.POST_STORE_VERSION_CREATION, regions)
-    r.open_da_vinci_gates(regions)
+    # START_OF_PUSH before the gates: a client let in finds the version's dictionary served.
     send_start_of_push(
         r.config, r.store, version.number, version.partition_count, r.push_job_id, compression, dictionary
     )
+    r.open_da_vinci_gates(regions)
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id, job_confs)
 
 
@@ -334,8 +332,14 @@ def _ingestion_complete(s: StepInputs) -> bool:
     return status.status is ExecutionStatus.COMPLETED
 
 
-def _da_vinci_swap(s: StepInputs) -> Decision | None:
-    return s.rollout.decide_da_vinci_swap(s.in_region)
+def _da_vinci_started(s: StepInputs) -> Decision | None:
+    """`post_start_of_store_version_ingestion_for_da_vinci`: the region's clients have been let ingest (its gate,
+    which holds this step, is open)."""
+    return s.rollout.decide(DA_VINCI_STARTED, s.in_region)
+
+
+def _da_vinci_swap(s: StepInputs) -> bool:
+    return s.rollout.da_vinci_clients_serve(s.in_region)
 
 
 def _leader_replication_done(s: StepInputs) -> None:
@@ -420,16 +424,18 @@ STEPS: tuple[Step, ...] = (
         Scope.EVERY_REGION,
         _da_vinci_ingestion_gate,
         DA_VINCI_GATE,
-        holds="da_vinci_swap",
+        holds="da_vinci_ingestion",
     ),
     Step("spark_push", StepKind.SPARK),
     Step("end_of_push", StepKind.ACTION, run=_end_of_push),
     Step("admitted", StepKind.ADMISSION, Scope.REGION, _admitted),
     Step("ingestion_complete", StepKind.CONDITION, Scope.REGION, _ingestion_complete),
-    Step("da_vinci_swap", StepKind.DECISION, Scope.REGION, _da_vinci_swap, DA_VINCI_SWAP, recheck_seconds=2.0),
+    Step("da_vinci_ingestion", StepKind.DECISION, Scope.REGION, _da_vinci_started, DA_VINCI_STARTED),
     Step("leader_replication_done", StepKind.ACTION, Scope.REGION, _leader_replication_done),
     Step("approval", StepKind.APPROVAL, Scope.REGION),
     Step("pre_swap", StepKind.DECISION, Scope.REGION, _pre_swap, F.PRE_STORE_VERSION_SWAP),
+    # The region's Da Vinci clients swap first, once every gate of the swap has let it (bounded: its timeout).
+    Step("da_vinci_swap", StepKind.CONDITION, Scope.REGION, _da_vinci_swap, timeout_seconds=10 * 365 * 24 * 3600),
     Step("server_swap", StepKind.ACTION, Scope.REGION, _server_swap),
     Step("post_swap", StepKind.DECISION, Scope.REGION, _post_swap, F.POST_STORE_VERSION_SWAP),
     Step("end_of_push_job", StepKind.DECISION, run=_end_of_push_job, function=F.PRE_END_OF_PUSH_JOB),
@@ -570,11 +576,8 @@ def _waiting_on(inputs: StepInputs) -> str:
 
 def _decide_in_place(inputs: StepInputs, current: Step, sleep: Callable[[float], None]) -> None:
     """A decision step, asked again every wait interval (as the DAG's sensor pokes) until it decides."""
-    interval = inputs.rollout.config.hooks.wait_interval_seconds
-    if current.recheck_seconds is not None:
-        interval = min(interval, current.recheck_seconds, IN_PROCESS_POLL_SECONDS)
     while (decision := current.run(inputs)) is None:
-        sleep(interval)
+        sleep(inputs.rollout.config.hooks.wait_interval_seconds)
         inputs.rollout.ensure_not_stopped()
     if decision.stops:
         stop(inputs, current, decision)
