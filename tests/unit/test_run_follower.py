@@ -310,6 +310,7 @@ def test_ingestion_progress_per_region_at_each_tenth(env: PlatformEnv, store: st
 def test_a_push_behind_a_run_in_flight_says_it_queues_then_when_it_starts(env: PlatformEnv, store: str) -> None:
     steps = [ti("start_of_push_job", "success", 0, 1)]
     api = ScriptedAirflow([("queued", []), ("queued", []), ("running", []), ("success", steps)], ["run-1", "run-2"])
+    versions.create_version(env.meta, env.config, store, push_job_id(store, RUN), topics=InMemoryTopics())
     lines: list[str] = []
     rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api)
     assert lines == [
@@ -354,6 +355,12 @@ def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, 
     with pytest.raises(RunDeleted) as deleted:
         follower.poll()
     assert str(deleted.value) == f"rollout run {RUN} was deleted in Airflow by an operator"
+    api = ScriptedAirflow([("success", [])])  # marked success before it created a version
+    with pytest.raises(RolloutFailed) as nothing_pushed:
+        rollouts.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+    assert str(nothing_pushed.value) == (
+        f"rollout run {RUN} was marked success in Airflow before it created a version; nothing was pushed"
+    )
     created = versions.create_version(env.meta, env.config, store, push_job_id(store, RUN), topics=InMemoryTopics())
     versions.stop_push(env.meta, store, created.number, ended_in_airflow(RUN, "marked success"))
     api = ScriptedAirflow([("success", [ti("dc_1.pre_swap", "success", 1, 2)])])

@@ -30,6 +30,7 @@ from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import rows_matched
 from venice_core.meta.models import RegionCoordinator, RegionInstance, Replica
+from venice_core.pids import running
 
 
 class InstanceAlreadyRunning(VeniceError):
@@ -105,13 +106,7 @@ def _died_here(owner: str) -> bool:
     pid_text = rest.partition(":")[0]
     if machine != socket.gethostname() or not pid_text.isdigit():
         return False
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not running(int(pid_text))
 
 
 def renew(meta: MetadataStore, region: str, instance: int, owner: str) -> bool:

@@ -13,20 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from venice_core.errors import ComponentError
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not running
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
+from venice_core.pids import running
 
 
 def members(leader: int) -> list[int]:
@@ -66,8 +53,8 @@ class _Tree:
 
     def alive(self) -> bool:
         self.known |= set(members(self.leader))
-        self.known = {p for p in self.known if _alive(p)}
-        return bool(self.known) or _alive(self.leader)
+        self.known = {p for p in self.known if running(p)}
+        return bool(self.known) or running(self.leader)
 
     def kill(self) -> None:
         """SIGKILL the leader's group and every process of the tree until none is left (a parent may still
@@ -103,7 +90,7 @@ class ManagedProcess:
         pid = self._recorded_pid()
         if pid is None:
             return None
-        if _alive(pid):
+        if running(pid):
             return pid
         if not members(pid):
             self.pid_file.unlink(missing_ok=True)
@@ -163,7 +150,7 @@ class ManagedProcess:
         """SIGKILL what a dead leader left running (its group, its session, their descendants): they hold its
         ports and slots, and nothing else would ever stop them."""
         pid = self._recorded_pid()
-        if pid is not None and not _alive(pid):
+        if pid is not None and not running(pid):
             _Tree(pid).kill()
             self.pid_file.unlink(missing_ok=True)
 

@@ -160,7 +160,11 @@ def trigger_and_follow(
         raise RunDeleted(_end_deleted_run(meta, store, job_id, run_id, str(deleted))) from None
     if state == S.SUCCESS:
         version = describe_store(meta, store).version_of_push(job_id)
-        if version is not None and ENDED_IN_AIRFLOW in version.reason:  # marked success by hand, not rolled out
+        if version is None:  # a run succeeds only past its version's creation: an operator marked it success
+            raise RolloutFailed(
+                f"rollout run {run_id} was marked success in Airflow before it created a version; nothing was pushed"
+            )
+        if ENDED_IN_AIRFLOW in version.reason:  # marked success by hand, not rolled out
             ended = f"version {version.number} is {version.status}"
             raise RolloutFailed(f"{version.reason} before its rollout ended; {ended}")
         return max(describe_store(meta, store).serving().values())
