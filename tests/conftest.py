@@ -21,6 +21,7 @@ from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import DEFAULTS, SPARK_MASTER, ClusterConfig
 from venice_core.embedded import platform
+from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore
 from venice_core.spark.submit import default_spark_confs
 
@@ -31,7 +32,7 @@ NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "
 # after the others finished. Seconds each took in a full suite (the Airflow files, longest, are first anyway).
 LONGEST_FIRST = {
     "tests/cluster/test_cluster_profile.py": 240,  # the cluster profile: started first, on a worker of its own
-    "tests/readme/test_readme_commands.py": 400,  # make demo, the first ten minutes, make demo-replicated
+    "tests/readme/test_readme_commands.py": 250,  # make demo, then the first ten minutes
     "tests/integration/test_drain.py": 280,
     "tests/integration/test_push_e2e.py": 113,
     "tests/integration/test_repush.py": 103,
@@ -83,6 +84,17 @@ def platform_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformE
     finally:
         with leaves_nothing(*platform_parts(config)):  # no process, no listening port of the platform
             platform.down(config, report=lambda _line: None)
+
+
+@pytest.fixture(autouse=True)
+def _platform_whole(request: pytest.FixtureRequest) -> None:
+    """Each test on the session's platform finds every part of it running: a test cut short by its timeout while it
+    restarted a server it had killed must not leave the tests after it without that server."""
+    if "platform_env" not in request.fixturenames:
+        return
+    config = request.getfixturevalue("platform_env").config
+    if any(ManagedProcess(p.name, config.run_dir).pid() is None for p in platform.plan(config)):
+        platform.up(config, report=lambda _line: None)
 
 
 @pytest.fixture(scope="session")

@@ -75,3 +75,14 @@ def airflow_env(
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _airflow_whole(request: pytest.FixtureRequest) -> None:
+    """Each Airflow test finds every component of Airflow running: a test cut short by its timeout while it
+    restarted Airflow (the scheduler starts last) must not leave the tests after it without a scheduler."""
+    if "airflow_env" not in request.fixturenames:
+        return
+    config = load_config({"VENICE_CONFIG": str(request.getfixturevalue("airflow_env").properties)})
+    if any(proc.pid() is None for proc in airflow.processes(config)):
+        airflow.start(config)
