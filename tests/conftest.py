@@ -31,9 +31,8 @@ NEEDED_BY_FIXTURE = {"platform_env": "kafka", "spark": "spark", "airflow_env": "
 # the longest files first, so the short ones fill the gaps at the end instead of one long file running alone
 # after the others finished. Seconds each took in a full suite (the Airflow files, longest, are first anyway).
 LONGEST_FIRST = {
-    "tests/cluster/test_cluster_profile.py": 240,  # the cluster profile: started first, on a worker of its own
-    "tests/readme/test_readme_commands.py": 250,  # make demo, then the first ten minutes
-    "tests/integration/test_drain.py": 280,
+    "tests/readme/test_readme_commands.py": 660,  # make demo, then the first ten minutes
+    "tests/integration/test_drain.py": 400,
     "tests/integration/test_push_e2e.py": 113,
     "tests/integration/test_repush.py": 103,
     "tests/integration/test_rollout_hooks.py": 79,

@@ -129,6 +129,7 @@ def test_invalid_store_level_hook_config_is_refused(airflow_env: PlatformEnv, tm
     ) in result.stderr
 
 
+@pytest.mark.timeout(1200)  # two restarts of Airflow: 600 s under the suite's load
 def test_airflow_killed_mid_spark_push_and_while_awaiting_approval_the_run_goes_on(
     airflow_env: PlatformEnv, tmp_path: Path
 ) -> None:

@@ -19,7 +19,14 @@ from venice_core.config import ENV_PROFILE
 from venice_core.embedded import airflow, platform
 from venice_core.pubsub import client_config
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.airflow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.cluster,
+]
 
 
 def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster(cluster: PlatformEnv) -> None:
