@@ -72,16 +72,16 @@ test: $(STAMP) $(BYTECODE)
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not faults and not cluster"
 
-# The cluster profile's tests, its four faults included (each a 200k-record push through Airflow with a broker, a
-# Spark worker or a Celery worker SIGKILLed, or PostgreSQL restarted): about ten minutes on two cores, one cluster
-# started once for them all. `make test` runs neither (its time budget: the cluster's ~25 processes beside the two
-# Airflow files doubled their tests' time).
+# make demo-replicated's and make demo-cluster's jobs (marker `cluster`), and the cluster profile's four faults (marker
+# `faults`: each a 200k-record push through Airflow with a broker, a Spark worker or a Celery worker SIGKILLed, or
+# PostgreSQL restarted), one cluster started once for them all. Not in `make test` (its time budget: the cluster's
+# ~25 processes beside the Airflow files doubled their tests' time).
 test-cluster: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/python -m venice_core.spark.extra_jars
-	$(BIN)/pytest tests/cluster
+	$(BIN)/pytest -m "cluster or faults"
 
 test-fast: $(STAMP) $(BYTECODE)
 	$(BIN)/python -m venice_core.spark.extra_jars

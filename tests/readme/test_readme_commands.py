@@ -1,9 +1,9 @@
 """The README's commands as a new user runs them: `make demo`'s job (scripts/demo.sh), then "Your first ten minutes"
 line by line as the README has it, on the platform the README chooses (no config: the embedded platform), on its
 own ports, with a home of the test's own. The records are fewer than the demo's million (`DEMO_RECORDS`), to fit
-the suite; `make demo-cluster` is `tests/cluster/`'s (the same script on another profile, chosen as the README
-says), and `make demo-replicated` (that script again, on a profile whose regions tests/integration starts) is left
-out of the suite's time budget. A README edit that breaks a command breaks this test."""
+the suite. `make demo-replicated` (the same script, the profile chosen by `DEMO_PROFILE`) is here too and `make
+demo-cluster` is `tests/cluster/`'s, both marked `cluster`: `make test-cluster` runs them, beyond `make test`'s time
+budget. A README edit that breaks a command breaks these tests."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ def first_ten_minutes() -> list[str]:
     return commands
 
 
-def run_demo(env: dict[str, str]) -> str:
-    """`make demo` past its install: scripts/demo.sh; its output."""
-    demo_env = {**env, "DEMO_RECORDS": str(DEMO_RECORDS)}
+def run_demo(env: dict[str, str], profile: str | None = None) -> str:
+    """`make demo` (or `make demo-<profile>`) past its install: scripts/demo.sh; its output."""
+    demo_env = {**env, "DEMO_RECORDS": str(DEMO_RECORDS)} | ({"DEMO_PROFILE": profile} if profile else {})
     demo = subprocess.run(["scripts/demo.sh"], cwd=REPO, env=demo_env, capture_output=True, text=True, timeout=1200)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert "version 1 of 'demo_users' is serving in every region" in demo.stdout, demo.stdout
@@ -69,6 +69,17 @@ def test_make_demo_then_the_first_ten_minutes(tmp_path: Path) -> None:
         with stopped_at_the_end(embedded):
             run_demo(user)
             run_first_ten_minutes(user, scratch)
+
+
+@pytest.mark.cluster
+def test_make_demo_replicated(tmp_path: Path) -> None:
+    with as_a_user(Path(tempfile.mkdtemp(prefix="venice-readme-"))) as user:
+        replicated = profile_env(user, "replicated")
+        assert_ports_free(replicated.config, "replicated")
+        with stopped_at_the_end(replicated):
+            out = run_demo(user, "replicated")
+    for region in ("dc-0", "dc-1", "dc-2"):  # its `venice status`: three instances of each region
+        assert all(re.search(rf"^{name}\s", out, re.M) for name in _servers(region)), out
 
 
 def run_first_ten_minutes(env: dict[str, str], scratch: Path) -> None:
@@ -107,3 +118,7 @@ def run_first_ten_minutes(env: dict[str, str], scratch: Path) -> None:
             time.sleep(1)
         assert answered, f"{shlex.quote(command)} failed:\n{result.stdout}{result.stderr}"
     assert background is not None and background.poll() is not None, ran
+
+
+def _servers(region: str) -> list[str]:
+    return [f"server-{region}", f"server-{region}.1", f"server-{region}.2"]
