@@ -211,13 +211,8 @@ def short_error(message: str) -> str:
 def _end_push(context: Context, reason: str) -> None:
     dag_run = context["dag_run"]
     store = store_of(dag_run.dag_id)
-    job = push_job_id(store, dag_run.run_id, dag_run.conf)
     with metadata() as (_, meta):
-        row = versions.version_of_push(meta, store, job)
-        if row is not None and not versions.push_finished(row):
-            versions.stop_push(meta, store, row.number, reason)
-        elif row is None:  # it ended before it created a version
-            push_jobs.end(meta, store, job, reason)
+        versions.end_push_job(meta, store, push_job_id(store, dag_run.run_id, dag_run.conf), reason)
 
 
 class SwapApprovalOperator(HITLOperator):

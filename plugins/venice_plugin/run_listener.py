@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from venice_core.controller import push_jobs, versions
+from venice_core.controller import versions
 from venice_core.meta.context import metadata
 from venice_core.rollout.names import ROLLOUT_DAG_PREFIX, ended_in_airflow, push_job_id, store_of
 
@@ -38,12 +38,8 @@ def _ended_by_hand(dag_run: Any, msg: str, state: str) -> None:
     try:
         with metadata() as (_, meta):
             job = push_job_id(store, dag_run.run_id, dag_run.conf)
-            reason = ended_in_airflow(dag_run.run_id, f"marked {state}")
-            row = versions.version_of_push(meta, store, job)
-            if row is not None:
-                versions.stop_push(meta, store, row.number, reason)
-                log.info("%s: version %d's push ended (its run was marked %s by hand)", store, row.number, state)
-            else:  # ended before it created a version (or after its push ended: the first end is kept)
-                push_jobs.end(meta, store, job, reason)
+            stopped = versions.end_push_job(meta, store, job, ended_in_airflow(dag_run.run_id, f"marked {state}"))
+            if stopped is not None:
+                log.info("%s: version %d's push ended (its run was marked %s by hand)", store, stopped.number, state)
     except Exception:  # a listener must not fail the operator's request; the next push releases the store too
         log.exception("could not end the push of %s's run %s", store, dag_run.run_id)

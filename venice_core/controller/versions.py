@@ -208,13 +208,7 @@ def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) ->
     transaction that serialises with `swap_region`: a swap is either seen here, or finds the push over."""
     with meta.locked_session() as session:
         version = _locked_version(session, store_name, number)
-        serving = set(
-            session.scalars(
-                select(RegionCurrentVersion.region).where(
-                    RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
-                )
-            )
-        )
+        serving = set(_regions_serving(session, store_name, number))
         if not serving:
             version.status = VersionStatus.KILLED
         elif set(version.lifecycle.regions) <= serving:
@@ -222,6 +216,20 @@ def stop_push(meta: MetadataStore, store_name: str, number: int, reason: str) ->
         else:
             version.status = VersionStatus.PARTIALLY_ONLINE
         _finished(session, version, reason, stopped=True)
+
+
+def end_push_job(meta: MetadataStore, store_name: str, push_job_id: str, reason: str) -> Version | None:
+    """The push of `push_job_id` ends for `reason` wherever it got to (its Airflow run ended by an operator, or
+    failed): its version's push is stopped if it goes on (`stop_push`), and a job that created no version is
+    recorded ended (`push_jobs`). A push already over keeps its own end. Returns the version it stopped, if any."""
+    row = version_of_push(meta, store_name, push_job_id)
+    if row is None:
+        push_jobs.end(meta, store_name, push_job_id, reason)
+        return None
+    if push_finished(row):
+        return None
+    stop_push(meta, store_name, row.number, reason)
+    return row
 
 
 def _locked_version(session: Session, store_name: str, number: int) -> Version:
@@ -654,12 +662,16 @@ def _roll_back(session: Any, store: Store, row: RegionCurrentVersion) -> int:
 def regions_serving(meta: MetadataStore, store_name: str, number: int) -> list[str]:
     """The regions whose current version is `number`."""
     with meta.session() as session:
-        rows = session.scalars(
-            select(RegionCurrentVersion.region).where(
-                RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
-            )
+        return _regions_serving(session, store_name, number)
+
+
+def _regions_serving(session: Session, store_name: str, number: int) -> list[str]:
+    rows = session.scalars(
+        select(RegionCurrentVersion.region).where(
+            RegionCurrentVersion.store_name == store_name, RegionCurrentVersion.current_version == number
         )
-        return list(rows)
+    )
+    return list(rows)
 
 
 def _serving(session: Any, store_name: str) -> set[int]:

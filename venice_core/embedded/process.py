@@ -105,9 +105,9 @@ class ManagedProcess:
     ) -> int:
         """Start `argv` detached, its output appended to the log file; as `user` (with that user's group and no
         other) when given, which needs root: PostgreSQL's server refuses to run as root."""
-        running = self.pid()
-        if running is not None:
-            raise ComponentError(f"{self.name} is already running (pid {running})")
+        pid = self.pid()
+        if pid is not None:
+            raise ComponentError(f"{self.name} is already running (pid {pid})")
         self._clear_remains()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         account = pwd.getpwnam(user) if user is not None else None
@@ -133,16 +133,16 @@ class ManagedProcess:
         children in process groups or sessions of their own (Airflow's task processes), must not be left behind.
         Returns False if nothing was running."""
         pid = self._recorded_pid()
-        running = _Tree(pid) if pid is not None else None
-        if running is None or not running.alive():
+        tree = _Tree(pid) if pid is not None else None
+        if tree is None or not tree.alive():
             self.pid_file.unlink(missing_ok=True)
             return False
-        self._signal_group(running.leader, signal.SIGTERM)
+        self._signal_group(tree.leader, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while running.alive() and time.monotonic() < deadline:
-            self._reap(running.leader)
+        while tree.alive() and time.monotonic() < deadline:
+            self._reap(tree.leader)
             time.sleep(0.1)
-        running.kill()
+        tree.kill()
         self.pid_file.unlink(missing_ok=True)
         return True
 
