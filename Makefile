@@ -33,7 +33,7 @@ spark-archive: $(STAMP)
 	$(BIN)/python -m venice_core.spark.class_archive_build
 
 # The embedded broker's jars, and Spark's Avro module, from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
-# fetch is safe in parallel too: the processes take turns, venice_core/cache.py).
+# fetch is safe in parallel too: the processes take turns, venice_core/host/cache.py).
 jars: $(STAMP) system-deps
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/python -m venice_core.spark.extra_jars

@@ -37,9 +37,9 @@ from bench.davinci_floor import TABLE_COLUMNS, stripped_ingest
 from bench.harness import cpu_now, report, sandbox_platform
 from bench.push_throughput import PARTITIONS, bench_store
 from bench.repush_throughput import ProtocolWriterSeed
-from venice_core import gc_settings
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer, duckdb_store
+from venice_core.host import gc_settings
 from venice_core.ingestion import task as ingestion_task
 from venice_core.protocol import serde
 from venice_core.pubsub import admin

@@ -24,8 +24,8 @@ from venice_core.controller import stores
 from venice_core.embedded import servers
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import Replica
+from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.local import push
-from venice_core.status import ExecutionStatus
 
 REGION = "dc-0"
 PARTITIONS = 4

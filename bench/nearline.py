@@ -28,9 +28,9 @@ from venice_core.controller import stores
 from venice_core.embedded import servers
 from venice_core.ingestion.real_time import REAL_TIME_CONSUMER_CONFIG
 from venice_core.meta import MetadataStore
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 from venice_core.rollout.local import push
-from venice_core.writer import OnlineWriter
 
 STORE = "nearline"
 PARTITIONS = 2

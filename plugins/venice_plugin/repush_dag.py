@@ -20,8 +20,8 @@ from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowSkipException
 
 from venice_core.meta.context import metadata
-from venice_core.repush_schedule import RepushSchedule
 from venice_core.rollout.names import SOURCE_KAFKA_PARAM, repush_dag_id, rollout_dag_id
+from venice_core.schedules.repush import RepushSchedule
 from venice_core.spark import repush_config
 from venice_plugin.timetables import BusinessHoursTimetable
 

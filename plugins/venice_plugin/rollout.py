@@ -55,7 +55,6 @@ from venice_core.errors import ConfigError, RolloutStopped, VeniceError
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta import MetadataStore
 from venice_core.meta.context import metadata
-from venice_core.push_schedule import PushSchedule
 from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.names import (
     FAILURE_XCOM,
@@ -80,6 +79,7 @@ from venice_core.rollout.steps import (
     job_request,
     stop,
 )
+from venice_core.schedules.push import PushSchedule
 from venice_core.spark import repush_config
 from venice_core.spark.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec

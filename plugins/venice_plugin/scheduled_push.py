@@ -1,4 +1,4 @@
-"""A scheduled push's input (`venice store update --push-schedule --push-input`, `venice_core.push_schedule`).
+"""A scheduled push's input (`venice store update --push-schedule --push-input`, `venice_core.schedules.push`).
 
 A scheduled run of a store's rollout DAG has no input in its params: its steps push the store's template rendered
 by Airflow with the run's context (`{{ ds }}`, `{{ logical_date }}`, `{{ data_interval_start }}`, macros: what

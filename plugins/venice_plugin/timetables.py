@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 import pendulum
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction, Timetable
 
-from venice_core.calendar import BusinessCalendar
-from venice_core.schedule import Schedule
+from venice_core.schedules.calendar import BusinessCalendar
+from venice_core.schedules.runs import Schedule
 
 
 class BusinessHoursTimetable(Timetable):

@@ -11,7 +11,7 @@ import duckdb
 from tests.support.platform import PlatformEnv
 from venice_core.controller import da_vinci
 from venice_core.davinci.sql_endpoint import SqlEndpoint
-from venice_core.status import ExecutionStatus
+from venice_core.model.status import ExecutionStatus
 
 
 def test_run_refuses_bad_arguments_with_one_error_line(cli_env: PlatformEnv, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from tests.support.platform import VENICE, PlatformEnv
 from tests.support.reads import eventually
 from tests.support.slow_asker import SlowAsker
 from venice_core.controller import stores
-from venice_core.writer import OnlineWriter
+from venice_core.nearline.writer import OnlineWriter
 
 REGION = "dc-1"
 REFUSED = [  # statement -> what its one error line says

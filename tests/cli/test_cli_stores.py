@@ -13,8 +13,8 @@ from tests.support.platform import PlatformEnv
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import versions
 from venice_core.meta import MetadataStore
+from venice_core.model.status import ExecutionStatus
 from venice_core.pubsub import admin
-from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 V1 = {

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import InMemoryTopics
-from venice_core import writer
+from venice_core.nearline import writer
 from venice_core.pubsub import admin
 
 

@@ -15,11 +15,11 @@ from tests.support.platform import SCHEMAS
 from venice_core.client.routing import format_address
 from venice_core.config import ServerLimits
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
-from venice_core.metrics import PartitionIngestion
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner import partition_for
 from venice_core.server.http import ReadServer, serve
+from venice_core.utils.metrics import PartitionIngestion
 
 STORE = "users"
 REGION = "dc-0"

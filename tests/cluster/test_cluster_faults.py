@@ -16,7 +16,7 @@ from tests.support.reads import wait_for
 from venice_core.controller import stores
 from venice_core.embedded import airflow, kafka, postgres, spark_cluster
 from venice_core.embedded.process import members
-from venice_core.writer import OnlineWriter
+from venice_core.nearline.writer import OnlineWriter
 
 pytestmark = [
     pytest.mark.faults,

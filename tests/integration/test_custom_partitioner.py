@@ -25,12 +25,12 @@ from tests.support.topics import read_partition
 from venice_core.client import ReadClient
 from venice_core.controller import stores
 from venice_core.davinci.client import DaVinciClient
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import MessageType, decode
 from venice_core.protocol.partitioner import KEY_FIELD_PARTITIONER_CLASS, VenicePartitioner, partition_for
 from venice_core.protocol.partitioner_config import PartitionerConfig, PartitionerNotAllowed, load_partitioner
 from venice_core.rollout import local
-from venice_core.writer import OnlineWriter
 
 PARTITIONS = 4
 KEY_SCHEMA = {

@@ -38,12 +38,12 @@ from venice_core.davinci.duckdb_store import (
     RecordTransformer,
 )
 from venice_core.errors import ConfigError, RolloutStopped, StoreNotFound, VeniceError
+from venice_core.model.status import VersionStatus
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.partitioner import partition_for
-from venice_core.status import VersionStatus
 from venice_core.storage.checkpoint import CheckpointStore, PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
-from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
 VALUE = json.loads((Path(__file__).parents[2] / "examples" / "schemas" / "user_value_v1.avsc").read_text())

@@ -24,11 +24,11 @@ from tests.support.topics import read_until
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
 from venice_core.davinci.duckdb_store import DuckDBCheckpointStore
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import MessageType, decode
 from venice_core.storage.checkpoint import PubSubTopicPartition
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
-from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
 KILLS = 10

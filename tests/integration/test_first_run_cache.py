@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from venice_core.cache import ENV_CACHE_DIR, filling
+from venice_core.host.cache import ENV_CACHE_DIR, filling
 
 FETCH = "from venice_core.embedded.kafka import ensure_jars; print(ensure_jars())"
 # Fills an entry the way every cache user does (`filling`, `staging`, rename), recording each fill; says "ready"
@@ -18,7 +18,7 @@ FETCH = "from venice_core.embedded.kafka import ensure_jars; print(ensure_jars()
 FILLER = """
 import sys
 from pathlib import Path
-from venice_core.cache import filling, staging
+from venice_core.host.cache import filling, staging
 entry, log = Path(sys.argv[1]), Path(sys.argv[2])
 print("ready", flush=True)
 with filling(entry):

@@ -14,9 +14,9 @@ from tests.support.reads import eventually, reads_equal
 from tests.support.topics import read_partition
 from venice_core.controller import stores
 from venice_core.embedded import servers
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import MessageType, decode
-from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
 

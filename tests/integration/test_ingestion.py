@@ -12,11 +12,11 @@ from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.ingestion.replication import Replicator
 from venice_core.ingestion.task import PartitionIngestionTask
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import SCHEMA_ID, ControlMessageType
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
 
 

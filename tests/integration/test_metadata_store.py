@@ -16,11 +16,11 @@ from tests.support.topics import InMemoryTopics
 from venice_core.config import load_config
 from venice_core.controller import stores, versions
 from venice_core.errors import IncompatibleSchema, MetadataStoreError, StoreAlreadyExists, StoreNotFound
-from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import Base
+from venice_core.model.hybrid import HybridSettings
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.compression import CompressionStrategy
-from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 V1 = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

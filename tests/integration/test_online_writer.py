@@ -13,6 +13,7 @@ from tests.support.reads import wait_for
 from tests.support.topics import read_partition
 from venice_core.controller import stores
 from venice_core.errors import InvalidRecord
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import chunking, serde
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import (
@@ -26,7 +27,6 @@ from venice_core.protocol.envelope import (
 )
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
-from venice_core.writer import OnlineWriter
 
 PARTITIONS = 2
 

@@ -30,14 +30,14 @@ from venice_core.controller import stores, versions
 from venice_core.embedded import platform, servers
 from venice_core.errors import ComponentError
 from venice_core.meta.models import PartitionLeader, Replica
+from venice_core.model.status import ExecutionStatus, VersionStatus
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus, VersionStatus
-from venice_core.writer import OnlineWriter
 
 REGIONS = ("dc-0", "dc-1")
 INSTANCES = 3

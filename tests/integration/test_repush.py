@@ -18,6 +18,7 @@ from venice_core.controller import stores, versions
 from venice_core.controller.store_description import StoreDescription, VersionDescription
 from venice_core.controller.stores import describe_store
 from venice_core.embedded import servers
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
@@ -27,7 +28,6 @@ from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout import local
 from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
-from venice_core.writer import OnlineWriter
 
 LARGE = 2 * 1024 * 1024  # past the 900 KB chunk size: three chunks and a manifest
 

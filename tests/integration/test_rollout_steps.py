@@ -18,8 +18,8 @@ from venice_core.controller.rollout import Decision, Rollout
 from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, HookInvocationRecord, Version, VersionRegionStatus
+from venice_core.model.status import ExecutionStatus, VersionStatus
 from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs, step
-from venice_core.status import ExecutionStatus, VersionStatus
 
 CREATED = CreatedVersion(1, 1, ["dc-0", "dc-1", "dc-2"], "push-1")
 

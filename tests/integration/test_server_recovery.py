@@ -16,13 +16,13 @@ from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import stores, versions
 from venice_core.embedded import servers
+from venice_core.model.status import ExecutionStatus, VersionStatus
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus, VersionStatus
 
 PARTITIONS = 2
 RECORDS = 20_000

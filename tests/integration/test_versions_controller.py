@@ -18,8 +18,8 @@ from venice_core.controller.store_description import RegionVersions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import RegionCurrentVersion
+from venice_core.model.status import ExecutionStatus, VersionStatus
 from venice_core.pubsub import admin
-from venice_core.status import ExecutionStatus, VersionStatus
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

@@ -25,12 +25,12 @@ from tests.support.topics import read_partition
 from venice_core.client import ReadClient
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
+from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.pubsub.control import read_dictionary
 from venice_core.rollout import local
 from venice_core.spark.repush_tasks import PUT, decode_message
-from venice_core.writer import OnlineWriter
 
 WITH_DICT = CompressionStrategy.ZSTD_WITH_DICT
 

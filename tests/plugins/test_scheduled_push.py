@@ -25,9 +25,9 @@ from tests.support.dag_files import parse_store_dags
 from venice_core.controller import stores
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
-from venice_core.push_schedule import PushSchedule
 from venice_core.rollout.names import push_job_id
 from venice_core.rollout.steps import PushRequest
+from venice_core.schedules.push import PushSchedule
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

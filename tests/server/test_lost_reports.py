@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support.platform import make_platform_env
+from venice_core.model.status import ExecutionStatus
 from venice_core.server import region_server
 from venice_core.server.region_server import RegionServer
-from venice_core.status import ExecutionStatus
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.controller import versions
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.envelope import decode
 from venice_core.rollout.names import rollout_dag_id
-from venice_core.status import ExecutionStatus
 
 PARTITIONS = 4
 RECORDS = 200_000  # a push of the cluster tests (and `make demo-cluster`'s, in them)

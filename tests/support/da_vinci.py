@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from venice_core.controller import da_vinci
 from venice_core.meta import MetadataStore
-from venice_core.status import ExecutionStatus
+from venice_core.model.status import ExecutionStatus
 
 HEARTBEAT_SECONDS = 2.0
 

@@ -11,8 +11,8 @@ from rocksdict import AccessType, Options, Rdict
 
 from venice_core.controller import versions
 from venice_core.meta import MetadataStore
+from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.local import PushFailed
-from venice_core.status import ExecutionStatus
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
 

@@ -11,8 +11,8 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.rollout import Rollout
 from venice_core.meta import MetadataStore
+from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs, step
-from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

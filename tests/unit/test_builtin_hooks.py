@@ -13,7 +13,7 @@ import pytest
 from tests.support.sandbox import free_ports
 from venice_core.hooks import HookContext
 from venice_core.hooks.builtin import HealthCheck, ManualApproval, MinDelayBetweenRegions, SwapWindow
-from venice_core.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
+from venice_core.model.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
 
 
 def ctx(configs: dict[str, str], job_status: JobStatus | None = None, region: str = "dc-1") -> HookContext:

@@ -23,7 +23,7 @@ from venice_core.hooks import StoreLifecycleHooks, builtin
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.hooks.executor import HookExecutor, combine
 from venice_core.hooks.loader import load_hooks
-from venice_core.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
+from venice_core.model.status import ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus
 
 
 def test_every_vip4_function_has_a_harmless_default() -> None:

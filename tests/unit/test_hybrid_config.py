@@ -10,8 +10,8 @@ import pytest
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.meta import MetadataStore
+from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

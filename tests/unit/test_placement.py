@@ -19,8 +19,8 @@ from venice_core.controller.instances import InstanceAlreadyRunning
 from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
+from venice_core.model.status import ExecutionStatus
 from venice_core.orchestration.airflow.rollouts import describe_progress
-from venice_core.status import ExecutionStatus
 
 REGION = "dc-1"
 LEASE = 5.0

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.support.kafka_fakes import FakeMessage
-from venice_core.hybrid import HybridSettings
 from venice_core.ingestion import real_time
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, RealTimeSource
+from venice_core.model.hybrid import HybridSettings
 from venice_core.protocol import chunking
 from venice_core.protocol.div import SegmentState, Validator
 from venice_core.protocol.envelope import (

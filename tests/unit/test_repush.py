@@ -309,7 +309,7 @@ def test_a_ttl_repush_version_replays_nothing_at_or_before_its_cut_off(meta: Met
     """Review finding: a TTL repush of a hybrid store with the day's rewind replayed nearline writes the TTL had
     evicted. Its version records the cut-off: the replay starts after it, and no write stamped at or before it is
     applied (`real_time`'s filter; the stamp is a logical time, which may be older than the write's production)."""
-    from venice_core.hybrid import HybridSettings
+    from venice_core.model.hybrid import HybridSettings
 
     ttl = rc.parse({"source.kafka": "true", "repush.ttl.enable": "true", "repush.ttl.start.timestamp": "5000000"})
     assert rc.replay_after_ms(ttl) == 5_000_000 and rc.replay_after_ms(rc.parse({"source.kafka": "true"})) is None

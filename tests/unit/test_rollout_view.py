@@ -12,9 +12,9 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.names import push_job_id
 from venice_core.rollout.view import Answer, Stop, TaskRun, dag_order, rollout_view
-from venice_core.status import ExecutionStatus
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

@@ -21,6 +21,7 @@ from venice_core.cli.live import LiveView
 from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
+from venice_core.model.status import ExecutionStatus
 from venice_core.orchestration.airflow import rollouts
 from venice_core.orchestration.airflow.api import AirflowRefused
 from venice_core.orchestration.airflow.rollouts import (
@@ -32,7 +33,6 @@ from venice_core.orchestration.airflow.rollouts import (
     RunInFlight,
 )
 from venice_core.rollout.names import ended_in_airflow, push_job_id
-from venice_core.status import ExecutionStatus
 
 RUN = "manual__2026-11-22T10:00:00"
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC).timestamp()

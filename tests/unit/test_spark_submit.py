@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from venice_core import cache
 from venice_core.config import ClusterConfig, SparkStandaloneConfig
 from venice_core.embedded import airflow, spark_cluster
+from venice_core.host import cache
 from venice_core.spark import job_package
 from venice_core.spark.submit import (
     PushJobRequest,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from venice_core.errors import StreamInputError
+from venice_core.nearline.writer import WriterTarget
 from venice_core.protocol.div import deterministic_guid
 from venice_core.spark.kafka_source import next_end, parse_offsets, plan, share
 from venice_core.spark.stream import PANE_FILE, checkpoint_pane
 from venice_core.spark.stream_tasks import BatchSpec, EventMapping, check_rows, event_time, map_event, write_rows
-from venice_core.writer import WriterTarget
 
 USER_VALUE = {
     "type": "record",

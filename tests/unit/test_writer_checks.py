@@ -12,7 +12,7 @@ from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores
 from venice_core.errors import ConfigError, InvalidRecord, NotHybridStore, StoreNotFound
 from venice_core.meta import MetadataStore
-from venice_core.writer import OnlineWriter, RecordEncoder, WriterTarget, resolve_target, write_timestamp
+from venice_core.nearline.writer import OnlineWriter, RecordEncoder, WriterTarget, resolve_target, write_timestamp
 
 V1 = {
     "type": "record",

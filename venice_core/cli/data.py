@@ -17,8 +17,8 @@ from venice_core.config import load_config
 from venice_core.errors import ConfigError, InvalidRecord
 
 if TYPE_CHECKING:
+    from venice_core.nearline.writer import OnlineWriter
     from venice_core.orchestration.airflow.rollouts import FollowView
-    from venice_core.writer import OnlineWriter
 
 
 def push(
@@ -175,7 +175,7 @@ def parse_key(key: str) -> Any:
 def _timestamp(text: str | None) -> int | None:
     if text is None:
         return None
-    from venice_core.writer import write_timestamp
+    from venice_core.nearline.writer import write_timestamp
 
     try:
         number = int(text)
@@ -229,7 +229,7 @@ def delete(
 def _writer(store: str, region: str | None, key: Any, *value: Any) -> OnlineWriter:
     """A writer to the store's real-time topic in the region, once the key (and value) are checked: a record that
     does not fit is refused without reaching Kafka."""
-    from venice_core.writer import OnlineWriter, RecordEncoder, resolve_target
+    from venice_core.nearline.writer import OnlineWriter, RecordEncoder, resolve_target
 
     with metadata() as (config, meta):
         target = resolve_target(store, region, config=config, meta=meta)

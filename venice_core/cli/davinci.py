@@ -11,8 +11,8 @@ from pathlib import Path
 
 import typer
 
-from venice_core import gc_settings
 from venice_core.cli.context import metadata
+from venice_core.host import gc_settings
 
 davinci_app = typer.Typer(
     help="Da Vinci clients: a store's full local copy in DuckDB or RocksDB.", no_args_is_help=True

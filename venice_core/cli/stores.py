@@ -12,12 +12,12 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import placement, stores
 from venice_core.controller.versions import rollback_store
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.meta import MetadataStore
+from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.orchestration.airflow import store_dags
-from venice_core.push_schedule import PushSchedule
-from venice_core.repush_schedule import RepushSchedule
-from venice_core.schedule import Schedule
+from venice_core.schedules.push import PushSchedule
+from venice_core.schedules.repush import RepushSchedule
+from venice_core.schedules.runs import Schedule
 from venice_core.schema import read_schema_file
 
 store_app = typer.Typer(help="Create, inspect, change and delete stores.", no_args_is_help=True)

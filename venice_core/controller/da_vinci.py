@@ -18,7 +18,7 @@ from sqlalchemy import select
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import retry_on_conflict
 from venice_core.meta.models import DaVinciInstance, Version
-from venice_core.status import ExecutionStatus
+from venice_core.model.status import ExecutionStatus
 
 LIVE_SECONDS = 60.0
 

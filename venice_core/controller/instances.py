@@ -27,10 +27,10 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from venice_core.errors import VeniceError
+from venice_core.host.pids import running
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import rows_matched
 from venice_core.meta.models import RegionCoordinator, RegionInstance, Replica
-from venice_core.pids import running
 
 
 class InstanceAlreadyRunning(VeniceError):

@@ -33,8 +33,8 @@ from venice_core.controller.versions import current_versions, hostable_versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.partitioner_config import PartitionerConfig
-from venice_core.status import ExecutionStatus
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import first_asked_at, recorder, settled_answers
 from venice_core.hooks.wait_limit import WaitLimit, wait_limit
 from venice_core.meta import MetadataStore
-from venice_core.status import VersionStatus
+from venice_core.model.status import VersionStatus
 
 DA_VINCI_GATE = F.PRE_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI
 DA_VINCI_STARTED = F.POST_START_OF_STORE_VERSION_INGESTION_FOR_DA_VINCI

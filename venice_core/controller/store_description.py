@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from venice_core.hybrid import HybridSettings
+from venice_core.model.hybrid import HybridSettings
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.protocol.serde import AvroSchemaJson
-from venice_core.push_schedule import PushSchedule
-from venice_core.repush_schedule import RepushSchedule
+from venice_core.schedules.push import PushSchedule
+from venice_core.schedules.repush import RepushSchedule
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from venice_core.hooks.executor import HookExecutor, Outcome
 from venice_core.hooks.loader import load_hooks
 from venice_core.hooks.records import recorder
 from venice_core.hooks.validation import validate_store_hook_configs
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import (
     PartitionStatus,
@@ -38,15 +37,16 @@ from venice_core.meta.models import (
     Version,
     VersionRegionStatus,
 )
+from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
+from venice_core.model.status import HOSTABLE
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig, load_partitioner
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.push_schedule import PushSchedule, check_input_template
-from venice_core.repush_schedule import RepushSchedule, check_ttl
-from venice_core.schedule import Schedule
+from venice_core.schedules.push import PushSchedule, check_input_template
+from venice_core.schedules.repush import RepushSchedule, check_ttl
+from venice_core.schedules.runs import Schedule
 from venice_core.schema import Schema, canonical_json, check_value_schema_compatible, parse_schema
-from venice_core.status import HOSTABLE
 
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,127}")
 DEFAULT_PARTITIONS = 4
@@ -289,16 +289,16 @@ def update_store(
     """Change store settings; they apply to versions created afterwards. Nothing changes if any value is bad.
     Returns the warnings (hook configs set while no hook is configured to read them).
 
-    Hybrid (see `venice_core.hybrid`): a rewind makes the store hybrid (its offset lag threshold defaults to
+    Hybrid (see `venice_core.model.hybrid`): a rewind makes the store hybrid (its offset lag threshold defaults to
     DEFAULT_OFFSET_LAG_THRESHOLD), either setting alone changes a hybrid store's, and `hybrid=False` makes it
     batch-only again. A store that becomes hybrid gets its real-time topic in every region first, so a broker
     that cannot create them changes nothing. Turning hybrid off keeps the topics (as Venice does): the versions
     created while the store was hybrid still ingest them; `delete_store` deletes them. A hybrid store's partition
     count is fixed, as in Venice: its real-time topics have that many partitions.
 
-    Scheduled repush (see `venice_core.repush_schedule`): `repush_schedule` (cron or `daily`) and
+    Scheduled repush (see `venice_core.schedules.repush`): `repush_schedule` (cron or `daily`) and
     `repush_ttl_seconds` set it (both the first time), `repush_calendar` its working hours (`days`, `hours`,
-    `timezone`, `holidays`), `repush=False` turns it off. Scheduled push (see `venice_core.push_schedule`), alike:
+    `timezone`, `holidays`), `repush=False` turns it off. Scheduled push (see `venice_core.schedules.push`), alike:
     `push_schedule` and `push_input` (its template), `push_calendar`, `push=False`.
 
     Partitioner (`partitioner.class`, `partitioner.params`): a class given sets it with the params given (none

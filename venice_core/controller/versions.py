@@ -18,7 +18,6 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import da_vinci, push_jobs
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
-from venice_core.hybrid import HybridSettings
 from venice_core.meta import MetadataStore
 from venice_core.meta.db import retry_on_conflict, rows_matched
 from venice_core.meta.models import (
@@ -31,11 +30,12 @@ from venice_core.meta.models import (
     VersionLifecycle,
     VersionRegionStatus,
 )
+from venice_core.model.hybrid import HybridSettings
+from venice_core.model.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
-from venice_core.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
 
 
 class PushInProgress(VeniceError):
@@ -714,7 +714,7 @@ def versions_to_host(meta: MetadataStore, region: str) -> list[VersionToHost]:
 
 
 def hostable_versions(session: Session, region: str) -> list[VersionToHost]:
-    from venice_core.status import HOSTABLE
+    from venice_core.model.status import HOSTABLE
 
     rows = session.execute(
         select(

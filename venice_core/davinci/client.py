@@ -45,11 +45,11 @@ from venice_core.errors import ConfigError, VeniceError
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub import admin
-from venice_core.status import ExecutionStatus
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 

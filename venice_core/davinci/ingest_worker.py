@@ -153,9 +153,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the client, which stops its workers itself
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 
-    from venice_core import gc_settings
+    from venice_core.host import gc_settings
     from venice_core.ingestion.task import PartitionIngestionTask
-    from venice_core.status import ExecutionStatus
+    from venice_core.model.status import ExecutionStatus
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s ingest worker %(message)s")
     logging.getLogger("venice_core.kafka").setLevel(logging.ERROR)  # librdkafka's retries: the client logs its own

@@ -46,11 +46,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from venice_core.cache import cache_dir, clear_staging, filling, staging
 from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, embedded_postgres_url, process_env
 from venice_core.embedded import postgres
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
+from venice_core.host.cache import cache_dir, clear_staging, filling, staging
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_SECONDS = 240.0

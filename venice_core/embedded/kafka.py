@@ -26,8 +26,8 @@ from pathlib import Path
 from venice_core.config import ClusterConfig
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.maven import fetch_jars
-from venice_core.programs import require_program
+from venice_core.host.maven import fetch_jars
+from venice_core.host.programs import require_program
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 START_TIMEOUT_SECONDS = 90.0

@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from venice_core.cache import filling, staging
 from venice_core.config import ClusterConfig, embedded_postgres_url
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, MissingDependency
-from venice_core.programs import require_program
+from venice_core.host.cache import filling, staging
+from venice_core.host.programs import require_program
 
 ROLE = "venice"
 DATABASES = ("venice", "airflow")  # the metadata store's, Airflow's

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from venice_core.errors import ComponentError
-from venice_core.pids import running
+from venice_core.host.pids import running
 
 
 def members(leader: int) -> list[int]:

@@ -13,7 +13,7 @@ import socket
 from venice_core.config import ClusterConfig
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError
-from venice_core.programs import require_program
+from venice_core.host.programs import require_program
 
 HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 30.0

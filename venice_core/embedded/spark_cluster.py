@@ -30,7 +30,7 @@ from venice_core.config import (
 )
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
-from venice_core.programs import require_program
+from venice_core.host.programs import require_program
 from venice_core.spark.python_path import spark_home
 
 MASTER = "spark-master"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeAlias
 
-from venice_core.status import JobStatus
+from venice_core.model.status import JobStatus
 
 
 class StoreLifecycleEventOutcome(StrEnum):

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar, overload
 
-from venice_core.calendar import BusinessCalendar, parse_days, parse_holiday, parse_hours, parse_zone
 from venice_core.hooks.api import (
     HookContext,
     StoreAnswer,
@@ -45,6 +44,7 @@ from venice_core.hooks.api import (
     StoreVersionLifecycleEventOutcome,
     VersionAnswer,
 )
+from venice_core.schedules.calendar import BusinessCalendar, parse_days, parse_holiday, parse_hours, parse_zone
 
 PROCEED = StoreVersionLifecycleEventOutcome.PROCEED
 WAIT = StoreVersionLifecycleEventOutcome.WAIT

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from venice_core.class_paths import import_class
 from venice_core.config import HOOKS, HookSettings
 from venice_core.errors import ConfigError
 from venice_core.hooks.api import StoreLifecycleHooks
+from venice_core.utils.class_paths import import_class
 
 
 def load_class(class_path: str) -> type[StoreLifecycleHooks]:

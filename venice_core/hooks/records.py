@@ -12,7 +12,7 @@ from venice_core.hooks.api import HookContext
 from venice_core.hooks.executor import HookInvocation, Outcome, Recorder, combine
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
-from venice_core.metrics import render
+from venice_core.utils.metrics import render
 
 
 def recorder(meta: MetadataStore, push_job_id: str | None = None) -> Recorder:

@@ -30,7 +30,6 @@ from typing import Any, Generic
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from venice_core.hybrid import HybridSettings
 from venice_core.ingestion.committer import Committer, MissingChunk
 from venice_core.ingestion.conflict import encode_stamp
 from venice_core.ingestion.messages import (
@@ -40,6 +39,8 @@ from venice_core.ingestion.messages import (
     message_source,
     skip_consumer_error,
 )
+from venice_core.model.hybrid import HybridSettings
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol import chunking
 from venice_core.protocol.div import DataIntegrityError, Validator
 from venice_core.protocol.envelope import (
@@ -56,7 +57,6 @@ from venice_core.protocol.envelope import (
 )
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.status import ExecutionStatus
 from venice_core.storage.api import Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, RealTimeCheckpoint
 

@@ -26,10 +26,10 @@ from venice_core.ingestion.batch_phase import BatchPhase
 from venice_core.ingestion.messages import MessageSource, message_source
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, Reporter
 from venice_core.ingestion.stats import IngestionStats
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.div import DataIntegrityError
 from venice_core.protocol.envelope import ProtocolError
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
-from venice_core.status import ExecutionStatus
 from venice_core.storage.api import Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 

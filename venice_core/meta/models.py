@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from venice_core.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
+from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.protocol.partitioner_config import PartitionerConfig
-from venice_core.push_schedule import PushSchedule
-from venice_core.repush_schedule import RepushSchedule
+from venice_core.schedules.push import PushSchedule
+from venice_core.schedules.repush import RepushSchedule
 
 
 def now() -> float:
@@ -36,12 +36,12 @@ class Store(Base):
     versions_to_preserve: Mapped[int] = mapped_column(Integer, default=2)
     hook_configs: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     largest_used_version: Mapped[int] = mapped_column(Integer, default=0)
-    # Hybrid (nearline writes through real-time topics) when the rewind is set; see `venice_core.hybrid`.
+    # Hybrid (nearline writes through real-time topics) when the rewind is set; see `venice_core.model.hybrid`.
     hybrid_rewind_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     hybrid_offset_lag_threshold: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # A scheduled repush (`venice_core.repush_schedule`); NULL: none.
+    # A scheduled repush (`venice_core.schedules.repush`); NULL: none.
     repush_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # A scheduled push (`venice_core.push_schedule`); NULL: none.
+    # A scheduled push (`venice_core.schedules.push`); NULL: none.
     push_schedule: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Replicas of every partition in each region (None: min(2, the region's instances)).
     replication_factor: Mapped[int | None] = mapped_column(Integer, nullable=True)

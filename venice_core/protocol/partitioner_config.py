@@ -14,7 +14,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from venice_core.class_paths import import_class
 from venice_core.config import PARTITIONER_CLASSES
 from venice_core.errors import ConfigError
 from venice_core.protocol.partitioner import (
@@ -24,6 +23,7 @@ from venice_core.protocol.partitioner import (
     VenicePartitioner,
 )
 from venice_core.protocol.serde import AvroSchemaJson
+from venice_core.utils.class_paths import import_class
 
 
 class PartitionerNotAllowed(ConfigError):

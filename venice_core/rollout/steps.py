@@ -27,6 +27,7 @@ from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, Ven
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
 from venice_core.hooks.executor import Outcome
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.rollout import compression_dictionary
@@ -37,7 +38,6 @@ from venice_core.spark.input_files import check_readable, read_input_schema
 from venice_core.spark.input_schema import input_value, match_value_schema
 from venice_core.spark.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
-from venice_core.status import ExecutionStatus
 
 INGESTION_TIMEOUT_SECONDS = 3600
 WAITING_SAID_EVERY_SECONDS = 30.0

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from venice_core.push_schedule import PushSchedule
-from venice_core.repush_schedule import RepushSchedule
 from venice_core.rollout.names import repush_dag_id, rollout_dag_id
+from venice_core.schedules.push import PushSchedule
+from venice_core.schedules.repush import RepushSchedule
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord, RegionCurrentVersion, Version
+from venice_core.model.status import VersionStatus
 from venice_core.rollout.airflow_states import ENDED, NEVER_RAN, NOT_RUN, AirflowState
 from venice_core.rollout.names import push_job_id, region_group
-from venice_core.status import VersionStatus
 
 DECISIONS = ("abort", "rollback")  # a task named with one of these applies a hook's decision (a branch's target)
 

@@ -53,9 +53,9 @@ import uvloop
 
 from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
-from venice_core.metrics import LatencySummary, PartitionIngestion, render, render_summary
 from venice_core.protocol import batch_get, compression
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.utils.metrics import LatencySummary, PartitionIngestion, render, render_summary
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"

@@ -25,24 +25,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from venice_core import gc_settings
 from venice_core.config import ClusterConfig
 from venice_core.controller import instances, placement
 from venice_core.controller import versions as controller
 from venice_core.controller.placement import Assignment, PartitionKey, RoutingTable
 from venice_core.errors import NoCurrentVersion, StoreNotFound, VeniceError
+from venice_core.host import gc_settings
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
 from venice_core.ingestion.replication import Replicator
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
-from venice_core.metrics import PartitionIngestion
+from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub.control import read_start_of_push, start_of_push_dictionary
 from venice_core.server.http import serve
-from venice_core.status import ExecutionStatus
 from venice_core.storage.rocksdb import PartitionStorage
+from venice_core.utils.metrics import PartitionIngestion
 
 log = logging.getLogger(__name__)
 SYNC_INTERVAL_SECONDS = 1.0

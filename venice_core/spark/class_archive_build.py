@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from venice_core.cache import filling, staging
+from venice_core.host.cache import filling, staging
 from venice_core.spark.class_archive import archive_path, usable_archive
 from venice_core.spark.submit import DEFAULT_SPARK_CONFS, DRIVER_JAVA_OPTIONS, SparkJobSpec
 

@@ -14,10 +14,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from venice_core.cache import cache_dir, filling, staging
 from venice_core.errors import ComponentError
-from venice_core.maven import fetch_jars
-from venice_core.programs import require_program
+from venice_core.host.cache import cache_dir, filling, staging
+from venice_core.host.maven import fetch_jars
+from venice_core.host.programs import require_program
 from venice_core.spark.python_path import spark_home
 
 POM = Path(__file__).with_name("spark-extra-pom.xml")

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import venice_core
-from venice_core import cache
+from venice_core.host import cache
 
 PACKAGE_DIR = Path(venice_core.__file__).resolve().parent
 SKIPPED_DIRS = frozenset({"__pycache__"})

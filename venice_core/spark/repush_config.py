@@ -29,7 +29,7 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.pubsub import admin
 from venice_core.pubsub.offsets import parse_partition_offsets
-from venice_core.repush_schedule import RepushDecision, decide
+from venice_core.schedules.repush import RepushDecision, decide
 
 SOURCE_KAFKA = "source.kafka"
 KAFKA_INPUT_TOPIC = "kafka.input.topic"

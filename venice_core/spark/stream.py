@@ -31,6 +31,7 @@ from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import drain, streams
 from venice_core.errors import StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.nearline.writer import resolve_target
 from venice_core.pubsub import admin
 from venice_core.spark import drain_resume
 from venice_core.spark.checkpoint_log import batch_end_offsets, source_offsets
@@ -54,7 +55,6 @@ from venice_core.spark.stream_tasks import (
     write_batches,
 )
 from venice_core.spark.stream_transforms import TransformSpec
-from venice_core.writer import resolve_target
 
 MARKER = "StreamInputError: "
 # Fault injection for the recovery test (see `BatchSpec.hang_after`); spark-submit passes on only `spark.*`.

@@ -1,7 +1,7 @@
 """What the streaming job runs on the executors: map each source event (a JSON object) to a store write, check a
 whole micro-batch before any of it is written, and write it through the nearline writer with a producer identity
-derived from the batch. The executors check and write with the nearline writer's own code (`venice_core.writer`),
-from a target the driver resolved: they never open the metadata store.
+derived from the batch. The executors check and write with the nearline writer's own code
+(`venice_core.nearline.writer`), from a target the driver resolved: they never open the metadata store.
 
 An event maps to `put(key, value, timestamp)`:
 - key: the event's `key_field`, which must fit the store's key schema;
@@ -32,8 +32,8 @@ from functools import cached_property
 from typing import Any, NamedTuple, Protocol
 
 from venice_core.errors import InvalidRecord, StreamInputError
+from venice_core.nearline.writer import OnlineWriter, RecordEncoder, WriterTarget, write_timestamp
 from venice_core.protocol.div import deterministic_guid
-from venice_core.writer import OnlineWriter, RecordEncoder, WriterTarget, write_timestamp
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def check_rows(rows: Iterable[Any], mapping: EventMapping) -> PartitionSummary:
 
 
 class NearlineWriter(Protocol):
-    """What the job needs of `venice_core.writer.OnlineWriter`."""
+    """What the job needs of `venice_core.nearline.writer.OnlineWriter`."""
 
     def put(self, key: Any, value: Any, timestamp: int | None = None) -> object: ...
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from venice_core.errors import ConfigError
+from venice_core.nearline.writer import WriterTarget
 from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_OFFSET
 from venice_core.spark.stream_tasks import EventMapping
-from venice_core.writer import WriterTarget
 
 MAP, WINDOW_COUNT, WINDOW_COUNT_V2 = "map", "window_count", "window_count_v2"
 TRANSFORMS = (MAP, WINDOW_COUNT, WINDOW_COUNT_V2)

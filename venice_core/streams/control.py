@@ -21,9 +21,9 @@ from venice_core.controller import streams
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.nearline.writer import resolve_target
 from venice_core.spark.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest, master_of, master_unreachable, stream_job_spec, submit_env
-from venice_core.writer import resolve_target
 
 START_TIMEOUT_SECONDS = 180.0
 

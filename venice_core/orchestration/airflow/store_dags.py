@@ -23,12 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from venice_core.cache import staging
 from venice_core.config import ClusterConfig
 from venice_core.controller.store_description import StoreSettings
 from venice_core.controller.stores import all_store_settings, check_name, store_settings
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, StoreNotFound
+from venice_core.host.cache import staging
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import REPUSH_DAG_PREFIX, ROLLOUT_DAG_PREFIX, repush_dag_id, rollout_dag_id

@@ -1,6 +1,6 @@
 """A store's scheduled push: `venice store update --push-schedule CRON|daily --push-input TEMPLATE`.
 
-- When: a `venice_core.schedule.Schedule` (a cron or `daily`, only inside the working-hours calendar): the store's
+- When: a `venice_core.schedules.runs.Schedule` (a cron or `daily`, only inside the working-hours calendar): the store's
   rollout DAG, `venice_push__<store>`, runs on the plugin's `BusinessHoursTimetable` instead of only when
   triggered.
 - `input_template`: the input of a scheduled run, a Jinja template that Airflow renders with the run's context
@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from venice_core.errors import ConfigError
-from venice_core.schedule import Schedule
+from venice_core.schedules.runs import Schedule
 
 EXAMPLE = "'/data/users/{{ ds }}/'"
 

@@ -9,9 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from venice_core.cache import cache_dir, filling, staging
 from venice_core.errors import ComponentError
-from venice_core.programs import require_program
+from venice_core.host.cache import cache_dir, filling, staging
+from venice_core.host.programs import require_program
 
 COMPLETE = ".complete"
 

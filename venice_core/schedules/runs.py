@@ -1,5 +1,5 @@
-"""A store's schedule on working hours, what its scheduled repush (`venice_core.repush_schedule`) and its scheduled
-push (`venice_core.push_schedule`) share:
+"""A store's schedule on working hours, what its scheduled repush (`venice_core.schedules.repush`) and its scheduled
+push (`venice_core.schedules.push`) share:
 
 - `cron`: when it runs, a five-field cron expression in the calendar's time zone, or `daily` (once each working
   day, at opening);
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
-from venice_core.calendar import BusinessCalendar
 from venice_core.errors import ConfigError
+from venice_core.schedules.calendar import BusinessCalendar
 
 DAILY = "daily"
 DEFAULT_DAYS, DEFAULT_HOURS, DEFAULT_TIMEZONE = "mon-fri", "9-17", "UTC"

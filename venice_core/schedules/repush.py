@@ -1,6 +1,6 @@
 """A store's scheduled repush (Venice's log compaction): `venice store update --repush-schedule --repush-ttl`.
 
-- When: a `venice_core.schedule.Schedule` (a cron or `daily`, only inside the working-hours calendar): the
+- When: a `venice_core.schedules.runs.Schedule` (a cron or `daily`, only inside the working-hours calendar): the
   `venice_repush__<store>` DAG runs on the plugin's `BusinessHoursTimetable`.
 - `ttl_seconds`: the threshold. A run repushes only when the store's current version (the newest one a region
   serves) was created more than `ttl_seconds` ago, and skips while it is fresher. For a hybrid store the repush is
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from venice_core.errors import ConfigError
-from venice_core.schedule import Schedule
+from venice_core.schedules.runs import Schedule
 
 MAX_TTL_SECONDS = 2**31 - 1
 
