@@ -19,7 +19,8 @@ from tests.support import sandbox
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
-from venice_core.config import DEFAULTS, SPARK_MASTER, ClusterConfig
+from venice_core.config import DEFAULTS, ClusterConfig
+from venice_core.config.keys import SPARK_MASTER
 from venice_core.embedded import platform
 from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore

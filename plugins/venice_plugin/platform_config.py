@@ -9,17 +9,17 @@ import os
 
 from airflow.sdk import conf
 
-from venice_core.config import ENV_CONFIG, ENV_HOME
+from venice_core.config import ENV_CONFIG, ENV_DATA_DIR
 from venice_core.embedded.airflow import PLATFORM_SECTION
 
 
 def use_platform_config() -> None:
-    """Set $VENICE_CONFIG and $VENICE_HOME as the platform's components have them, from the Airflow home's
+    """Set $VENICE_CONFIG and $VENICE__DATA_DIR as the platform's components have them, from the Airflow home's
     config; nothing when it names none (a home the platform did not write)."""
-    home = conf.get(PLATFORM_SECTION, ENV_HOME.lower(), fallback="")
+    home = conf.get(PLATFORM_SECTION, ENV_DATA_DIR.lower(), fallback="")
     if not home:
         return
-    os.environ[ENV_HOME] = home
+    os.environ[ENV_DATA_DIR] = home
     config = conf.get(PLATFORM_SECTION, ENV_CONFIG.lower(), fallback="")
     if config:
         os.environ[ENV_CONFIG] = config

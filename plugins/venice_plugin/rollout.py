@@ -96,7 +96,7 @@ SPARK_STEP = next(s.name for s in STEPS if s.kind is StepKind.SPARK)
 
 
 def result_file(config: ClusterConfig, job_id: str) -> Path:
-    return config.home / "push-results" / f"{job_id}.json"
+    return config.data_dir / "push-results" / f"{job_id}.json"
 
 
 def _request(store: str, context: dict[str, Any]) -> PushRequest:
@@ -477,8 +477,8 @@ def build_rollout_dag(
         on_failure_callback=finish_failed_run,
         default_args={
             "on_failure_callback": end_push_at_failed_step,
-            "retries": config.step_retries,
-            "retry_delay": timedelta(seconds=config.step_retry_delay_seconds),
+            "retries": config.rollout.step_retries,
+            "retry_delay": timedelta(seconds=config.rollout.step_retry_delay_seconds),
         },
         params={
             "source": form_param(

@@ -59,7 +59,7 @@ def test_start_refuses_with_one_error_line_and_records_nothing(cli_env: Platform
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], err
     assert streams.find_pipeline(cli_env.meta, name) is None
-    assert not (cli_env.config.home / "streams" / name).exists()
+    assert not (cli_env.config.data_dir / "streams" / name).exists()
 
 
 def test_a_new_pipeline_needs_its_store_source_and_key(cli_env: PlatformEnv) -> None:

@@ -78,7 +78,7 @@ def _write_nearline(env: PlatformEnv, store: str, count: int) -> dict[str, dict]
 def _shipped_package_on_executor_path(env: PlatformEnv) -> bool:
     """A Python process under a Spark worker (an executor's daemon or worker) has the zip of `venice_core` the job
     shipped first on its path (`PYTHONPATH`: ahead of the venv's own copy)."""
-    for n in range(env.config.spark_standalone.workers):
+    for n in range(env.config.spark.workers):
         leader = spark_cluster.worker_process(env.config, n).pid()
         for pid in members(leader) if leader is not None else []:
             try:
@@ -108,7 +108,7 @@ def test_a_spark_worker_killed_mid_job_has_its_tasks_rescheduled(
     push.finish()
     assert_exact(cluster, store, expected)
     cluster.venice("up", check=True, timeout=300)
-    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark_standalone.workers
+    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark.workers
 
 
 def _celery_worker_running(env: PlatformEnv, pattern: str) -> Any:

@@ -49,7 +49,7 @@ def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster
     assert "version 1 of 'demo_users' is serving in every region" in demo.stdout, demo.stdout
     for region in config.region_names:  # the demo's reads, a key of each end and the middle, in every region
         assert len(re.findall(rf"^{region} user-\d{{9}}: {{", demo.stdout, re.M)) == 3, demo.stdout
-    assert_exact(cluster, store, expected_records(config.home / "demo-data" / f"users-{RECORDS}"))
+    assert_exact(cluster, store, expected_records(config.data_dir / "demo-data" / f"users-{RECORDS}"))
     # `venice status`: every process of the profile healthy (Airflow's API server, scheduler and DAG processors on
     # one line, `airflow`; its triggerer and each Celery worker on one of their own).
     status = cluster.venice("status")
@@ -62,11 +62,11 @@ def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster
     assert [app["state"] for app in apps["completedapps"] if app["name"].startswith(f"venice-push-{store}-")] == [
         "FINISHED"
     ], apps
-    assert len([w for w in apps["workers"] if w["state"] == "ALIVE"]) == config.spark_standalone.workers
+    assert len([w for w in apps["workers"] if w["state"] == "ALIVE"]) == config.spark.workers
     # Every task of the run ran on a Celery worker (a task's host names its worker's Celery node), both took some.
     hosts = task_hosts(cluster, store)
     assert hosts and all(host.startswith("venice-worker-") for host in hosts.values()), hosts
-    assert len({host.split("@")[0] for host in hosts.values()}) == config.airflow_celery_workers, hosts
+    assert len({host.split("@")[0] for host in hosts.values()}) == config.airflow.celery_workers, hosts
     # Topics: replication factor 3, min.insync.replicas 2, partitions spread over the brokers.
     source = config.region(config.source_region)
     topic = source.version_topic(store, 1)

@@ -167,7 +167,9 @@ def test_bad_input_is_one_clear_error_and_creates_nothing(platform_env: Platform
     a_file.write_text("")
     with pytest.raises(ConfigError, match="base dir .* cannot be created"):
         start(store, a_file / "below")
-    elsewhere = dataclasses.replace(env.config, server_port_base=free_ports(1, block=3)[0])  # nothing listens there
+    elsewhere = dataclasses.replace(
+        env.config, server=dataclasses.replace(env.config.server, port_base=free_ports(1, block=3)[0])
+    )  # nothing listens there
     with pytest.raises(RegionServerUnreachable, match="region server of dc-1 .* is unreachable"):
         start(store, tmp_path / "no-server", config=elsewhere)
     array_key = json.dumps(

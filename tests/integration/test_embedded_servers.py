@@ -67,7 +67,7 @@ def test_postgres_starts_with_its_databases_restarts_and_recovers_from_a_crash(c
     first_start = time.monotonic() - started
     assert "created venice, airflow" in line, line
     assert first_start < 20, first_start  # initdb and a start: about a second on two idle cores
-    assert postgres.is_healthy(config) and (config.home / "postgres" / "PG_VERSION").exists()
+    assert postgres.is_healthy(config) and (config.data_dir / "postgres" / "PG_VERSION").exists()
     _count(config, "venice", "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1); SELECT 1")
     assert postgres.start(config).startswith("postgres is already running")
 
@@ -92,10 +92,10 @@ def test_postgres_starts_with_its_databases_restarts_and_recovers_from_a_crash(c
 def test_postgres_in_a_home_its_user_can_reach_runs_as_that_user(config: ClusterConfig) -> None:
     """A home every folder above which is searchable (/tmp's): as root, the server runs as the `postgres` user (as
     Debian runs it), its data dir that user's."""
-    config.home.parent.chmod(0o755)
+    config.data_dir.parent.chmod(0o755)
     postgres.start(config)
     assert postgres.is_healthy(config)
-    owner = (config.home / "postgres").stat().st_uid
+    owner = (config.data_dir / "postgres").stat().st_uid
     assert owner == (pwd.getpwnam("postgres").pw_uid if os.geteuid() == 0 else os.geteuid())
 
 

@@ -108,7 +108,7 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
 
         # dc-1 killed during real-time ingestion, several times: it resumes from its checkpoint with exactly the
         # writes (none lost; none applied twice: every write here wins, so the applied count is the write count).
-        dc1 = config.home / "regions" / "dc-1" / f"{store}_v2"
+        dc1 = config.data_dir / "regions" / "dc-1" / f"{store}_v2"
         applied_before = _applied(dc1)
         for _round in range(3):
             applied = _applied(dc1)

@@ -63,10 +63,10 @@ def test_storage_formats_with_a_cluster_id_starting_with_a_dash(tmp_path) -> Non
     """Regression: a random base64 cluster id starts with '-' one time in 64."""
     from venice_core.config import load_config
 
-    config = load_config({"VENICE_HOME": str(tmp_path)})
+    config = load_config({"VENICE__DATA_DIR": str(tmp_path)})
     props = tmp_path / "server.properties"
     props.write_text(
-        kafka.server_properties(config).replace(str(config.home / "kafka" / "data"), str(tmp_path / "data"))
+        kafka.server_properties(config).replace(str(config.data_dir / "kafka" / "data"), str(tmp_path / "data"))
     )
     log4j = tmp_path / "log4j2.properties"
     log4j.write_text(kafka.LOG4J2_PROPERTIES.format(log_dir=tmp_path))

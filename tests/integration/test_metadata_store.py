@@ -45,7 +45,7 @@ def meta(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataSto
 
 @pytest.fixture
 def config(tmp_path: Path):
-    return load_config({"VENICE_HOME": str(tmp_path)})
+    return load_config({"VENICE__DATA_DIR": str(tmp_path)})
 
 
 def test_migrations_match_the_models(meta: MetadataStore) -> None:

@@ -154,7 +154,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
 
         # Repair: dc-2 loses its storage while its server is down; every region is rebuilt from dc-1's copy.
         servers.process(config, "dc-2").kill()
-        shutil.rmtree(config.home / "regions" / "dc-2" / f"{store}_v1")
+        shutil.rmtree(config.data_dir / "regions" / "dc-2" / f"{store}_v1")
         servers.start(config, "dc-2")
         lines: list[str] = []
         repair = {"kafka.input.fabric": "dc-1", "kafka.input.max.records.per.mapper": "20"}

@@ -56,7 +56,7 @@ def test_sigkill_mid_ingestion_resumes_with_exact_data(platform_env: PlatformEnv
             writer.put(key_bytes, value_bytes, 1, partition=p)
         writer.flush()
 
-    dc1 = config.home / "regions" / "dc-1" / f"{store}_v1"
+    dc1 = config.data_dir / "regions" / "dc-1" / f"{store}_v1"
     checkpoints = lambda: [read_checkpoint(dc1 / f"p{p}") for p in range(PARTITIONS)]  # noqa: E731
     wait_for(
         "dc-1 checkpointing the first half of every partition",

@@ -31,7 +31,7 @@ def platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
     (`$VENICE_CONFIG`), outside any task's parsing context: the DAG files parsed as the dag-processor does."""
     env = make_platform_env(tmp_path / "home")
     monkeypatch.setenv("VENICE_CONFIG", str(env.properties))
-    monkeypatch.delenv("VENICE_HOME", raising=False)
+    monkeypatch.delenv("VENICE__DATA_DIR", raising=False)
     monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
     meta = MetadataStore(env.config.metadata_db_url)
     meta.migrate()

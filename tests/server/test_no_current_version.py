@@ -34,7 +34,7 @@ def region(tmp_path) -> Iterator[tuple[PlatformEnv, int]]:
     server = RegionServer(config, "dc-0")
     server.sync_once()
     port = config.server_port("dc-0")
-    http = serve(server, "127.0.0.1", port, config.server_limits)
+    http = serve(server, "127.0.0.1", port, config.server.limits)
     try:
         yield env, port
     finally:

@@ -23,7 +23,7 @@ V2 = {f"v2-{i:03d}": {"name": f"m{i}", "age": i, "score": -i / 2, "city": "Züri
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadClient]:
     region = seeded_region(tmp_path_factory.mktemp("region") / "home", STORE, {1: V1, 2: V2})
-    http = serve(region, "127.0.0.1", 0, region.config.server_limits)
+    http = serve(region, "127.0.0.1", 0, region.config.server.limits)
     route_to(region, STORE, http.server_address[:2])
     reader = ReadClient(*http.server_address[:2])
     try:

@@ -83,7 +83,7 @@ def assert_exact(env: PlatformEnv, store: str, expected: dict[str, dict], number
 
 
 def master_apps(env: PlatformEnv) -> dict[str, Any]:
-    port = env.config.spark_standalone.ui_port
+    port = env.config.spark.ui_port
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as response:
         return json.load(response)
 
@@ -91,7 +91,7 @@ def master_apps(env: PlatformEnv) -> dict[str, Any]:
 def task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
     """Where each task of the store's runs that ran, ran (`hostname`: the Celery worker's node), from Airflow's
     database."""
-    url = env.config.airflow_db_url
+    url = env.config.airflow.db_url
     assert url is not None
     engine = sqlalchemy.create_engine(url)
     try:

@@ -27,7 +27,7 @@ def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[in
 
 
 def airflow_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
-    ports = [config.airflow_port, config.airflow_port + 1]  # the API, a log server (the scheduler starts none)
+    ports = [config.airflow.port, config.airflow.port + 1]  # the API, a log server (the scheduler starts none)
     return airflow.processes(config), ports, [f"AIRFLOW_HOME={airflow.home(config)}"]
 
 

@@ -123,7 +123,7 @@ TEST_BROKER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 def make_platform_env(home: Path, extra: dict[str, str] | None = None) -> PlatformEnv:
     properties = write_sandbox_config(home, {"kafka.embedded.jvm.options": TEST_BROKER_JVM_OPTIONS, **(extra or {})})
     env = {**os.environ, "VENICE_CONFIG": str(properties)}
-    env.pop("VENICE_HOME", None)
+    env.pop("VENICE__DATA_DIR", None)
     return PlatformEnv(home=home, properties=properties, env=env)
 
 

@@ -15,14 +15,14 @@ import pytest
 
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv
-from venice_core.config import ENV_CONFIG, ENV_HOME, ENV_PROFILE, ClusterConfig, profile_path
+from venice_core.config import ENV_CONFIG, ENV_DATA_DIR, ENV_PROFILE, ClusterConfig, profile_path
 from venice_core.embedded import platform
 from venice_core.host.cache import ENV_CACHE_DIR, cache_dir
 
 REPO = Path(__file__).parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 # What this process's environment must not pass on: a profile is chosen by name alone.
-CHOICES = (ENV_CONFIG, ENV_PROFILE, ENV_HOME)
+CHOICES = (ENV_CONFIG, ENV_PROFILE, ENV_DATA_DIR)
 
 
 @contextmanager

@@ -83,7 +83,7 @@ def test_a_worker_names_itself_as_the_host_of_its_tasks(monkeypatch: pytest.Monk
 
 def test_an_airflow_db_url_of_another_server_is_used_as_it_is(cluster: ClusterConfig) -> None:
     url = "postgresql+psycopg2://airflow:secret@db.example:5432/airflow"
-    config = dataclasses.replace(cluster, airflow_db_url=url)
+    config = dataclasses.replace(cluster, airflow=dataclasses.replace(cluster.airflow, db_url=url))
     assert airflow.settings(config)[("database", "sql_alchemy_conn")] == url
     assert airflow.settings(config)[("celery", "result_backend")] == f"db+{url}"
     assert airflow._embedded_database(config) is None  # migrated by `airflow db migrate`, no dump of it

@@ -88,7 +88,9 @@ def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         env = make_platform_env(tmp_path / "home")
-        config = dataclasses.replace(env.config, airflow_port=server.server_address[1])
+        config = dataclasses.replace(
+            env.config, airflow=dataclasses.replace(env.config.airflow, port=server.server_address[1])
+        )
         airflow._write_config(config)
         api = AirflowApi(config)
         api.request_parse("venice_streams.py")
@@ -104,7 +106,8 @@ def test_the_stores_dag_files_have_a_bundle_and_a_dag_processor_of_their_own(tmp
     one for dags/ and the users' folder, with Airflow's defaults (it sees an edit by its modification time)."""
     users = tmp_path / "my-dags"
     users.mkdir()
-    config = dataclasses.replace(make_platform_env(tmp_path / "home").config, airflow_user_dags=users)
+    base = make_platform_env(tmp_path / "home").config
+    config = dataclasses.replace(base, airflow=dataclasses.replace(base.airflow, user_dags=users))
     bundles = {b["name"]: b["kwargs"] for b in json.loads(airflow.settings(config)[airflow.BUNDLES_SETTING])}
     assert bundles == {
         "dags-folder": {},

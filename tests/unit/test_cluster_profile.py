@@ -94,15 +94,15 @@ def test_the_effective_settings_agree(profile: ClusterConfig, compose_config: Cl
         assert ports(theirs.kafka_bootstrap) == ports(profile.kafka.bootstrap)
         assert (theirs.replication_factor, theirs.min_insync_replicas) == (3, 2)
         assert (region.replication_factor, region.min_insync_replicas) == (3, 2)
-    assert ports(compose_config.spark_master) == ports(profile.spark_master)
-    assert compose_config.airflow_executor == profile.airflow_executor == "CeleryExecutor"
-    assert compose_config.airflow_celery_workers == profile.airflow_celery_workers
-    assert compose_config.airflow_triggerer and profile.airflow_triggerer
-    assert compose_config.airflow_port == profile.airflow_port
+    assert ports(compose_config.spark.master) == ports(profile.spark.master)
+    assert compose_config.airflow.executor == profile.airflow.executor == "CeleryExecutor"
+    assert compose_config.airflow.celery_workers == profile.airflow.celery_workers
+    assert compose_config.airflow.triggerer and profile.airflow.triggerer
+    assert compose_config.airflow.port == profile.airflow.port
     assert ports(compose_config.metadata_db_url) == ports(profile.metadata_db_url) == [profile.postgres.port]
-    assert compose_config.airflow_db_url and profile.airflow_db_url
-    assert ports(compose_config.airflow_db_url) == ports(profile.airflow_db_url)
-    assert ports(compose_config.airflow_celery_broker_url) == ports(profile.airflow_celery_broker_url)
+    assert compose_config.airflow.db_url and profile.airflow.db_url
+    assert ports(compose_config.airflow.db_url) == ports(profile.airflow.db_url)
+    assert ports(compose_config.airflow.celery_broker_url) == ports(profile.airflow.celery_broker_url)
 
 
 def test_the_services_run_with_the_profile_settings(profile: ClusterConfig) -> None:
@@ -116,14 +116,14 @@ def test_the_services_run_with_the_profile_settings(profile: ClusterConfig) -> N
         assert [int(p) for p in re.findall(r":(\d+)", voters)] == [
             profile.kafka.node_controller_port(n) for n in range(profile.kafka.brokers)
         ]
-    for n in range(profile.spark_standalone.workers):
+    for n in range(profile.spark.workers):
         command = SERVICES[f"spark-worker-{n}"]["command"]
         cores, memory = command[command.index("--cores") + 1], command[command.index("--memory") + 1]
-        assert (int(cores), memory) == (profile.spark_standalone.worker_cores, profile.spark_standalone.worker_memory)
+        assert (int(cores), memory) == (profile.spark.worker_cores, profile.spark.worker_memory)
     airflow_env = SERVICES["airflow-scheduler"]["environment"]
-    assert airflow_env["AIRFLOW__CORE__EXECUTOR"] == profile.airflow_executor
-    assert airflow_env["AIRFLOW__API__PORT"] == str(profile.airflow_port)
+    assert airflow_env["AIRFLOW__CORE__EXECUTOR"] == profile.airflow.executor
+    assert airflow_env["AIRFLOW__API__PORT"] == str(profile.airflow.port)
     assert f":{profile.redis.port}/" in airflow_env["AIRFLOW__CELERY__BROKER_URL"]
     assert f":{profile.postgres.port}/airflow" in airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
-    master = profile.spark_standalone_master
+    master = profile.spark.standalone_master
     assert master is not None and f":{master[1]}" in airflow_env["AIRFLOW_CONN_SPARK_DEFAULT"]

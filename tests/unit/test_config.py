@@ -25,23 +25,23 @@ def _load(tmp_path: Path, text: str):
 
 
 def test_defaults_without_a_file(tmp_path: Path) -> None:
-    config = load_config({"VENICE_HOME": str(tmp_path)})
+    config = load_config({"VENICE__DATA_DIR": str(tmp_path)})
     assert config.region_names == ("dc-0", "dc-1", "dc-2")
     assert config.source_region == "dc-0"
     assert config.kafka.bootstrap == "127.0.0.1:9092"
-    assert config.home == tmp_path
+    assert config.data_dir == tmp_path
     assert config.metadata_db_url == f"sqlite:///{tmp_path / 'metadata.db'}"
     assert all(r.kafka_bootstrap == "127.0.0.1:9092" for r in config.regions)
     # Regions sharing the embedded broker keep their topics apart by prefix.
     assert config.region("dc-1").version_topic("users", 3) == "dc-1.users_v3"
     assert config.hooks.wait_interval_seconds == 60
     assert config.hooks.failure_policy == "PROCEED"
-    assert (config.step_retries, config.step_retry_delay_seconds) == (2, 10)
+    assert (config.rollout.step_retries, config.rollout.step_retry_delay_seconds) == (2, 10)
 
 
 def test_home_properties_file_is_found(tmp_path: Path) -> None:
     (tmp_path / "venice.properties").write_text("cluster.name=prod-west\n")
-    assert load_config({"VENICE_HOME": str(tmp_path)}).cluster_name == "prod-west"
+    assert load_config({"VENICE__DATA_DIR": str(tmp_path)}).cluster_name == "prod-west"
 
 
 def test_file_overrides_and_region_settings(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_missing_config_file_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_unknown_region_lookup(tmp_path: Path) -> None:
-    config = load_config({"VENICE_HOME": str(tmp_path)})
+    config = load_config({"VENICE__DATA_DIR": str(tmp_path)})
     with pytest.raises(ConfigError, match="unknown region 'dc-7'"):
         config.region("dc-7")
 
@@ -134,8 +134,8 @@ def test_instances_of_a_region_have_ports_and_data_dirs_of_their_own(tmp_path: P
     assert config.server_addresses("dc-1") == [("127.0.0.1", 7001), ("127.0.0.1", 7004), ("127.0.0.1", 7007)]
     with pytest.raises(ConfigError, match=r"region dc-0 has 1 instance \(region.dc-0.instances\): instance 1 is out"):
         config.server_port("dc-0", 1)
-    assert (config.instance_lease_seconds, config.instance_offline_grace_seconds) == (5, 30)
-    assert (config.min_ready_replicas, config.client_long_tail_retry_ms) == (0, 20)
+    assert (config.server.instance_lease_seconds, config.server.instance_offline_grace_seconds) == (5, 30)
+    assert (config.server.min_ready_replicas, config.client.long_tail_retry_ms) == (0, 20)
     for text, error in (
         ("region.dc-1.instances=0", "region.dc-1.instances must be at least 1"),
         ("region.dc-9.instances=2", "names region 'dc-9', not in regions"),

@@ -40,7 +40,7 @@ def _properties(text: str) -> dict[str, str]:
 
 def test_a_single_broker_is_configured_as_it_always_was(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    home = config.home
+    home = config.data_dir
     assert kafka.server_properties(config) == (
         "process.roles=broker,controller\n"
         "node.id=1\n"
@@ -76,7 +76,7 @@ def test_a_single_broker_is_configured_as_it_always_was(tmp_path: Path) -> None:
 
 def test_three_nodes_form_one_quorum_each_on_ports_and_a_folder_of_its_own(tmp_path: Path) -> None:
     config = _config(tmp_path, CLUSTER)
-    home = config.home
+    home = config.data_dir
     assert config.kafka.bootstrap == "127.0.0.1:9492,127.0.0.1:9493,127.0.0.1:9494"
     nodes = [_properties(kafka.server_properties(config, n)) for n in range(3)]
     for n, props in enumerate(nodes):
@@ -111,10 +111,10 @@ def test_two_nodes_replicate_internal_topics_twice(tmp_path: Path) -> None:
 def test_every_node_shares_the_cluster_id_kept_beside_them(tmp_path: Path) -> None:
     config = _config(tmp_path, CLUSTER)
     first = kafka._cluster_id(config)
-    assert (config.home / "kafka" / "cluster.id").read_text().strip() == first
+    assert (config.data_dir / "kafka" / "cluster.id").read_text().strip() == first
     assert kafka._cluster_id(config) == first
-    (config.home / "kafka" / "cluster.id").unlink()  # lost: taken back from a formatted node
-    meta = config.home / "kafka" / "node-1" / "data" / "meta.properties"
+    (config.data_dir / "kafka" / "cluster.id").unlink()  # lost: taken back from a formatted node
+    meta = config.data_dir / "kafka" / "node-1" / "data" / "meta.properties"
     meta.parent.mkdir(parents=True)
     meta.write_text("version=1\ncluster.id=abcdefghijklmnopqrstuv\nnode.id=2\n")
     assert kafka._cluster_id(config) == "abcdefghijklmnopqrstuv"

@@ -166,7 +166,7 @@ def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None
             "venice_re_push_x",
             rc.resolved_confs({"kafka.input.max.records.per.mapper": "7", "repush.ttl.enable": "true"}, ttl),
         ),
-        config.home / "r.json",
+        config.data_dir / "r.json",
     )
     assert spec.application.endswith("repush.py") and spec.name == f"venice-repush-{store}"
     args = spec.args
@@ -299,7 +299,7 @@ def test_end_offsets_are_pinned_at_version_creation_and_kept_for_a_retried_job(m
     assert kept == pinned
     resumed = CreatedVersion.from_json(CreatedVersion(2, 2, ["dc-0"], "venice_re_push_x", dict(kept)).to_json())
     request = job_request(PushRequest(store, rc.REPUSH_INPUT, confs={"source.kafka": "true"}), resumed)
-    args = push_job_spec(config, request, config.home / "r.json").args
+    args = push_job_spec(config, request, config.data_dir / "r.json").args
     assert json.loads(args[args.index("--source-end-offsets") + 1]) == {"0": 120, "1": 87}
     with pytest.raises(ConfigError, match="kafka.input.end.offsets"):
         rc.parse({"source.kafka": "true", rc.KAFKA_INPUT_END_OFFSETS: '{"0": -1}'})

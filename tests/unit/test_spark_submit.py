@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from venice_core.config import ClusterConfig, SparkStandaloneConfig
+from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow, spark_cluster
 from venice_core.host import cache
 from venice_core.spark import job_package
@@ -41,19 +41,17 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _on_cluster(config: ClusterConfig) -> ClusterConfig:
-    return dataclasses.replace(
-        config, spark_master=CLUSTER, spark_standalone=SparkStandaloneConfig(workers=2, ui_port=8290)
-    )
+    return dataclasses.replace(config, spark=dataclasses.replace(config.spark, master=CLUSTER, workers=2, ui_port=8290))
 
 
 def _push(config: ClusterConfig, **confs: str) -> list[str]:
     request = PushJobRequest("users", 1, "/data/in", "key", "value", "users-1", dict(confs))
-    return push_job_spec(config, request, config.home / "result.json").argv()
+    return push_job_spec(config, request, config.data_dir / "result.json").argv()
 
 
 def _stream(config: ClusterConfig, **confs: str) -> list[str]:
     request = StreamJobRequest("p", "users", "dc-0", "events", "b:1", "k", ("v",), confs=dict(confs))
-    return stream_job_spec(config, request, "run-1", config.home / "checkpoint").argv()
+    return stream_job_spec(config, request, "run-1", config.data_dir / "checkpoint").argv()
 
 
 def _confs(argv: list[str]) -> dict[str, str]:
@@ -67,7 +65,7 @@ def _value(argv: list[str], option: str) -> str | None:
 
 def test_on_the_default_local_master_the_jobs_ship_nothing(config: ClusterConfig) -> None:
     for argv in (_push(config), _stream(config)):
-        assert _value(argv, "--master") == config.spark_master == "local[2,4]"
+        assert _value(argv, "--master") == config.spark.master == "local[2,4]"
         assert "--py-files" not in argv
         assert not {"spark.executorEnv.PYTHONPATH", "spark.executor.memory", "spark.cores.max"} & _confs(argv).keys()
 
@@ -126,9 +124,8 @@ def test_the_zip_is_built_once_per_content_and_imports_with_its_bytecode(tmp_pat
 
 def test_airflows_spark_connection_names_the_configs_master_in_client_mode(config: ClusterConfig) -> None:
     for master in ("local[2,4]", CLUSTER):
-        connection = json.loads(airflow.environment(dataclasses.replace(config, spark_master=master))[
-            "AIRFLOW_CONN_SPARK_DEFAULT"
-        ])  # fmt: skip
+        on_master = dataclasses.replace(config, spark=dataclasses.replace(config.spark, master=master))
+        connection = json.loads(airflow.environment(on_master)["AIRFLOW_CONN_SPARK_DEFAULT"])
         assert connection == {"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}
 
 

@@ -79,7 +79,7 @@ def push(
         raise ConfigError("a push needs --input (or --conf source.kafka=true: a repush of the store's own data)")
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
-        if config.airflow_enabled if mode is None else mode:
+        if config.airflow.enabled if mode is None else mode:
             from venice_core.orchestration.airflow.rollouts import push as airflow_push
 
             with _follow_view() as view:
@@ -122,7 +122,7 @@ def _repush(store: str, confs: dict[str, str], mode: bool | None, queue: bool) -
 
     check_user_confs(confs, repush=True)
     with metadata() as (config, meta):
-        if config.airflow_enabled if mode is None else mode:
+        if config.airflow.enabled if mode is None else mode:
             from venice_core.orchestration.airflow.rollouts import repush as airflow_repush
 
             with _follow_view() as view:

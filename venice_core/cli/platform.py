@@ -49,7 +49,7 @@ def down(profile: str | None = ProfileOption) -> None:
 
 def _stop_stream_pipelines(config: ClusterConfig) -> None:
     """Stop the pipelines' jobs (recorded as stopped; `venice stream start NAME` resumes one where it stopped)."""
-    if not (config.home / "streams").is_dir():
+    if not (config.data_dir / "streams").is_dir():
         return  # no pipeline was ever started here
     from venice_core.meta import MetadataStore
     from venice_core.streams import control

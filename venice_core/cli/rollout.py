@@ -32,7 +32,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
     """The store's latest rollout run: its state, each step's state, the hooks' answers, what each region serves."""
     with metadata() as (config, meta):
         info = stores.describe_store(meta, store)
-        if not config.airflow_enabled:
+        if not config.airflow.enabled:
             raise NoRollout(
                 f"`venice rollout status` follows the store's Airflow runs, and this platform runs without Airflow "
                 f"(airflow.enabled=false): `venice store show {store}` shows each version's status"
@@ -129,7 +129,7 @@ def approve(
         if version is None:
             raise NoRollout(f"store '{store}' has no push in flight to approve")
         option, done = ("Reject", "rejected") if reject else ("Approve", "approved")
-        if config.airflow_enabled and _answer_approval_task(AirflowApi(config), store, region, option):
+        if config.airflow.enabled and _answer_approval_task(AirflowApi(config), store, region, option):
             typer.echo(f"{done} the swap of '{store}' version {version} in {region} (its Airflow run goes on)")
             return
         versions.record_approval(meta, store, version, region, approved=not reject, by="venice CLI")
@@ -175,7 +175,7 @@ def abort(
             rollout = Rollout(config, meta, store, job, settings.hook_configs, progress=typer.echo, version=number)
             summary = rollout.stop_by_operator(rollback, who, how)
             typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
-        if not config.airflow_enabled:
+        if not config.airflow.enabled:
             if number is None:
                 raise NoRollout(f"store '{store}' has no rollout in flight")
             return

@@ -76,7 +76,7 @@ def start(
             confs=parse_key_values(conf, "--conf") or None,
         )
         status = control.start(config, meta, request, wait=wait, progress=typer.echo)
-        if config.airflow_enabled:
+        if config.airflow.enabled:
             from venice_core.orchestration.airflow.streams import reparse_stream_dags
 
             reparse_stream_dags(config)  # a new pipeline's upgrade DAG
@@ -158,7 +158,7 @@ def upgrade(
 
 def _drain_or_upgrade(name: str, timeout: float | None, args: dict[str, object] | None, mode: bool | None) -> None:
     with metadata() as (config, meta):
-        if config.airflow_enabled if mode is None else mode:
+        if config.airflow.enabled if mode is None else mode:
             from venice_core.orchestration.airflow.streams import drain_or_upgrade
 
             drain_or_upgrade(config, meta, name, timeout, args, progress=typer.echo)

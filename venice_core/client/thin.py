@@ -22,7 +22,8 @@ from venice_core.client.dictionaries import READ_HEADERS, Dictionaries
 from venice_core.client.fanout import ERROR_HEADER, Reroute, RoutedReads, first_answer
 from venice_core.client.routing import Route, Router, RoutingTable, Unrouted, format_address
 from venice_core.client.wire import Address, Answer, Pool, encode_request
-from venice_core.config import DEFAULTS, PARTITIONER_CLASSES
+from venice_core.config import DEFAULTS
+from venice_core.config.keys import PARTITIONER_CLASSES
 from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, VeniceError
 from venice_core.protocol import batch_get, serde
 from venice_core.protocol.partitioner import VenicePartitioner
@@ -85,7 +86,7 @@ class ReadClient:
         return cls(
             seeds=config.server_addresses(region),
             timeout=timeout,
-            long_tail_retry_ms=config.client_long_tail_retry_ms,
+            long_tail_retry_ms=config.client.long_tail_retry_ms,
             region=region,
             partitioner_classes=config.partitioner_classes,
         )

@@ -60,7 +60,7 @@ def replication_factor(setting: int | None, instances: int) -> int:
 def min_ready(config: ClusterConfig, setting: int | None, region: str) -> int:
     """Ready replicas a partition needs before the region may swap to its version."""
     factor = replication_factor(setting, config.region(region).instances)
-    return min(config.min_ready_replicas, factor) if config.min_ready_replicas else factor
+    return min(config.server.min_ready_replicas, factor) if config.server.min_ready_replicas else factor
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,10 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
             if row.instance < configured
         ]
-        live = {row.instance for row in registered if row.heartbeat_at > now - config.instance_lease_seconds}
-        present = {row.instance for row in registered if row.heartbeat_at > now - config.instance_offline_grace_seconds}
+        live = {row.instance for row in registered if row.heartbeat_at > now - config.server.instance_lease_seconds}
+        present = {
+            row.instance for row in registered if row.heartbeat_at > now - config.server.instance_offline_grace_seconds
+        }
         if not live:
             return 0
         spare = {row.instance: set(row.spare or []) for row in registered}
@@ -405,7 +407,7 @@ def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> d
         addresses = {
             row.instance: f"{row.host}:{row.port}"
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
-            if row.heartbeat_at > now - config.instance_lease_seconds
+            if row.heartbeat_at > now - config.server.instance_lease_seconds
         }
         serving = {
             (v.store, v.number): v for v in hostable_versions(session, region) if current.get(v.store) == v.number

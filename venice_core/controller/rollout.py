@@ -219,7 +219,7 @@ class Rollout:
         waiting = da_vinci.not_serving(self.meta, self.store, region, self.created)
         if not waiting:
             return True
-        timeout = self.config.davinci_swap_timeout_seconds
+        timeout = self.config.rollout.davinci_swap_timeout_seconds
         if time.time() - opened < timeout:
             if waiting != self._said_waiting.get(region):  # said once per change, not at every check
                 self._said_waiting[region] = waiting

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from venice_core.config import ENV_CONFIG, ENV_HOME, ClusterConfig, embedded_postgres_url, process_env
+from venice_core.config import ENV_CONFIG, ENV_DATA_DIR, ClusterConfig, embedded_postgres_url, process_env
 from venice_core.embedded import postgres
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
@@ -85,9 +85,9 @@ def celery_worker_name(number: int) -> str:
 def components(config: ClusterConfig) -> tuple[str, ...]:
     """The components the config runs, in start order: COMPONENTS, with the triggerer and the Celery workers (when
     configured) after the API server: they need nothing of the others to start."""
-    extra = [TRIGGERER] if config.airflow_triggerer else []
-    if config.airflow_executor == CELERY:
-        extra += [f"{CELERY_WORKER}-{n}" for n in range(config.airflow_celery_workers)]
+    extra = [TRIGGERER] if config.airflow.triggerer else []
+    if config.airflow.executor == CELERY:
+        extra += [f"{CELERY_WORKER}-{n}" for n in range(config.airflow.celery_workers)]
     return (COMPONENTS[0], *extra, *COMPONENTS[1:])
 
 
@@ -115,11 +115,11 @@ def pids(config: ClusterConfig) -> list[int]:
 
 
 def home(config: ClusterConfig) -> Path:
-    return config.home / "airflow"
+    return config.data_dir / "airflow"
 
 
 def base_url(config: ClusterConfig) -> str:
-    return f"http://127.0.0.1:{config.airflow_port}"
+    return f"http://127.0.0.1:{config.airflow.port}"
 
 
 def password(config: ClusterConfig) -> str:
@@ -159,7 +159,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
     return {
         ("core", "dags_folder"): str(dags_folder or PROJECT_ROOT / "dags"),
         ("core", "plugins_folder"): str(PROJECT_ROOT / "plugins"),
-        ("core", "executor"): config.airflow_executor,
+        ("core", "executor"): config.airflow.executor,
         ("core", "auth_manager"): "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         ("core", "load_examples"): "False",
         ("core", "dags_are_paused_at_creation"): "False",
@@ -172,12 +172,12 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         ("core", "execution_api_server_url"): f"{url}/execution/",
         ("database", "sql_alchemy_conn"): database_url(config),
         ("api", "host"): "127.0.0.1",
-        ("api", "port"): str(config.airflow_port),
+        ("api", "port"): str(config.airflow.port),
         ("api", "base_url"): url,
         # The log servers of the workers and the triggerer, next to the API's port: Airflow's defaults (8793,
         # 8794) would collide between two platforms on one machine.
-        ("logging", "worker_log_server_port"): str(config.airflow_port + 1),
-        ("logging", "trigger_log_server_port"): str(config.airflow_port + 2),
+        ("logging", "worker_log_server_port"): str(config.airflow.port + 1),
+        ("logging", "trigger_log_server_port"): str(config.airflow.port + 2),
         ("dag_processor", "refresh_interval"): "5",
         # A file of dags/ or the users' folder is parsed again when it changes (its modification time passes its
         # last parse), and every 2 minutes. (The stores' files have settings of their own: STORE_SETTINGS.)
@@ -195,11 +195,11 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         # within seconds, and the task fails with it).
         ("workers", "execution_api_retries"): "10",
         ("workers", "execution_api_retry_wait_max"): "30",
-        **(_celery_settings(config) if config.airflow_executor == CELERY else {}),
-        **(SERVER_DATABASE_SETTINGS if config.airflow_db_url is not None else {}),
+        **(_celery_settings(config) if config.airflow.executor == CELERY else {}),
+        **(SERVER_DATABASE_SETTINGS if config.airflow.db_url is not None else {}),
         # The venice config, as the components get it in their environment: its file, if any, and its data dir.
         **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
-        (PLATFORM_SECTION, ENV_HOME.lower()): str(config.home),
+        (PLATFORM_SECTION, ENV_DATA_DIR.lower()): str(config.data_dir),
     }
 
 
@@ -212,8 +212,8 @@ TASK_HEARTBEAT_TIMEOUT_SECONDS = 30
 def _celery_settings(config: ClusterConfig) -> dict[tuple[str, str], str]:
     """The CeleryExecutor's settings: its broker, its results in Airflow's database, the workers' slots."""
     return {
-        ("celery", "broker_url"): config.airflow_celery_broker_url,
-        ("celery", "result_backend"): f"db+{config.airflow_db_url}",
+        ("celery", "broker_url"): config.airflow.celery_broker_url,
+        ("celery", "result_backend"): f"db+{config.airflow.db_url}",
         ("celery", "worker_concurrency"): str(CELERY_CONCURRENCY),
         # The result backend's connections checked before use: after a database restart, a stale one failed the
         # scheduler's read of its tasks' states (and each worker's first write of a result, retried).
@@ -235,7 +235,7 @@ SERVER_DATABASE_SETTINGS = {("database", "max_db_retries"): "10"}
 
 def database_url(config: ClusterConfig) -> str:
     """Airflow's database: `airflow.db.url`, else SQLite in the Airflow home."""
-    return config.airflow_db_url or _sqlite_url(home(config) / DB_FILE)
+    return config.airflow.db_url or _sqlite_url(home(config) / DB_FILE)
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
@@ -264,7 +264,7 @@ def _component_command(config: ClusterConfig, name: str) -> list[str]:
     if name == STORE_DAG_PROCESSOR:
         return ["dag-processor", "--bundle-name", STORES_BUNDLE]
     if name == "dag-processor":
-        users = ["--bundle-name", USER_BUNDLE] if config.airflow_user_dags is not None else []
+        users = ["--bundle-name", USER_BUNDLE] if config.airflow.user_dags is not None else []
         return ["dag-processor", "--bundle-name", PLATFORM_BUNDLE, *users]
     # No log server for the scheduler, the Celery workers and the triggerer: it listens on every interface
     # (Airflow has no setting for its host), and the API server reads the logs it would serve from the files their
@@ -307,9 +307,9 @@ def _bundles(config: ClusterConfig) -> str:
         {"name": PLATFORM_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {}},
         {"name": STORES_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(stores_folder(config))}},
     ]
-    if config.airflow_user_dags is not None:
+    if config.airflow.user_dags is not None:
         bundles.append(
-            {"name": USER_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(config.airflow_user_dags)}}
+            {"name": USER_BUNDLE, "classpath": LOCAL_BUNDLE, "kwargs": {"path": str(config.airflow.user_dags)}}
         )
     return json.dumps(bundles)
 
@@ -317,7 +317,7 @@ def _bundles(config: ClusterConfig) -> str:
 def spark_connection(config: ClusterConfig) -> str:
     """Airflow's `spark_default` connection (the push job's SparkSubmitOperator's): the config's Spark master (its
     whole URL as the host), the driver in the submitting task's process (client mode, as `venice push --local`)."""
-    return json.dumps({"conn_type": "spark", "host": config.spark_master, "extra": {"deploy-mode": "client"}})
+    return json.dumps({"conn_type": "spark", "host": config.spark.master, "extra": {"deploy-mode": "client"}})
 
 
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
@@ -472,7 +472,7 @@ def _write_ahead_log(database: Path) -> None:
 def _prepare_database(config: ClusterConfig, airflow: str, env: dict[str, str]) -> None:
     """The home's database at this Airflow version: a copy of the template when there is none, migrated when a
     stamp beside it names another version (or none). On a database server: `_prepare_server_database`."""
-    if config.airflow_db_url is not None:
+    if config.airflow.db_url is not None:
         _prepare_server_database(config, airflow, env)
         return
     database = home(config) / DB_FILE
@@ -525,7 +525,7 @@ def _server_tables(url: str) -> tuple[str | None, int]:
 
 def _embedded_database(config: ClusterConfig) -> postgres.Server | None:
     """The embedded PostgreSQL, when it holds Airflow's database (`airflow.db.url` as the profile computes it)."""
-    if config.postgres.enabled and config.airflow_db_url == embedded_postgres_url(config.postgres.port, "airflow"):
+    if config.postgres.enabled and config.airflow.db_url == embedded_postgres_url(config.postgres.port, "airflow"):
         return postgres.server(config)
     return None
 
@@ -593,8 +593,8 @@ def prepare(config: ClusterConfig, dags_folder: Path | None = None) -> tuple[str
     """The Airflow home ready for any `airflow` command, without starting anything: the admin password, the
     `airflow.cfg`, the database at this Airflow version. Returns the `airflow` command and its environment."""
     airflow = _command()
-    if config.airflow_user_dags is not None and not config.airflow_user_dags.is_dir():
-        raise ConfigError(f"airflow.user.dags.folder: {config.airflow_user_dags} is not a folder")
+    if config.airflow.user_dags is not None and not config.airflow.user_dags.is_dir():
+        raise ConfigError(f"airflow.user.dags.folder: {config.airflow.user_dags} is not a folder")
     # One preparation at a time (`venice up` beside `venice airflow` on a fresh home): each would write its own
     # secrets into airflow.cfg, and components started with another's would refuse each other's tokens.
     with filling(home(config) / "airflow.cfg"):
@@ -631,7 +631,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
             f"Airflow's settings changed since {', '.join(running)} started: they would not see the new ones "
             "(`venice down`, then `venice up`)"
         )
-    if not running and config.airflow_db_url is None:
+    if not running and config.airflow.db_url is None:
         _write_ahead_log(home(config) / DB_FILE)  # a home made before the platform used SQLite's write-ahead log
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     started: dict[str, int] = {}  # the Celery workers this call starts: where their start-up lines begin
@@ -649,7 +649,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
             if _is_worker(name):
                 started[proc.name] = _log_size(proc)
             command = [airflow, *_component_command(config, name)]
-            if config.airflow_db_url is not None:  # started again when it exits: `keepalive`
+            if config.airflow.db_url is not None:  # started again when it exits: `keepalive`
                 command = [sys.executable, "-m", "venice_core.embedded.keepalive", "--", *command]
             proc.start(command, env=_component_env(name, env), cwd=home(config))
     _wait(config, procs, deadline, lambda c: _ready(c, started))
@@ -660,7 +660,7 @@ def _ready(config: ClusterConfig, started: dict[str, int]) -> bool:
     """A healthy scheduler (and triggerer, when the config runs one), and each Celery worker in `started` (by name,
     with the size of its log before it started) has logged that it is ready to take tasks."""
     report = health(config)
-    if not is_healthy(config, report) or (config.airflow_triggerer and not triggerer_healthy(config, report)):
+    if not is_healthy(config, report) or (config.airflow.triggerer and not triggerer_healthy(config, report)):
         return False
     return all(_worker_ready(proc, started[proc.name]) for proc in celery_workers(config) if proc.name in started)
 
@@ -688,8 +688,8 @@ def _worker_ready(proc: ManagedProcess, offset: int) -> bool:
 def _bundles_registered(config: ClusterConfig) -> bool:
     """Every DAG bundle has its row in Airflow's database (read-only, and quietly false while it has no table)."""
     wanted = {bundle["name"] for bundle in json.loads(_bundles(config))}
-    if config.airflow_db_url is not None:
-        return wanted <= _server_bundles(config.airflow_db_url)
+    if config.airflow.db_url is not None:
+        return wanted <= _server_bundles(config.airflow.db_url)
     uri = f"{(home(config) / DB_FILE).as_uri()}?mode=ro"
     try:
         with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as connection:

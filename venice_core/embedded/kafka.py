@@ -58,7 +58,7 @@ def ensure_jars() -> Path:
 
 
 def _data_dir(config: ClusterConfig) -> Path:
-    return config.home / "kafka"
+    return config.data_dir / "kafka"
 
 
 def _clustered(config: ClusterConfig) -> bool:

@@ -29,7 +29,7 @@ def up(
     the ones this call started are stopped again before the error is raised: a failed `venice up` leaves nothing
     half-started behind. `before_airflow` runs before Airflow starts, told whether it runs already (the stores'
     DAG files are written there: this layer knows no store)."""
-    config.home.mkdir(parents=True, exist_ok=True)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
 
     def start(was_running: bool, begin: Callable[[], str], stop: Callable[[], object]) -> None:
@@ -52,7 +52,7 @@ def up(
             report(f"metadata store ready at {meta.safe_url} (schema {meta.current_revision()})")
         finally:
             meta.dispose()
-        if config.spark_standalone.workers:  # where the jobs go, before anything submits one (lost workers restart)
+        if config.spark.workers:  # where the jobs go, before anything submits one (lost workers restart)
             start(
                 spark_cluster.master_process(config).pid() is not None,
                 lambda: spark_cluster.start(config),
@@ -64,7 +64,7 @@ def up(
                 functools.partial(servers.start, config, region, instance),
                 functools.partial(servers.stop, config, region, instance),
             )
-        if config.airflow_enabled:
+        if config.airflow.enabled:
             running = bool(airflow.pids(config))
             if before_airflow is not None:
                 before_airflow(running)
@@ -87,7 +87,7 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
             report(f"{servers.label(config, region, instance)} stopped")
     if spark_cluster.stop(config):  # whether or not it is configured now
         report("spark stopped")
-    elif config.spark_standalone.workers:
+    elif config.spark.workers:
         report("spark was not running")
     if config.kafka.enabled:
         report("kafka stopped" if kafka.stop(config) else "kafka was not running")
@@ -133,13 +133,13 @@ def _spark_status(config: ClusterConfig) -> list[ComponentStatus]:
     """The standalone Spark cluster: its master (answering, how many workers alive), then each worker (registered
     ALIVE with the master)."""
     master = spark_cluster.master_process(config).pid()
-    workers = config.spark_standalone.workers
+    workers = config.spark.workers
     answers = master is not None and spark_cluster.master_state(config) is not None
     alive = spark_cluster.alive_worker_numbers(config) if answers else set()
     if master is None:
         lines = [ComponentStatus("spark-master", False, "not running")]
     else:
-        detail = f"pid {master}, {config.spark_master}, UI {spark_cluster.ui_url(config)}, "
+        detail = f"pid {master}, {config.spark.master}, UI {spark_cluster.ui_url(config)}, "
         detail += f"{len(alive)} of {workers} worker{'s' if workers != 1 else ''} alive" if answers else "not answering"
         lines = [ComponentStatus("spark-master", answers, detail)]
     for n in range(workers):
@@ -209,13 +209,13 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
         components.extend(_kafka_status(config, node) for node in range(config.kafka.brokers))
         for proc in kafka.unconfigured(config):
             components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
-    if config.spark_standalone.workers:
+    if config.spark.workers:
         components.extend(_spark_status(config))
     for region, instance in config.instances:
         components.append(_server_status(config, region, instance))
     for proc in servers.unconfigured(config):
         components.append(ComponentStatus(proc.name, False, f"pid {proc.pid()}, running but not in the config"))
-    if config.airflow_enabled:
+    if config.airflow.enabled:
         components += _airflow_status(config)
     meta = MetadataStore(config.metadata_db_url)
     try:
@@ -252,15 +252,15 @@ def plan(config: ClusterConfig) -> list[PlannedProcess]:
             planned.append(
                 PlannedProcess(kafka.name(config, node), (k.broker_port(node), k.node_controller_port(node)))
             )
-    master = config.spark_standalone_master
+    master = config.spark.standalone_master
     if master is not None:
-        ui = config.spark_standalone.ui_port
+        ui = config.spark.ui_port
         planned.append(PlannedProcess("spark-master", (master[1], ui)))
-        planned += [PlannedProcess(f"spark-worker-{n}", (ui + 1 + n,)) for n in range(config.spark_standalone.workers)]
+        planned += [PlannedProcess(f"spark-worker-{n}", (ui + 1 + n,)) for n in range(config.spark.workers)]
     for region, instance in config.instances:
         planned.append(PlannedProcess(servers.name(region, instance), (config.server_port(region, instance),)))
-    if config.airflow_enabled:
+    if config.airflow.enabled:
         # The API server first (on Airflow's port); then the triggerer and the Celery workers, when configured.
         api, *others = airflow.processes(config)
-        planned += [PlannedProcess(api.name, (config.airflow_port,)), *(PlannedProcess(p.name) for p in others)]
+        planned += [PlannedProcess(api.name, (config.airflow.port,)), *(PlannedProcess(p.name) for p in others)]
     return planned

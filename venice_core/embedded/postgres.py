@@ -241,7 +241,7 @@ class Server:
 
 
 def server(config: ClusterConfig) -> Server:
-    return Server(config.home / "postgres", config.run_dir, config.postgres.port)
+    return Server(config.data_dir / "postgres", config.run_dir, config.postgres.port)
 
 
 def process(config: ClusterConfig) -> ManagedProcess:

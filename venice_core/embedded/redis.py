@@ -49,7 +49,7 @@ def command(config: ClusterConfig, server: str = "redis-server") -> list[str]:
     return [
         server,
         *("--bind", HOST, "--port", str(config.redis.port), "--protected-mode", "yes"),
-        *("--dir", str(config.home / "redis"), "--save", "", "--appendonly", "no"),
+        *("--dir", str(config.data_dir / "redis"), "--save", "", "--appendonly", "no"),
         *("--daemonize", "no", "--logfile", ""),  # its log on stdout: the managed process's log file
     ]
 
@@ -64,8 +64,8 @@ def start(config: ClusterConfig) -> str:
     server = require_program("redis-server", INSTALL_HINT)
     if _port_open(config.redis.port):
         raise ComponentError(f"port {address} is taken by another process: stop it or set redis.embedded.port")
-    (config.home / "redis").mkdir(parents=True, exist_ok=True)
-    proc.start(command(config, server), cwd=config.home / "redis")
+    (config.data_dir / "redis").mkdir(parents=True, exist_ok=True)
+    proc.start(command(config, server), cwd=config.data_dir / "redis")
     proc.wait_until_healthy("redis", lambda: is_healthy(config), START_TIMEOUT_SECONDS, 0.05)
     return f"redis started (pid {proc.pid()}) on {address}"
 

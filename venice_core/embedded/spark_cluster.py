@@ -21,13 +21,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from venice_core.config import (
-    SPARK_MASTER,
-    SPARK_STANDALONE_UI_PORT,
-    SPARK_STANDALONE_WORKERS,
-    ClusterConfig,
-    process_env,
-)
+from venice_core.config import ClusterConfig, process_env
+from venice_core.config.keys import SPARK_MASTER, SPARK_STANDALONE_UI_PORT, SPARK_STANDALONE_WORKERS
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
@@ -46,7 +41,7 @@ WORKER_OPTIONS = "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.app
 
 
 def master_address(config: ClusterConfig) -> tuple[str, int]:
-    address = config.spark_standalone_master
+    address = config.spark.standalone_master
     if address is None:
         raise ConfigError(f"no standalone Spark cluster is configured ({SPARK_STANDALONE_WORKERS} is 0)")
     return address
@@ -62,9 +57,9 @@ def worker_process(config: ClusterConfig, n: int) -> ManagedProcess:
 
 def processes(config: ClusterConfig) -> list[ManagedProcess]:
     """The configured cluster's processes, master first (none when there is no standalone cluster)."""
-    if config.spark_standalone.workers == 0:
+    if config.spark.workers == 0:
         return []
-    return [master_process(config), *(worker_process(config, n) for n in range(config.spark_standalone.workers))]
+    return [master_process(config), *(worker_process(config, n) for n in range(config.spark.workers))]
 
 
 def _worker_pid_files(config: ClusterConfig) -> list[ManagedProcess]:
@@ -74,23 +69,23 @@ def _worker_pid_files(config: ClusterConfig) -> list[ManagedProcess]:
 
 
 def ui_url(config: ClusterConfig) -> str:
-    return f"http://{HOST}:{config.spark_standalone.ui_port}"
+    return f"http://{HOST}:{config.spark.ui_port}"
 
 
 def worker_ui_port(config: ClusterConfig, n: int) -> int:
-    return config.spark_standalone.ui_port + 1 + n
+    return config.spark.ui_port + 1 + n
 
 
 def ports(config: ClusterConfig) -> list[int]:
     """The ports the cluster listens on that are fixed by the config (a worker's RPC port is picked at random)."""
-    if config.spark_standalone.workers == 0:
+    if config.spark.workers == 0:
         return []
-    workers = range(config.spark_standalone.workers)
-    return [master_address(config)[1], config.spark_standalone.ui_port, *(worker_ui_port(config, n) for n in workers)]
+    workers = range(config.spark.workers)
+    return [master_address(config)[1], config.spark.ui_port, *(worker_ui_port(config, n) for n in workers)]
 
 
 def spark_dir(config: ClusterConfig) -> Path:
-    return config.home / "spark"
+    return config.data_dir / "spark"
 
 
 def work_dir(config: ClusterConfig, n: int) -> Path:
@@ -121,7 +116,7 @@ def _alive(config: ClusterConfig) -> set[int]:
     }
     return {
         n
-        for n in range(config.spark_standalone.workers)
+        for n in range(config.spark.workers)
         if worker_ui_port(config, n) in listed and worker_process(config, n).pid() is not None
     }
 
@@ -170,7 +165,7 @@ def _env(config: ClusterConfig, worker: int | None = None) -> dict[str, str]:
 
 def _start_master(config: ClusterConfig) -> ManagedProcess:
     host, port = master_address(config)
-    ui_port = config.spark_standalone.ui_port
+    ui_port = config.spark.ui_port
     for taken, key in ((port, SPARK_MASTER), (ui_port, SPARK_STANDALONE_UI_PORT)):
         if _port_open(taken):
             raise ComponentError(f"port {taken} is taken by another process: stop it or change {key}")
@@ -184,7 +179,7 @@ def _start_master(config: ClusterConfig) -> ManagedProcess:
 
 
 def _start_worker(config: ClusterConfig, n: int) -> ManagedProcess:
-    cluster = config.spark_standalone
+    cluster = config.spark
     ui_port = worker_ui_port(config, n)
     if _port_open(ui_port):
         raise ComponentError(
@@ -193,7 +188,7 @@ def _start_worker(config: ClusterConfig, n: int) -> ManagedProcess:
         )
     work = work_dir(config, n)
     work.mkdir(parents=True, exist_ok=True)
-    argv = [*_spark_class(), "org.apache.spark.deploy.worker.Worker", config.spark_master, "--host", HOST]
+    argv = [*_spark_class(), "org.apache.spark.deploy.worker.Worker", config.spark.master, "--host", HOST]
     argv += ["--cores", str(cluster.worker_cores), "--memory", cluster.worker_memory]
     argv += ["--webui-port", str(ui_port), "--work-dir", str(work)]
     proc = worker_process(config, n)
@@ -222,10 +217,10 @@ def _wait_for_workers(config: ClusterConfig, workers: list[int], timeout: float 
 
 
 def _summary(config: ClusterConfig) -> str:
-    cluster = config.spark_standalone
+    cluster = config.spark
     count = f"{cluster.workers} worker{'s' if cluster.workers != 1 else ''}"
     return (
-        f"{config.spark_master} ({count} of {cluster.worker_cores} core{'s' if cluster.worker_cores != 1 else ''}, "
+        f"{config.spark.master} ({count} of {cluster.worker_cores} core{'s' if cluster.worker_cores != 1 else ''}, "
         f"{cluster.worker_memory}), UI {ui_url(config)}"
     )
 
@@ -235,7 +230,7 @@ def start(config: ClusterConfig) -> str:
     call started is stopped again if the cluster does not come up. Returns a line for the user."""
     master_address(config)
     master = master_process(config)
-    missing = [n for n in range(config.spark_standalone.workers) if worker_process(config, n).pid() is None]
+    missing = [n for n in range(config.spark.workers) if worker_process(config, n).pid() is None]
     if master.pid() is not None and not missing:
         return f"spark is already running (pid {master.pid()}) at {_summary(config)}"
     started: list[ManagedProcess] = []

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from venice_core.config import HOOKS, HookSettings
+from venice_core.config import HookSettings
+from venice_core.config.keys import HOOKS
 from venice_core.errors import ConfigError
 from venice_core.hooks.api import StoreLifecycleHooks
 from venice_core.utils.class_paths import import_class

@@ -8,7 +8,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Mapping
 
-from venice_core.config import HOOKS, ClusterConfig
+from venice_core.config import ClusterConfig
+from venice_core.config.keys import HOOKS
 from venice_core.errors import VeniceError
 from venice_core.hooks.api import HookContext, StoreLifecycleHooks
 from venice_core.hooks.executor import HookExecutor, Outcome

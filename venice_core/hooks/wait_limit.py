@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from venice_core.config import HOOKS_WAIT_MAX_SECONDS, HookSettings
+from venice_core.config import HookSettings
+from venice_core.config.keys import HOOKS_WAIT_MAX_SECONDS
 
 # Store-level hook config keys the hooks framework reads itself (no hook declares them).
 FRAMEWORK_KEYS = frozenset({HOOKS_WAIT_MAX_SECONDS})

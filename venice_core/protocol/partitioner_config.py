@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from venice_core.config import PARTITIONER_CLASSES
+from venice_core.config.keys import PARTITIONER_CLASSES
 from venice_core.errors import ConfigError
 from venice_core.protocol.partitioner import (
     DEFAULT_PARTITIONER,

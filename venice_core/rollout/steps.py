@@ -568,7 +568,9 @@ def _waiting_on(inputs: StepInputs) -> str:
     what = status.status.value if status is not None else "no status yet"
     config = inputs.rollout.config
     down = [
-        i.instance for i in instances.instances(meta, config.instance_lease_seconds, inputs.in_region) if not i.live
+        i.instance
+        for i in instances.instances(meta, config.server.instance_lease_seconds, inputs.in_region)
+        if not i.live
     ]
     gone = f"; instance{'s' if len(down) > 1 else ''} {', '.join(map(str, down))} of the region down" if down else ""
     return f"{what}, {ready} of {placed} replicas ready{gone}"

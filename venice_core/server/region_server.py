@@ -152,7 +152,7 @@ class RegionServer:
             port,
             self.owner,
             os.getpid(),
-            self.config.instance_lease_seconds,
+            self.config.server.instance_lease_seconds,
         )
         self._extend_lease(started)
         # What it has on disk, before any placement is made for it: a restarted instance gets those back.
@@ -184,7 +184,7 @@ class RegionServer:
 
     def _extend_lease(self, renewed_at: float) -> None:
         """The lease as this process counts it: from when its renewal started, a margin short of the database's."""
-        self.lease_until = renewed_at + self.config.instance_lease_seconds - LEASE_SAFETY_SECONDS
+        self.lease_until = renewed_at + self.config.server.instance_lease_seconds - LEASE_SAFETY_SECONDS
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(SYNC_INTERVAL_SECONDS):
@@ -416,7 +416,7 @@ class RegionServer:
         nothing placed them back within the grace period (or their version is gone)."""
         held = {(h.store, h.number, p) for h in self.hosted.values() for p in h.partitions}
         self.spare = {key for key in self._on_disk() if key not in held}
-        expired = time.monotonic() - self.started > self.config.instance_offline_grace_seconds
+        expired = time.monotonic() - self.started > self.config.server.instance_offline_grace_seconds
         for key in [k for k in self.spare if expired or k[:2] not in wanted]:
             shutil.rmtree(self.storage_root / f"{key[0]}_v{key[1]}" / f"p{key[2]}", ignore_errors=True)
             self.spare.discard(key)
@@ -429,7 +429,9 @@ class RegionServer:
     def sync_once(self) -> None:
         region = self.region.name
         self._resend_reports()
-        if instances.hold_coordinator(self.meta, region, self.instance, self.owner, self.config.instance_lease_seconds):
+        if instances.hold_coordinator(
+            self.meta, region, self.instance, self.owner, self.config.server.instance_lease_seconds
+        ):
             placement.rebalance(self.meta, self.config, region, coordinator=self.owner)
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
         lapsed = self._lapsed.is_set()  # read before the assignments: a lapse after this waits for the next sync
@@ -461,15 +463,15 @@ class RegionServer:
 
     def run(self) -> None:
         gc_settings.tune_for_throughput()
-        host, port = self.config.server_host, self.config.server_port(self.region.name, self.instance)
+        host, port = self.config.server.host, self.config.server_port(self.region.name, self.instance)
         self.register(
             self.config.advertised_host, port
         )  # refused, before anything is bound, while another process runs this instance
         try:
-            http_server = serve(self, host, port, self.config.server_limits)
+            http_server = serve(self, host, port, self.config.server.limits)
         except OSError:
             instances.release(
-                self.meta, self.region.name, self.instance, self.owner, self.config.instance_lease_seconds
+                self.meta, self.region.name, self.instance, self.owner, self.config.server.instance_lease_seconds
             )
             raise
         signal.signal(signal.SIGTERM, lambda *_: self._stop())
@@ -494,7 +496,7 @@ class RegionServer:
                 self._unhost(key, destroy=False)
             try:
                 instances.release(
-                    self.meta, self.region.name, self.instance, self.owner, self.config.instance_lease_seconds
+                    self.meta, self.region.name, self.instance, self.owner, self.config.server.instance_lease_seconds
                 )
             except Exception:  # noqa: BLE001 - the lease then runs out on its own
                 log.exception("cannot release the lease of instance %d", self.instance)

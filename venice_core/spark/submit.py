@@ -135,7 +135,7 @@ def job_spec(
 
 def master_of(config: ClusterConfig, confs: dict[str, str]) -> str:
     """Where a job goes: its request's `spark.master` conf, else the config's (`spark.master`)."""
-    return confs.get("spark.master", config.spark_master)
+    return confs.get("spark.master", config.spark.master)
 
 
 def master_unreachable(master: str, timeout: float = 3.0) -> str | None:

@@ -33,7 +33,7 @@ class StreamFailed(VeniceError):
 
 
 def pipeline_dir(config: ClusterConfig, name: str) -> Path:
-    return config.home / "streams" / streams.validate_pipeline_name(name)
+    return config.data_dir / "streams" / streams.validate_pipeline_name(name)
 
 
 def checkpoint_dir(config: ClusterConfig, name: str) -> Path:

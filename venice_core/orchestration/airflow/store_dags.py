@@ -207,7 +207,7 @@ def store_changed(config: ClusterConfig, meta: MetadataStore, store: str, api: A
     here, each rewritten one parsed before this returns (a new one is found within seconds, a removed one's DAG
     deactivated then). ComponentError when Airflow does not parse it in time (it then has the change at its next
     start)."""
-    if not config.airflow_enabled:
+    if not config.airflow.enabled:
         return
     changes = sync_store(config, meta, store)
     if changes.rewritten and airflow.pids(config):

@@ -85,7 +85,7 @@ def reparse_stream_dags(config: ClusterConfig) -> None:
     """After a pipeline starts (a new one has no upgrade DAG yet): the pipelines' DAG file parsed within seconds,
     not at the dag-processor's periodic parse. Nothing when Airflow is off or not running here (it parses every
     file at its start), nor when it does not answer (a drain or an upgrade asks again)."""
-    if not config.airflow_enabled or not airflow.pids(config):
+    if not config.airflow.enabled or not airflow.pids(config):
         return
     with contextlib.suppress(ComponentError):
         _parse_pipelines_file(config, AirflowApi(config))
