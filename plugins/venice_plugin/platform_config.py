@@ -16,7 +16,7 @@ from venice_core.embedded.airflow import PLATFORM_SECTION
 def use_platform_config() -> None:
     """Set $VENICE_CONFIG and $VENICE__DATA_DIR as the platform's components have them, from the Airflow home's
     config; nothing when it names none (a home the platform did not write)."""
-    home = conf.get(PLATFORM_SECTION, ENV_DATA_DIR.lower(), fallback="")
+    home = conf.get(PLATFORM_SECTION, "data_dir", fallback="")
     if not home:
         return
     os.environ[ENV_DATA_DIR] = home

@@ -199,7 +199,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         **(SERVER_DATABASE_SETTINGS if config.airflow.db_url is not None else {}),
         # The venice config, as the components get it in their environment: its file, if any, and its data dir.
         **({(PLATFORM_SECTION, ENV_CONFIG.lower()): venice[ENV_CONFIG]} if ENV_CONFIG in venice else {}),
-        (PLATFORM_SECTION, ENV_DATA_DIR.lower()): str(config.data_dir),
+        (PLATFORM_SECTION, "data_dir"): str(config.data_dir),
     }
 
 
