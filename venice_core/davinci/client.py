@@ -42,7 +42,7 @@ from venice_core.davinci.ingest_worker import IngestWorker
 from venice_core.davinci.rocksdb_backend import RocksDBBackend
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError, VeniceError
-from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
+from venice_core.ingestion.real_time import HybridIngestion
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.model.status import ExecutionStatus
@@ -446,16 +446,14 @@ class DaVinciClient:
     ) -> HybridIngestion | None:
         if version.hybrid is None:
             return None
-        sources = tuple(
-            RealTimeSource(r.name, r.kafka_bootstrap, r.real_time_topic(self.store)) for r in self.config.regions
-        )
         # local_topic None: a client reads the region's topics and writes to none of them.
-        return HybridIngestion(
+        return HybridIngestion.of_region(
             version.hybrid,
-            sources,
-            self.region.kafka_bootstrap,
-            None,
+            self.config,
+            self.region,
+            self.store,
             version.partition_count,
+            None,
             compressor(strategy, dictionary),
         )
 
