@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from venice_core.errors import ComponentError
 from venice_core.pubsub import client_config
+from venice_core.utils.waiting import poll_until
 
 TIMEOUT_SECONDS = 15.0
 # Requests the controller serves: each attempt bounded, retried until a broker that died meanwhile is fenced (after
@@ -121,13 +122,21 @@ def _at_the_controller(bootstrap: str, topics: list[str], request: _Request) -> 
 def _wait_for_leaders(admin: AdminClient, topic: str) -> None:
     """A topic is usable once every partition has a leader: the broker answers a request made sooner with
     NOT_LEADER_FOR_PARTITION."""
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
+
+    def led() -> bool:
         metadata = admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics.get(topic)
-        if metadata is not None and metadata.error is None and all(p.leader >= 0 for p in metadata.partitions.values()):
-            return
-        time.sleep(0.05)
-    raise ComponentError(f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s")
+        if metadata is None or metadata.error is not None:
+            return False
+        return all(p.leader >= 0 for p in metadata.partitions.values())
+
+    poll_until(
+        led,
+        timeout=TIMEOUT_SECONDS,
+        interval=0.05,
+        timeout_error=lambda _: ComponentError(
+            f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s"
+        ),
+    )
 
 
 def partition_count(bootstrap: str, topic: str) -> int | None:
