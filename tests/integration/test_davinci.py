@@ -25,7 +25,7 @@ from tests.support.da_vinci import heartbeating_instance
 from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import eventually, wait_for
+from tests.support.reads import holds, wait_for
 from tests.support.sandbox import free_ports
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
@@ -102,7 +102,9 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
                 w.close()
         oracle.update({"b1": _value(1, "nearline"), "new": _value(500, "from-dc-2"), "b2": None})
         oracle["k"] = _value(3, "newer")
-        eventually(_equals(client, oracle), "nearline writes and deletes in the DuckDB table", timeout=30)
+        wait_for(
+            "nearline writes and deletes in the DuckDB table", holds(_equals(client, oracle)), timeout=30, interval=0.1
+        )
 
         # A new version: the rollout opens dc-1's Da Vinci gate, and once dc-1's servers have ingested it, lets the
         # region's clients swap and waits for this one to serve it before dc-1's servers swap (VIP-4: the Da Vinci
@@ -120,13 +122,15 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
 
         assert env.push(store, RecordsJob(batch2), progress=progress) == 2
         assert served_at_server_swap == [2]  # the client served v2 before dc-1's servers did
-        eventually(_equals(client, oracle), "v2's batch data and the replayed nearline writes", timeout=30)
+        wait_for(
+            "v2's batch data and the replayed nearline writes", holds(_equals(client, oracle)), timeout=30, interval=0.1
+        )
 
         def v1_dropped() -> Any:
             tables = {r[0] for r in client.sql("SELECT table_name FROM duckdb_tables()")}
             return (f"{store}_v2" in tables and f"{store}_v1" not in tables) or sorted(tables)
 
-        eventually(v1_dropped, "v1's table dropped once dc-1's servers serve v2", timeout=30)
+        wait_for("v1's table dropped once dc-1's servers serve v2", holds(v1_dropped), timeout=30, interval=0.1)
         instance = next(i for i in da_vinci.instances(env.meta, store) if i["instance"] == client.instance_id)
         assert (instance["version"], instance["status"], instance["live"]) == (2, "COMPLETED", True)
     finally:
@@ -366,7 +370,7 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     client = DaVinciClient(store, "dc-1", data, FileCheckpointTransformer(file), config=env.config).start(timeout=60)
     try:
         nearline({"n1": _value(1, "first"), "n2": _value(2, "first")})
-        eventually(lambda: served(client), "the batch data and the nearline writes", timeout=30)
+        wait_for("the batch data and the nearline writes", holds(lambda: served(client)), timeout=30, interval=0.1)
     finally:
         client.close()
     saved = FileCheckpoints(file).decoded()
@@ -382,7 +386,9 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     try:
         resumed = restarted.status()["versions"][1]["resumed_from"]
         assert resumed == {p: saved[str(PubSubTopicPartition(topic, p))].next_offset for p in range(PARTITIONS)}
-        eventually(lambda: served(restarted), "the writes made while the client was down", timeout=30)
+        wait_for(
+            "the writes made while the client was down", holds(lambda: served(restarted)), timeout=30, interval=0.1
+        )
     finally:
         restarted.close()
     final = FileCheckpoints(file).decoded()
@@ -393,7 +399,7 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     default = DaVinciClient(store, "dc-1", tmp_path / "default", RecordTransformer(), config=env.config)
     default.start(timeout=60)
     try:
-        eventually(lambda: served(default), "the default transformer's copy", timeout=30)
+        wait_for("the default transformer's copy", holds(lambda: served(default)), timeout=30, interval=0.1)
     finally:
         default.close()
     in_rocksdb = [read_checkpoint(tmp_path / "default" / f"{store}_v1" / f"p{p}") for p in range(PARTITIONS)]
@@ -468,7 +474,9 @@ def test_reads_of_the_served_version_go_on_while_the_next_versions_key_is_built(
         pusher.join(120)
     try:
         assert pushed == [2]
-        eventually(lambda: client.serving == 2 or client.status(), "the client swapping to v2", timeout=30)
+        wait_for(
+            "the client swapping to v2", holds(lambda: client.serving == 2 or client.status()), timeout=30, interval=0.1
+        )
         assert client.get("a") == _value(2)
     finally:
         client.close()
@@ -528,7 +536,12 @@ def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     client.ingest_workers = 2
     client.start(wait=False)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        wait_for(
+            "two workers",
+            holds(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2),
+            timeout=90,
+            interval=0.1,
+        )
         workers = list(client.local[1].workers)
         # A commit of every partition: each worker has set its SIGTERM handler (a worker still starting when the
         # client closes dies of the signal, which the client takes as a kill; that case is the kill test's).
@@ -600,7 +613,12 @@ def _two_worker_client(
     client.ingest_workers = 2
     client.start(wait=False)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        wait_for(
+            "two workers",
+            holds(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2),
+            timeout=90,
+            interval=0.1,
+        )
         assert commits.wait(client.local[1].workers[0].partitions)
     except BaseException:
         client.close()

@@ -19,7 +19,7 @@ import duckdb
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
-from tests.support.reads import eventually
+from tests.support.reads import holds, wait_for
 from tests.support.topics import read_until
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
@@ -140,18 +140,20 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
                 started = f"ingesting {PARTITIONS} partitions" + (
                     f", resumed from checkpoints at {expected}" if expected else "\n"
                 )
-                eventually(
-                    lambda log=log, started=started: started in log.read_text() or log.read_text()[-300:],
+                wait_for(
                     "the restart",
-                    30,
+                    holds(lambda log=log, started=started: started in log.read_text() or log.read_text()[-300:]),
+                    timeout=30,
+                    interval=0.1,
                 )
                 if round_ < KILLS - 1:
                     time.sleep(chance.uniform(0.1, 0.8))  # the subject: a random point of the batch or real-time phase
                 else:  # the last kill in the real-time phase for sure (its progress counts nearline writes)
-                    eventually(
-                        lambda log=log: "nearline writes" in log.read_text() or log.read_text()[-300:],
+                    wait_for(
                         "the real-time phase",
-                        60,
+                        holds(lambda log=log: "nearline writes" in log.read_text() or log.read_text()[-300:]),
+                        timeout=60,
+                        interval=0.1,
                     )
             finally:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -164,7 +166,12 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
         with (tmp_path / "stopped.log").open("w") as out:
             process = subprocess.Popen(argv, env=env.env, stdout=out, stderr=out, start_new_session=True)
         try:
-            eventually(lambda: "ingesting" in (tmp_path / "stopped.log").read_text(), "the client starting", 30)
+            wait_for(
+                "the client starting",
+                holds(lambda: "ingesting" in (tmp_path / "stopped.log").read_text()),
+                timeout=30,
+                interval=0.1,
+            )
             os.killpg(process.pid, signal.SIGINT)
             assert process.wait(timeout=60) == 0, (tmp_path / "stopped.log").read_text()
         finally:
@@ -188,7 +195,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
             got = {k: {"name": n, "age": a, "score": s} for k, n, a, s in rows}
             return got == want or f"{len(set(got) ^ set(want))} keys differ"
 
-        eventually(equal, "the table equal to every write", timeout=60)
+        wait_for("the table equal to every write", holds(equal), timeout=60, interval=0.1)
     finally:
         client.close()
     print(f"{writes.count} nearline writes, {KILLS} kills")
