@@ -66,12 +66,7 @@ def test_nearline_writes_reach_every_region_and_conflicts_converge(platform_env:
         expected["k6"] = None
         for writer in writers.values():
             writer.flush()
-        wait_for(
-            "every region converging to the same values",
-            reads_equal(env, store, expected, regions),
-            timeout=90,
-            interval=0.1,
-        )
+        wait_for("every region converging to the same values", reads_equal(env, store, expected, regions), 90, 0.1)
     finally:
         for writer in writers.values():
             writer.close()
@@ -110,10 +105,7 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         assert version == 2
         assert env.serving(store) == dict.fromkeys(regions, 2)
         wait_for(
-            "version 2 holding batch data and every nearline write",
-            reads_equal(env, store, oracle, regions),
-            timeout=90,
-            interval=0.1,
+            "version 2 holding batch data and every nearline write", reads_equal(env, store, oracle, regions), 90, 0.1
         )
 
         # dc-1 killed during real-time ingestion, several times: it resumes from its checkpoint with exactly the
@@ -124,26 +116,19 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
             applied = _applied(dc1)
             write(150)
             wait_for(
-                "dc-1 checkpointing some of the writes",
-                holds(lambda applied=applied: _applied(dc1) > applied),
-                timeout=90,
-                interval=0.1,
+                "dc-1 checkpointing some of the writes", holds(lambda applied=applied: _applied(dc1) > applied), 90, 0.1
             )
             servers.process(config, "dc-1").kill()
             write(150)
             servers.start(config, "dc-1")
         write(50)
-        wait_for(
-            "dc-1 resuming with exactly the writes", reads_equal(env, store, oracle, regions), timeout=120, interval=0.1
-        )
+        wait_for("dc-1 resuming with exactly the writes", reads_equal(env, store, oracle, regions), 120, 0.1)
 
         def applied_once() -> bool | int:
             applied = _applied(dc1) - applied_before
             return applied == 3 * 300 + 50 or applied
 
-        wait_for(
-            "dc-1's count of applied writes matching the writes made", holds(applied_once), timeout=90, interval=0.1
-        )
+        wait_for("dc-1's count of applied writes matching the writes made", holds(applied_once), 90, 0.1)
         # Every region's version topic holds what the version holds, nearline writes with their timestamps (a
         # repush reads it back).
         for region in regions:

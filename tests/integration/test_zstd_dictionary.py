@@ -152,7 +152,7 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
         writer.close()
     expected |= nearline
     keys = sorted(expected)
-    wait_for("nearline writes read in every region", reads_equal(env, store, nearline), timeout=90, interval=0.1)
+    wait_for("nearline writes read in every region", reads_equal(env, store, nearline), 90, 0.1)
     near = _stored_values(env, store, 1)[serde.serialize(key_schema, "nearline-1")]  # as dc-0's leader wrote it on
     assert decompressor(WITH_DICT, first)(near) == serde.serialize(value_schema, nearline["nearline-1"])
     with pytest.raises(zstandard.ZstdError, match="Dictionary mismatch"):
@@ -177,8 +177,8 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
             wait_for(
                 "Da Vinci",
                 holds(lambda c=client: {k: c.get(k) for k in picked} == {k: expected[k] for k in picked}),
-                timeout=90,
-                interval=0.1,
+                90,
+                0.1,
             )
         finally:
             client.close()
