@@ -175,11 +175,17 @@ def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list
 def _high_watermark(consumer: Any, topic: str, partition: int) -> int:
     """A partition's end offset. A leader elected a moment ago may still answer NOT_LEADER_FOR_PARTITION (its
     metadata reaches the broker's request handling a little later): asked again, briefly."""
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while True:
+    not_leader: list[KafkaException] = []  # the last answer NOT_LEADER_FOR_PARTITION: raised if it stays so
+
+    def end() -> tuple[int] | None:  # (the offset), truthy even when it is 0
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)[1]
+            return (consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)[1],)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION or time.monotonic() > deadline:
+            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION:
                 raise
-            time.sleep(0.1)
+            not_leader[:] = [exc]
+            return None
+
+    found = poll_until(end, timeout=TIMEOUT_SECONDS, interval=0.1, timeout_error=lambda _: not_leader[0])
+    assert found is not None  # poll_until returns only a truthy answer when given a timeout_error
+    return found[0]
