@@ -21,7 +21,7 @@ import duckdb
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
-from tests.support.reads import eventually
+from tests.support.reads import holds, wait_for
 from tests.support.slow_asker import SlowAsker
 from venice_core.controller import stores
 from venice_core.nearline.writer import OnlineWriter
@@ -142,7 +142,7 @@ def _client(env: PlatformEnv, store: str, file: Path, log: Path) -> Iterator[sub
         return "read-only SQL at" in log.read_text() or log.read_text()[-300:]
 
     try:
-        eventually(serving, "the client serving SQL", 60)
+        wait_for("the client serving SQL", holds(serving), 60, 0.1)
         yield process
     finally:
         if process.poll() is None:
@@ -176,7 +176,7 @@ def test_sql_on_a_live_client_while_it_ingests(platform_env: PlatformEnv, tmp_pa
 
     with _client(env, store, file, tmp_path / "first.log") as first:
         assert sock.is_socket() and sock.stat().st_mode & 0o777 == 0o600
-        eventually(lambda: counts(300), "v1 in the live client's view", 60)
+        wait_for("v1 in the live client's view", holds(lambda: counts(300)), 60, 0.1)
         rows = f"SELECT key, name, age, score FROM \"{store}\" WHERE key IN ('b1', 'b2') ORDER BY key"
         assert json.loads(sql(rows, "--json").stdout) == [{"key": f"b{i}", **_value(i)} for i in (1, 2)]
         assert sql(rows, "--csv").stdout.splitlines() == ["key,name,age,score", "b1,n1,1,1.0", "b2,n2,2,2.0"]
@@ -204,7 +204,7 @@ def test_sql_on_a_live_client_while_it_ingests(platform_env: PlatformEnv, tmp_pa
             writing.join()
             writer.close()
         assert seen == sorted(seen) and seen[0] >= 300 and seen[-1] <= 700, seen
-        eventually(lambda: counts(700), "the nearline writes in the live client's view", 30)
+        wait_for("the nearline writes in the live client's view", holds(lambda: counts(700)), 30, 0.1)
 
         # Writes refused, bad queries one error line each; the client goes on answering and holds its data.
         version_table = f"{store}_v1"

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import SCHEMAS, PlatformEnv
-from tests.support.reads import eventually
+from tests.support.reads import holds, wait_for
 from tests.support.topics import read_partition
 from venice_core.client import ReadClient
 from venice_core.controller import stores
@@ -121,7 +121,7 @@ def test_a_repush_moves_a_store_to_the_key_field_partitioner_and_a_push_and_a_ne
     placed = _placement(env, source.version_topic(store, 2))
     assert placed == {k: {by_member.partition(k, PARTITIONS)} for k in key_bytes.values()}
     assert any(_moved(k, by_member) for k in key_bytes.values())
-    eventually(_reads(env, store, records), "every key of version 2 read in every region")
+    wait_for("every key of version 2 read in every region", holds(_reads(env, store, records)), 90, 0.1)
 
     # Hybrid (allowed: no version ingests its real-time topics yet), then a push and a nearline write of one key.
     stores.update_store(env.meta, config, store, hybrid_rewind_seconds=3600, hybrid_offset_lag_threshold=0)
@@ -140,7 +140,7 @@ def test_a_repush_moves_a_store_to_the_key_field_partitioner_and_a_push_and_a_ne
 
     expected = [(key, _value(1, "nearline") if key == moved else value) for key, value in records]
     expected.append((added, _value(2, "added")))
-    eventually(_reads(env, store, expected), "the nearline writes read in every region")
+    wait_for("the nearline writes read in every region", holds(_reads(env, store, expected)), 90, 0.1)
     # A plain GET: the region server finds the key's partition itself.
     encoded = base64.urlsafe_b64encode(moved_bytes).decode().rstrip("=")
     with urllib.request.urlopen(f"http://127.0.0.1:{config.server_port('dc-1')}/storage/{store}/{encoded}") as got:

@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib import error as urlerror
@@ -25,7 +26,7 @@ from tests.support.da_vinci import heartbeating_instance
 from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import eventually, wait_for
+from tests.support.reads import NotYet, holds, wait_for
 from tests.support.sandbox import free_ports
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
@@ -58,15 +59,15 @@ def _table(client: DaVinciClient, relation: str) -> dict[str, dict[str, Any]]:
     return {key: {"name": name, "age": age, "score": score} for key, name, age, score in rows}
 
 
-def _equals(client: DaVinciClient, expected: dict[str, Any]) -> Any:
+def _equals(client: DaVinciClient, expected: dict[str, Any]) -> Callable[[], bool | NotYet]:
     want = {k: v for k, v in expected.items() if v is not None}
 
-    def check() -> Any:
+    def check() -> bool | NotYet:
         got = _table(client, client.store)
         if got == want:
             return True
         diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-        return f"{len(diff)} keys differ, e.g. {[(k, got.get(k), want.get(k)) for k in diff[:2]]}"
+        return NotYet(f"{len(diff)} keys differ, e.g. {[(k, got.get(k), want.get(k)) for k in diff[:2]]}")
 
     return check
 
@@ -102,7 +103,7 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
                 w.close()
         oracle.update({"b1": _value(1, "nearline"), "new": _value(500, "from-dc-2"), "b2": None})
         oracle["k"] = _value(3, "newer")
-        eventually(_equals(client, oracle), "nearline writes and deletes in the DuckDB table", timeout=30)
+        wait_for("nearline writes and deletes in the DuckDB table", _equals(client, oracle), 30, 0.1)
 
         # A new version: the rollout opens dc-1's Da Vinci gate, and once dc-1's servers have ingested it, lets the
         # region's clients swap and waits for this one to serve it before dc-1's servers swap (VIP-4: the Da Vinci
@@ -120,13 +121,13 @@ def test_push_nearline_writes_swaps_and_restart_in_duckdb(platform_env: Platform
 
         assert env.push(store, RecordsJob(batch2), progress=progress) == 2
         assert served_at_server_swap == [2]  # the client served v2 before dc-1's servers did
-        eventually(_equals(client, oracle), "v2's batch data and the replayed nearline writes", timeout=30)
+        wait_for("v2's batch data and the replayed nearline writes", _equals(client, oracle), 30, 0.1)
 
         def v1_dropped() -> Any:
             tables = {r[0] for r in client.sql("SELECT table_name FROM duckdb_tables()")}
             return (f"{store}_v2" in tables and f"{store}_v1" not in tables) or sorted(tables)
 
-        eventually(v1_dropped, "v1's table dropped once dc-1's servers serve v2", timeout=30)
+        wait_for("v1's table dropped once dc-1's servers serve v2", holds(v1_dropped), 30, 0.1)
         instance = next(i for i in da_vinci.instances(env.meta, store) if i["instance"] == client.instance_id)
         assert (instance["version"], instance["status"], instance["live"]) == (2, "COMPLETED", True)
     finally:
@@ -368,7 +369,7 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     client = DaVinciClient(store, "dc-1", data, FileCheckpointTransformer(file), config=env.config).start(timeout=60)
     try:
         nearline({"n1": _value(1, "first"), "n2": _value(2, "first")})
-        eventually(lambda: served(client), "the batch data and the nearline writes", timeout=30)
+        wait_for("the batch data and the nearline writes", holds(lambda: served(client)), 30, 0.1)
     finally:
         client.close()
     saved = FileCheckpoints(file).decoded()
@@ -384,7 +385,7 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     try:
         resumed = restarted.status()["versions"][1]["resumed_from"]
         assert resumed == {p: saved[str(PubSubTopicPartition(topic, p))].next_offset for p in range(PARTITIONS)}
-        eventually(lambda: served(restarted), "the writes made while the client was down", timeout=30)
+        wait_for("the writes made while the client was down", holds(lambda: served(restarted)), 30, 0.1)
     finally:
         restarted.close()
     final = FileCheckpoints(file).decoded()
@@ -395,7 +396,7 @@ def test_a_transformer_of_the_users_own_keeps_the_checkpoints_and_a_restart_resu
     default = DaVinciClient(store, "dc-1", tmp_path / "default", RecordTransformer(), config=env.config)
     default.start(timeout=60)
     try:
-        eventually(lambda: served(default), "the default transformer's copy", timeout=30)
+        wait_for("the default transformer's copy", holds(lambda: served(default)), 30, 0.1)
     finally:
         default.close()
     in_rocksdb = [read_checkpoint(tmp_path / "default" / f"{store}_v1" / f"p{p}") for p in range(PARTITIONS)]
@@ -470,7 +471,7 @@ def test_reads_of_the_served_version_go_on_while_the_next_versions_key_is_built(
         pusher.join(120)
     try:
         assert pushed == [2]
-        eventually(lambda: client.serving == 2 or client.status(), "the client swapping to v2", timeout=30)
+        wait_for("the client swapping to v2", holds(lambda: client.serving == 2 or client.status()), 30, 0.1)
         assert client.get("a") == _value(2)
     finally:
         client.close()
@@ -530,7 +531,9 @@ def test_a_batch_phase_in_worker_processes_stops_resumes_and_leaves_no_process(
     client.ingest_workers = 2
     client.start(wait=False)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        wait_for(
+            "two workers", holds(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2), 90, 0.1
+        )
         workers = list(client.local[1].workers)
         # A commit of every partition: each worker has set its SIGTERM handler (a worker still starting when the
         # client closes dies of the signal, which the client takes as a kill; that case is the kill test's).
@@ -602,7 +605,9 @@ def _two_worker_client(
     client.ingest_workers = 2
     client.start(wait=False)
     try:
-        eventually(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2, "two workers")
+        wait_for(
+            "two workers", holds(lambda: client.local.get(1) is not None and len(client.local[1].workers) == 2), 90, 0.1
+        )
         assert commits.wait(client.local[1].workers[0].partitions)
     except BaseException:
         client.close()

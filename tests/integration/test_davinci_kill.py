@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import duckdb
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import VENICE, PlatformEnv
-from tests.support.reads import eventually
+from tests.support.reads import NotYet, holds, wait_for
 from tests.support.topics import read_until
 from venice_core.controller import stores
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
@@ -140,19 +141,11 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
                 started = f"ingesting {PARTITIONS} partitions" + (
                     f", resumed from checkpoints at {expected}" if expected else "\n"
                 )
-                eventually(
-                    lambda log=log, started=started: started in log.read_text() or log.read_text()[-300:],
-                    "the restart",
-                    30,
-                )
+                wait_for("the restart", _logged(log, started), 30, 0.1)
                 if round_ < KILLS - 1:
                     time.sleep(chance.uniform(0.1, 0.8))  # the subject: a random point of the batch or real-time phase
                 else:  # the last kill in the real-time phase for sure (its progress counts nearline writes)
-                    eventually(
-                        lambda log=log: "nearline writes" in log.read_text() or log.read_text()[-300:],
-                        "the real-time phase",
-                        60,
-                    )
+                    wait_for("the real-time phase", _logged(log, "nearline writes"), 60, 0.1)
             finally:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
@@ -164,7 +157,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
         with (tmp_path / "stopped.log").open("w") as out:
             process = subprocess.Popen(argv, env=env.env, stdout=out, stderr=out, start_new_session=True)
         try:
-            eventually(lambda: "ingesting" in (tmp_path / "stopped.log").read_text(), "the client starting", 30)
+            wait_for(
+                "the client starting", holds(lambda: "ingesting" in (tmp_path / "stopped.log").read_text()), 30, 0.1
+            )
             os.killpg(process.pid, signal.SIGINT)
             assert process.wait(timeout=60) == 0, (tmp_path / "stopped.log").read_text()
         finally:
@@ -188,7 +183,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(platform_env: Pla
             got = {k: {"name": n, "age": a, "score": s} for k, n, a, s in rows}
             return got == want or f"{len(set(got) ^ set(want))} keys differ"
 
-        eventually(equal, "the table equal to every write", timeout=60)
+        wait_for("the table equal to every write", holds(equal), 60, 0.1)
     finally:
         client.close()
     print(f"{writes.count} nearline writes, {KILLS} kills")
@@ -200,3 +195,13 @@ def _offsets(saved: dict[int, IngestionCheckpoint]) -> str:
         + (f" rt {sum(s.real_time.offsets.values())}" if s.end_of_push and s.real_time is not None else "")
         for p, s in sorted(saved.items())
     )
+
+
+def _logged(log: Path, text: str) -> Callable[[], bool | NotYet]:
+    """A check for `wait_for`: True once `log` says `text`, else `NotYet` with the log's last lines."""
+
+    def check() -> bool | NotYet:
+        content = log.read_text()
+        return True if text in content else NotYet(content[-300:])
+
+    return check

@@ -10,7 +10,7 @@ from typing import Any
 from tests.support.ingestion import read_checkpoint
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import eventually, reads_equal
+from tests.support.reads import holds, reads_equal, wait_for
 from tests.support.topics import read_partition
 from venice_core.controller import stores
 from venice_core.embedded import servers
@@ -66,7 +66,7 @@ def test_nearline_writes_reach_every_region_and_conflicts_converge(platform_env:
         expected["k6"] = None
         for writer in writers.values():
             writer.flush()
-        eventually(reads_equal(env, store, expected, regions), "every region converging to the same values")
+        wait_for("every region converging to the same values", reads_equal(env, store, expected, regions), 90, 0.1)
     finally:
         for writer in writers.values():
             writer.close()
@@ -104,7 +104,9 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         write(100)
         assert version == 2
         assert env.serving(store) == dict.fromkeys(regions, 2)
-        eventually(reads_equal(env, store, oracle, regions), "version 2 holding batch data and every nearline write")
+        wait_for(
+            "version 2 holding batch data and every nearline write", reads_equal(env, store, oracle, regions), 90, 0.1
+        )
 
         # dc-1 killed during real-time ingestion, several times: it resumes from its checkpoint with exactly the
         # writes (none lost; none applied twice: every write here wins, so the applied count is the write count).
@@ -113,18 +115,20 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         for _round in range(3):
             applied = _applied(dc1)
             write(150)
-            eventually(lambda applied=applied: _applied(dc1) > applied, "dc-1 checkpointing some of the writes")
+            wait_for(
+                "dc-1 checkpointing some of the writes", holds(lambda applied=applied: _applied(dc1) > applied), 90, 0.1
+            )
             servers.process(config, "dc-1").kill()
             write(150)
             servers.start(config, "dc-1")
         write(50)
-        eventually(reads_equal(env, store, oracle, regions), "dc-1 resuming with exactly the writes", 120)
+        wait_for("dc-1 resuming with exactly the writes", reads_equal(env, store, oracle, regions), 120, 0.1)
 
         def applied_once() -> bool | int:
             applied = _applied(dc1) - applied_before
             return applied == 3 * 300 + 50 or applied
 
-        eventually(applied_once, "dc-1's count of applied writes matching the writes made")
+        wait_for("dc-1's count of applied writes matching the writes made", holds(applied_once), 90, 0.1)
         # Every region's version topic holds what the version holds, nearline writes with their timestamps (a
         # repush reads it back).
         for region in regions:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from venice_core.protocol.envelope import SCHEMA_ID, ControlMessageType
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.storage.rocksdb import PartitionStorage
+from venice_core.utils.waiting import poll_until
 
 
 def _ingest(
@@ -32,9 +32,7 @@ def _ingest(
     stop = threading.Event()
     thread = threading.Thread(target=task.run, args=(stop,))
     thread.start()
-    deadline = time.monotonic() + 60
-    while thread.is_alive() and not until(task) and time.monotonic() < deadline:
-        thread.join(timeout=0.05)
+    poll_until(lambda: not thread.is_alive() or until(task), timeout=60, interval=0.05)
     stop.set()
     thread.join()
     return task, reports
@@ -125,11 +123,13 @@ def _replicate(
     stop, outcome = threading.Event(), []
     thread = threading.Thread(target=lambda: outcome.append(replicator.run(stop)))
     thread.start()
-    deadline = time.monotonic() + 60
-    while thread.is_alive() and time.monotonic() < deadline:
-        if until(replicator) and recorded and recorded[-1][0] == replicator.position:
-            break
-        thread.join(timeout=0.05)
+
+    def done() -> bool:
+        if not thread.is_alive():
+            return True
+        return bool(until(replicator) and recorded and recorded[-1][0] == replicator.position)
+
+    poll_until(done, timeout=60, interval=0.05)
     stop.set()
     thread.join()
     return replicator, outcome[0], recorded

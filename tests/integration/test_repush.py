@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
-from tests.support.reads import eventually, reads_equal
+from tests.support.reads import reads_equal, wait_for
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.store_description import StoreDescription, VersionDescription
@@ -84,7 +84,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     for i in range(3):  # large values: chunked, their chunks written twice too
         records[f"big{i}"] = _value(i, chr(ord("a") + i) * LARGE)
     assert env.push(store, RetriedRecordsJob(records)) == 1
-    eventually(reads_equal(env, store, records), "version 1 served")
+    wait_for("version 1 served", reads_equal(env, store, records), 90, 0.1)
 
     # NO_OP -> ZSTD, the partition count kept: the map-only plan (each task compacts a whole source partition).
     stores.update_store(env.meta, env.config, store, compression="ZSTD")
@@ -94,7 +94,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert (v2.partition_count, v2.compression) == (4, CompressionStrategy.ZSTD)
     assert v2.push_job_id is not None and v2.push_job_id.startswith(f"venice_re_push_{store}-")
     assert env.serving(store) == dict.fromkeys(env.config.region_names, 2)
-    eventually(reads_equal(env, store, records), "version 2 (ZSTD) holding every record")
+    wait_for("version 2 (ZSTD) holding every record", reads_equal(env, store, records), 90, 0.1)
     assert any(f"(map-only) and wrote {len(records)} records and 0 tombstones" in line for line in lines), lines
 
     # 4 -> 8 partitions and ZSTD -> NO_OP, from dc-2's copy, read in ranges of at most 25 records, the combiner on:
@@ -111,7 +111,7 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert admin.partition_count(env.config.kafka.bootstrap, env.config.region("dc-0").version_topic(store, 3)) == 8
     assert any("from version 2 in dc-2" in line for line in lines), lines
     assert any(f"(shuffled) and wrote {len(records)} records" in line for line in lines), lines
-    eventually(reads_equal(env, store, records), "version 3 (8 partitions, NO_OP) holding every record")
+    wait_for("version 3 (8 partitions, NO_OP) holding every record", reads_equal(env, store, records), 90, 0.1)
 
 
 def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
@@ -150,7 +150,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         oracle["bignear"] = _value(5, "N" * LARGE)
         for writer in writers.values():
             writer.flush()
-        eventually(reads_equal(env, store, oracle), "version 1 with the nearline writes")
+        wait_for("version 1 with the nearline writes", reads_equal(env, store, oracle), 90, 0.1)
 
         # Repair: dc-2 loses its storage while its server is down; every region is rebuilt from dc-1's copy.
         servers.process(config, "dc-2").kill()
@@ -163,7 +163,7 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         assert any("wrote" in line and " 6 tombstones" in line for line in lines), lines  # b5..b9 and n0
         v2 = versions.get_version(env.meta, store, 2)
         assert v2.lifecycle.hybrid.rewind_seconds == 86_400  # a hybrid source's repush rewinds a day
-        eventually(reads_equal(env, store, oracle), "every region serving version 2, repaired from dc-1")
+        wait_for("every region serving version 2, repaired from dc-1", reads_equal(env, store, oracle), 90, 0.1)
 
         # TTL: records written before the start are gone, newer and batch-marked ones stay; a nearline write made
         # during the repush (after the job read its source) is there after it. The rewind is a day (a hybrid
@@ -190,14 +190,14 @@ def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(
         for i in range(10):
             oracle[f"o{i}"] = None
         oracle["during"] = _value(7, "during")
-        eventually(reads_equal(env, store, oracle), "version 3 without the expired records")
+        wait_for("version 3 without the expired records", reads_equal(env, store, oracle), 90, 0.1)
 
         # The tombstones the repush kept hold against an older nearline write; a newer one is applied.
         writers["dc-0"].put("b5", _value(5, "older than its delete"), timestamp=now + 150)
         writers["dc-0"].put("b6", _value(6, "newer than its delete"), timestamp=now + 10_000)
         writers["dc-0"].flush()
         oracle["b6"] = _value(6, "newer than its delete")
-        eventually(reads_equal(env, store, oracle), "b5 still deleted, b6 written again")
+        wait_for("b5 still deleted, b6 written again", reads_equal(env, store, oracle), 90, 0.1)
     finally:
         for writer in writers.values():
             writer.close()

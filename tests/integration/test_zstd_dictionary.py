@@ -20,7 +20,7 @@ import zstandard
 from scripts.generate_dataset import generate
 from tests.support.inputs import expected_records
 from tests.support.platform import SCHEMAS, PlatformEnv
-from tests.support.reads import eventually, reads_equal
+from tests.support.reads import holds, reads_equal, wait_for
 from tests.support.topics import read_partition
 from venice_core.client import ReadClient
 from venice_core.controller import stores
@@ -152,7 +152,7 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
         writer.close()
     expected |= nearline
     keys = sorted(expected)
-    eventually(reads_equal(env, store, nearline), "nearline writes read in every region")
+    wait_for("nearline writes read in every region", reads_equal(env, store, nearline), 90, 0.1)
     near = _stored_values(env, store, 1)[serde.serialize(key_schema, "nearline-1")]  # as dc-0's leader wrote it on
     assert decompressor(WITH_DICT, first)(near) == serde.serialize(value_schema, nearline["nearline-1"])
     with pytest.raises(zstandard.ZstdError, match="Dictionary mismatch"):
@@ -174,7 +174,12 @@ def test_a_zstd_with_dict_push_and_repush_train_dictionaries_that_every_reader_u
     for client in (duck, rocks):
         client.start(timeout=120)
         try:
-            eventually(lambda c=client: {k: c.get(k) for k in picked} == {k: expected[k] for k in picked}, "Da Vinci")
+            wait_for(
+                "Da Vinci",
+                holds(lambda c=client: {k: c.get(k) for k in picked} == {k: expected[k] for k in picked}),
+                90,
+                0.1,
+            )
         finally:
             client.close()
 

@@ -12,12 +12,12 @@ import shlex
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.profiles import REPO, as_a_user, assert_ports_free, profile_env, stopped_at_the_end
+from venice_core.utils.waiting import poll_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.airflow]
 
@@ -107,16 +107,20 @@ def run_first_ten_minutes(env: dict[str, str], scratch: Path) -> None:
             assert background.returncode == 0, out  # stops cleanly
             continue
         expected = next((said for start, said in EVENTUAL.items() if command.startswith(start)), None)
-        deadline = time.monotonic() + (EVENTUAL_SECONDS if expected is not None else 0)
-        while True:
+        runs: list[subprocess.CompletedProcess[str]] = []
+
+        def answered(
+            command: str = command, expected: str | None = expected, runs: list[subprocess.CompletedProcess[str]] = runs
+        ) -> bool:
             result = subprocess.run(
                 ["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
             )
-            answered = result.returncode == 0 and re.search(expected or "", result.stdout) is not None
-            if answered or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert answered, f"{shlex.quote(command)} failed:\n{result.stdout}{result.stderr}"
+            runs.append(result)
+            return result.returncode == 0 and re.search(expected or "", result.stdout) is not None
+
+        ok = poll_until(answered, timeout=EVENTUAL_SECONDS if expected is not None else 0, interval=1)
+        result = runs[-1]
+        assert ok, f"{shlex.quote(command)} failed:\n{result.stdout}{result.stderr}"
     assert background is not None and background.poll() is not None, ran
 
 

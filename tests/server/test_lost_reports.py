@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.platform import make_platform_env
 from venice_core.model.status import ExecutionStatus
-from venice_core.server import region_server
+from venice_core.server import hosting
 from venice_core.server.region_server import RegionServer
 
 
@@ -26,28 +26,28 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RegionServe
             raise OSError("the database system is shutting down")
         sent.append((store, number, partition, rest[1]))
 
-    monkeypatch.setattr(region_server.controller, "report_replica", report_replica)
+    monkeypatch.setattr(hosting.controller, "report_replica", report_replica)
     return RegionServer(make_platform_env(tmp_path / "home").config, "dc-0"), sent, down
 
 
 def test_a_lost_last_report_is_sent_again_at_the_next_sync(server: tuple) -> None:
     region, sent, down = server
-    report = region._reporter(SimpleNamespace(store="users", number=1, min_ready=1), 0)
+    report = region.hosting.reporter(SimpleNamespace(store="users", number=1, min_ready=1), 0)
     report(ExecutionStatus.COMPLETED, 100, 50, "")
     assert sent == []
-    region._resend_reports()  # still down: kept
+    region.hosting.resend_reports()  # still down: kept
     down[0] = False
-    region._resend_reports()
+    region.hosting.resend_reports()
     assert sent == [("users", 1, 0, ExecutionStatus.COMPLETED)]
-    region._resend_reports()  # taken: not sent again
+    region.hosting.resend_reports()  # taken: not sent again
     assert len(sent) == 1
 
 
 def test_a_newer_report_replaces_a_lost_one(server: tuple) -> None:
     region, sent, down = server
-    report = region._reporter(SimpleNamespace(store="users", number=1, min_ready=1), 0)
+    report = region.hosting.reporter(SimpleNamespace(store="users", number=1, min_ready=1), 0)
     report(ExecutionStatus.PROGRESS, 10, 5, "")  # lost
     down[0] = False
     report(ExecutionStatus.COMPLETED, 100, 50, "")
-    region._resend_reports()  # the lost PROGRESS is not sent after the COMPLETED
+    region.hosting.resend_reports()  # the lost PROGRESS is not sent after the COMPLETED
     assert sent == [("users", 1, 0, ExecutionStatus.COMPLETED)]

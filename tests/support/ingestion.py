@@ -3,7 +3,6 @@ checkpoint while its server holds the database."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.local import PushFailed
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import CHECKPOINT_KEY, META_CF
+from venice_core.utils.waiting import poll_until
 
 
 def wait_for_ingestion(
@@ -26,21 +26,25 @@ def wait_for_ingestion(
     timeout: float = 300,
 ) -> None:
     """Until every given region has ingested the version (an ERROR anywhere fails the push)."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
+    said = [""]  # the last progress line printed
+
+    def ingested() -> bool:
         status = versions.job_status(meta, store, number)
         line = ", ".join(f"{r}={s.status.value}" for r, s in sorted(status.regions.items()))
-        if line != last:
+        if line != said[0]:
             progress(f"ingestion: {line}")
-            last = line
+            said[0] = line
         errors = [f"{r}: {s.details}" for r, s in status.regions.items() if s.status is ExecutionStatus.ERROR]
         if errors:
             raise PushFailed(f"ingestion failed: {'; '.join(errors)}")
-        if all(status.regions[r].status is ExecutionStatus.COMPLETED for r in regions if r in status.regions):
-            return
-        time.sleep(0.5)
-    raise PushFailed(f"ingestion did not complete within {timeout:.0f}s")
+        return all(status.regions[r].status is ExecutionStatus.COMPLETED for r in regions if r in status.regions)
+
+    poll_until(
+        ingested,
+        timeout=timeout,
+        interval=0.5,
+        timeout_error=lambda _: PushFailed(f"ingestion did not complete within {timeout:.0f}s"),
+    )
 
 
 def read_checkpoint(partition_dir: Path) -> IngestionCheckpoint | None:

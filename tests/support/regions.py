@@ -18,7 +18,8 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.protocol.partitioner_config import PartitionerConfig, VersionPartitioner
-from venice_core.server.region_server import HostedPartition, HostedVersion, RegionServer
+from venice_core.server.hosting import HostedPartition, HostedVersion
+from venice_core.server.region_server import RegionServer
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
@@ -54,15 +55,15 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     hosted = HostedVersion(store, 1, 1, no_op, None, 1, default)
     hosted.partitions[0] = HostedPartition(storage, task, threading.Thread(), threading.Event())
     region.hosted[(store, 1)] = hosted
-    region.current = {store: 1}
-    region.stores = {store}
+    region.reads.current = {store: 1}
+    region.reads.stores = {store}
     return region
 
 
 def route_to(region: RegionServer, store: str, address: tuple[str, int]) -> None:
     """The region's routing table for `store`: its one partition on this one server, at `address` (known once it
     listens)."""
-    region.routing[store] = placement.RoutingTable(store, "dc-0", 1, 1, ((f"{address[0]}:{address[1]}",),))
+    region.reads.routing[store] = placement.RoutingTable(store, "dc-0", 1, 1, ((f"{address[0]}:{address[1]}",),))
 
 
 def url_key(key: bytes) -> str:

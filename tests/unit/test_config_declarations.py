@@ -64,7 +64,9 @@ def test_an_environment_variable_overrides_the_file(tmp_path: Path) -> None:
 
 
 def test_a_bad_environment_value_is_named_by_its_variable() -> None:
-    with pytest.raises(ConfigError, match=r"\$VENICE__SERVER_MAX_CONNECTIONS: server.max.connections must be at least 1"):
+    with pytest.raises(
+        ConfigError, match=r"\$VENICE__SERVER_MAX_CONNECTIONS: server.max.connections must be at least 1"
+    ):
         load_config({"VENICE__SERVER_MAX_CONNECTIONS": "0"})
 
 

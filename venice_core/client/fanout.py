@@ -65,6 +65,64 @@ class _Part:
         self.fd = conn.sock.fileno()
 
 
+class _InFlight:
+    """Requests in flight, polled together on their sockets: the one loop of a routed read (`Fanout`) and of a
+    request any instance answers (`first_answer`). Each caller says when to wake (its timeouts, its long tail),
+    what an answer or a failed read means, what to do at each wake-up, and when it is done."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, _Part] = {}  # by socket fd
+        self._poller = select.poll()
+
+    def add(self, part: _Part) -> None:
+        self.parts[part.fd] = part
+        self._poller.register(part.fd, select.POLLIN)
+
+    def remove(self, part: _Part) -> bool:
+        """Stop polling `part` (False: it was not polled)."""
+        if self.parts.get(part.fd) is not part:
+            return False
+        del self.parts[part.fd]
+        self._poller.unregister(part.fd)
+        return True
+
+    def run(
+        self,
+        wake: Callable[[], float],
+        answered: Callable[[_Part, Answer], None],
+        failed: Callable[[_Part, BaseException], None],
+        tick: Callable[[float], None],
+        done: Callable[[], bool],
+    ) -> None:
+        """Until `done()` or nothing is in flight: poll until `wake()` (monotonic), hand each complete answer to
+        `answered` and each failed read to `failed`, then `tick(now)`."""
+        parts = self.parts
+        while not done() and parts:
+            events = self._poller.poll(max(0, math.ceil((wake() - time.monotonic()) * 1000)))
+            # the parts as polled: a part that replaces one closed meanwhile may reuse its fd, and is not readable
+            for part in [parts.get(fd) for fd, _ in events]:
+                if part is not None and parts.get(part.fd) is part:
+                    self._read(part, answered, failed)
+                if done():
+                    return
+            tick(time.monotonic())
+
+    @staticmethod
+    def _read(
+        part: _Part, answered: Callable[[_Part, Answer], None], failed: Callable[[_Part, BaseException], None]
+    ) -> None:
+        """Hand `part`'s answer to `answered` once complete, or why its read failed to `failed`."""
+        try:
+            if not part.conn.read_available():
+                return
+        except TimeoutError:
+            return
+        except (OSError, httptools.HttpParserError) as exc:
+            failed(part, exc)
+            return
+        answered(part, part.conn.result())
+
+
 class Fanout:
     """One routed read in flight (see the module). `groups`: partition -> the indexes of its keys; `request(address,
     indexes)`: the request for those keys; `accept(indexes, answer)`: take a non-5xx answer (True), refuse a
@@ -91,8 +149,7 @@ class Fanout:
         self._covering = dict.fromkeys(groups, 0)  # parts in flight per partition
         self._tried: dict[int, set[Address]] = {p: set() for p in groups}
         self._errors: dict[Address, str] = {}
-        self._parts: dict[int, _Part] = {}  # by socket fd
-        self._poller = select.poll()
+        self._inflight = _InFlight()
 
     # what happened before the read became a fan-out (the hot path's one request)
     def adopt(self, conn: Connection, partition: int, waited: float) -> None:
@@ -112,7 +169,7 @@ class Fanout:
             self._launch([p for p in self.groups if p in self._unresolved and not self._covering[p]])
             self._loop()
         finally:
-            for part in list(self._parts.values()):
+            for part in list(self._inflight.parts.values()):
                 self._remove(part)
                 part.conn.close()
 
@@ -162,16 +219,13 @@ class Fanout:
         retried: bool,
     ) -> _Part:
         part = _Part(address, conn, pooled, partitions, indexes, retried)
-        self._parts[part.fd] = part
-        self._poller.register(part.fd, select.POLLIN)
+        self._inflight.add(part)
         for partition in partitions:
             self._covering[partition] += 1
         return part
 
     def _remove(self, part: _Part) -> None:
-        if self._parts.get(part.fd) is part:
-            del self._parts[part.fd]
-            self._poller.unregister(part.fd)
+        if self._inflight.remove(part):
             for partition in part.partitions:
                 self._covering[partition] -= 1
 
@@ -205,43 +259,31 @@ class Fanout:
 
     # the loop
     def _loop(self) -> None:
-        parts = self._parts
-        while self._unresolved:
-            if not parts:
-                raise AssertionError("a partition is neither answered nor asked")
-            now = time.monotonic()
-            wake = min(
-                p.started + (self.long_tail if self.long_tail and not p.hedged else self.timeout)
-                for p in parts.values()
-            )
-            events = self._poller.poll(max(0, math.ceil((wake - now) * 1000)))
-            # the parts as polled: a part that replaces one closed meanwhile may reuse its fd, and is not readable
-            for part in [parts.get(fd) for fd, _ in events]:
-                if part is not None and parts.get(part.fd) is part:
-                    self._readable(part)
-                if not self._unresolved:
-                    return
-            now = time.monotonic()
-            for part in list(parts.values()):
-                if parts.get(part.fd) is not part:
-                    continue
-                if now >= part.started + self.timeout:
-                    self._read_failed(part, TimeoutError(f"no answer within {self.timeout:g}s"))
-                elif self.long_tail and not part.hedged and now >= part.started + self.long_tail:
-                    part.hedged = True
-                    alone = [p for p in part.partitions if p in self._unresolved and self._covering[p] == 1]
-                    self._launch(alone, hedge=True)
+        self._inflight.run(self._wake, self._answered, self._read_failed, self._tick, lambda: not self._unresolved)
+        if self._unresolved:
+            raise AssertionError("a partition is neither answered nor asked")
 
-    def _readable(self, part: _Part) -> None:
-        try:
-            if not part.conn.read_available():
-                return
-        except TimeoutError:
-            return
-        except (OSError, httptools.HttpParserError) as exc:
-            self._read_failed(part, exc)
-            return
-        answer = part.conn.result()
+    def _wake(self) -> float:
+        """When the next part times out, or reaches the long-tail delay unhedged."""
+        long_tail, timeout = self.long_tail, self.timeout
+        return min(
+            p.started + (long_tail if long_tail and not p.hedged else timeout) for p in self._inflight.parts.values()
+        )
+
+    def _tick(self, now: float) -> None:
+        """Fail the parts past the timeout; hedge those past the long-tail delay."""
+        parts = self._inflight.parts
+        for part in list(parts.values()):
+            if parts.get(part.fd) is not part:
+                continue
+            if now >= part.started + self.timeout:
+                self._read_failed(part, TimeoutError(f"no answer within {self.timeout:g}s"))
+            elif self.long_tail and not part.hedged and now >= part.started + self.long_tail:
+                part.hedged = True
+                alone = [p for p in part.partitions if p in self._unresolved and self._covering[p] == 1]
+                self._launch(alone, hedge=True)
+
+    def _answered(self, part: _Part, answer: Answer) -> None:
         self._remove(part)
         if not part.pooled:
             self.pool.checkin(part.conn)
@@ -257,7 +299,7 @@ class Fanout:
         if headers.get(VERSION_HEADER, self.table.version_text) != self.table.version_text:
             self.stale = True
         self._unresolved.difference_update(part.partitions)
-        for other in list(self._parts.values()):  # answered by this one: their answers are not read
+        for other in list(self._inflight.parts.values()):  # answered by this one: their answers are not read
             if self._unresolved.isdisjoint(other.partitions):
                 self._remove(other)
                 other.conn.close()
@@ -476,77 +518,103 @@ def first_answer(
     """A request any instance can answer (a schema, a routing table): the first answer under 500 of the instances,
     asked in order, the next one as soon as one fails (or answers 5xx) or when the last asked has not answered
     within `long_tail`. ComponentError (naming what each did) when none answers."""
-    poller = select.poll()
-    inflight: dict[int, tuple[Address, Connection, bool, float]] = {}  # fd -> address, conn, pooled, sent at
-    queue = list(addresses)
-    retried: set[Address] = set()
-    failures: list[str] = []
+    return _FirstAnswer(router, pool, addresses, request, timeout, long_tail).run()
 
-    def send_next() -> None:
-        while queue:
-            address = queue.pop(0)
+
+class _FirstAnswer:
+    """`first_answer` in flight: the instances not yet asked (`queue`), what each that failed did."""
+
+    def __init__(
+        self,
+        router: Router,
+        pool: Pool,
+        addresses: list[Address],
+        request: Callable[[Address], bytes],
+        timeout: float,
+        long_tail: float,
+    ) -> None:
+        self.router, self.pool, self.request = router, pool, request
+        self.timeout, self.long_tail = timeout, long_tail
+        self.queue = list(addresses)
+        self.retried: set[Address] = set()
+        self.failures: list[str] = []
+        self.answer: tuple[Address, Answer] | None = None
+        self.newest = 0.0  # when the last instance asked was, as of the last wake-up
+        self._inflight = _InFlight()
+
+    def run(self) -> tuple[Address, Answer]:
+        try:
+            self._send_next()
+            self._inflight.run(
+                self._wake, self._answered, self._read_failed, self._tick, lambda: self.answer is not None
+            )
+            if self.answer is not None:
+                return self.answer
+            raise ComponentError("; ".join(f.rstrip() for f in self.failures) or "no instance to ask")
+        finally:
+            for part in list(self._inflight.parts.values()):
+                self._drop(part, close=True)
+
+    def _done(self) -> bool:
+        return self.answer is not None
+
+    def _send_next(self) -> None:
+        while self.queue:
+            address = self.queue.pop(0)
             conn: Connection | None = None
             try:
-                conn, pooled = pool.checkout(address)
-                conn.send(request(address))
+                conn, pooled = self.pool.checkout(address)
+                conn.send(self.request(address))
             except OSError as exc:
                 if conn is not None:
                     conn.close()
-                router.suspect(address)
-                failures.append(f"{format_address(address)}: unreachable: {exc}")
+                self.router.suspect(address)
+                self.failures.append(f"{format_address(address)}: unreachable: {exc}")
                 continue
-            inflight[conn.sock.fileno()] = (address, conn, pooled, time.monotonic())
-            poller.register(conn.sock.fileno(), select.POLLIN)
+            self._inflight.add(_Part(address, conn, pooled, [], [], False))
             return
 
-    def drop(fd: int, close: bool) -> None:
-        address, conn, pooled, _ = inflight.pop(fd)
-        poller.unregister(fd)
+    def _drop(self, part: _Part, close: bool) -> None:
+        self._inflight.remove(part)
         if close:
-            conn.close()
-        elif not pooled:
-            pool.checkin(conn)
+            part.conn.close()
+        elif not part.pooled:
+            self.pool.checkin(part.conn)
 
-    try:
-        send_next()
-        while inflight:
-            newest = max(sent for *_, sent in inflight.values())
-            wake = min(sent for *_, sent in inflight.values()) + timeout
-            if long_tail and queue:
-                wake = min(wake, newest + long_tail)
-            for fd, _ in poller.poll(max(0, math.ceil((wake - time.monotonic()) * 1000))):
-                if fd not in inflight:
-                    continue
-                address, conn, _, _ = inflight[fd]
-                try:
-                    if not conn.read_available():
-                        continue
-                except TimeoutError:
-                    continue
-                except (OSError, httptools.HttpParserError) as exc:
-                    drop(fd, close=True)
-                    idle_closed = conn.served and not conn.received and isinstance(exc, ConnectionError)
-                    if idle_closed and address not in retried:
-                        retried.add(address)  # an idle keep-alive connection the server had closed: once more
-                        queue.insert(0, address)
-                    else:
-                        router.suspect(address)
-                        failures.append(f"{format_address(address)}: {exc}")
-                    continue
-                answer = conn.result()
-                drop(fd, close=False)
-                if answer[0] < 500:
-                    return address, answer
-                failures.append(f"{format_address(address)}: answered {answer[0]} {answer[1].get(ERROR_HEADER, '')}")
-            now = time.monotonic()
-            for fd, (address, _, _, sent) in list(inflight.items()):
-                if now >= sent + timeout:
-                    drop(fd, close=True)
-                    router.suspect(address)
-                    failures.append(f"{format_address(address)}: no answer within {timeout:g}s")
-            if not inflight or (long_tail and queue and now >= newest + long_tail):
-                send_next()
-        raise ComponentError("; ".join(f.rstrip() for f in failures) or "no instance to ask")
-    finally:
-        for fd in list(inflight):
-            drop(fd, close=True)
+    def _wake(self) -> float:
+        """When the first asked times out, or the last asked reaches the long-tail delay (an instance left)."""
+        sent = [part.started for part in self._inflight.parts.values()]
+        self.newest = max(sent)
+        wake = min(sent) + self.timeout
+        if self.long_tail and self.queue:
+            wake = min(wake, self.newest + self.long_tail)
+        return wake
+
+    def _read_failed(self, part: _Part, exc: BaseException) -> None:
+        self._drop(part, close=True)
+        conn, address = part.conn, part.address
+        idle_closed = conn.served and not conn.received and isinstance(exc, ConnectionError)
+        if idle_closed and address not in self.retried:
+            self.retried.add(address)  # an idle keep-alive connection the server had closed: once more
+            self.queue.insert(0, address)
+        else:
+            self.router.suspect(address)
+            self.failures.append(f"{format_address(address)}: {exc}")
+
+    def _answered(self, part: _Part, answer: Answer) -> None:
+        self._drop(part, close=False)
+        if answer[0] < 500:
+            self.answer = part.address, answer
+            return
+        self.failures.append(f"{format_address(part.address)}: answered {answer[0]} {answer[1].get(ERROR_HEADER, '')}")
+
+    def _tick(self, now: float) -> None:
+        """Give up on the instances past the timeout; ask the next when none is left in flight, or when the last
+        asked is past the long-tail delay."""
+        for part in list(self._inflight.parts.values()):
+            if now >= part.started + self.timeout:
+                self._drop(part, close=True)
+                self.router.suspect(part.address)
+                self.failures.append(f"{format_address(part.address)}: no answer within {self.timeout:g}s")
+        if not self._inflight.parts or (self.long_tail and self.queue and now >= self.newest + self.long_tail):
+            self._send_next()

@@ -10,6 +10,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ComponentError
+from venice_core.utils.waiting import poll_until
 
 
 def _ask(host: str, port: int, method: str, path: str, timeout: float) -> tuple[int, bytes] | None:
@@ -65,18 +66,39 @@ def wait_until_served(
     for region in regions:
         for host, port in config.server_addresses(region):
             request_sync(host, port)
-        deadline = time.monotonic() + timeout
-        checked = time.monotonic()
-        while True:
-            answers = [_served(host, port, store) for host, port in config.server_addresses(region)]
-            alive = [a for a in answers if a is not None]
-            if alive and all(a == number for a in alive):
-                break
-            now = time.monotonic()
-            if abandoned is not None and now - checked > ABANDONED_CHECK_SECONDS:
-                checked = now
-                if abandoned():
-                    return
-            if now > deadline:
-                raise ComponentError(f"region {region} did not start serving {store} v{number} within {timeout}s")
-            time.sleep(0.05)
+        if _served_or_abandoned(config, region, store, number, timeout, abandoned) == "abandoned":
+            return
+
+
+def _served_or_abandoned(
+    config: ClusterConfig,
+    region: str,
+    store: str,
+    number: int,
+    timeout: float,
+    abandoned: Callable[[], bool] | None,
+) -> str:
+    """ "served" once every instance of `region` that answers serves the version, "abandoned" once `abandoned()`
+    (asked every ABANDONED_CHECK_SECONDS) says it will not be; ComponentError past `timeout`."""
+    checked = [time.monotonic()]
+
+    def outcome() -> str:
+        answers = [_served(host, port, store) for host, port in config.server_addresses(region)]
+        alive = [a for a in answers if a is not None]
+        if alive and all(a == number for a in alive):
+            return "served"
+        now = time.monotonic()
+        if abandoned is not None and now - checked[0] > ABANDONED_CHECK_SECONDS:
+            checked[0] = now
+            if abandoned():
+                return "abandoned"
+        return ""
+
+    return poll_until(
+        outcome,
+        timeout=timeout,
+        interval=0.05,
+        timeout_error=lambda _: ComponentError(
+            f"region {region} did not start serving {store} v{number} within {timeout}s"
+        ),
+    )

@@ -56,4 +56,3 @@ def write_readme(readme: Path) -> None:
     text = readme.read_text()
     start, end = text.index(README_START), text.index(README_END) + len(README_END)
     readme.write_text(text[:start] + readme_block() + text[end:])
-

@@ -42,7 +42,7 @@ from venice_core.davinci.ingest_worker import IngestWorker
 from venice_core.davinci.rocksdb_backend import RocksDBBackend
 from venice_core.davinci.schemas import StoreSchemas
 from venice_core.errors import ConfigError, VeniceError
-from venice_core.ingestion.real_time import HybridIngestion, RealTimeSource
+from venice_core.ingestion.real_time import HybridIngestion
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
 from venice_core.model.status import ExecutionStatus
@@ -52,6 +52,7 @@ from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub import admin
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
+from venice_core.utils.waiting import poll_until
 
 if TYPE_CHECKING:
     from venice_core.davinci.duckdb_store import RecordTransformer
@@ -446,16 +447,14 @@ class DaVinciClient:
     ) -> HybridIngestion | None:
         if version.hybrid is None:
             return None
-        sources = tuple(
-            RealTimeSource(r.name, r.kafka_bootstrap, r.real_time_topic(self.store)) for r in self.config.regions
-        )
         # local_topic None: a client reads the region's topics and writes to none of them.
-        return HybridIngestion(
+        return HybridIngestion.of_region(
             version.hybrid,
-            sources,
-            self.region.kafka_bootstrap,
-            None,
+            self.config,
+            self.region,
+            self.store,
             version.partition_count,
+            None,
             compressor(strategy, dictionary),
         )
 
@@ -504,17 +503,26 @@ class DaVinciClient:
     # what it holds
     def wait_until_serving(self, timeout: float = 300.0) -> int:
         """Block until a version is served (or the region serves none); the version served."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def served() -> tuple[int] | None:  # (the version served: 0 if none), as a truthy answer
             self._changed.clear()
             with self._lock:
                 failed = next((v.error for v in self.local.values() if v.error), None)
                 if self.serving or (not self.local and not self._region_current()):
-                    return self.serving
+                    return (self.serving,)
             if failed:
                 raise VeniceError(f"Da Vinci ingestion of '{self.store}' failed: {failed}")
-            self._changed.wait(0.1)
-        raise TimeoutError(f"'{self.store}' not ingested within {timeout:.0f}s")
+            return None
+
+        answer = poll_until(
+            served,
+            timeout=timeout,
+            interval=0.1,
+            timeout_error=lambda _: TimeoutError(f"'{self.store}' not ingested within {timeout:.0f}s"),
+            clock=_WakeOnChange(self._changed),
+        )
+        assert answer is not None  # poll_until returns only a truthy answer when given a timeout_error
+        return answer[0]
 
     def _region_current(self) -> int:
         assert self.meta is not None
@@ -589,3 +597,16 @@ def local_backend(
         if isinstance(transformer, DuckDBRecordTransformer):
             return DuckDBBackend(transformer, store, version_topic)
     return RocksDBBackend(store, base_dir, version_topic, transformer)
+
+
+class _WakeOnChange:
+    """A wait's clock whose sleep ends early when `changed` is set (a version swapped in, an ingestion failed)."""
+
+    def __init__(self, changed: threading.Event) -> None:
+        self.changed = changed
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self.changed.wait(seconds)

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from venice_core.config import ENV_CONFIG, ENV_DATA_DIR, ClusterConfig, embedded_postgres_url, process_env
+from venice_core.config import ENV_CONFIG, ClusterConfig, embedded_postgres_url, process_env
 from venice_core.embedded import postgres
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError

@@ -15,6 +15,7 @@ pom's content; its storage is formatted on first start; its data and logs live i
 from __future__ import annotations
 
 import base64
+import functools
 import socket
 import subprocess
 import time
@@ -24,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded.process import ManagedProcess
+from venice_core.embedded.process import ManagedProcess, Starting, wait_until_healthy
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.maven import fetch_jars
 from venice_core.host.programs import require_program
@@ -330,21 +331,18 @@ def _start_nodes(config: ClusterConfig, nodes: list[int], healthy: Callable[[], 
             process(config, node).start([*jvm, "kafka.Kafka", str(props)], cwd=node_dir(config, node))
             started.append(node)
         timeout = CLUSTER_START_TIMEOUT_SECONDS if _clustered(config) else START_TIMEOUT_SECONDS
-        deadline = time.monotonic() + timeout
-        while True:
-            for node in started:
-                if process(config, node).pid() is None:
-                    raise ComponentError(f"{name(config, node)} exited during start-up; {_log_tail(config, node)}")
-            if healthy():
-                return
-            if time.monotonic() >= deadline:
-                what = (
-                    "kafka"
-                    if not _clustered(config)
-                    else f"the Kafka cluster ({', '.join(name(config, n) for n in nodes)} started)"
-                )
-                raise ComponentError(f"{what} did not become healthy within {timeout:.0f}s")
-            time.sleep(POLL_SECONDS)
+        what = (
+            "kafka"
+            if not _clustered(config)
+            else f"the Kafka cluster ({', '.join(name(config, n) for n in nodes)} started)"
+        )
+        wait_until_healthy(
+            [Starting(name(config, n), process(config, n), functools.partial(_log_tail, config, n)) for n in started],
+            healthy,
+            timeout=timeout,
+            interval=POLL_SECONDS,
+            timeout_error=lambda _: ComponentError(f"{what} did not become healthy within {timeout:.0f}s"),
+        )
     except BaseException:
         stop_nodes(config, started)
         raise

@@ -22,6 +22,8 @@ import sys
 import time
 from types import FrameType
 
+from venice_core.utils.waiting import poll_until
+
 MIN_DELAY_SECONDS = 1.0
 MAX_DELAY_SECONDS = 30.0
 STEADY_SECONDS = 60.0  # a run this long resets the delay
@@ -57,9 +59,7 @@ def run(argv: list[str], first_run: float) -> int:
         started_once = True
         delay = MIN_DELAY_SECONDS if ran >= STEADY_SECONDS else min(delay * 2, MAX_DELAY_SECONDS)
         _say(f"{' '.join(argv[:3])} exited ({code}) after {ran:.0f} s: starting it again in {delay:.0f} s")
-        deadline = time.monotonic() + delay
-        while not stopping and time.monotonic() < deadline:
-            time.sleep(0.1)
+        poll_until(lambda: bool(stopping), timeout=delay, interval=0.1)  # a stop ends the delay
         if stopping:
             return 0
 

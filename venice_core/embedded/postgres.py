@@ -22,7 +22,6 @@ import pwd
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, MissingDependency
 from venice_core.host.cache import filling, staging
 from venice_core.host.programs import require_program
+from venice_core.utils.waiting import poll_until
 
 ROLE = "venice"
 DATABASES = ("venice", "airflow")  # the metadata store's, Airflow's
@@ -223,11 +223,15 @@ class Server:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)
-            deadline = time.monotonic() + timeout
-            while proc.pid() is not None and time.monotonic() < deadline:
+
+            def gone() -> bool:
+                if proc.pid() is None:
+                    return True
                 with contextlib.suppress(ChildProcessError):  # our child (a test's server): reaped here
                     os.waitpid(pid, os.WNOHANG)
-                time.sleep(0.05)
+                return False
+
+            poll_until(gone, timeout=timeout, interval=0.05)
         return proc.stop(timeout=5.0) or pid is not None
 
     def restart(self) -> str:

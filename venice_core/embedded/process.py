@@ -14,6 +14,7 @@ from pathlib import Path
 
 from venice_core.errors import ComponentError
 from venice_core.host.pids import running
+from venice_core.utils.waiting import poll_until
 
 
 def members(leader: int) -> list[int]:
@@ -138,10 +139,14 @@ class ManagedProcess:
             self.pid_file.unlink(missing_ok=True)
             return False
         self._signal_group(tree.leader, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while tree.alive() and time.monotonic() < deadline:
+
+        def gone() -> bool:
+            if not tree.alive():
+                return True
             self._reap(tree.leader)
-            time.sleep(0.1)
+            return False
+
+        poll_until(gone, timeout=timeout, interval=0.1)
         tree.kill()
         self.pid_file.unlink(missing_ok=True)
         return True
@@ -180,20 +185,50 @@ class ManagedProcess:
     def wait_until_healthy(self, label: str, healthy: Callable[[], bool], timeout: float, poll: float) -> None:
         """After start: return once `healthy()` holds; if the process dies or `timeout` passes, stop it and raise
         one clear error (with the end of its log when it died)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.pid() is None:
-                raise ComponentError(
-                    f"{label} exited during start-up; last lines of {self.log_file}:\n{self.log_tail()}"
-                )
-            if healthy():
-                return
-            time.sleep(poll)
-        self.stop()
-        raise ComponentError(f"{label} did not become healthy within {timeout:.0f}s")
+
+        def timed_out(_: bool) -> ComponentError:
+            self.stop()  # started, never healthy: not left running
+            return ComponentError(f"{label} did not become healthy within {timeout:.0f}s")
+
+        wait_until_healthy([Starting(label, self)], healthy, timeout=timeout, interval=poll, timeout_error=timed_out)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+@dataclass(frozen=True)
+class Starting:
+    """A process waited on while it starts: its name in errors, and what is said of its log if it exits (by default
+    the last lines of its own log file)."""
+
+    label: str
+    process: ManagedProcess
+    last_lines: Callable[[], str] | None = None
+
+    def exited(self) -> ComponentError:
+        proc = self.process
+        said = self.last_lines() if self.last_lines else f"last lines of {proc.log_file}:\n{proc.log_tail()}"
+        return ComponentError(f"{self.label} exited during start-up; {said}")
+
+
+def wait_until_healthy(
+    started: Sequence[Starting],
+    healthy: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float,
+    timeout_error: Callable[[bool], Exception],
+) -> None:
+    """The one wait for processes just started: until `healthy()` holds. The first of `started` found dead ends it
+    at once (its `exited` error, with the end of its log); past `timeout`, `timeout_error(False)` is raised."""
+
+    def check() -> bool:
+        for starting in started:
+            if starting.process.pid() is None:
+                raise starting.exited()
+        return healthy()
+
+    poll_until(check, timeout=timeout, interval=interval, timeout_error=timeout_error)

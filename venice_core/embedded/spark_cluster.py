@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +26,7 @@ from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
 from venice_core.spark.python_path import spark_home
+from venice_core.utils.waiting import poll_until
 
 MASTER = "spark-master"
 WORKER_PREFIX = "spark-worker-"
@@ -199,21 +199,23 @@ def _start_worker(config: ClusterConfig, n: int) -> ManagedProcess:
 def _wait_for_workers(config: ClusterConfig, workers: list[int], timeout: float = START_TIMEOUT_SECONDS) -> None:
     """Until every worker of `workers` is registered ALIVE; ComponentError (with the end of its log) if one exits
     first, or when `timeout` passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        missing = [n for n in workers if n not in _alive(config)]
-        if not missing:
-            return
+    missing: list[int] = []
+
+    def registered() -> bool:
+        missing[:] = [n for n in workers if n not in _alive(config)]
         for n in missing:
             proc = worker_process(config, n)
             if proc.pid() is None:
                 raise ComponentError(
                     f"spark worker {n} exited during start-up; last lines of {proc.log_file}:\n{proc.log_tail()}"
                 )
-        if time.monotonic() > deadline:
-            names = ", ".join(str(n) for n in missing)
-            raise ComponentError(f"spark worker {names} did not register with the master within {timeout:.0f}s")
-        time.sleep(0.3)
+        return not missing
+
+    def timed_out(_: bool) -> ComponentError:
+        names = ", ".join(str(n) for n in missing)
+        return ComponentError(f"spark worker {names} did not register with the master within {timeout:.0f}s")
+
+    poll_until(registered, timeout=timeout, interval=0.3, timeout_error=timed_out)
 
 
 def _summary(config: ClusterConfig) -> str:

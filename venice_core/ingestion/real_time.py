@@ -30,6 +30,7 @@ from typing import Any, Generic
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from venice_core.config import ClusterConfig, RegionConfig
 from venice_core.ingestion.committer import Committer, MissingChunk
 from venice_core.ingestion.conflict import encode_stamp
 from venice_core.ingestion.messages import (
@@ -106,6 +107,22 @@ class HybridIngestion:
     local_topic: str | None  # None: nothing written on (a Da Vinci client only reads the region's topics)
     partition_count: int  # the version's
     compress: Callable[[bytes], bytes]  # the version's compression, applied to nearline values (sent uncompressed)
+
+    @classmethod
+    def of_region(
+        cls,
+        settings: HybridSettings,
+        config: ClusterConfig,
+        region: RegionConfig,
+        store: str,
+        partition_count: int,
+        local_topic: str | None,
+        compress: Callable[[bytes], bytes],
+    ) -> HybridIngestion:
+        """A hybrid version's ingestion in `region`: the real-time topics of every region of `config` (each region
+        ingests them all), the winners written on to `local_topic` of the region's broker."""
+        sources = tuple(RealTimeSource(r.name, r.kafka_bootstrap, r.real_time_topic(store)) for r in config.regions)
+        return cls(settings, sources, region.kafka_bootstrap, local_topic, partition_count, compress)
 
 
 class RealTimeIngestion(Generic[Batch]):

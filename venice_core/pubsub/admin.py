@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from venice_core.errors import ComponentError
 from venice_core.pubsub import client_config
+from venice_core.utils.waiting import poll_until
 
 TIMEOUT_SECONDS = 15.0
 # Requests the controller serves: each attempt bounded, retried until a broker that died meanwhile is fenced (after
@@ -121,13 +122,21 @@ def _at_the_controller(bootstrap: str, topics: list[str], request: _Request) -> 
 def _wait_for_leaders(admin: AdminClient, topic: str) -> None:
     """A topic is usable once every partition has a leader: the broker answers a request made sooner with
     NOT_LEADER_FOR_PARTITION."""
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
+
+    def led() -> bool:
         metadata = admin.list_topics(topic, timeout=TIMEOUT_SECONDS).topics.get(topic)
-        if metadata is not None and metadata.error is None and all(p.leader >= 0 for p in metadata.partitions.values()):
-            return
-        time.sleep(0.05)
-    raise ComponentError(f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s")
+        if metadata is None or metadata.error is not None:
+            return False
+        return all(p.leader >= 0 for p in metadata.partitions.values())
+
+    poll_until(
+        led,
+        timeout=TIMEOUT_SECONDS,
+        interval=0.05,
+        timeout_error=lambda _: ComponentError(
+            f"topic {topic} has partitions without a leader after {TIMEOUT_SECONDS}s"
+        ),
+    )
 
 
 def partition_count(bootstrap: str, topic: str) -> int | None:
@@ -166,11 +175,17 @@ def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list
 def _high_watermark(consumer: Any, topic: str, partition: int) -> int:
     """A partition's end offset. A leader elected a moment ago may still answer NOT_LEADER_FOR_PARTITION (its
     metadata reaches the broker's request handling a little later): asked again, briefly."""
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while True:
+    not_leader: list[KafkaException] = []  # the last answer NOT_LEADER_FOR_PARTITION: raised if it stays so
+
+    def end() -> tuple[int] | None:  # (the offset), truthy even when it is 0
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)[1]
+            return (consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)[1],)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION or time.monotonic() > deadline:
+            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION:
                 raise
-            time.sleep(0.1)
+            not_leader[:] = [exc]
+            return None
+
+    found = poll_until(end, timeout=TIMEOUT_SECONDS, interval=0.1, timeout_error=lambda _: not_leader[0])
+    assert found is not None  # poll_until returns only a truthy answer when given a timeout_error
+    return found[0]

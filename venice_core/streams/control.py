@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from venice_core.meta import MetadataStore
 from venice_core.nearline.writer import resolve_target
 from venice_core.spark.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest, master_of, master_unreachable, stream_job_spec, submit_env
+from venice_core.utils.waiting import poll_until
 
 START_TIMEOUT_SECONDS = 180.0
 
@@ -153,8 +153,7 @@ def after_drain(config: ClusterConfig, request: StreamJobRequest, drained: strea
 def wait_until_running(
     config: ClusterConfig, meta: MetadataStore, name: str, run_id: str, timeout: float
 ) -> PipelineStatus:
-    deadline = time.monotonic() + timeout
-    while True:
+    def running() -> PipelineStatus | None:
         status = pipeline_status(config, meta, name)
         if status.record.run_id != run_id:
             raise StreamFailed(f"stream pipeline '{name}' was started again meanwhile (run {status.record.run_id})")
@@ -162,9 +161,18 @@ def wait_until_running(
             return status
         if status.state in (streams.FAILED, streams.STOPPED):
             raise StreamFailed(f"stream {name} {status.state}: {status.cause or 'stopped'}")
-        if time.monotonic() > deadline:
-            raise StreamFailed(f"stream {name} did not start within {timeout:.0f}s (see {status.log})")
-        time.sleep(0.3)
+        seen[:] = [status]
+        return None
+
+    seen: list[PipelineStatus] = []  # the last status read, whose log a timeout names
+    started = poll_until(
+        running,
+        timeout=timeout,
+        interval=0.3,
+        timeout_error=lambda _: StreamFailed(f"stream {name} did not start within {timeout:.0f}s (see {seen[0].log})"),
+    )
+    assert started is not None  # poll_until returns only a truthy answer when given a timeout_error
+    return started
 
 
 def stop(config: ClusterConfig, meta: MetadataStore, name: str, timeout: float = 30.0) -> bool:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from venice_core.errors import ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.streams import control
+from venice_core.utils.waiting import poll_until
 
 # What an upgrade may change (the new job's arguments); the pipeline keeps its store, region and source, and the
 # new run starts from the drained offsets.
@@ -98,14 +98,12 @@ def consuming(config: ClusterConfig, meta: MetadataStore, name: str, run_id: str
 
 
 def _until(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise DrainFailed(f"{what} did not happen within {timeout:.0f}s")
-        time.sleep(interval)
+    return poll_until(
+        check,
+        timeout=timeout,
+        interval=interval,
+        timeout_error=lambda _: DrainFailed(f"{what} did not happen within {timeout:.0f}s"),
+    )
 
 
 def run_local(
