@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast install system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast docs docs-build install system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,7 @@ test: $(STAMP) $(BYTECODE)
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
 	$(BIN)/mypy  # the types (pyproject.toml's [tool.mypy])
 	$(BIN)/python -m compileall -qq venice_core dags plugins tests  # the project's own, as it is now
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the site (mkdocs.yml): a broken link or a page outside the nav fails it
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not faults and not cluster"
 
 # make demo-replicated's and make demo-cluster's jobs (marker `cluster`), and the cluster profile's four faults (marker
@@ -86,6 +87,14 @@ test-cluster: $(STAMP) $(BYTECODE)
 test-fast: $(STAMP) $(BYTECODE)
 	$(BIN)/python -m venice_core.spark.extra_jars
 	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not redis and not browser"
+
+# The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:$(DOCS_PORT), rebuilt as its pages change.
+DOCS_PORT ?= 8000
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 up: install
 	$(BIN)/venice up

@@ -1,7 +1,7 @@
 """The cluster profile's faults, one at a time, each mid-way through a push of 200k records through Airflow: a Kafka
 broker SIGKILLed (while a hybrid store's nearline writes flow), a Spark worker SIGKILLed, the Celery worker running
 the Spark step SIGKILLed, PostgreSQL restarted. Each push is checked exactly in every region. Marked `faults`: about
-nine minutes on two cores, they run in `make test-cluster`, not in `make test` (see the README's "Tests")."""
+nine minutes on two cores, they run in `make test-cluster`, not in `make test` (see docs/development.md)."""
 
 from __future__ import annotations
 
