@@ -26,6 +26,7 @@ from pathlib import Path
 from venice_core.config import ClusterConfig
 from venice_core.controller.store_description import StoreSettings
 from venice_core.controller.stores import all_store_settings, check_name, store_settings
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, StoreNotFound
 from venice_core.host.cache import staging
@@ -44,7 +45,7 @@ ASK_AGAIN_SECONDS = 3.0
 
 def folder(config: ClusterConfig) -> Path:
     """The bundle's folder, in the Airflow home."""
-    return airflow.stores_folder(config)
+    return deployment.stores_folder(config)
 
 
 def file_name(dag_id: str) -> str:
@@ -183,7 +184,7 @@ def ask_to_parse(api: AirflowApi, dag_ids: list[str]) -> None:
     """Ask Airflow to parse these DAGs' files now (a file Airflow knows no DAG of yet is found at the
     dag-processor's next look at the folder)."""
     for dag_id in dag_ids:
-        api.request_parse(file_name(dag_id), airflow.STORES_BUNDLE)
+        api.request_parse(file_name(dag_id), deployment.STORES_BUNDLE)
 
 
 def wait_until_parsed(api: AirflowApi, dags: Mapping[str, str], timeout: float = PARSED_TIMEOUT_SECONDS) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import streams
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
@@ -78,7 +79,7 @@ def _parse_pipelines_file(config: ClusterConfig, api: AirflowApi) -> None:
     its modification time renewed, which the dag-processor of dags/ watches (at its next loop)."""
     if not api.request_parse(STREAMS_DAG_FILE):
         with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
-            os.utime(Path(airflow.config_value(airflow.home(config), "core", "dags_folder")) / STREAMS_DAG_FILE)
+            os.utime(Path(deployment.config_value(deployment.home(config), "core", "dags_folder")) / STREAMS_DAG_FILE)
 
 
 def reparse_stream_dags(config: ClusterConfig) -> None:
