@@ -41,6 +41,7 @@ from bench.harness import SCHEMAS, running_pid
 from tests.support.sandbox import write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.controller import stores
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow import store_dags
@@ -113,7 +114,7 @@ print(json.dumps({"seconds": elapsed, "dags": sorted(bag.dags), "errors": list(b
 def browse_seconds(config: ClusterConfig, api: AirflowApi, total: int, query: str = "", runs: int = 3) -> float:
     """The best of `runs` loads of the Browse > Rollouts page (its first page, or filtered by `query`), signed in,
     each checked to list `total` stores in all and a row for each store its first page names."""
-    url = f"{airflow.base_url(config)}/venice/rollout/" + (f"?q={urllib.parse.quote(query)}" if query else "")
+    url = f"{deployment.base_url(config)}/venice/rollout/" + (f"?q={urllib.parse.quote(query)}" if query else "")
     best = float("inf")
     for _ in range(runs):
         started = time.perf_counter()
@@ -134,7 +135,7 @@ def task_parse_seconds(config: ClusterConfig, store: str, runs: int = 3) -> floa
     best = float("inf")
     for _ in range(runs):
         out = subprocess.run(
-            [sys.executable, "-c", TASK_PARSE, str(path), airflow.STORES_BUNDLE],
+            [sys.executable, "-c", TASK_PARSE, str(path), deployment.STORES_BUNDLE],
             env=env,
             capture_output=True,
             text=True,

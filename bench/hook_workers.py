@@ -33,7 +33,7 @@ def import_a_task_process() -> None:
     """What an Airflow task process running a rollout step has imported."""
     sys.path.insert(0, str(Path(__file__).parents[1] / "plugins"))
     import airflow.sdk.execution_time.task_runner  # noqa: F401
-    import venice_plugin.rollout  # noqa: F401
+    import venice_plugin.rollout_dag  # noqa: F401
 
 
 def timed(run: Callable[[], object], times: int) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from venice_core.config import ClusterConfig
 from venice_core.controller import stores
 from venice_core.embedded import airflow
 from venice_core.meta import MetadataStore
-from venice_core.orchestration.airflow import rollouts, store_dags
+from venice_core.orchestration.airflow import pushes, store_dags
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import rollout_dag_id
 
@@ -89,7 +89,7 @@ def run_floor(api: AirflowApi) -> RunTiming:
 
 
 def run_rollout(api: AirflowApi, config: ClusterConfig, meta: MetadataStore, store: str, data: Path) -> RunTiming:
-    rollouts.push(config, meta, store, str(data), "key", "value", {}, progress=lambda _line: None)
+    pushes.push(config, meta, store, str(data), "key", "value", {}, progress=lambda _line: None)
     dag_id = rollout_dag_id(store)
     run = api.latest_run(dag_id)
     assert run is not None, f"no run of {dag_id} after a rollout"

@@ -10,7 +10,7 @@ import os
 from airflow.sdk import conf
 
 from venice_core.config import ENV_CONFIG, ENV_DATA_DIR
-from venice_core.embedded.airflow import PLATFORM_SECTION
+from venice_core.deployment.airflow import PLATFORM_SECTION
 
 
 def use_platform_config() -> None:

@@ -24,7 +24,7 @@ def _signed(dag: DAG, text: str) -> DAG:
 
 def rollout_dag(text: str) -> DAG:
     """The rollout DAG of the store `text` (a `RolloutDagSpec`) describes."""
-    from venice_plugin.rollout import build_rollout_dag  # imported already where the plugin is loaded
+    from venice_plugin.rollout_dag import build_rollout_dag  # imported already where the plugin is loaded
 
     spec = RolloutDagSpec.of(json.loads(text))
     use_platform_config()  # the platform's config for `airflow` run with AIRFLOW_HOME alone

@@ -9,7 +9,8 @@
   ran with: a new run id, fresh state, from exactly the offsets the drained run reached;
 - `wait_consuming`, a sensor, until the new run's query runs.
 
-The sensors poke (a drain takes seconds); failures are not retried: each step says why it failed.
+The sensors poke (a drain takes seconds); failures are not retried: each step says why it failed (a VeniceError
+as `venice_plugin.error_policy` maps it).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from airflow.sdk import DAG, PokeReturnValue, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from venice_core.controller import streams
-from venice_core.errors import VeniceError
 from venice_core.meta.context import metadata
 from venice_core.rollout.names import upgrade_dag_id
 from venice_core.streams import upgrade
-from venice_plugin.rollout import form_param
+from venice_plugin.error_policy import airflow_errors
+from venice_plugin.form_params import form_param
 
 DRAIN, WAIT_DRAINED, OUTCOME, ALERT, DRAINED = "drain", "wait_drained", "drain_outcome", "alert", "drained"
 START, WAIT_CONSUMING = "start_new_run", "wait_consuming"
@@ -62,13 +63,9 @@ def build_upgrade_dag(pipeline: str) -> DAG:
 
         @task(task_id=DRAIN)
         def request(**context: Any) -> str:
-            with metadata() as (config, meta):
-                try:
-                    requested = upgrade.request_drain(
-                        config, meta, pipeline, context["params"].get("drain_timeout_seconds")
-                    )
-                except VeniceError as exc:
-                    raise AirflowFailException(str(exc)) from exc
+            with metadata() as (config, meta), airflow_errors():
+                timeout = context["params"].get("drain_timeout_seconds")
+                requested = upgrade.request_drain(config, meta, pipeline, timeout)
             print(f"drain of {pipeline} requested: run {requested.run_id}, notification {requested.uuid}")
             return requested.run_id
 
@@ -91,19 +88,13 @@ def build_upgrade_dag(pipeline: str) -> DAG:
 
         @task(task_id=START)
         def start(**context: Any) -> str:
-            with metadata() as (config, meta):
-                try:
-                    return upgrade.start_upgraded(config, meta, pipeline, context["params"].get("args") or {}, print)
-                except VeniceError as exc:
-                    raise AirflowFailException(str(exc)) from exc
+            with metadata() as (config, meta), airflow_errors():
+                return upgrade.start_upgraded(config, meta, pipeline, context["params"].get("args") or {}, print)
 
         @task.sensor(task_id=WAIT_CONSUMING, poke_interval=POKE_SECONDS, timeout=SENSOR_TIMEOUT_SECONDS, mode="poke")
         def wait_consuming(new_run: str) -> bool:
-            with metadata() as (config, meta):
-                try:
-                    return upgrade.consuming(config, meta, pipeline, new_run)
-                except VeniceError as exc:
-                    raise AirflowFailException(str(exc)) from exc
+            with metadata() as (config, meta), airflow_errors():
+                return upgrade.consuming(config, meta, pipeline, new_run)
 
         # Each task gets the value of the XCom passed to it, which its typed parameter (str) names.
         outcome = cast(str, wait_drained(cast(str, request())))

@@ -37,7 +37,7 @@ from tests.support.platform import PlatformEnv
 from tests.support.reads import assert_serves, wait_for
 from venice_core.client import ReadClient
 from venice_core.controller import drain, stores, streams, versions
-from venice_core.embedded import airflow
+from venice_core.deployment import airflow as deployment
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.protocol import serde
 from venice_core.pubsub import admin
@@ -329,7 +329,7 @@ def test_scheduled_runs_render_their_input_for_their_date_and_a_missing_one_fail
         t for t in api.task_instances(rollout_dag_id(bad), failed["dag_run_id"]) if t["task_id"] == "start_of_push_job"
     )
     assert (first["state"], first["try_number"]) == ("failed", 1)
-    log = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
+    log = deployment.home(env.config) / "logs" / f"dag_id={rollout_dag_id(bad)}" / f"run_id={failed['dag_run_id']}"
     said = (log / "task_id=start_of_push_job" / "attempt=1.log").read_text()
     assert f"input path {tmp_path}/missing/{ds}/ does not exist" in said
     # ... and kept as the step's XCom `failure`, where `venice rollout status` and `venice push` read it.

@@ -49,7 +49,7 @@ from tests.support.webhook import Webhook
 from venice_core.client import ReadClient
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.davinci import DaVinciClient, DuckDBRecordTransformer
-from venice_core.embedded import airflow
+from venice_core.deployment import airflow as deployment
 from venice_core.hooks.api import HOOK_FUNCTIONS
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.pubsub.control import read_dictionary
@@ -188,7 +188,7 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     ]
     assert len(asset_events(airflow_env, store)) == 1
     # VIP-4's /job reply, behind Airflow's auth.
-    job_url = f"{airflow.base_url(airflow_env.config)}/venice/api/job/{store}/1"
+    job_url = f"{deployment.base_url(airflow_env.config)}/venice/api/job/{store}/1"
     assert status_without_valid_token(job_url) == 401
     job = AirflowApi(airflow_env.config).get(f"/venice/api/job/{store}/1")
     assert job["version_status"] == "ONLINE" and set(job["regions"]) == {"dc-0", "dc-1", "dc-2"}
@@ -289,7 +289,7 @@ def test_hook_failures_under_wait_policy_wait_then_abort_past_the_maximum(
     assert failing[-1].created_at - failing[0].created_at >= 12 - INTERVAL - 4
 
     # The run's Rollout tab in the Airflow UI, in a real browser; its page refuses a client without a valid token.
-    pages = f"{airflow.base_url(airflow_env.config)}/venice/rollout/"
+    pages = f"{deployment.base_url(airflow_env.config)}/venice/rollout/"
     for page in (pages, f"{pages}{rollout_dag_id(store)}"):
         assert status_without_valid_token(page) == 401 and status_without_valid_token(page, "forged") == 403
     run_id = AirflowApi(airflow_env.config).latest_run(rollout_dag_id(store))["dag_run_id"]

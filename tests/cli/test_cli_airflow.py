@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.leftovers import airflow_parts, leaves_nothing
 from tests.support.platform import PlatformEnv
-from venice_core.embedded import airflow
+from venice_core.deployment import airflow as deployment
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.airflow
 
 def _plain_airflow(env: PlatformEnv, *args: str) -> subprocess.CompletedProcess[str]:
     """The venv's `airflow` with AIRFLOW_HOME as its only setting: no VENICE_* or AIRFLOW__* variable."""
-    only_home = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(airflow.home(env.config))}
+    only_home = {"HOME": os.environ["HOME"], "PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(deployment.home(env.config))}
     result = subprocess.run([AIRFLOW, *args], env=only_home, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"airflow {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}"
     return result

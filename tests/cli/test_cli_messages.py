@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 
 
@@ -68,7 +69,7 @@ def test_help_still_works_and_no_arguments_still_show_it(env: PlatformEnv) -> No
 def test_airflow_down_says_what_to_do(env: PlatformEnv, tmp_path: Path) -> None:
     data = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist([{"key": "u1", "value": {"name": "Ada", "age": 36, "score": 1.5}}]), data)
-    url = airflow.base_url(env.config)
+    url = deployment.base_url(env.config)
     said = f"error: Airflow at {url} is unreachable (Connection refused): is the platform up? run `venice up`, or "
     said += "push with --local"
     assert _one_line(env.cli("push", "users", "--input", str(data), "--airflow"), 1) == said
@@ -95,5 +96,5 @@ def test_status_names_the_airflow_component_that_is_not_running(
     line = next(line for line in result.stdout.splitlines() if line.startswith("airflow"))
     assert line.split()[1] == "DOWN"
     assert line.endswith(
-        f"pids 41, 42, 43, {airflow.base_url(env.config)} (scheduler not running: 3 of 4 components running)"
+        f"pids 41, 42, 43, {deployment.base_url(env.config)} (scheduler not running: 3 of 4 components running)"
     )

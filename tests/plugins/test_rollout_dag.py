@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG, PokeReturnValue
 from airflow.sdk.exceptions import DownstreamTasksSkipped
-from venice_plugin.rollout import DecisionSensor, PushJobOperator, build_rollout_dag, short_error
+from venice_plugin.rollout_dag import DecisionSensor, PushJobOperator, build_rollout_dag, short_error
 
 from venice_core.config import ClusterConfig, load_config
 from venice_core.embedded import airflow

@@ -17,7 +17,7 @@ from airflow.sdk.api.datamodels._generated import DagRun, TIRunContext
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from airflow.timetables.base import DataInterval, TimeRestriction
-from venice_plugin.rollout import _request
+from venice_plugin.rollout_dag.task_inputs import request as _request
 from venice_plugin.timetables import BusinessHoursTimetable
 
 from scripts.generate_dataset import generate

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
 from tests.support.topics import read_partition
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError
 from venice_core.hooks.api import HOOK_FUNCTIONS, StoreVersionLifecycleEventOutcome
@@ -172,7 +173,7 @@ def wait_for_step(env: PlatformEnv, store: str, task_id: str, state: str, push: 
 
 def failed_attempts(env: PlatformEnv, store: str, lines: int = 25) -> str:
     """The end of each failed task attempt's log in the store's runs: what a failure on CI needs to be understood."""
-    logs = airflow.home(env.config) / "logs" / f"dag_id={rollout_dag_id(store)}"
+    logs = deployment.home(env.config) / "logs" / f"dag_id={rollout_dag_id(store)}"
     found = []
     for log in sorted(logs.glob("run_id=*/task_id=*/attempt=*.log")):
         events = []
@@ -222,7 +223,7 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
         run = api.latest_run(rollout_dag_id(store))
         return None if run is None else api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id)
     except ComponentError:  # Airflow restarting
-        _SIGNED_IN.pop(airflow.base_url(env.config), None)
+        _SIGNED_IN.pop(deployment.base_url(env.config), None)
         return None
 
 
@@ -232,7 +233,7 @@ _SIGNED_IN: dict[str, AirflowApi] = {}
 def _signed_in(env: PlatformEnv) -> AirflowApi:
     """One signed-in client per Airflow for the polls of a test: signing in at each poll (every second while a test
     waits) cost the API server a request and a token each time."""
-    url = airflow.base_url(env.config)
+    url = deployment.base_url(env.config)
     if url not in _SIGNED_IN:
         _SIGNED_IN[url] = AirflowApi(env.config)
     return _SIGNED_IN[url]

@@ -15,7 +15,7 @@ from pathlib import Path
 from playwright.sync_api import FrameLocator, Page, sync_playwright
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded import airflow
+from venice_core.deployment import airflow as deployment
 from venice_core.rollout.names import asset_uri, rollout_dag_id
 
 CHROMIUM = "/usr/bin/chromium"
@@ -89,10 +89,10 @@ def rollout_tab(config: ClusterConfig, store: str, run_id: str, workdir: Path) -
     """Sign in to the embedded Airflow, open the run's Rollout tab and read it, then the store's row in Browse >
     Rollouts and in Airflow's Assets view. Screenshots in `workdir`: the tab in the UI (`rollout-tab.png`) and the
     whole page, which the UI's frame cuts (`rollout-page.png`)."""
-    base, dag = airflow.base_url(config), rollout_dag_id(store)
+    base, dag = deployment.base_url(config), rollout_dag_id(store)
     screenshot = workdir / "rollout-page.png"
     with chromium_page(workdir / "chromium-profile") as page:
-        sign_in(page, base, airflow.USER, airflow.password(config))
+        sign_in(page, base, deployment.USER, deployment.password(config))
         frame = open_tab(page, base, f"dags/{dag}/runs/{run_id}/plugin/venice-rollout-run", "Rollout")
         frame.locator("#matrix").wait_for()
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow, platform
 from venice_core.embedded.process import ManagedProcess, members
 
@@ -28,7 +29,7 @@ def platform_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[in
 
 def airflow_parts(config: ClusterConfig) -> tuple[list[ManagedProcess], list[int], list[str]]:
     ports = [config.airflow.port, config.airflow.port + 1]  # the API, a log server (the scheduler starts none)
-    return airflow.processes(config), ports, [f"AIRFLOW_HOME={airflow.home(config)}"]
+    return airflow.processes(config), ports, [f"AIRFLOW_HOME={deployment.home(config)}"]
 
 
 @contextmanager

@@ -13,7 +13,10 @@ import pytest
 
 from tests.support.platform import make_platform_env
 from venice_core.config import ClusterConfig
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow, platform
+from venice_core.embedded.airflow import component_processes, configuration, control
+from venice_core.embedded.airflow import database as airflow_database
 
 CLUSTER = {
     "postgres.embedded.enabled": "true",
@@ -44,11 +47,11 @@ def test_the_celery_executor_runs_on_redis_with_its_database_and_results_on_post
     # A task whose worker died is failed (and retried) after 30 s without heartbeats, not Airflow's 300.
     assert settings[("scheduler", "task_instance_heartbeat_timeout")] == "30"
     assert settings[("database", "max_db_retries")] == "10"
-    assert airflow._embedded_database(cluster) is not None  # its empty database restored from the cached dump
+    assert airflow_database._embedded_database(cluster) is not None  # its empty database restored from the cached dump
 
-    airflow._write_config(cluster)  # the same in the home's airflow.cfg, as Airflow's own parser reads it
+    configuration.write_config(cluster)  # the same in the home's airflow.cfg, as Airflow's own parser reads it
     cfg = configparser.ConfigParser()
-    cfg.read(airflow.home(cluster) / "airflow.cfg")
+    cfg.read(deployment.home(cluster) / "airflow.cfg")
     assert cfg.get("core", "executor") == "CeleryExecutor"
     assert cfg.get("celery", "result_backend") == f"db+{database}"
     env = airflow.environment(cluster)
@@ -61,24 +64,24 @@ def test_the_workers_and_the_triggerer_are_components_of_their_own(cluster: Clus
         "api-server", "triggerer", *WORKERS, "dag-processor", "store-dag-processor", "scheduler",
     )  # fmt: skip
     assert [p.name for p in airflow.celery_workers(cluster)] == [f"airflow-{w}" for w in WORKERS]
-    assert airflow._component_command(cluster, "celery-worker-1") == [
+    assert control._component_command(cluster, "celery-worker-1") == [
         "celery", "worker", "--concurrency", "2", "--celery-hostname", "venice-worker-1@%h",
         "--skip-serve-logs", "--without-mingle", "--without-gossip",
     ]  # fmt: skip
-    assert airflow._component_command(cluster, "triggerer") == ["triggerer", "--skip-serve-logs"]
+    assert control._component_command(cluster, "triggerer") == ["triggerer", "--skip-serve-logs"]
     # A worker's tasks name it as their host: a task instance's `hostname` says which worker ran each try.
-    env = airflow._component_env("celery-worker-1", airflow.environment(cluster))
-    assert env[airflow.ENV_WORKER] == "venice-worker-1"
-    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == airflow.HOSTNAME_CALLABLE
+    env = control._component_env("celery-worker-1", airflow.environment(cluster))
+    assert env[component_processes.ENV_WORKER] == "venice-worker-1"
+    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == component_processes.HOSTNAME_CALLABLE
     # `venice up`'s plan (docker-compose.yaml's services) names the same processes.
     planned = [p.name for p in platform.plan(cluster) if p.name.startswith("airflow-")]
     assert planned == [p.name for p in airflow.processes(cluster)]
 
 
 def test_a_worker_names_itself_as_the_host_of_its_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(airflow.socket, "gethostname", lambda: "box")
-    monkeypatch.setenv(airflow.ENV_WORKER, "venice-worker-0")
-    assert airflow.worker_hostname() == "venice-worker-0@box"
+    monkeypatch.setattr(component_processes.socket, "gethostname", lambda: "box")
+    monkeypatch.setenv(component_processes.ENV_WORKER, "venice-worker-0")
+    assert component_processes.worker_hostname() == "venice-worker-0@box"
 
 
 def test_an_airflow_db_url_of_another_server_is_used_as_it_is(cluster: ClusterConfig) -> None:
@@ -86,15 +89,15 @@ def test_an_airflow_db_url_of_another_server_is_used_as_it_is(cluster: ClusterCo
     config = dataclasses.replace(cluster, airflow=dataclasses.replace(cluster.airflow, db_url=url))
     assert airflow.settings(config)[("database", "sql_alchemy_conn")] == url
     assert airflow.settings(config)[("celery", "result_backend")] == f"db+{url}"
-    assert airflow._embedded_database(config) is None  # migrated by `airflow db migrate`, no dump of it
-    assert airflow._safe(url) == "postgresql+psycopg2://airflow:***@db.example:5432/airflow"
+    assert airflow_database._embedded_database(config) is None  # migrated by `airflow db migrate`, no dump of it
+    assert airflow_database._safe(url) == "postgresql+psycopg2://airflow:***@db.example:5432/airflow"
 
 
 def test_the_embedded_default_stays_the_local_executor_on_sqlite(tmp_path: Path) -> None:
     config = make_platform_env(tmp_path / "home", {"airflow.enabled": "true"}).config
     settings = airflow.settings(config)
     assert settings[("core", "executor")] == "LocalExecutor"
-    assert settings[("database", "sql_alchemy_conn")].startswith(f"sqlite:///{airflow.home(config) / 'airflow.db'}")
+    assert settings[("database", "sql_alchemy_conn")].startswith(f"sqlite:///{deployment.home(config) / 'airflow.db'}")
     assert not any(section.startswith("celery") for section, _ in settings)
     assert ("scheduler", "task_instance_heartbeat_timeout") not in settings
     assert ("database", "max_db_retries") not in settings
@@ -109,7 +112,7 @@ def test_stop_finds_the_airflow_processes_the_config_no_longer_names(tmp_path: P
     config.run_dir.mkdir(parents=True)
     for name in ("airflow-celery-worker-3", "airflow-triggerer", "airflow", "kafka"):
         (config.run_dir / f"{name}.pid").write_text("999999")
-    names = [p.name for p in airflow._all_processes(config)]
+    names = [p.name for p in control._all_processes(config)]
     assert names == [
         *(f"airflow-{c}" for c in airflow.COMPONENTS), "airflow-celery-worker-3", "airflow-triggerer", "airflow",
     ]  # fmt: skip

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.platform import make_platform_env
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
+from venice_core.embedded.airflow import configuration, control
 from venice_core.errors import ComponentError
 from venice_core.orchestration.airflow.api import AirflowApi
 
@@ -27,17 +29,17 @@ def _read(path: Path) -> configparser.ConfigParser:
 def test_the_cfg_holds_the_platforms_settings_and_keeps_its_secrets(tmp_path: Path) -> None:
     env = make_platform_env(tmp_path / "100%home")  # a `%` in every path: escaped for Airflow's interpolation
     config = env.config
-    path = airflow.home(config) / "airflow.cfg"
+    path = deployment.home(config) / "airflow.cfg"
     path.parent.mkdir(parents=True)
     path.write_text("[core]\nfernet_key = kept-fernet\nload_examples = True\n\n[api_auth]\njwt_secret = kept-jwt\n")
 
-    airflow._write_config(config)
+    configuration.write_config(config)
     cfg = _read(path)
     for (section, option), value in airflow.settings(config).items():
         assert cfg.get(section, option) == value, (section, option)
     assert cfg.get("core", "load_examples") == "False"
     assert cfg.get("database", "sql_alchemy_conn") == (
-        f"sqlite:///{tmp_path}/100%home/airflow/airflow.db?timeout={airflow.SQLITE_BUSY_TIMEOUT_SECONDS}"
+        f"sqlite:///{tmp_path}/100%home/airflow/airflow.db?timeout={deployment.SQLITE_BUSY_TIMEOUT_SECONDS}"
     )
     assert cfg.get("venice", "venice_config") == str(env.properties)
     # Secrets found in the file (Airflow's own, or an earlier start's) are kept; a missing one is generated.
@@ -46,10 +48,10 @@ def test_the_cfg_holds_the_platforms_settings_and_keeps_its_secrets(tmp_path: Pa
     assert secret_key
 
     text, mtime = path.read_text(), path.stat().st_mtime_ns
-    airflow._write_config(config)
+    configuration.write_config(config)
     assert path.read_text() == text and path.stat().st_mtime_ns == mtime  # unchanged: not rewritten
 
-    airflow._write_config(config, dags_folder=tmp_path / "other-dags")  # a setting changed: rewritten
+    configuration.write_config(config, dags_folder=tmp_path / "other-dags")  # a setting changed: rewritten
     cfg = _read(path)
     assert cfg.get("core", "dags_folder") == str(tmp_path / "other-dags")
     assert cfg.get("api", "secret_key") == secret_key
@@ -91,7 +93,7 @@ def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(
         config = dataclasses.replace(
             env.config, airflow=dataclasses.replace(env.config.airflow, port=server.server_address[1])
         )
-        airflow._write_config(config)
+        configuration.write_config(config)
         api = AirflowApi(config)
         api.request_parse("venice_streams.py")
         api.request_parse("venice_streams.py")  # pending still: Airflow answers 409, which is no error
@@ -108,20 +110,20 @@ def test_the_stores_dag_files_have_a_bundle_and_a_dag_processor_of_their_own(tmp
     users.mkdir()
     base = make_platform_env(tmp_path / "home").config
     config = dataclasses.replace(base, airflow=dataclasses.replace(base.airflow, user_dags=users))
-    bundles = {b["name"]: b["kwargs"] for b in json.loads(airflow.settings(config)[airflow.BUNDLES_SETTING])}
+    bundles = {b["name"]: b["kwargs"] for b in json.loads(airflow.settings(config)[configuration.BUNDLES_SETTING])}
     assert bundles == {
         "dags-folder": {},
-        "venice-stores": {"path": str(airflow.home(config) / "store_dags")},
+        "venice-stores": {"path": str(deployment.home(config) / "store_dags")},
         "user-dags": {"path": str(users)},
     }
-    commands = {name: airflow._component_command(config, name) for name in airflow.COMPONENTS}
+    commands = {name: control._component_command(config, name) for name in airflow.COMPONENTS}
     assert commands["store-dag-processor"] == ["dag-processor", "--bundle-name", "venice-stores"]
     assert commands["dag-processor"] == ["dag-processor", "--bundle-name", "dags-folder", "--bundle-name", "user-dags"]
     env = airflow.environment(config)
-    stores_env = airflow._component_env("store-dag-processor", env)
+    stores_env = control._component_env("store-dag-processor", env)
     assert stores_env["AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE"] == "random_seeded_by_host"
     assert stores_env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == str(7 * 24 * 3600)
-    assert "AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE" not in airflow._component_env("dag-processor", env)
+    assert "AIRFLOW__DAG_PROCESSOR__FILE_PARSING_SORT_MODE" not in control._component_env("dag-processor", env)
     assert env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] == "120"
 
 
@@ -139,9 +141,9 @@ def test_a_start_beside_running_components_whose_settings_changed_is_refused(
     """A component missing (the store dag-processor a new version adds, say) is not started beside ones that run on
     other settings: they would not see them (another bundle list: their tasks would not find the stores' DAGs)."""
     config = make_platform_env(tmp_path / "home").config
-    airflow._write_config(config)  # as the running components read it
+    configuration.write_config(config)  # as the running components read it
     pids = dict(zip(airflow.COMPONENTS, (41, 42, None, 44), strict=True))
-    monkeypatch.setattr(airflow, "processes", lambda _: [_Component(f"airflow-{n}", p) for n, p in pids.items()])
-    monkeypatch.setattr(airflow, "prepare", lambda c, d=None: (airflow._write_config(c, d), ("airflow", {}))[1])
+    monkeypatch.setattr(control, "processes", lambda _: [_Component(f"airflow-{n}", p) for n, p in pids.items()])
+    monkeypatch.setattr(control, "prepare", lambda c, d=None: (configuration.write_config(c, d), ("airflow", {}))[1])
     with pytest.raises(ComponentError, match=r"settings changed since airflow-api-server, airflow-dag-processor, "):
         airflow.start(config, dags_folder=tmp_path / "other-dags")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from venice_core.orchestration.airflow import rollouts
+from venice_core.orchestration.airflow import run_following
 from venice_core.orchestration.airflow.api import AirflowRefused
-from venice_core.orchestration.airflow.rollouts import PlainView
+from venice_core.orchestration.airflow.run_following import PlainView
 
 
 class _Follower:
@@ -26,7 +26,7 @@ class _Follower:
 
 @pytest.fixture(autouse=True)
 def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rollouts.time, "sleep", lambda _seconds: None)
+    monkeypatch.setattr(run_following.time, "sleep", lambda _seconds: None)
 
 
 def test_a_restarting_database_is_waited_for() -> None:
@@ -34,7 +34,7 @@ def test_a_restarting_database_is_waited_for() -> None:
     shutting_down = OperationalError("SELECT 1", {}, Exception("FATAL:  the database system is shutting down"))
     refused = AirflowRefused("Database error", 500)
     polls: list[Exception | str] = [refused, refused, "running", shutting_down, "running"]
-    assert rollouts.follow(_Follower(polls), PlainView(lines.append), 60) == "success"
+    assert run_following.follow(_Follower(polls), PlainView(lines.append), 60) == "success"
     assert lines == [  # once an outage
         "  Airflow answered 500 (its database restarting?); still following the run",
         "  the metadata store is unreachable (FATAL:  the database system is shutting down); still following the run",
@@ -43,4 +43,4 @@ def test_a_restarting_database_is_waited_for() -> None:
 
 def test_an_answer_that_is_no_outage_ends_the_follow() -> None:
     with pytest.raises(AirflowRefused):
-        rollouts.follow(_Follower([AirflowRefused("no such run", 404)]), PlainView(print), 60)
+        run_following.follow(_Follower([AirflowRefused("no such run", 404)]), PlainView(print), 60)

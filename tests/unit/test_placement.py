@@ -20,7 +20,7 @@ from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus
-from venice_core.orchestration.airflow.rollouts import describe_progress
+from venice_core.orchestration.airflow.run_following import describe_progress
 
 REGION = "dc-1"
 LEASE = 5.0

@@ -18,7 +18,7 @@ from venice_core.errors import ConfigError, InvalidRecord
 
 if TYPE_CHECKING:
     from venice_core.nearline.writer import OnlineWriter
-    from venice_core.orchestration.airflow.rollouts import FollowView
+    from venice_core.orchestration.airflow.run_following import FollowView
 
 
 def push(
@@ -80,7 +80,7 @@ def push(
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow.enabled if mode is None else mode:
-            from venice_core.orchestration.airflow.rollouts import push as airflow_push
+            from venice_core.orchestration.airflow.pushes import push as airflow_push
 
             with _follow_view() as view:
                 number = airflow_push(config, meta, store, path, key_field, value_field, confs, queue=queue, view=view)
@@ -123,7 +123,7 @@ def _repush(store: str, confs: dict[str, str], mode: bool | None, queue: bool) -
     check_user_confs(confs, repush=True)
     with metadata() as (config, meta):
         if config.airflow.enabled if mode is None else mode:
-            from venice_core.orchestration.airflow.rollouts import repush as airflow_repush
+            from venice_core.orchestration.airflow.pushes import repush as airflow_repush
 
             with _follow_view() as view:
                 number = airflow_repush(config, meta, store, confs, queue=queue, view=view)
@@ -138,7 +138,7 @@ def _follow_view() -> AbstractContextManager[FollowView]:
         from venice_core.cli.live import LiveView
 
         return LiveView()
-    from venice_core.orchestration.airflow.rollouts import PlainView
+    from venice_core.orchestration.airflow.run_following import PlainView
 
     return nullcontext(PlainView(typer.echo))
 

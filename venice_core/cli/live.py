@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from venice_core.controller.versions import RegionProgress
-from venice_core.orchestration.airflow.rollouts import describe_progress
+from venice_core.orchestration.airflow.run_following import describe_progress
 
 STATE_STYLES = {"running": "cyan", "up_for_reschedule": "yellow", "awaiting_input": "magenta", "up_for_retry": "red"}
 

@@ -15,9 +15,10 @@ from venice_core.controller.rollout import Rollout
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
-from venice_core.orchestration.airflow.rollouts import failure_reasons, steps_not_taken
+from venice_core.orchestration.airflow.run_following import failure_reasons, steps_not_taken
 from venice_core.rollout.airflow_states import ENDED, SKIPPED, AirflowState
 from venice_core.rollout.names import push_job_id, region_group, rollout_dag_id
+from venice_core.utils.waiting import poll_until
 
 rollout_app = typer.Typer(help="Follow and steer rollouts (the stores' Airflow DAG runs).", no_args_is_help=True)
 StoreArg = typer.Argument(..., help="Store name.")
@@ -211,12 +212,9 @@ def _run_of(api: AirflowApi, store: str, job: str | None) -> str | None:
 def _end_run(api: AirflowApi, store: str, run: str, patience: float, summary: str) -> str:
     """Wait for the aborted run to take its stop's way; past `patience`, mark it failed. What happened, as a line."""
     dag = rollout_dag_id(store)
-    deadline = time.monotonic() + patience
-    while api.run_state(dag, run) not in ENDED:
-        if time.monotonic() > deadline:
-            api.set_run_state(dag, run, "failed", summary)
-            return f"run {run} was still at a step that takes long: marked failed in Airflow"
-        time.sleep(1)
+    if not poll_until(lambda: api.run_state(dag, run) in ENDED, timeout=patience, interval=1.0):
+        api.set_run_state(dag, run, "failed", summary)
+        return f"run {run} was still at a step that takes long: marked failed in Airflow"
     states = api.task_states(dag, run)
     ways = sorted(t for t, s in states.items() if t.endswith(("_abort", "_rollback")) and s not in SKIPPED)
     failed = sorted(t for t, s in states.items() if s == AirflowState.FAILED)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow, kafka, postgres, redis, servers, spark_cluster
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
@@ -178,7 +179,7 @@ def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
     running = {name: procs[name].pid() for name in airflow.COMPONENTS}
     pids = [pid for pid in running.values() if pid is not None]
     healthy = len(pids) == len(airflow.COMPONENTS) and airflow.is_healthy(config)
-    detail = f"pids {', '.join(map(str, pids))}, {airflow.base_url(config)}" if pids else "not running"
+    detail = f"pids {', '.join(map(str, pids))}, {deployment.base_url(config)}" if pids else "not running"
     if pids and len(pids) < len(airflow.COMPONENTS):
         missing = ", ".join(name for name, pid in running.items() if pid is None)
         detail += f" ({missing} not running: {len(pids)} of {len(airflow.COMPONENTS)} components running)"

@@ -1,5 +1,5 @@
 """Airflow's states of task instances and DAG runs, as its REST API and database name them, which the UI's read
-model (`rollout.view`) and the run follower (`orchestration.airflow.rollouts`) compare."""
+model (`rollout.view`) and the run follower (`orchestration.airflow.run_following`) compare."""
 
 from __future__ import annotations
 

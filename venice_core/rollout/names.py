@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from venice_core.spark import repush_config
 
-ROLLOUT_DAG_PREFIX = "venice_push__"  # a store's rollout: pushes and repushes (`venice_plugin.rollout`)
+ROLLOUT_DAG_PREFIX = "venice_push__"  # a store's rollout: pushes and repushes (`venice_plugin.rollout_dag`)
 REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)
 UPGRADE_DAG_PREFIX = "venice_upgrade__"  # a pipeline's drain and upgrade (`venice_plugin.upgrade_dag`)
 # The rollout DAG's `source` param: `files` (a push) or `kafka` (a repush of the store's own version topic).

@@ -1,7 +1,7 @@
 """The steps of a push, defined once: an ordered list, each step with its kind and its `run`.
 
 Both orchestrators read this list. `venice push --local` runs it in one process (`run_in_process`: a decision
-that answers WAIT is asked again in place); the Airflow DAG (`venice_plugin.rollout`) renders each step as tasks:
+that answers WAIT is asked again in place); the Airflow DAG (`venice_plugin.rollout_dag`) renders each step as tasks:
 an ACTION as a task, a CONDITION as a sensor, a DECISION as one sensor that branches itself (WAIT = poke again;
 decided, it takes the next step, or the step's `abort` or `rollback` task). A test checks the DAG's tasks against
 this list.

@@ -1,7 +1,7 @@
 """Airflow's REST API (v2), the calls the platform makes of its own Airflow: sign in (again on 401), trigger a DAG
 run, read runs, task instances and their XComs, answer a human-in-the-loop task, ask for a DAG file to be parsed.
-What the client needs of the Airflow home (its URL, the admin password, the API's secret key) it reads through
-`embedded.airflow`, which prepared it."""
+What the client needs of the Airflow home (its URL, the admin password, the API's secret key) it reads from
+`deployment.airflow`, as `embedded.airflow` prepared it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import urllib.request
 from itsdangerous import URLSafeSerializer
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded.airflow import (
+from venice_core.deployment.airflow import (
     API_READ_TIMEOUT_SECONDS,
     PLATFORM_BUNDLE,
     USER,

@@ -16,8 +16,8 @@ file is found at its next look at the folder (every 10 s), and the DAG of a file
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,10 +26,12 @@ from pathlib import Path
 from venice_core.config import ClusterConfig
 from venice_core.controller.store_description import StoreSettings
 from venice_core.controller.stores import all_store_settings, check_name, store_settings
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, StoreNotFound
 from venice_core.host.cache import staging
 from venice_core.meta import MetadataStore
+from venice_core.orchestration.airflow import dag_parsing
 from venice_core.orchestration.airflow.api import AirflowApi
 from venice_core.rollout.names import REPUSH_DAG_PREFIX, ROLLOUT_DAG_PREFIX, repush_dag_id, rollout_dag_id
 from venice_core.rollout.store_dag_spec import DagSpec, RepushDagSpec, RolloutDagSpec, encode, fingerprint
@@ -44,7 +46,7 @@ ASK_AGAIN_SECONDS = 3.0
 
 def folder(config: ClusterConfig) -> Path:
     """The bundle's folder, in the Airflow home."""
-    return airflow.stores_folder(config)
+    return deployment.stores_folder(config)
 
 
 def file_name(dag_id: str) -> str:
@@ -183,23 +185,22 @@ def ask_to_parse(api: AirflowApi, dag_ids: list[str]) -> None:
     """Ask Airflow to parse these DAGs' files now (a file Airflow knows no DAG of yet is found at the
     dag-processor's next look at the folder)."""
     for dag_id in dag_ids:
-        api.request_parse(file_name(dag_id), airflow.STORES_BUNDLE)
+        api.request_parse(file_name(dag_id), deployment.STORES_BUNDLE)
 
 
 def wait_until_parsed(api: AirflowApi, dags: Mapping[str, str], timeout: float = PARSED_TIMEOUT_SECONDS) -> None:
     """Until Airflow serves each DAG (`dags`: the fingerprint its file now holds, by DAG id) as its file now is,
     asking for each file's parse now and again every few seconds; ComponentError past `timeout`."""
-    pending = dict(dags)
-    deadline = time.monotonic() + timeout
-    asked = 0.0
-    while pending:
-        if time.monotonic() - asked > ASK_AGAIN_SECONDS:
-            ask_to_parse(api, list(pending))
-            asked = time.monotonic()
-        time.sleep(0.5)
-        pending = {dag: fp for dag, fp in pending.items() if not dag_is_current(api, dag, fp)}
-        if pending and time.monotonic() > deadline:
-            raise ComponentError(f"Airflow did not parse the new files of {', '.join(pending)} in {timeout:.0f}s")
+    dag_parsing.wait_until_parsed(
+        {dag: functools.partial(dag_is_current, api, dag, fp) for dag, fp in dags.items()},
+        functools.partial(ask_to_parse, api),
+        timeout=timeout,
+        ask_every=ASK_AGAIN_SECONDS,
+        interval=0.5,
+        timeout_error=lambda pending: ComponentError(
+            f"Airflow did not parse the new files of {', '.join(pending)} in {timeout:.0f}s"
+        ),
+    )
 
 
 def store_changed(config: ClusterConfig, meta: MetadataStore, store: str, api: AirflowApi | None = None) -> None:

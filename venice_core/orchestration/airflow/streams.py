@@ -13,12 +13,12 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import streams
+from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
 from venice_core.errors import ComponentError, ConfigError, DrainFailed
 from venice_core.meta import MetadataStore
 from venice_core.orchestration.airflow.api import AirflowApi
-from venice_core.orchestration.airflow.rollouts import PlainView, RunFollower, follow, wait_for_dag
-from venice_core.rollout.airflow_states import AirflowState
+from venice_core.orchestration.airflow.run_following import PlainView, RunFollower, trigger_and_follow, wait_for_dag
 from venice_core.rollout.names import upgrade_dag_id
 from venice_core.streams import control, upgrade
 
@@ -59,18 +59,25 @@ def drain_or_upgrade(
         "args": dict(upgrade_args or {}),
         "drain_timeout_seconds": timeout_seconds,
     }
-    run_id = api.trigger(dag, params)
-    view.line(f"triggered {dag} run {run_id}")
-    follower = RunFollower(api, meta, status.record.store, run_id, view, dag=dag)
-    state = follow(follower, view, wait_seconds)
-    record = streams.get_pipeline(meta, name)
-    if state == AirflowState.SUCCESS:
-        return record.run_id
-    where = ", ".join(follower.failed_tasks()) or "a task"
-    cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
-    if state == AirflowState.FAILED:
-        raise DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
-    raise DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s")
+
+    def failed(follower: RunFollower) -> DrainFailed:
+        record = streams.get_pipeline(meta, name)
+        cause = f"{record.state}: {record.last_error}" if record.last_error else record.state
+        where = ", ".join(follower.failed_tasks()) or "a task"
+        return DrainFailed(f"{dag} run failed at {where}; pipeline {name} is {cause}")
+
+    trigger_and_follow(
+        api,
+        meta,
+        status.record.store,
+        dag,
+        params,
+        view,
+        wait_seconds,
+        failed=failed,
+        timed_out=lambda run_id: DrainFailed(f"{dag} run {run_id} did not finish within {wait_seconds:.0f}s"),
+    )
+    return streams.get_pipeline(meta, name).run_id
 
 
 def _parse_pipelines_file(config: ClusterConfig, api: AirflowApi) -> None:
@@ -78,7 +85,7 @@ def _parse_pipelines_file(config: ClusterConfig, api: AirflowApi) -> None:
     its modification time renewed, which the dag-processor of dags/ watches (at its next loop)."""
     if not api.request_parse(STREAMS_DAG_FILE):
         with contextlib.suppress(OSError):  # a read-only dags folder: the periodic parse picks it up
-            os.utime(Path(airflow.config_value(airflow.home(config), "core", "dags_folder")) / STREAMS_DAG_FILE)
+            os.utime(Path(deployment.config_value(deployment.home(config), "core", "dags_folder")) / STREAMS_DAG_FILE)
 
 
 def reparse_stream_dags(config: ClusterConfig) -> None:

@@ -1,43 +1,37 @@
-"""`venice push` through Airflow: trigger the store's rollout DAG run and follow it until it ends."""
+"""A DAG run of the platform's, triggered and followed until it ends (`venice push` and `repush` through
+`pushes`, `venice stream drain` and `upgrade` through `streams`): `RunFollower` shows what happened in a
+`FollowView` (state changes and the hooks' non-PROCEED answers in the order they happened, skipped steps counted on
+one line, each region's ingestion progress), `follow` rides out an Airflow restart, and what an operator did by hand
+is said as such (a run deleted, a DAG paused)."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from venice_core.config import ClusterConfig
 from venice_core.controller import versions
-from venice_core.controller.stores import describe_store
 from venice_core.controller.versions import RegionProgress
 from venice_core.errors import ComponentError, VeniceError
-from venice_core.hooks.executor import Outcome
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.meta import MetadataStore
-from venice_core.orchestration.airflow import store_dags
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused, AirflowUnreachable
+from venice_core.orchestration.airflow.dag_parsing import wait_until_parsed
 from venice_core.rollout.airflow_states import ENDED, QUIET, SKIPPED, STARTED, TERMINAL
 from venice_core.rollout.airflow_states import AirflowState as S
 from venice_core.rollout.names import (
     ENDED_IN_AIRFLOW,
     FAILURE_XCOM,
-    SOURCE_FILES_PARAM,
-    SOURCE_KAFKA_PARAM,
-    ended_in_airflow,
     push_job_id,
     region_of,
     rollout_dag_id,
 )
-from venice_core.rollout.push_confs import check_push_confs
-from venice_core.spark import repush_config
-from venice_core.spark.input_schema import check_push_input
+from venice_core.utils.waiting import poll_until
 
 DAG_APPEAR_TIMEOUT_SECONDS = 120
 UNREACHABLE_TIMEOUT_SECONDS = 600
-FAILURE_CALLBACK_TIMEOUT_SECONDS = 30
 # A poll reads the run and its ~80 task instances from Airflow's API: ~60 ms of the API server's CPU each, so a
 # follower polling every second kept 6% of a core busy on the server alone.
 FOLLOW_POLL_SECONDS = 2.0
@@ -45,10 +39,6 @@ FOLLOW_POLL_SECONDS = 2.0
 
 class RolloutFailed(VeniceError):
     exit_code = 3
-
-
-class RunInFlight(VeniceError):
-    http_status = 409
 
 
 class DagPaused(VeniceError):
@@ -60,153 +50,75 @@ class DagPaused(VeniceError):
 class RunDeleted(RolloutFailed):
     """An operator deleted the followed run in Airflow."""
 
+    def __init__(self, message: str, run_id: str, job_id: str) -> None:
+        super().__init__(message)
+        self.run_id, self.job_id = run_id, job_id
+
 
 PARSE_PATIENCE_SECONDS = 10  # a DAG asked for and not there yet after this long: say what the push waits for
-
-
-def push(
-    config: ClusterConfig,
-    meta: MetadataStore,
-    store: str,
-    input_path: str,
-    key_field: str,
-    value_field: str,
-    confs: dict[str, str],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
-) -> int:
-    """Trigger the store's rollout run and follow it; the number of the version every region serves at the end.
-
-    While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
-    said at once, or refused before anything is triggered when `queue` is False."""
-    check_push_confs(confs)  # before Airflow is asked anything
-    check_push_input(meta, store, input_path, key_field, value_field)
-    params = {
-        "source": SOURCE_FILES_PARAM,
-        "input": input_path,
-        "key_field": key_field,
-        "value_field": value_field,
-        "conf": confs,
-    }
-    return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
-
-
-def repush(
-    config: ClusterConfig,
-    meta: MetadataStore,
-    store: str,
-    confs: dict[str, str],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
-) -> int:
-    """`venice repush` through the store's DAG: the repush checked here (its confs, its source: every refusal
-    before Airflow is asked anything), then a run of the store's DAG with `source=kafka`, followed like a push. The
-    run resolves its source again when it creates the version (a run queued behind another push repushes the
-    version current then). A run in flight is queued behind (or refused with `queue` False), as for a push."""
-    from venice_core.rollout.local import prepare_repush
-
-    view = view or PlainView(progress)
-    _, source, _ = prepare_repush(config, meta, store, confs, check_in_flight=False)
-    view.line(f"repushing '{store}' (now from version {source.version} in {source.region}, {source.topic})")
-    params = {"source": SOURCE_KAFKA_PARAM, "input": repush_config.REPUSH_INPUT, "conf": dict(confs)}
-    return trigger_and_follow(config, meta, store, params, progress, timeout, queue, view, api)
-
-
-def trigger_and_follow(
-    config: ClusterConfig,
-    meta: MetadataStore,
-    store: str,
-    params: dict[str, Any],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
-) -> int:
-    """Trigger a run of the store's DAG with `params` and follow it to its end."""
-    view = view or PlainView(progress)
-    api = api or AirflowApi(config)
-    dag = rollout_dag_id(store)
-    built_from = store_dags.current_rollout(config, meta, store)
-    wait_for_dag(
-        dag,
-        functools.partial(store_dags.dag_is_current, api, dag, built_from),
-        functools.partial(store_dags.ask_to_parse, api, [dag]),
-        view,
-        "is the store new, or just changed?",
-    )
-    if api.dag_paused(dag):  # named now, rather than a run left queued until someone unpauses the DAG
-        raise DagPaused(f"the DAG {dag} is paused in Airflow: nothing was triggered; {unpause_hint(dag)}")
-    in_flight = api.active_runs(dag)
-    if in_flight and not queue:
-        raise RunInFlight(
-            f"a rollout of '{store}' is in flight (run {in_flight[-1]}); not queueing behind it (--no-queue)"
-        )
-    run_id = api.trigger(dag, params)
-    job_id = push_job_id(store, run_id, params)
-    view.line(f"triggered {dag} run {run_id}")
-    if in_flight:
-        view.line(f"queued behind run {in_flight[-1]}; following it when it starts")
-    follower = RunFollower(api, meta, store, run_id, view, queued=bool(in_flight), job_id=job_id)
-    try:
-        state = follow(follower, view, timeout)
-    except RunDeleted as deleted:
-        raise RunDeleted(_end_deleted_run(meta, store, job_id, run_id, str(deleted))) from None
-    if state == S.SUCCESS:
-        version = describe_store(meta, store).version_of_push(job_id)
-        if version is None:  # a run succeeds only past its version's creation: an operator marked it success
-            raise RolloutFailed(
-                f"rollout run {run_id} was marked success in Airflow before it created a version; nothing was pushed"
-            )
-        if ENDED_IN_AIRFLOW in version.reason:  # marked success by hand, not rolled out
-            ended = f"version {version.number} is {version.status}"
-            raise RolloutFailed(f"{version.reason} before its rollout ended; {ended}")
-        return max(describe_store(meta, store).serving().values())
-    if state == S.FAILED:
-        _wait_until_push_ended(meta, store, job_id)
-        raise RolloutFailed(failure_summary(meta, store, job_id, follower.failures()))
-    raise RolloutFailed(f"rollout run {run_id} did not finish within {timeout:.0f}s")
 
 
 def unpause_hint(dag: str) -> str:
     return f"unpause it (the Airflow UI's toggle, or `venice airflow dags unpause {dag}`)"
 
 
-def _end_deleted_run(meta: MetadataStore, store: str, job_id: str, run_id: str, said: str) -> str:
-    """A followed run an operator deleted in Airflow: its push, if one is in flight, ends now (the store takes the
-    next push); what became of it, for the error."""
-    row = versions.version_of_push(meta, store, job_id)
-    if row is None:
-        return said
-    versions.stop_push(meta, store, row.number, ended_in_airflow(run_id, "deleted"))
-    version = describe_store(meta, store).version(row.number)
-    return f"{said}; version {row.number} is {version.status if version else 'gone'}"
-
-
 def wait_for_dag(dag: str, ready: Callable[[], bool], nudge: Callable[[], None], view: FollowView, hint: str) -> None:
     """Until Airflow has the DAG as its file now is (`ready`), nudging its dag-processor (`nudge`: the file's parse
     asked for) now, and again every few seconds: a request that arrives while the file is being parsed is dropped,
     and a new file is found only at the dag-processor's next look at its folder."""
-    deadline = time.monotonic() + DAG_APPEAR_TIMEOUT_SECONDS
-    said: float | None = time.monotonic() + PARSE_PATIENCE_SECONDS  # None once said
-    asked = 0.0
-    while not ready():
-        now = time.monotonic()
-        if now > deadline:
-            raise ComponentError(f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)")
-        if now - asked > PARSE_PATIENCE_SECONDS:
-            nudge()
-            asked = now
-        if said is not None and now > said:
-            view.line(f"waiting for Airflow's dag-processor to pick up {dag}")
-            said = None
-        time.sleep(1)
+    wait_until_parsed(
+        {dag: ready},
+        lambda _pending: nudge(),
+        timeout=DAG_APPEAR_TIMEOUT_SECONDS,
+        ask_every=PARSE_PATIENCE_SECONDS,
+        interval=1.0,
+        timeout_error=lambda _pending: ComponentError(
+            f"Airflow has no DAG {dag} ({hint} the dag-processor picks it up)"
+        ),
+        slow=(
+            PARSE_PATIENCE_SECONDS,
+            lambda _pending: view.line(f"waiting for Airflow's dag-processor to pick up {dag}"),
+        ),
+    )
+
+
+def trigger_and_follow(
+    api: AirflowApi,
+    meta: MetadataStore,
+    store: str,
+    dag: str,
+    params: dict[str, Any],
+    view: FollowView,
+    timeout: float,
+    *,
+    failed: Callable[[RunFollower], Exception],
+    timed_out: Callable[[str], Exception],
+    queued_behind: str | None = None,
+    job_id: Callable[[str], str] | None = None,
+) -> str:
+    """Trigger a run of `dag` with `params` and follow it to its end (`follow`); its run id once it succeeded. A
+    failed run raises `failed(its follower)`, one still running at the timeout `timed_out(its run id)`. A run
+    `queued_behind` another (in flight) says so, and when it starts; `job_id`: the run's push job, by its run id."""
+    run_id = api.trigger(dag, params)
+    view.line(f"triggered {dag} run {run_id}")
+    if queued_behind is not None:
+        view.line(f"queued behind run {queued_behind}; following it when it starts")
+    follower = RunFollower(
+        api,
+        meta,
+        store,
+        run_id,
+        view,
+        queued=queued_behind is not None,
+        job_id=job_id(run_id) if job_id else None,
+        dag=dag,
+    )
+    state = follow(follower, view, timeout)
+    if state == S.SUCCESS:
+        return run_id
+    if state == S.FAILED:
+        raise failed(follower)
+    raise timed_out(run_id)
 
 
 def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
@@ -214,12 +126,12 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
     server (Airflow's: its API answers 5xx meanwhile; the metadata store's); `running` at the timeout."""
     from sqlalchemy.exc import OperationalError
 
-    deadline = time.monotonic() + timeout
     unreachable_since: float | None = None
-    while time.monotonic() < deadline:
+
+    def ended() -> str | None:
+        nonlocal unreachable_since
         try:
             state = follower.poll()
-            unreachable_since = None
         except (AirflowUnreachable, AirflowRefused, OperationalError) as exc:  # the run goes on when it is back
             if isinstance(exc, AirflowRefused) and exc.status < 500:
                 raise
@@ -228,12 +140,12 @@ def follow(follower: RunFollower, view: FollowView, timeout: float) -> str:
                 view.line(f"  {_outage(exc)}; still following the run")
             if time.monotonic() - unreachable_since > UNREACHABLE_TIMEOUT_SECONDS:
                 raise
-            time.sleep(2)
-            continue
-        if state in ENDED:
-            return state
-        time.sleep(FOLLOW_POLL_SECONDS)
-    return S.RUNNING
+            return None
+        unreachable_since = None
+        return state if state in ENDED else None
+
+    # (An outage is polled again as often as a run: both every 2 s.)
+    return poll_until(ended, timeout=timeout, interval=FOLLOW_POLL_SECONDS) or S.RUNNING
 
 
 def _outage(exc: Exception) -> str:
@@ -244,14 +156,6 @@ def _outage(exc: Exception) -> str:
         return f"Airflow answered {exc.status} (its database restarting?)"
     cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return f"the metadata store is unreachable ({cause[0] if cause else type(exc).__name__})"
-
-
-def _wait_until_push_ended(meta: MetadataStore, store: str, job_id: str) -> None:
-    """A run failed by a step's own error is ended by the DAG's failure callback, which Airflow runs shortly after
-    the run fails: wait for it, so the summary says what became of the version."""
-    deadline = time.monotonic() + FAILURE_CALLBACK_TIMEOUT_SECONDS
-    while versions.version_of_push(meta, store, job_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
 
 
 class FollowView(Protocol):
@@ -340,7 +244,9 @@ class RunFollower:
             return self._poll()
         except AirflowRefused as exc:
             if exc.status == 404 and not self._run_exists():  # deleted between two calls, or before the first
-                raise RunDeleted(f"rollout run {self.run_id} was deleted {ENDED_IN_AIRFLOW}") from None
+                raise RunDeleted(
+                    f"rollout run {self.run_id} was deleted {ENDED_IN_AIRFLOW}", self.run_id, self.job_id
+                ) from None
             raise
 
     def _run_exists(self) -> bool:
@@ -462,28 +368,3 @@ def failure_reasons(api: AirflowApi, dag: str, run_id: str, tasks: list[str]) ->
             value = None
         reasons[task] = None if value is None else str(value)
     return reasons
-
-
-def failure_summary(meta: MetadataStore, store: str, job_id: str, failures: dict[str, str | None]) -> str:
-    """Where the run (of push job `job_id`) failed, what became of its version, and why: the reason the version
-    records, else the hooks' last answer that stopped the push, else the reason each failed step kept
-    (`failure_reasons`: a missing input, a refused conf), said once."""
-    version = describe_store(meta, store).version_of_push(job_id)
-    said = version.reason if version is not None else ""
-    stops = (
-        []
-        if version is not None
-        else [r for r in invocations(meta, job_id) if r.outcome not in (None, Outcome.PROCEED)]
-    )
-    explained = bool(said or stops)
-    named = [f"{task}: {why}" if why and not explained else task for task, why in failures.items()]
-    if version is not None and ENDED_IN_AIRFLOW in said:  # an operator's hand, not a step: say that first
-        at = f" (at {', '.join(named)})" if named else ""
-        return f"{said}{at}; version {version.number} is {version.status}"
-    where = f"rollout run failed at {'; '.join(named) or 'a task'}"
-    if version is not None:
-        return f"{where}; version {version.number} is {version.status}" + (f": {said}" if said else "")
-    if not stops:
-        return f"{where}; no version was created"
-    detail = stops[-1].error or stops[-1].reason
-    return f"{where}; no version was created: {describe(stops[-1])}" + (f" ({detail})" if detail else "")
