@@ -23,6 +23,7 @@ from venice_core.meta.context import metadata
 from venice_core.rollout.names import SOURCE_KAFKA_PARAM, repush_dag_id, rollout_dag_id
 from venice_core.schedules.repush import RepushSchedule
 from venice_core.spark import repush_config
+from venice_plugin.error_policy import airflow_errors
 from venice_plugin.timetables import BusinessHoursTimetable
 
 CHECK, TRIGGER = "check_version_age", "trigger_repush"
@@ -52,7 +53,8 @@ def build_repush_dag(store: str, schedule: RepushSchedule) -> DAG:
 
         @task(task_id=CHECK)
         def check() -> dict[str, Any]:
-            return check_version_age(store)
+            with airflow_errors():
+                return check_version_age(store)
 
         check() >> TriggerDagRunOperator(
             task_id=TRIGGER,
