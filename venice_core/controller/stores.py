@@ -306,29 +306,16 @@ def update_store(
     partition count it applies to the versions created afterwards: a push, or a repush, moves the store to it. A
     hybrid store keeps its partitioner, as in Venice: its real-time topics are partitioned by it, and every version
     that ingests them must agree (`_check_fixed_partitioner`)."""
-    updates: dict[str, Any] = {}
+    updates = _setting_updates(
+        config, partitions, compression, rollout_order, auto_register_schemas, versions_to_preserve, replication_factor
+    )
     warnings: list[str] = []
-    if partitions is not None:
-        updates["partition_count"] = _validate_partitions(partitions)
-    if compression is not None:
-        updates["compression"] = _validate_compression(compression)
-    if rollout_order is not None:
-        updates["rollout_order"] = _validate_rollout_order(config, rollout_order)
-    if auto_register_schemas is not None:
-        updates["auto_register_schemas"] = auto_register_schemas
-    if versions_to_preserve is not None:
-        updates["versions_to_preserve"] = _validate_versions_to_preserve(versions_to_preserve)
-    if replication_factor is not None:
-        updates["replication_factor"] = _validate_replication_factor(config, replication_factor)
     with meta.session() as session:  # validate everything before any topic is created
         store = get_store(session, name)
         if hook_configs or remove_hook_configs:
-            _check_removable(name, store.hook_configs or {}, remove_hook_configs)
-            merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(remove_hook_configs)}
-            merged.update(hook_configs or {})
-            # Data, checked by the hooks, never code; only the keys set now must be ones a hook reads.
-            warnings = validate_store_hook_configs(config, meta, name, merged, changed=list(hook_configs or {}))
-            updates["hook_configs"] = merged
+            updates["hook_configs"], warnings = _hook_configs_update(
+                config, meta, store, hook_configs or {}, remove_hook_configs
+            )
         updates.update(_hybrid_updates(store, hybrid_rewind_seconds, hybrid_offset_lag_threshold, hybrid))
         ttl = None if repush_ttl_seconds is None else check_ttl(repush_ttl_seconds)
         updates.update(
@@ -376,6 +363,43 @@ def update_store(
         for attribute, value in updates.items():
             setattr(store, attribute, value)
     return warnings
+
+
+def _setting_updates(
+    config: ClusterConfig,
+    partitions: int | None,
+    compression: str | None,
+    rollout_order: Sequence[str] | None,
+    auto_register_schemas: bool | None,
+    versions_to_preserve: int | None,
+    replication_factor: int | None,
+) -> dict[str, Any]:
+    """The plain settings given, each validated: {column: value}."""
+    updates: dict[str, Any] = {}
+    if partitions is not None:
+        updates["partition_count"] = _validate_partitions(partitions)
+    if compression is not None:
+        updates["compression"] = _validate_compression(compression)
+    if rollout_order is not None:
+        updates["rollout_order"] = _validate_rollout_order(config, rollout_order)
+    if auto_register_schemas is not None:
+        updates["auto_register_schemas"] = auto_register_schemas
+    if versions_to_preserve is not None:
+        updates["versions_to_preserve"] = _validate_versions_to_preserve(versions_to_preserve)
+    if replication_factor is not None:
+        updates["replication_factor"] = _validate_replication_factor(config, replication_factor)
+    return updates
+
+
+def _hook_configs_update(
+    config: ClusterConfig, meta: MetadataStore, store: Store, set_now: Mapping[str, str], removed: Sequence[str]
+) -> tuple[dict[str, str], list[str]]:
+    """The store's hook configs with `set_now` set and `removed` removed, and the warnings of their check. Data,
+    checked by the hooks, never code; only the keys set now must be ones a hook reads."""
+    _check_removable(store.name, store.hook_configs or {}, removed)
+    merged = {k: v for k, v in (store.hook_configs or {}).items() if k not in set(removed)}
+    merged.update(set_now)
+    return merged, validate_store_hook_configs(config, meta, store.name, merged, changed=list(set_now))
 
 
 def _check_dictionary_input(name: str, store: Store, updates: Mapping[str, Any]) -> None:
