@@ -96,8 +96,8 @@ class PhaseClock:
                     clock.add("Kafka consume (confluent-kafka)", time.thread_time() - cpu, time.perf_counter() - wall)
 
         # The task module's own name for confluent-kafka's Consumer (an import, not its API), patched for profiling.
-        self._undo.append((ingestion_task, "Consumer", ingestion_task.Consumer))  # type: ignore[attr-defined]
-        ingestion_task.Consumer = TimedConsumer  # type: ignore[attr-defined]
+        self._undo.append((ingestion_task, "Consumer", ingestion_task.Consumer))  # type: ignore[attr-defined]  # not exported
+        ingestion_task.Consumer = TimedConsumer  # type: ignore[attr-defined]  # not exported: patched all the same
         self.patch(ingestion_task.PartitionIngestionTask, "run", "ingestion threads in all")
         self.patch(duckdb_store.DuckDBPartitionStore, "commit", "commit in all")
         self.patch(duckdb_store.DuckDBVersionTable, "rows", "records -> Arrow (decode, columns)")

@@ -16,6 +16,8 @@ import argparse
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -26,6 +28,8 @@ from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin, client_config
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.streams import control, upgrade
+
+T = TypeVar("T")
 
 STORE, PIPELINE, PARTITIONS = "drain_bench", "drain_bench", 2
 
@@ -80,7 +84,7 @@ def write_times(config: ClusterConfig, region: str) -> list[float]:
     return sorted(times)
 
 
-def wait(what: str, check, timeout: float = 600.0):  # noqa: ANN001, ANN201
+def wait(what: str, check: Callable[[], T], timeout: float = 600.0) -> T:
     deadline = time.monotonic() + timeout
     while not (result := check()):
         if time.monotonic() > deadline:

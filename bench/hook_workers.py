@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.harness import cpu_now, report, rss_mb
-from venice_core.config import HookSettings
+from venice_core.config import FailurePolicy, HookSettings
 from venice_core.hooks import HookContext
 from venice_core.hooks.executor import HookExecutor
 from venice_core.hooks.loader import load_hooks
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.no_airflow:
         import_a_task_process()
-    settings = HookSettings(HOOKS, args.threads, 60, 60, "PROCEED", {})
+    settings = HookSettings(HOOKS, args.threads, 60, 60, FailurePolicy.PROCEED, {})
     hooks = load_hooks(settings)
     executor = HookExecutor(settings, hooks)
     base = HookContext(cluster="bench", store="users", version=1)

@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -45,7 +46,7 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e3, ordered[int(0.99 * (len(ordered) - 1))] * 1e3
 
 
-def _paced(rate: float, count: int, send) -> None:
+def _paced(rate: float, count: int, send: Callable[[int], None]) -> None:
     """Call `send(i)` `count` times at a steady `rate` per second (no catch-up bursts beyond the schedule)."""
     started = time.perf_counter()
     for i in range(count):

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -52,7 +53,7 @@ from venice_core.rollout.local import push
 PARTITIONS = 4
 
 
-def serialised_records(path, key_schema, value_schema) -> list[tuple[bytes, bytes]]:
+def serialised_records(path: Path, key_schema: Any, value_schema: Any) -> list[tuple[bytes, bytes]]:
     rows = pq.read_table(path).to_pylist()
     return [(serde.serialize(key_schema, r.pop("key")), serde.serialize(value_schema, r)) for r in rows]
 
@@ -284,7 +285,9 @@ def _kind(name: str) -> str:
     return next((kind for prefix, kind in KINDS if name.startswith(prefix)), name)
 
 
-def _timed_push(config: ClusterConfig, meta: MetadataStore, data: Path, confs: dict[str, str]) -> tuple[float, dict]:
+def _timed_push(
+    config: ClusterConfig, meta: MetadataStore, data: Path, confs: dict[str, str]
+) -> tuple[float, dict[str, float]]:
     """Seconds of one push (`venice push --local`'s steps, as the default benchmark), and the core-seconds each
     kind of process spent on it (a process's tree: a Spark worker's executors, reaped or running, count as its)."""
     pids = {p.name: pid for p in platform.plan(config) if (pid := ManagedProcess(p.name, config.run_dir).pid())}

@@ -20,7 +20,9 @@ import signal
 import socket
 import statistics
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from bench.harness import SCHEMAS, report, sandbox_platform
 from scripts.generate_dataset import generate
@@ -32,6 +34,8 @@ from venice_core.rollout.local import push
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.storage.rocksdb import PartitionStorage
 
+T = TypeVar("T")
+
 BATCH = 100
 
 
@@ -40,7 +44,7 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e3, ordered[int(0.99 * (len(ordered) - 1))] * 1e3
 
 
-def timed(call, items) -> list[float]:
+def timed(call: Callable[[T], object], items: Iterable[T]) -> list[float]:
     samples = []
     for item in items:
         started = time.perf_counter()

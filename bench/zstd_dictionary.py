@@ -13,6 +13,7 @@ One region (dc-0): a region's store, and no other region's servers share the two
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import random
 import re
@@ -105,8 +106,8 @@ def main() -> None:
             order = list(kinds.values()) if round_ % 2 == 0 else list(reversed(kinds.values()))
             share = slice(round_, None, ROUNDS)
             for store in order:
-                gets[store] += timed(lambda k, s=store: client.get(s, k), keys[share])
-                batch_gets[store] += timed(lambda b, s=store: client.batch_get(s, b), batches[share])
+                gets[store] += timed(functools.partial(client.get, store), keys[share])
+                batch_gets[store] += timed(functools.partial(client.batch_get, store), batches[share])
 
     dict_store, zstd_store = kinds["ZSTD_WITH_DICT"], kinds["ZSTD"]
     count, packed, raw = sizes[zstd_store]

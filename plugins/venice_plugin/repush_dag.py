@@ -60,7 +60,7 @@ def build_repush_dag(store: str, schedule: RepushSchedule) -> DAG:
             task_id=TRIGGER,
             trigger_dag_id=rollout_dag_id(store),
             # A template the run renders to the check's dict (render_template_as_native_obj), not a dict yet.
-            conf=f"{{{{ ti.xcom_pull(task_ids='{CHECK}') }}}}",  # type: ignore[arg-type]
+            conf=f"{{{{ ti.xcom_pull(task_ids='{CHECK}') }}}}",  # type: ignore[arg-type]  # rendered to a dict
             wait_for_completion=False,
         )
     return dag

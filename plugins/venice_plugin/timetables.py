@@ -13,7 +13,7 @@ working hours, instead of every interval from opening (a store's `--repush-sched
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import pendulum
@@ -108,7 +108,7 @@ class BusinessHoursTimetable(Timetable):
         local = datetime.fromtimestamp(start.timestamp(), ZoneInfo(self._settings["timezone"]))
         times = croniter(self.cron, local - timedelta(seconds=1) if inclusive else local)
         limit = local + timedelta(days=horizon_days)
-        while (at := times.get_next(datetime)) <= limit:
+        while (at := cast(datetime, times.get_next(datetime))) <= limit:
             if self.calendar.next_open(at) == at:  # inside a working window
                 return at.astimezone(UTC)
         return None

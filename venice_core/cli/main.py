@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="venice", standalone_mode=False)
     except typer.TyperException as exc:  # Click's (Typer's copy): usage errors (exit 2), a file it cannot open
         if type(exc).__name__ == "NoArgsIsHelpError":  # `venice`, `venice store`: the help, as before
-            exc.show()  # type: ignore[attr-defined]
+            exc.show()  # type: ignore[attr-defined]  # a Click usage error (known by name): TyperException has no show
         else:
             typer.echo(f"error: {usage_error(exc)}", err=True)
         sys.exit(exc.exit_code)

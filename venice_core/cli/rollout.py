@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import time
+from typing import Any
 
 import typer
 
@@ -104,7 +105,7 @@ def status(store: str = StoreArg, as_json: bool = typer.Option(False, "--json", 
         typer.echo(f"Da Vinci {row['instance']} in {row['region']}: v{row['version']} {row['status'] or '-'} ({state})")
 
 
-def _step(task: dict, error: str | None) -> dict:
+def _step(task: dict[str, Any], error: str | None) -> dict[str, Any]:
     step = {"task": task["task_id"], "state": task["state"] or "none", "tries": task["try_number"]}
     return {**step, "error": error} if error else step
 

@@ -6,7 +6,7 @@ import http.client
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ComponentError
@@ -32,7 +32,7 @@ def health(host: str, port: int, timeout: float = 5) -> dict[str, Any] | None:
     if answer is None or answer[0] != 200:
         return None
     try:
-        return json.loads(answer[1])
+        return cast(dict[str, Any], json.loads(answer[1]))
     except ValueError:
         return None
 

@@ -271,7 +271,7 @@ class ReadClient:
                 by_schema.setdefault(record[0], []).append(index)
         values: list[Any] = [None] * len(keys)
         for schema_id, indexes in by_schema.items():
-            payloads = [records[i][1] for i in indexes]  # type: ignore[index]
+            payloads = [records[i][1] for i in indexes]  # type: ignore[index]  # `indexes`: records that are not None
             if len(indexes) >= DECODE_MANY_FROM and schema_id in value_schemas:
                 decoded = serde.deserialize_many(self._value_json[store][schema_id], payloads)
             else:  # few values, or a schema registered since they were read (`_decode` reads them again)

@@ -34,6 +34,7 @@ from venice_core.config.model import (
     ClientSettings,
     ClusterConfig,
     EmbeddedServerConfig,
+    FailurePolicy,
     HookSettings,
     KafkaSettings,
     RegionConfig,
@@ -51,6 +52,7 @@ def conf_flag(confs: Mapping[str, object], key: str) -> bool:
 
 
 __all__ = [
+    "FailurePolicy",
     "CONFIG_FILE_NAME",
     "DEFAULTS",
     "ENV_CONFIG",

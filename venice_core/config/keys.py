@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from venice_core.config.kinds import Choice, Flag, Folder, Integer, Kind, Names, Optional, Seconds, Text, Words
+from venice_core.config.kinds import Choice, Flag, Folder, Integer, Kind, Member, Names, Optional, Seconds, Text, Words
+from venice_core.config.model import FailurePolicy
 
 ENV_PREFIX = "VENICE__"
 
@@ -281,7 +282,6 @@ DAVINCI_SWAP_TIMEOUT_SECONDS = _declare(
 )
 
 # -- VIP-4 hooks, keys verbatim
-HOOK_FAILURE_POLICIES = ("PROCEED", "WAIT", "ABORT")
 HOOKS = _declare(
     "venice.store.lifecycle.hooks",
     Names(),
@@ -308,7 +308,7 @@ HOOKS_WAIT_INTERVAL_SECONDS = _declare(
 )
 HOOKS_FAILURE_POLICY = _declare(
     "venice.store.lifecycle.hooks.failure.policy",
-    Choice(HOOK_FAILURE_POLICIES, upper=True),
+    Member(FailurePolicy),
     "PROCEED",
     "hooks.failure_policy",
     "What a hook that fails or times out answers.",

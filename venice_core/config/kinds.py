@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -82,17 +83,35 @@ class Flag(Kind[bool]):
 @dataclass(frozen=True)
 class Choice(Kind[str]):
     options: tuple[str, ...]
-    upper: bool = False  # read in any case, kept upper-case (the hooks' failure policy)
 
     @property
     def name(self) -> str:  # type: ignore[override]  # a property where the base has a class attribute
         return " / ".join(self.options)
 
     def parse(self, text: str, what: str) -> str:
-        value = text.upper() if self.upper else text
-        if value not in self.options:
+        if text not in self.options:
             raise ConfigError(f"{what} must be one of {', '.join(self.options)}, got {text!r}")
-        return value
+        return text
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+@dataclass(frozen=True)
+class Member(Kind[E]):
+    """A member of a closed set (a StrEnum), read in any case."""
+
+    enum: type[E]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]  # a property where the base has a class attribute
+        return " / ".join(self.enum)
+
+    def parse(self, text: str, what: str) -> E:
+        try:
+            return self.enum(text.upper())
+        except ValueError:
+            raise ConfigError(f"{what} must be one of {', '.join(self.enum)}, got {text!r}") from None
 
 
 class Words(Kind[tuple[str, ...]]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from venice_core.errors import ConfigError
@@ -138,13 +139,21 @@ class RolloutSettings:
     davinci_swap_timeout_seconds: float
 
 
+class FailurePolicy(StrEnum):
+    """What a hook that fails or times out answers (`venice.store.lifecycle.hooks.failure.policy`)."""
+
+    PROCEED = "PROCEED"
+    WAIT = "WAIT"
+    ABORT = "ABORT"
+
+
 @dataclass(frozen=True)
 class HookSettings:
     class_paths: tuple[str, ...]
     threads: int
     timeout_seconds: float
     wait_interval_seconds: float
-    failure_policy: str
+    failure_policy: FailurePolicy
     configs: Mapping[str, str]
     wait_max_seconds: float | None = None  # None: a WAIT is asked again for as long as it is answered
 

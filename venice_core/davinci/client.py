@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
@@ -215,7 +215,7 @@ class DaVinciClient:
             url = f"http://{host}:{port}{path}"
             try:
                 with urlrequest.urlopen(url, timeout=timeout) as response:
-                    return response.read()
+                    return cast(bytes, response.read())
             except urlerror.HTTPError:
                 raise
             except (urlerror.URLError, OSError) as exc:

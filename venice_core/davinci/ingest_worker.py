@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from venice_core.davinci.batch import DuckDBBatch
 from venice_core.errors import VeniceError
@@ -116,7 +116,7 @@ class ForwardingStore:
         batch.drop_chunk(chunk_key)
 
     def get_chunk(self, chunk_key: bytes) -> bytes | None:
-        return self.channel.ask(("get_chunk", self.partition, chunk_key))
+        return cast(bytes | None, self.channel.ask(("get_chunk", self.partition, chunk_key)))
 
     def put_write_stamp(self, batch: DuckDBBatch, key: bytes, stamp: bytes) -> None:
         batch.put_write_stamp(key, stamp)

@@ -11,7 +11,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -207,7 +207,7 @@ def run(
     interrupted after `timeout` seconds. Returns `{"columns": [...], "rows": [[...], ...], "truncated": ...}` of
     JSON values: at most `max_rows` rows and `max_bytes` of them as JSON, `truncated` saying which limit cut them
     ("rows", "bytes"; None: every row)."""
-    return json.loads(run_json(cursor, sql, timeout, max_rows, max_bytes))
+    return cast(dict[str, Any], json.loads(run_json(cursor, sql, timeout, max_rows, max_bytes)))
 
 
 def run_json(

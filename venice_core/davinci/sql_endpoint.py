@@ -349,7 +349,7 @@ def ask(
     if not data:
         raise ComponentError(f"the Da Vinci client at {path} closed the connection without an answer (stopping?)")
     try:
-        reply = json.loads(data)
+        reply: dict[str, Any] = json.loads(data)
     except ValueError:
         raise ComponentError(f"the Da Vinci client at {path} answered something other than JSON") from None
     if "error" in reply:

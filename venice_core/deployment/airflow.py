@@ -31,7 +31,8 @@ def password(config: ClusterConfig) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({USER: secrets.token_urlsafe(12)}))
         path.chmod(0o600)
-    return json.loads(path.read_text())[USER]
+    password: str = json.loads(path.read_text())[USER]
+    return password
 
 
 # How long a connection waits for another's write lock (sqlite3's default is 5 s). Airflow's components and task

@@ -24,6 +24,7 @@ import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypedDict
 
 from venice_core.config import ClusterConfig, embedded_postgres_url
 from venice_core.embedded.process import ManagedProcess
@@ -67,6 +68,14 @@ class _Runner:
     user: str | None = None
 
 
+class _RunAs(TypedDict, total=False):
+    """`subprocess.run`'s keywords that run a program as another account (none: as this one)."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
+
+
 def _account() -> pwd.struct_passwd:
     try:
         return pwd.getpwnam("postgres")
@@ -82,7 +91,7 @@ def _namespace(account: pwd.struct_passwd) -> _Runner:
 def _reaches(account: pwd.struct_passwd, folder: Path) -> bool:
     """`account` can reach into `folder` (search permission on it and every folder above it)."""
     test = ["test", "-x", str(folder)]
-    ids: dict = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    ids: _RunAs = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
     return subprocess.run(test, stdin=subprocess.DEVNULL, **ids).returncode == 0
 
 
@@ -119,8 +128,8 @@ class Server:
     def url(self, database: str = "postgres") -> str:
         return embedded_postgres_url(self.port, database)
 
-    def _connect(self, database: str, timeout: int = 5):  # noqa: ANN202 - psycopg2's connection
-        import psycopg2  # type: ignore[import-untyped]
+    def _connect(self, database: str, timeout: int = 5) -> Any:  # psycopg2's connection: psycopg2 ships no types
+        import psycopg2
 
         return psycopg2.connect(host=HOST, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout)
 
@@ -183,7 +192,7 @@ class Server:
             partial = staging(self.data_dir)
             runner = _runner(partial)
             partial.mkdir(mode=0o700)
-            ids: dict = {}
+            ids: _RunAs = {}
             if runner.user is not None:
                 account = pwd.getpwnam(runner.user)
                 os.chown(partial, account.pw_uid, account.pw_gid)

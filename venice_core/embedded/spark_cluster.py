@@ -19,6 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from venice_core.config import ClusterConfig, process_env
 from venice_core.config.keys import SPARK_MASTER, SPARK_STANDALONE_UI_PORT, SPARK_STANDALONE_WORKERS
@@ -92,7 +93,7 @@ def work_dir(config: ClusterConfig, n: int) -> Path:
     return spark_dir(config) / f"worker-{n}"
 
 
-def master_state(config: ClusterConfig, timeout: float = 2.0) -> dict | None:
+def master_state(config: ClusterConfig, timeout: float = 2.0) -> dict[str, Any] | None:
     """The master's state as its web UI reports it (`/json/`: workers, running and completed applications), or
     None while it does not answer."""
     try:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # public, re-exported implicitly
 
 from venice_core.errors import ComponentError
 from venice_core.pubsub import client_config
@@ -162,8 +162,6 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list[int]:
     """The offset after the last message of each partition (`partitions`: a count, or the partition numbers).
     KafkaException if the broker does not know the topic yet."""
-    from confluent_kafka import Consumer
-
     numbers = range(partitions) if isinstance(partitions, int) else partitions
     consumer = Consumer(client_config(bootstrap, **{"group.id": "venice-offsets", "enable.auto.commit": False}))
     try:
@@ -172,7 +170,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int | list[int]) -> list
         consumer.close()
 
 
-def _high_watermark(consumer: Any, topic: str, partition: int) -> int:
+def _high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
     """A partition's end offset. A leader elected a moment ago may still answer NOT_LEADER_FOR_PARTITION (its
     metadata reaches the broker's request handling a little later): asked again, briefly."""
     not_leader: list[KafkaException] = []  # the last answer NOT_LEADER_FOR_PARTITION: raised if it stays so

@@ -56,7 +56,7 @@ def _explain(result: compat.SchemaCompatibilityResult) -> str:
 def check_value_schema_compatible(new: Schema, existing: Iterable[tuple[int, Schema]]) -> None:
     """FULL compatibility, as Venice checks value schemas: the new schema reads data written with every existing
     one (backward), and every existing one reads data written with the new one (forward)."""
-    checker = compat.ReaderWriterCompatibilityChecker()
+    checker = compat.ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]  # avro: __init__ unannotated
     for schema_id, old in existing:
         backward = checker.get_compatibility(reader=new, writer=old)
         if backward.compatibility is not compat.SchemaCompatibilityType.compatible:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from venice_core.config import ClusterConfig, RegionConfig
 from venice_core.controller import instances, placement
@@ -36,7 +37,7 @@ VersionKey = tuple[str, int]
 @dataclass
 class HostedPartition:
     storage: PartitionStorage
-    task: PartitionIngestionTask
+    task: PartitionIngestionTask[Any]
     thread: threading.Thread
     stop: threading.Event
 

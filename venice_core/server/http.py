@@ -108,9 +108,9 @@ class _Connection(asyncio.Protocol):
 
     # connection life
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's: asyncio's signature names the base
         if self.server.open_connections >= self.server.limits.max_connections:
-            transport.write(_error(503, "too-many-connections", "too many connections", close=True))  # type: ignore[attr-defined]
+            self.transport.write(_error(503, "too-many-connections", "too many connections", close=True))
             transport.close()
             return
         self.counted = True

@@ -13,11 +13,15 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from venice_core.errors import ComponentError
 from venice_core.host.cache import cache_dir, filling, staging
 from venice_core.host.maven import fetch_jars
 from venice_core.host.programs import require_program
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 from venice_core.spark.python_path import spark_home
 
 POM = Path(__file__).with_name("spark-extra-pom.xml")
@@ -63,12 +67,12 @@ def jar_confs() -> dict[str, str]:
     return {"spark.jars": ",".join(str(jar) for jar in extra_jars())}
 
 
-def register_functions(spark: object) -> None:
+def register_functions(spark: SparkSession) -> None:
     """The platform's SQL functions on `spark` (a SparkSession whose `spark.jars` holds `functions_jar`)."""
     from pyspark.sql.types import IntegerType
 
     for name, java_class in FUNCTIONS.items():
-        spark.udf.registerJavaFunction(name, java_class, IntegerType())  # type: ignore[attr-defined]
+        spark.udf.registerJavaFunction(name, java_class, IntegerType())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ the metadata store and SQLAlchemy: 1.5 s per worker)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venice_core.errors import PushJobError
 from venice_core.protocol import serde
@@ -14,6 +14,9 @@ from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.hash_partitioning import spread_values
 from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row
 
 
 def serialize_batches(batches: Any, spec: PushTaskSpec) -> Any:
@@ -229,8 +232,8 @@ WRITTEN_SCHEMA = "partition int, records long"
 
 
 def write_sorted(
-    rows: Any, partitions: int, sort_columns: list[str], task: Any, schema: str = WRITTEN_SCHEMA
-) -> list[Any]:
+    rows: DataFrame, partitions: int, sort_columns: list[str], task: Any, schema: str = WRITTEN_SCHEMA
+) -> list[Row]:
     """The writing end both jobs share: shuffle rows (a `partition` column: the Kafka partition) so every Kafka
     partition lands whole in one task, sort within it by `sort_columns` in the JVM (Spark compares binary as
     unsigned bytes, as RocksDB does), run `task` (a mapInArrow function writing through `PartitionWriter` and

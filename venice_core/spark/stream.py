@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from venice_core.config import ClusterConfig, load_config
 from venice_core.controller import drain, streams
@@ -123,7 +123,7 @@ def check_source(bootstrap: str, topic: str) -> None:
 
 def query_id(checkpoint: Path) -> str:
     """Spark's id of the query, which its checkpoint keeps across restarts (`metadata`, written before any batch)."""
-    return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
+    return cast(str, json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
 
 
 class BatchWriter:
@@ -179,7 +179,7 @@ class BatchWriter:
             batch.unpersist()
         written = time.monotonic()
         offsets = batch_end_offsets(Path(self.args.checkpoint), batch_id)  # planned before the batch ran
-        records = sum(row.records for row in written_rows)
+        records: int = sum(row.records for row in written_rows)
         streams.record_batch(self.meta, self.args.name, self.args.run_id, batch_id, offsets)
         print(
             f"batch {batch_id}: {records} records written (checked in {checked - began:.2f}s, written in "

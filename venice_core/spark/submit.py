@@ -10,6 +10,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from venice_core.config import ClusterConfig, conf_flag, process_env
 from venice_core.spark import class_archive, job_package
@@ -305,10 +306,10 @@ class StreamJobRequest:
         return data
 
     @classmethod
-    def of(cls, data: dict[str, object]) -> StreamJobRequest:
+    def of(cls, data: dict[str, Any]) -> StreamJobRequest:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["value_fields"] = tuple(known.get("value_fields") or ())  # type: ignore[arg-type]
-        return cls(**known)  # type: ignore[arg-type]
+        known["value_fields"] = tuple(known.get("value_fields") or ())
+        return cls(**known)
 
 
 def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:

@@ -91,7 +91,7 @@ class _Renderer:
             if announced is None:
                 raise AirflowSkipException("the version does not serve in every region: no asset event")
             context["outlet_events"][asset].extra = announced
-            return announced
+            return dict(announced)
 
         return _task_of(announce())
 

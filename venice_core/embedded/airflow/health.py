@@ -9,6 +9,7 @@ import re
 import sqlite3
 import urllib.error
 import urllib.request
+from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.deployment.airflow import base_url, home
@@ -16,13 +17,17 @@ from venice_core.embedded.airflow.component_processes import TRIGGERER, celery_w
 from venice_core.embedded.airflow.configuration import DB_FILE, bundles
 from venice_core.embedded.process import ManagedProcess
 
+# The API server's health report, as JSON: {component: {"status": ..., ...}}.
+HealthReport = dict[str, Any]
 
-def health(config: ClusterConfig) -> dict | None:
+
+def health(config: ClusterConfig) -> HealthReport | None:
     """The API server's health report (each component's status: `metadatabase`, `scheduler`, `triggerer`,
     `dag_processor`), or None while it does not answer."""
     try:
         with urllib.request.urlopen(f"{base_url(config)}/api/v2/monitor/health", timeout=3) as response:
-            return json.load(response)
+            report: HealthReport = json.load(response)
+            return report
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
@@ -32,16 +37,16 @@ def answers(config: ClusterConfig) -> bool:
     return health(config) is not None
 
 
-def is_healthy(config: ClusterConfig, report: dict | None = None) -> bool:
+def is_healthy(config: ClusterConfig, report: HealthReport | None = None) -> bool:
     """The API server answers and reports a healthy scheduler (in `report`, when the caller has read it)."""
     return _status(report if report is not None else health(config), "scheduler") == "healthy"
 
 
-def _status(report: dict | None, component: str) -> str | None:
+def _status(report: HealthReport | None, component: str) -> str | None:
     return ((report or {}).get(component) or {}).get("status")
 
 
-def triggerer_healthy(config: ClusterConfig, report: dict | None = None) -> bool:
+def triggerer_healthy(config: ClusterConfig, report: HealthReport | None = None) -> bool:
     """The API server reports a healthy triggerer (its heartbeat recent)."""
     return _status(report if report is not None else health(config), TRIGGERER) == "healthy"
 

@@ -9,6 +9,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any, cast
 
 from itsdangerous import URLSafeSerializer
 
@@ -59,7 +60,7 @@ class AirflowApi:
 
     def _call(
         self, method: str, path: str, body: bytes | None = None, authorised: bool = True, retry: bool = True
-    ) -> dict:
+    ) -> dict[str, Any]:
         headers = self.headers if authorised else {"Content-Type": "application/json"}
         request = urllib.request.Request(f"{self.url}{path}", data=body, method=method, headers=headers)
         try:
@@ -76,11 +77,11 @@ class AirflowApi:
         except (urllib.error.URLError, OSError) as exc:
             raise AirflowUnreachable(self.url, exc) from None
 
-    def get(self, path: str) -> dict:
+    def get(self, path: str) -> dict[str, Any]:
         """Any read of Airflow's REST API (`/api/v2/...`), signed in."""
         return self._call("GET", path)
 
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """Any call of Airflow's REST API (`/api/v2/...`), signed in, with a JSON body."""
         return self._call(method, path, None if body is None else json.dumps(body).encode())
 
@@ -122,17 +123,17 @@ class AirflowApi:
         body = json.dumps({"state": state, "note": note}).encode()
         self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", body)
 
-    def trigger(self, dag_id: str, conf: dict) -> str:
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         body = json.dumps({"logical_date": None, "conf": conf}).encode()
-        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+        return cast(str, self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"])
 
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
+        return cast(str, self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"])
 
-    def run(self, dag_id: str, run_id: str) -> dict:
+    def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")
 
-    def latest_run(self, dag_id: str) -> dict | None:
+    def latest_run(self, dag_id: str) -> dict[str, Any] | None:
         runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
         return runs[0] if runs else None
 
@@ -148,9 +149,9 @@ class AirflowApi:
         path = f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after&limit=100"
         return [run["dag_run_id"] for run in self._call("GET", path)["dag_runs"]]
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
-        return self._call("GET", path)["task_instances"]
+        return cast(list[dict[str, Any]], self._call("GET", path)["task_instances"])
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> object | None:
         """A task instance's XCom value under `key` (None: it has none)."""
@@ -168,7 +169,7 @@ class AirflowApi:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         return {t["task_id"]: t["state"] or "none" for t in self.task_instances(dag_id, run_id)}
 
-    def respond(self, dag_id: str, run_id: str, task_id: str, option: str) -> dict:
+    def respond(self, dag_id: str, run_id: str, task_id: str, option: str) -> dict[str, Any]:
         """Answer a human-in-the-loop task (what a person does in the UI's Required Actions)."""
         path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails"
         return self._call("PATCH", path, json.dumps({"chosen_options": [option], "params_input": {}}).encode())

@@ -283,7 +283,7 @@ class RunFollower:
             self.view.line(f"  {steps_not_taken(len(self.skipped), state)}")
         return state
 
-    def _step_events(self, task_instances: list[dict]) -> list[Event]:
+    def _step_events(self, task_instances: list[dict[str, Any]]) -> list[Event]:
         now = time.time()
         events = []
         for ti in task_instances:
