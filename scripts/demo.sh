@@ -12,7 +12,7 @@ if [ -n "${DEMO_PROFILE:-}" ]; then
   export VENICE_PROFILE="$DEMO_PROFILE"
 fi
 read -r home port < <(.venv/bin/python -c \
-  "from venice_core.config import load_config; c = load_config(); print(c.home, c.airflow_port)")
+  "from venice_core.config import load_config; c = load_config(); print(c.data_dir, c.airflow.port)")
 store=${DEMO_STORE:-demo_users}
 records=${DEMO_RECORDS:-1000000}
 data=$home/demo-data/users-$records
