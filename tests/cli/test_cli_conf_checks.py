@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
 from venice_core.meta import MetadataStore
@@ -122,7 +122,7 @@ def test_a_run_from_the_dag_form_fails_at_its_first_step_before_any_hook(env: Pl
     """The Airflow UI's trigger form reaches no CLI check: its run's first step refuses the conf, as both
     orchestrators run it (the DAG fails the task for good on a ConfigError)."""
     meta = MetadataStore(env.config.metadata_db_url)
-    rollout = Rollout(env.config, meta, "users", "form-run-1", {}, progress=lambda _line: None)
+    rollout = HookDecisions(env.config, meta, "users", "form-run-1", {}, progress=lambda _line: None)
     try:
         request = PushRequest("users", "venice-repush", confs={"source.kafka": "true", "repush.ttl.enabel": "true"})
         with pytest.raises(ConfigError) as refused:

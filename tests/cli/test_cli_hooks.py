@@ -128,7 +128,7 @@ def test_an_invalid_outcome_is_recorded_and_counted_apart(tmp_path: Path) -> Non
 def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_path: Path) -> None:
     """Without Airflow, `venice rollout approve` records the decision on the version in flight; the hook's
     answer follows it. Bad input is one clear error."""
-    from venice_core.controller.rollout import Rollout
+    from venice_core.controller.hook_decisions import HookDecisions
     from venice_core.meta.models import Version
 
     env, meta = metadata_env(tmp_path, "venice_core.hooks.builtin.ManualApproval")
@@ -139,7 +139,7 @@ def test_rollout_approve_records_a_decision_the_manual_approval_hook_reads(tmp_p
     unknown = env.cli("rollout", "approve", "users", "--region", "dc-9")
     assert unknown.returncode == 1 and "has no region 'dc-9' (regions: dc-0, dc-1, dc-2)" in unknown.stderr
 
-    rollout = Rollout(env.config, meta, "users", "push-1", {"manual.approval.regions": "dc-1"}, version=1)
+    rollout = HookDecisions(env.config, meta, "users", "push-1", {"manual.approval.regions": "dc-1"}, version=1)
     assert rollout.ask_once("pre_store_version_swap", "dc-0") == "PROCEED"  # not a region that needs it
     assert rollout.ask_once("pre_store_version_swap", "dc-1") == "WAIT"
     result = env.cli("rollout", "approve", "users", "--region", "dc-1", "--reject", check=True)

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from tests.hooks_fixtures.sample_hooks import SchemaRegistrations
 from tests.support.platform import SCHEMAS, PlatformEnv, metadata_env
 from venice_core.controller import stores
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import IncompatibleSchema, RolloutStopped
 from venice_core.hooks.records import invocations
 from venice_core.meta.models import HookInvocationRecord
@@ -108,11 +108,11 @@ def test_schema_add_registers_between_pre_and_post(env: PlatformEnv) -> None:
     assert len(_calls(env)) == 2 and _schema_ids(env) == [1, 2]
 
 
-def _rollout(env: PlatformEnv, push_job_id: str, configs: dict[str, str]) -> Rollout:
-    return Rollout(env.config, env.meta, "users", push_job_id, configs, progress=lambda _line: None)
+def _rollout(env: PlatformEnv, push_job_id: str, configs: dict[str, str]) -> HookDecisions:
+    return HookDecisions(env.config, env.meta, "users", push_job_id, configs, progress=lambda _line: None)
 
 
-def _register(rollout: Rollout, input_path: str) -> int | None:
+def _register(rollout: HookDecisions, input_path: str) -> int | None:
     """The push's schema_registration step, as both orchestrators run it."""
     return step("schema_registration").run(StepInputs(rollout, PushRequest("users", input_path)))
 
@@ -137,7 +137,7 @@ def test_rollout_registers_a_new_input_schema_through_the_hooks(env: PlatformEnv
 
     env.cli("store", "update", "users", "--remove-hook-config", "answer.pre_schema_registration", check=True)
     lines: list[str] = []
-    rollout = Rollout(env.config, env.meta, "users", "users-push-2", {}, progress=lines.append)
+    rollout = HookDecisions(env.config, env.meta, "users", "users-push-2", {}, progress=lines.append)
     assert _register(rollout, grown) == 2
     assert lines == ["registered value schema 2 of 'users' from the input"]
     calls = len(_calls(env))

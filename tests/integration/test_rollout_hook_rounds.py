@@ -1,6 +1,7 @@
-"""A rollout step that asks several regions asks them all in one round of the hooks' pool (`Rollout.asked_together`):
-`pre_store_version_creation` of every region, the Da Vinci gates at version creation. Each region is still decided
-from its own answer. Over a metadata store of four regions (no broker: these steps create no topic)."""
+"""A rollout step that asks several regions asks them all in one round of the hooks' pool
+(`HookDecisions.asked_together`): `pre_store_version_creation` of every region, the Da Vinci gates at version
+creation. Each region is still decided from its own answer. Over a metadata store of four regions (no broker: these
+steps create no topic)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support.platform import PlatformEnv, metadata_env
 from venice_core.controller import da_vinci
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import RolloutStopped
 from venice_core.hooks.records import invocations
 from venice_core.meta.models import Version
@@ -44,7 +45,7 @@ def test_version_creation_asks_and_informs_every_region_at_once(four_regions: Ca
     time, every call starting at once (no queue wait), and admits every region; so do the
     `post_store_version_creation` calls once the version is created."""
     slow_hooks = four_regions(f"{HOOKS}.Slow", 4, **{"slow.seconds": "1"})
-    rollout = Rollout(slow_hooks.config, slow_hooks.meta, "users", "push-1", {}, progress=lambda _line: None)
+    rollout = HookDecisions(slow_hooks.config, slow_hooks.meta, "users", "push-1", {}, progress=lambda _line: None)
     started = time.monotonic()
     decision = rollout.decide_version_creation(1, REGIONS)
     assert time.monotonic() - started < 3  # one region after another: 4 s
@@ -61,7 +62,7 @@ def test_version_creation_asks_and_informs_every_region_at_once(four_regions: Ca
 
 def test_with_one_thread_the_regions_queue(four_regions: Callable[..., PlatformEnv]) -> None:
     slow_hooks = four_regions(f"{HOOKS}.Slow", 1, **{"slow.seconds": "0.5"})
-    rollout = Rollout(slow_hooks.config, slow_hooks.meta, "users", "push-1", {}, progress=lambda _line: None)
+    rollout = HookDecisions(slow_hooks.config, slow_hooks.meta, "users", "push-1", {}, progress=lambda _line: None)
     assert rollout.decide_version_creation(1, REGIONS) is not None
     waits = sorted(r.queue_wait_seconds for r in invocations(slow_hooks.meta, "push-1"))
     assert waits[0] < 0.25 and all(wait >= n * 0.5 for n, wait in enumerate(waits))
@@ -75,14 +76,14 @@ def test_da_vinci_gates_are_asked_in_one_round_and_rollback_wins(four_regions: C
     with env.meta.session() as session:  # the version the step has just created (its topics are not needed here)
         session.add(Version(store_name="users", number=1, status="STARTED", partition_count=1, compression="NO_OP"))
     gate = "answer.pre_start_of_store_version_ingestion_for_da_vinci"
-    rollout = Rollout(env.config, env.meta, "users", "push-1", {f"{gate}.dc-2": "WAIT"}, version=1)
+    rollout = HookDecisions(env.config, env.meta, "users", "push-1", {f"{gate}.dc-2": "WAIT"}, version=1)
     rollout.open_da_vinci_gates(REGIONS)
     assert [da_vinci.gate_open(env.meta, "users", 1, r) for r in REGIONS] == [True, True, False, True]
 
     with env.meta.session() as session:
         session.add(Version(store_name="users", number=2, status="STARTED", partition_count=1, compression="NO_OP"))
     configs = {f"{gate}.dc-1": "ABORT", f"{gate}.dc-3": "ROLLBACK"}
-    rollout = Rollout(env.config, env.meta, "users", "push-2", configs, progress=lambda _line: None, version=2)
+    rollout = HookDecisions(env.config, env.meta, "users", "push-2", configs, progress=lambda _line: None, version=2)
     with pytest.raises(RolloutStopped, match="rolled back by a lifecycle hook at .*_for_da_vinci in dc-3"):
         rollout.open_da_vinci_gates(REGIONS)
     assert not any(da_vinci.gate_open(env.meta, "users", 2, r) for r in REGIONS)

@@ -14,7 +14,7 @@ from sqlalchemy import update
 
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
-from venice_core.controller.rollout import Decision, Rollout
+from venice_core.controller.hook_decisions import Decision, HookDecisions
 from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import DaVinciInstance, HookInvocationRecord, Version, VersionRegionStatus
@@ -53,7 +53,7 @@ def rollout(tmp_path: Path):
             VersionRegionStatus(store_name="users", number=1, region="dc-1", status=ExecutionStatus.COMPLETED.value)
         )
     said: list[str] = []
-    rollout = Rollout(config, meta, "users", "push-1", {}, progress=said.append, version=1)
+    rollout = HookDecisions(config, meta, "users", "push-1", {}, progress=said.append, version=1)
     yield rollout, meta, said
     meta.dispose()
 

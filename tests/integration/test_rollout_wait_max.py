@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import update
 
 from venice_core.config import load_config
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
@@ -28,7 +28,9 @@ def rollout(tmp_path: Path):
     meta = MetadataStore(config.metadata_db_url)
     meta.migrate()
     said: list[str] = []
-    rollout = Rollout(config, meta, "users", "push-1", {"answer.pre_store_version_swap": "WAIT"}, progress=said.append)
+    rollout = HookDecisions(
+        config, meta, "users", "push-1", {"answer.pre_store_version_swap": "WAIT"}, progress=said.append
+    )
     yield rollout, meta, said
     meta.dispose()
 

@@ -9,7 +9,7 @@ import uuid
 from tests.support.topics import InMemoryTopics
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.meta import MetadataStore
 from venice_core.model.status import ExecutionStatus
 from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs, step
@@ -28,7 +28,7 @@ def test_a_version_is_announced_once_every_region_serves_it_and_says_whether_a_r
     for region in config.region_names:
         for partition in (0, 1):
             versions.report_partition(meta, store, 1, region, partition, ExecutionStatus.COMPLETED, 10, 5)
-    rollout = Rollout(config, meta, store, "job-1", {}, progress=lambda _line: None, version=1)
+    rollout = HookDecisions(config, meta, store, "job-1", {}, progress=lambda _line: None, version=1)
     created = CreatedVersion(1, 2, list(config.region_names), "job-1")
     announce = step("announce_version")
     repush = StepInputs(rollout, PushRequest(store, "", confs={"source.kafka": "true"}), created)

@@ -11,8 +11,8 @@ import typer
 
 from venice_core.cli.context import metadata
 from venice_core.controller import da_vinci, stores, versions
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.controller.job import job_reply
-from venice_core.controller.rollout import Rollout
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.hooks.records import describe, invocations, is_notable
 from venice_core.orchestration.airflow.api import AirflowApi
@@ -174,7 +174,9 @@ def abort(
         job = None
         if number is not None:  # the stop first, whatever Airflow says: the store is released at once
             job = versions.get_version(meta, store, number).push_job_id or ""
-            rollout = Rollout(config, meta, store, job, settings.hook_configs, progress=typer.echo, version=number)
+            rollout = HookDecisions(
+                config, meta, store, job, settings.hook_configs, progress=typer.echo, version=number
+            )
             summary = rollout.stop_by_operator(rollback, who, how)
             typer.echo(f"{summary}; version {number} is {versions.get_version(meta, store, number).status}")
         if not config.airflow.enabled:

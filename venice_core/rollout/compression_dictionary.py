@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from venice_core.controller import stores
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.protocol.compression import decompressor, train_dictionary
 from venice_core.pubsub.control import version_dictionary
 from venice_core.rollout import dictionary_confs
@@ -53,7 +53,7 @@ class TrainedDictionary:
 
 
 def train(
-    rollout: Rollout, input_path: str, key_field: str, value_field: str, confs: Mapping[str, str]
+    rollout: HookDecisions, input_path: str, key_field: str, value_field: str, confs: Mapping[str, str]
 ) -> TrainedDictionary | None:
     """The new version's dictionary, for a ZSTD_WITH_DICT store (None for any other). A push's input or a repush's
     source that cannot be sampled is a PushJobError (nothing is created)."""
@@ -81,7 +81,7 @@ def train(
     return trained
 
 
-def _source_values(rollout: Rollout, confs: Mapping[str, str], budget: int) -> tuple[list[bytes], str]:
+def _source_values(rollout: HookDecisions, confs: Mapping[str, str], budget: int) -> tuple[list[bytes], str]:
     """A repush's sample of its source version's values, decompressed with its compression and dictionary, and
     which topic it is. The source as version creation will resolve it (the version current now, unless pinned)."""
     repush = repush_config.parse(confs)

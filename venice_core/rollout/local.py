@@ -19,7 +19,7 @@ from typing import IO, Protocol
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
@@ -138,7 +138,7 @@ def _roll_out(
 ) -> int:
     """The push's steps for a checked request, in this process, the job run by `run_job`."""
     settings = stores.store_settings(meta, request.store)
-    rollout = Rollout(config, meta, request.store, push_job_id, settings.hook_configs, progress, sleep)
+    rollout = HookDecisions(config, meta, request.store, push_job_id, settings.hook_configs, progress, sleep)
 
     def run(request: PushRequest, created: CreatedVersion) -> JobResult:
         return run_job(config, job_request(request, created))

@@ -8,7 +8,7 @@ this list.
 
 Steps run again safely (a retried or re-run task): version creation resumes its push's version, the control
 messages and the Spark job write with GUIDs derived from the push job (ingestion skips what it already has), and
-every step of a push that has already stopped raises the recorded stop (`Rollout.ensure_not_stopped`).
+every step of a push that has already stopped raises the recorded stop (`HookDecisions.ensure_not_stopped`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from venice_core.client.serving import wait_until_served
 from venice_core.controller import instances, stores, versions
-from venice_core.controller.rollout import DA_VINCI_GATE, DA_VINCI_STARTED, Decision, Rollout
+from venice_core.controller.hook_decisions import DA_VINCI_GATE, DA_VINCI_STARTED, Decision, HookDecisions
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
 from venice_core.hooks.api import LifecycleFunction as F
@@ -125,7 +125,7 @@ def job_request(request: PushRequest, created: CreatedVersion) -> PushJobRequest
 class StepInputs:
     """What a step's run gets: the push's rollout, the request, and what earlier steps produced."""
 
-    rollout: Rollout
+    rollout: HookDecisions
     request: PushRequest
     created: CreatedVersion | None = None
     region: str | None = None
@@ -219,7 +219,7 @@ def _compression_dictionary(s: StepInputs) -> TrainedDictionary | None:
 
 
 def _pre_version_creation(s: StepInputs) -> Decision | None:
-    """`pre_store_version_creation`, asked for every region at each poke (`Rollout.decide_version_creation`):
+    """`pre_store_version_creation`, asked for every region at each poke (`HookDecisions.decide_version_creation`):
     WAIT asks again, ROLLBACK stops the push before anything is created, PROCEED names the regions that get the
     version. A re-run of a push whose version exists decides nothing again: its regions are the version's."""
     r = s.rollout
@@ -282,7 +282,7 @@ def _create_version(s: StepInputs) -> CreatedVersion:
     return CreatedVersion(version.number, version.partition_count, regions, r.push_job_id, job_confs)
 
 
-def _repush_source(r: Rollout, request: PushRequest) -> tuple[dict[str, str], int | None, int | None]:
+def _repush_source(r: HookDecisions, request: PushRequest) -> tuple[dict[str, str], int | None, int | None]:
     """A repush's pinned confs (its source resolved now: a run queued behind another push reads the version
     current when it starts), and its new version's rewind and replay floor: the rewind a day for a hybrid source,
     as Venice does, since the repush itself takes time (or `rewind.time.in.seconds.override`); with TTL, no
@@ -484,7 +484,7 @@ JobRunner = Callable[[PushRequest, CreatedVersion], JobResult]
 
 
 def run_in_process(
-    rollout: Rollout,
+    rollout: HookDecisions,
     request: PushRequest,
     run_job: JobRunner,
     sleep: Callable[[float], None] = time.sleep,

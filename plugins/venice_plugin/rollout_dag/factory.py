@@ -13,7 +13,7 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow.sdk.exceptions import AirflowSkipException
 
 from venice_core.config import ClusterConfig
-from venice_core.controller.rollout import Decision
+from venice_core.controller.hook_decisions import Decision
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.names import SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM, asset_uri, region_group, rollout_dag_id

@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, BranchMixIn, PokeReturnValue
 
-from venice_core.controller.rollout import Decision
+from venice_core.controller.hook_decisions import Decision
 from venice_core.rollout.steps import Step
 from venice_plugin.rollout_dag.task_inputs import cleared, step_inputs
 

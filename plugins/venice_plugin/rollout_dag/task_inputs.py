@@ -1,5 +1,5 @@
 """What a step of the rollout DAG works on in its task: the run's request, the version it created, the run's
-`Rollout` (refused once its push has stopped or ended), and the failure it keeps for the CLI to show."""
+`HookDecisions` (refused once its push has stopped or ended), and the failure it keeps for the CLI to show."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.controller import push_jobs, stores
-from venice_core.controller.rollout import Rollout
+from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import ConfigError, RolloutStopped
 from venice_core.meta import MetadataStore
 from venice_core.meta.context import metadata
@@ -58,7 +58,7 @@ def step_inputs(
     VeniceError keeps its reason as the XCom `failure` (`keep_failure`), then fails as `error_policy` says."""
     created = created_version(context)
     with airflow_errors(lambda error: keep_failure(context, str(error))), metadata() as (config, meta):
-        rollout = Rollout(
+        rollout = HookDecisions(
             config,
             meta,
             store,

@@ -71,7 +71,7 @@ class Decision:
 
 
 @dataclass
-class Rollout:
+class HookDecisions:
     config: ClusterConfig
     meta: MetadataStore
     store: str
