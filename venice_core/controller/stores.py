@@ -38,7 +38,7 @@ from venice_core.meta.models import (
     VersionRegionStatus,
 )
 from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
-from venice_core.model.status import HOSTABLE
+from venice_core.model.status import HOSTABLE, ExecutionStatus, VersionStatus
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig, load_partitioner
 from venice_core.pubsub import admin
@@ -637,7 +637,7 @@ def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
             versions=tuple(
                 VersionDescription(
                     number=v.number,
-                    status=v.status,
+                    status=VersionStatus(v.status),
                     reason=v.lifecycle.reason,
                     push_job_id=v.push_job_id,
                     created_at=v.created_at,
@@ -646,7 +646,7 @@ def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
                     hybrid=v.lifecycle.hybrid,
                     partitioner=v.lifecycle.partitioner,
                     regions={
-                        s.region: RegionPushStatus(s.status, s.updated_at, s.details)
+                        s.region: RegionPushStatus(ExecutionStatus(s.status), s.updated_at, s.details)
                         for s in region_status
                         if s.number == v.number
                     },
