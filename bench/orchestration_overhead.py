@@ -89,7 +89,8 @@ def run_floor(api: AirflowApi) -> RunTiming:
 
 
 def run_rollout(api: AirflowApi, config: ClusterConfig, meta: MetadataStore, store: str, data: Path) -> RunTiming:
-    pushes.push(config, meta, store, str(data), "key", "value", {}, progress=lambda _line: None)
+    request = pushes.RolloutRequest(store, {}, progress=lambda _line: None)
+    pushes.push(config, meta, request, str(data), "key", "value")
     dag_id = rollout_dag_id(store)
     run = api.latest_run(dag_id)
     assert run is not None, f"no run of {dag_id} after a rollout"

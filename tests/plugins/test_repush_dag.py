@@ -18,6 +18,7 @@ from tests.support.dag_files import parse_store_dags
 from tests.support.topics import InMemoryTopics
 from venice_core.controller import stores, versions
 from venice_core.meta.models import RegionCurrentVersion, Version
+from venice_core.schedules.calendar import CalendarUpdate
 from venice_core.spark import repush_config
 
 KEY = '"string"'
@@ -31,7 +32,7 @@ def test_a_repush_dag_only_for_stores_with_a_schedule_on_their_working_hours(
     plain, kept = f"plain_{uuid.uuid4().hex[:6]}", f"kept_{uuid.uuid4().hex[:6]}"
     for name in (plain, kept):
         stores.create_store(meta, config, name, KEY, VALUE, partitions=1)
-    calendar = {"days": "mon-thu", "hours": "8-12", "timezone": "Europe/Paris", "holidays": "2026-12-24,2026-12-25"}
+    calendar = CalendarUpdate("mon-thu", "8-12", "Europe/Paris", ("2026-12-24", "2026-12-25"))
     stores.update_store(
         meta, config, kept, repush_schedule="30 9 * * *", repush_ttl_seconds="86400", repush_calendar=calendar
     )

@@ -12,6 +12,7 @@ from venice_plugin.rollout_html import PAGE_SIZE, StorePage, render_index, rende
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 
 from venice_core.controller.versions import RegionProgress
+from venice_core.model.status import VersionStatus
 from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
 
 EVIL = "<script>alert('x')</script>"
@@ -36,7 +37,7 @@ def test_every_text_from_the_store_the_run_and_the_hooks_is_escaped() -> None:
         store=f"s{EVIL}",
         run_id=f"manual__{EVIL}",
         run_state="failed",
-        version=VersionInfo(2, "PARTIALLY_ONLINE", f"aborted: {EVIL}"),
+        version=VersionInfo(2, VersionStatus.PARTIALLY_ONLINE, f"aborted: {EVIL}"),
         job_steps=(Step("create_version", "create_version", "success", 1),),
         columns=("pre_swap",),
         regions=(
@@ -77,7 +78,7 @@ def test_each_step_shows_its_start_and_how_long_it_took_or_has_been_going() -> N
         "users",
         "manual__1",
         "running",
-        VersionInfo(2, "STARTED", ""),
+        VersionInfo(2, VersionStatus.STARTED, ""),
         (_timed("spark_push", "success", T0 - 7_400, T0 - 20),),
         tuple(steps),
         (RegionRow("dc-0", 1, 0, steps, None, None),),
@@ -183,7 +184,7 @@ def test_a_long_hook_reason_is_clipped_in_its_cell_and_whole_in_its_title_escape
 def test_a_replicated_region_shows_its_ready_replicas() -> None:
     def view(progress: RegionProgress) -> RolloutView:
         row = RegionRow("dc-1", 1, 0, {}, progress, None)
-        return RolloutView("users", "manual__1", "running", VersionInfo(2, "STARTED", ""), (), (), (row,))
+        return RolloutView("users", "manual__1", "running", VersionInfo(2, VersionStatus.STARTED, ""), (), (), (row,))
 
     assert "5 of 8 replicas ready" in render_page(view(RegionProgress(50, 100, replicas_ready=5, replicas=8)))
     assert "replicas ready" not in render_page(view(RegionProgress(50, 100)))  # one replica a partition: not said

@@ -12,6 +12,7 @@ from venice_plugin.rollout_html import render_page
 
 from tests.support.browser import chromium_page
 from venice_core.controller.versions import RegionProgress
+from venice_core.model.status import VersionStatus
 from venice_core.rollout.view import Answer, RegionRow, RolloutView, Step, Stop, VersionInfo
 
 pytestmark = pytest.mark.browser
@@ -95,7 +96,8 @@ def _view() -> RolloutView:
     going += ("none",) * 10
     job = tuple(Step(n, n, "success", 1, (), T0 - 30 + i, T0 - 29 + i) for i, n in enumerate(JOB))
     job += tuple(Step(n, n, "none", 0) for n in END)
-    version = VersionInfo(7, "PARTIALLY_ONLINE", f"aborted by a hook at pre_store_version_swap in dc-1 ({REASON})")
+    reason = f"aborted by a hook at pre_store_version_swap in dc-1 ({REASON})"
+    version = VersionInfo(7, VersionStatus.PARTIALLY_ONLINE, reason)
     full, part = RegionProgress(1_000_000, 1_000_000), RegionProgress(312_000, 1_000_000)
     rows = (
         RegionRow("dc-0", 7, 6, _steps("dc-0", done), full, None),

@@ -27,6 +27,7 @@ from venice_core.errors import ConfigError
 from venice_core.hooks.records import invocations
 from venice_core.rollout.names import push_job_id
 from venice_core.rollout.steps import PushRequest
+from venice_core.schedules.calendar import CalendarUpdate
 from venice_core.schedules.push import PushSchedule
 
 KEY = '"string"'
@@ -106,7 +107,7 @@ def test_the_rollout_dag_runs_on_the_working_hours_of_the_store_push_schedule(
     config, meta = platform
     store = _store(platform, "sched")
     assert not _dag(monkeypatch, platform, store).timetable.can_be_scheduled  # triggered only, as before
-    calendar = {"days": "mon-thu", "hours": "8-12", "timezone": "Europe/Paris", "holidays": "2026-12-24"}
+    calendar = CalendarUpdate("mon-thu", "8-12", "Europe/Paris", ("2026-12-24",))
     stores.update_store(
         meta, config, store, push_schedule="30 9 * * *", push_input="/data/{{ ds }}/", push_calendar=calendar
     )

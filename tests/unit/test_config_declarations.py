@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,13 +21,24 @@ ASSEMBLED = {"cluster": {"regions", "source"}, "hooks": {"configs"}}
 
 
 def _group_fields() -> dict[str, set[str]]:
-    """The typed config's fields by group: a field holding a settings object is a group, the others `cluster`'s."""
+    """The typed config's fields by group: a field holding a settings object is a group, the others `cluster`'s;
+    a group's field holding one is a nested group (`server.limits`), not a field of its own."""
     config = load_config({})
     groups: dict[str, set[str]] = {"cluster": set()}
+
+    def walk(group: str, settings: Any) -> None:
+        groups[group] = set()
+        for field in dataclasses.fields(settings):
+            value = getattr(settings, field.name)
+            if dataclasses.is_dataclass(value):
+                walk(f"{group}.{field.name}", value)
+            else:
+                groups[group].add(field.name)
+
     for field in dataclasses.fields(ClusterConfig):
         value = getattr(config, field.name)
         if dataclasses.is_dataclass(value):
-            groups[field.name] = {f.name for f in dataclasses.fields(value)}
+            walk(field.name, value)
         else:
             groups["cluster"].add(field.name)
     return groups
@@ -38,12 +50,13 @@ def test_every_field_is_landed_by_exactly_one_key() -> None:
         group, _, name = key.lands.rpartition(".")
         landed.setdefault(f"{group or 'cluster'}.{name}", []).append(key.name)
     assert not {where: names for where, names in landed.items() if len(names) > 1}
-    for group, fields in _group_fields().items():
+    groups = _group_fields()
+    for group, fields in groups.items():
         for field in fields - ASSEMBLED.get(group, set()):
             assert f"{group}.{field}" in landed, f"{group}.{field} is landed by no key"
-        for where in landed:
-            if where.startswith(f"{group}.") and group != "cluster":
-                assert where.split(".", 1)[1] in fields, f"{where} lands on no field"
+    for where in landed:
+        group, _, name = where.rpartition(".")
+        assert name in groups.get(group, set()), f"{where} lands on no field"
 
 
 def test_every_key_has_a_description_and_a_valid_default() -> None:
@@ -58,9 +71,9 @@ def test_an_environment_variable_overrides_the_file(tmp_path: Path) -> None:
     path = tmp_path / "venice.properties"
     path.write_text(f"{SERVER_MAX_CONNECTIONS}=100\n")
     env = {"VENICE_CONFIG": str(path)}
-    assert load_config(env).server.max_connections == 100
+    assert load_config(env).server.limits.max_connections == 100
     assert KEYS[SERVER_MAX_CONNECTIONS].env == "VENICE__SERVER_MAX_CONNECTIONS"
-    assert load_config({**env, "VENICE__SERVER_MAX_CONNECTIONS": "7"}).server.max_connections == 7
+    assert load_config({**env, "VENICE__SERVER_MAX_CONNECTIONS": "7"}).server.limits.max_connections == 7
 
 
 def test_a_bad_environment_value_is_named_by_its_variable() -> None:

@@ -24,7 +24,7 @@ from venice_core.meta.models import HookInvocationRecord
 from venice_core.model.status import ExecutionStatus
 from venice_core.orchestration.airflow import pushes
 from venice_core.orchestration.airflow.api import AirflowRefused
-from venice_core.orchestration.airflow.pushes import RunInFlight
+from venice_core.orchestration.airflow.pushes import RolloutRequest, RunInFlight
 from venice_core.orchestration.airflow.run_following import (
     DagPaused,
     PlainView,
@@ -212,17 +212,8 @@ def test_steps_skipped_after_a_stop_are_one_line_and_the_summary_names_the_faile
     ]
     lines: list[str] = []
     with pytest.raises(RolloutFailed) as failed:
-        pushes.push(
-            env.config,
-            env.meta,
-            store,
-            RECORDS_INPUT,
-            "key",
-            "value",
-            {},
-            view=PlainView(lines.append),
-            api=ScriptedAirflow(polls),
-        )
+        request = RolloutRequest(store, {}, view=PlainView(lines.append), api=ScriptedAirflow(polls))
+        pushes.push(env.config, env.meta, request, RECORDS_INPUT, "key", "value")
     assert lines == [
         f"triggered venice_push__{store} run {RUN}",
         "  start_of_push_job: success",
@@ -251,9 +242,8 @@ def test_the_reason_a_step_kept_reaches_the_push_and_its_summary(env: PlatformEn
     lines: list[str] = []
     api = ScriptedAirflow(_failed_before_a_version(), failures={"start_of_push_job": MISSING})
     with pytest.raises(RolloutFailed) as failed:
-        pushes.push(
-            env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api
-        )
+        request = RolloutRequest(store, {}, view=PlainView(lines.append), api=api)
+        pushes.push(env.config, env.meta, request, RECORDS_INPUT, "key", "value")
     assert str(failed.value) == f"rollout run failed at start_of_push_job: {MISSING}; no version was created"
     assert lines[-2:] == ["  start_of_push_job: failed", "  66 later steps skipped"]
 
@@ -312,7 +302,14 @@ def test_a_push_behind_a_run_in_flight_says_it_queues_then_when_it_starts(env: P
     api = ScriptedAirflow([("queued", []), ("queued", []), ("running", []), ("success", steps)], ["run-1", "run-2"])
     versions.create_version(env.meta, env.config, store, push_job_id(store, RUN), topics=InMemoryTopics())
     lines: list[str] = []
-    pushes.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, view=PlainView(lines.append), api=api)
+    pushes.push(
+        env.config,
+        env.meta,
+        RolloutRequest(store, {}, view=PlainView(lines.append), api=api),
+        RECORDS_INPUT,
+        "key",
+        "value",
+    )
     assert lines == [
         f"triggered venice_push__{store} run {RUN}",
         "queued behind run run-2; following it when it starts",
@@ -334,7 +331,9 @@ def test_no_queue_refuses_in_one_line_and_triggers_nothing(
     )
     assert api.triggered == [] and result.stdout == ""
     with pytest.raises(RunInFlight):  # the same refusal where the push is called directly
-        pushes.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, queue=False, api=api)
+        pushes.push(
+            env.config, env.meta, RolloutRequest(store, {}, queue=False, api=api), RECORDS_INPUT, "key", "value"
+        )
 
 
 def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, store: str) -> None:
@@ -343,7 +342,7 @@ def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, 
     api = ScriptedAirflow([("running", [])])
     api.paused = True
     with pytest.raises(DagPaused, match=rf"^the DAG venice_push__{store} is paused in Airflow: nothing was triggered"):
-        pushes.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+        pushes.push(env.config, env.meta, RolloutRequest(store, {}, api=api), RECORDS_INPUT, "key", "value")
     assert api.triggered == []
     api.paused = False
     follower = RunFollower(api, env.meta, store, RUN, PlainView(lambda _line: None))
@@ -357,7 +356,7 @@ def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, 
     assert str(deleted.value) == f"rollout run {RUN} was deleted in Airflow by an operator"
     api = ScriptedAirflow([("success", [])])  # marked success before it created a version
     with pytest.raises(RolloutFailed) as nothing_pushed:
-        pushes.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+        pushes.push(env.config, env.meta, RolloutRequest(store, {}, api=api), RECORDS_INPUT, "key", "value")
     assert str(nothing_pushed.value) == (
         f"rollout run {RUN} was marked success in Airflow before it created a version; nothing was pushed"
     )
@@ -365,7 +364,7 @@ def test_what_an_operator_does_in_airflow_is_said_in_one_line(env: PlatformEnv, 
     versions.stop_push(env.meta, store, created.number, ended_in_airflow(RUN, "marked success"))
     api = ScriptedAirflow([("success", [ti("dc_1.pre_swap", "success", 1, 2)])])
     with pytest.raises(RolloutFailed) as not_rolled_out:
-        pushes.push(env.config, env.meta, store, RECORDS_INPUT, "key", "value", {}, api=api)
+        pushes.push(env.config, env.meta, RolloutRequest(store, {}, api=api), RECORDS_INPUT, "key", "value")
     assert str(not_rolled_out.value) == (
         f"rollout run {RUN} was marked success in Airflow by an operator before its rollout ended; version 1 is KILLED"
     )

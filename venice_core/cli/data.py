@@ -80,10 +80,12 @@ def push(
     path = input_path if is_remote(input_path) else str(Path(input_path).resolve())
     with metadata() as (config, meta):  # each push checks its input before a version, a DAG run or a JVM
         if config.airflow.enabled if mode is None else mode:
+            from venice_core.orchestration.airflow.pushes import RolloutRequest
             from venice_core.orchestration.airflow.pushes import push as airflow_push
 
             with _follow_view() as view:
-                number = airflow_push(config, meta, store, path, key_field, value_field, confs, queue=queue, view=view)
+                request = RolloutRequest(store, confs, queue=queue, view=view)
+                number = airflow_push(config, meta, request, path, key_field, value_field)
         else:
             number = run_push(config, meta, store, path, key_field, value_field, confs, progress=typer.echo)
     typer.echo(f"version {number} of '{store}' is serving in every region")
@@ -123,10 +125,11 @@ def _repush(store: str, confs: dict[str, str], mode: bool | None, queue: bool) -
     check_user_confs(confs, repush=True)
     with metadata() as (config, meta):
         if config.airflow.enabled if mode is None else mode:
+            from venice_core.orchestration.airflow.pushes import RolloutRequest
             from venice_core.orchestration.airflow.pushes import repush as airflow_repush
 
             with _follow_view() as view:
-                number = airflow_repush(config, meta, store, confs, queue=queue, view=view)
+                number = airflow_repush(config, meta, RolloutRequest(store, confs, queue=queue, view=view))
         else:
             number = run_repush(config, meta, store, confs, progress=typer.echo)
     typer.echo(f"version {number} of '{store}' is serving in every region")

@@ -15,6 +15,7 @@ from venice_core.errors import ComponentError, ConfigError
 from venice_core.meta import MetadataStore
 from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
 from venice_core.orchestration.airflow import store_dags
+from venice_core.schedules.calendar import CalendarUpdate
 from venice_core.schedules.push import PushSchedule
 from venice_core.schedules.repush import RepushSchedule
 from venice_core.schedules.runs import Schedule
@@ -281,8 +282,8 @@ def update(
         )
     if no_hybrid and (rewind is not None or lag is not None):
         raise ConfigError("--no-hybrid cannot be given with --hybrid-rewind-seconds or --hybrid-offset-lag-threshold")
-    calendar = {"days": repush_days, "hours": repush_hours, "timezone": repush_timezone, "holidays": repush_holidays}
-    push_calendar = {"days": push_days, "hours": push_hours, "timezone": push_timezone, "holidays": push_holidays}
+    calendar = CalendarUpdate.of_options(repush_days, repush_hours, repush_timezone, repush_holidays)
+    push_calendar = CalendarUpdate.of_options(push_days, push_hours, push_timezone, push_holidays)
     with metadata() as (config, meta):
         warnings = stores.update_store(
             meta,

@@ -41,6 +41,12 @@ _Record = tuple[int, bytes] | None
 _FirstTry = tuple[int, Address, Answer | Connection | BaseException | str]
 
 
+def _closed_while_idle(conn: Connection, exc: BaseException) -> bool:
+    """A keep-alive connection the server closed while it was idle (it served before, nothing of this response
+    came): worth one retry on a new connection, the instance not at fault."""
+    return bool(conn.served) and not conn.received and isinstance(exc, ConnectionError)
+
+
 class Reroute(Exception):
     """The store's table changed version or partitioning under a read: start it over on `route`."""
 
@@ -85,6 +91,13 @@ class _InFlight:
         del self.parts[part.fd]
         self._poller.unregister(part.fd)
         return True
+
+    def close_all(self, remove: Callable[[_Part], object]) -> None:
+        """At the end of a read: every part still in flight removed (by `remove`, the caller's) and its connection
+        closed, its response unread."""
+        for part in list(self.parts.values()):
+            remove(part)
+            part.conn.close()
 
     def run(
         self,
@@ -169,9 +182,7 @@ class Fanout:
             self._launch([p for p in self.groups if p in self._unresolved and not self._covering[p]])
             self._loop()
         finally:
-            for part in list(self._inflight.parts.values()):
-                self._remove(part)
-                part.conn.close()
+            self._inflight.close_all(self._remove)
 
     # parts
     def _launch(self, partitions: list[int], hedge: bool = False) -> None:
@@ -310,7 +321,7 @@ class Fanout:
         self._remove(part)
         conn = part.conn
         conn.close()
-        if not part.retried and conn.served and not conn.received and isinstance(exc, ConnectionError):
+        if not part.retried and _closed_while_idle(conn, exc):
             self._send(part.address, part.partitions, retried=True)  # an idle connection the server had closed
             return
         self._fail(part.address, part.partitions, str(exc) or type(exc).__name__)
@@ -433,7 +444,7 @@ class RoutedReads:
                 return conn
             except (OSError, httptools.HttpParserError) as exc:
                 conn.close()
-                if attempt == 1 and conn.served and not conn.received and isinstance(exc, ConnectionError):
+                if attempt == 1 and _closed_while_idle(conn, exc):
                     continue
                 return exc
         raise AssertionError("unreachable")
@@ -552,11 +563,7 @@ class _FirstAnswer:
                 return self.answer
             raise ComponentError("; ".join(f.rstrip() for f in self.failures) or "no instance to ask")
         finally:
-            for part in list(self._inflight.parts.values()):
-                self._drop(part, close=True)
-
-    def _done(self) -> bool:
-        return self.answer is not None
+            self._inflight.close_all(self._inflight.remove)
 
     def _send_next(self) -> None:
         while self.queue:
@@ -593,8 +600,7 @@ class _FirstAnswer:
     def _read_failed(self, part: _Part, exc: BaseException) -> None:
         self._drop(part, close=True)
         conn, address = part.conn, part.address
-        idle_closed = conn.served and not conn.received and isinstance(exc, ConnectionError)
-        if idle_closed and address not in self.retried:
+        if _closed_while_idle(conn, exc) and address not in self.retried:
             self.retried.add(address)  # an idle keep-alive connection the server had closed: once more
             self.queue.insert(0, address)
         else:

@@ -22,6 +22,7 @@ from venice_core.config.model import (
     KafkaSettings,
     RegionConfig,
     RolloutSettings,
+    ServerLimits,
     ServerSettings,
     SparkSettings,
 )
@@ -51,7 +52,8 @@ def effective_settings(file_settings: Mapping[str, Setting], env: Mapping[str, s
 
 
 def landed_values(settings: Mapping[str, Setting]) -> dict[str, dict[str, Any]]:
-    """Each declared key's parsed value where it lands: {group: {field: value}} (top-level fields in `cluster`).
+    """Each declared key's parsed value where it lands: {group: {field: value}} (top-level fields in `cluster`, a
+    nested group's under `group.sub`).
     A key with no value (one derived from others, unset) lands as None."""
     groups: dict[str, dict[str, Any]] = {}
     for key in K.KEYS.values():
@@ -88,7 +90,7 @@ def build_config(
         airflow=AirflowSettings(**values["airflow"]),
         redis=redis,
         postgres=postgres,
-        server=ServerSettings(**values["server"]),
+        server=ServerSettings(**values["server"], limits=ServerLimits(**values["server.limits"])),
         client=ClientSettings(**values["client"]),
         rollout=RolloutSettings(**values["rollout"]),
         hooks=HookSettings(**values["hooks"], configs=_hook_configs(settings)),

@@ -25,7 +25,7 @@ class Key:
     name: str
     kind: Kind[Any]
     default: str | None  # as a file would write it; None: derived from other keys (`derived` says how) or unset
-    lands: str  # `group.field` of ClusterConfig (a top-level field: `field`)
+    lands: str  # `group.field` of ClusterConfig (a top-level field: `field`; a nested group's: `group.sub.field`)
     doc: str
     derived: str = ""  # what the default is when it depends on other keys
 
@@ -212,19 +212,23 @@ SERVER_PORT_BASE = _declare(
 )
 # What one client may ask of a region server's read API: bounded so a bad client cannot exhaust memory or threads.
 SERVER_MAX_REQUEST_BYTES = _declare(
-    "server.max.request.bytes", Integer(1), str(1024 * 1024), "server.max_request_bytes", "A request's largest body."
+    "server.max.request.bytes",
+    Integer(1),
+    str(1024 * 1024),
+    "server.limits.max_request_bytes",
+    "A request's largest body.",
 )
 SERVER_MAX_BATCH_KEYS = _declare(
-    "server.max.batch.keys", Integer(1), "1000", "server.max_batch_keys", "Keys of a batch read (more: 413)."
+    "server.max.batch.keys", Integer(1), "1000", "server.limits.max_batch_keys", "Keys of a batch read (more: 413)."
 )
 SERVER_MAX_CONNECTIONS = _declare(
-    "server.max.connections", Integer(1), "512", "server.max_connections", "Open connections (past it: 503)."
+    "server.max.connections", Integer(1), "512", "server.limits.max_connections", "Open connections (past it: 503)."
 )
 SERVER_IDLE_TIMEOUT_SECONDS = _declare(
     "server.idle.timeout.seconds",
     Seconds(),
     "30",
-    "server.idle_timeout_seconds",
+    "server.limits.idle_timeout_seconds",
     "An idle or stalled connection is closed after this.",
 )
 INSTANCE_LEASE_SECONDS = _declare(

@@ -112,19 +112,10 @@ class ServerSettings:
 
     host: str
     port_base: int
-    max_request_bytes: int
-    max_batch_keys: int
-    max_connections: int
-    idle_timeout_seconds: float
+    limits: ServerLimits
     instance_lease_seconds: float
     instance_offline_grace_seconds: float
     min_ready_replicas: int  # 0: every replica (the store's replication factor)
-
-    @property
-    def limits(self) -> ServerLimits:
-        return ServerLimits(
-            self.max_request_bytes, self.max_batch_keys, self.max_connections, self.idle_timeout_seconds
-        )
 
 
 @dataclass(frozen=True)

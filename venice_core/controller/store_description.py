@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from venice_core.model.hybrid import HybridSettings
+from venice_core.model.status import ExecutionStatus, VersionStatus
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig
 from venice_core.protocol.serde import AvroSchemaJson
@@ -54,7 +55,7 @@ class RegionVersions:
 class RegionPushStatus:
     """A version's push status in one region, with the time it last changed."""
 
-    status: str
+    status: ExecutionStatus
     updated_at: float
     details: str
 
@@ -62,7 +63,7 @@ class RegionPushStatus:
 @dataclass(frozen=True)
 class VersionDescription:
     number: int
-    status: str
+    status: VersionStatus
     reason: str
     push_job_id: str | None
     created_at: float
@@ -75,7 +76,7 @@ class VersionDescription:
     def to_json(self) -> dict[str, Any]:
         return {
             "number": self.number,
-            "status": self.status,
+            "status": self.status.value,
             "reason": self.reason,
             "push_job_id": self.push_job_id,
             "created_at": self.created_at,
@@ -85,7 +86,7 @@ class VersionDescription:
             "partitioner_class": self.partitioner.class_path,
             "partitioner_params": dict(self.partitioner.params),
             "regions": {
-                region: {"status": s.status, "updated_at": s.updated_at, "details": s.details}
+                region: {"status": s.status.value, "updated_at": s.updated_at, "details": s.details}
                 for region, s in self.regions.items()
             },
         }

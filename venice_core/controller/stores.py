@@ -38,11 +38,12 @@ from venice_core.meta.models import (
     VersionRegionStatus,
 )
 from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
-from venice_core.model.status import HOSTABLE
+from venice_core.model.status import HOSTABLE, ExecutionStatus, VersionStatus
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig, load_partitioner
 from venice_core.pubsub import admin
 from venice_core.pubsub.admin import TopicAdmin
+from venice_core.schedules.calendar import CalendarUpdate
 from venice_core.schedules.push import PushSchedule, check_input_template
 from venice_core.schedules.repush import RepushSchedule, check_ttl
 from venice_core.schedules.runs import Schedule
@@ -236,7 +237,7 @@ def _schedule_updates(
     kind: type[Schedule],
     cron: str | None,
     settings: Mapping[str, object | None],
-    calendar: Mapping[str, object] | None,
+    calendar: CalendarUpdate | None,
     enabled: bool | None,
     needs: str,
 ) -> dict[str, Any]:
@@ -244,13 +245,13 @@ def _schedule_updates(
     value or combination. `settings` are the kind's own fields, checked; `needs` the options that set up a
     schedule the store does not have yet."""
     column = f"{kind.KIND}_schedule"
-    calendar = {k: v for k, v in (calendar or {}).items() if v is not None}
+    calendar = calendar or CalendarUpdate()
     given = {k: v for k, v in settings.items() if v is not None}
     if enabled is False:
-        if cron is not None or given or calendar:
+        if cron is not None or given or calendar.given():
             raise ConfigError(f"turning the scheduled {kind.KIND} off takes no other {kind.KIND} setting")
         return {column: None}
-    if cron is None and not given and not calendar:
+    if cron is None and not given and not calendar.given():
         return {}
     current = kind.of(getattr(store, column))
     if current is None and (cron is None or len(given) < len(settings)):
@@ -276,11 +277,11 @@ def update_store(
     hybrid: bool | None = None,
     repush_schedule: str | None = None,
     repush_ttl_seconds: int | str | None = None,
-    repush_calendar: Mapping[str, object] | None = None,
+    repush_calendar: CalendarUpdate | None = None,
     repush: bool | None = None,
     push_schedule: str | None = None,
     push_input: str | None = None,
-    push_calendar: Mapping[str, object] | None = None,
+    push_calendar: CalendarUpdate | None = None,
     push: bool | None = None,
     partitioner_class: str | None = None,
     partitioner_params: Mapping[str, str] | None = None,
@@ -637,7 +638,7 @@ def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
             versions=tuple(
                 VersionDescription(
                     number=v.number,
-                    status=v.status,
+                    status=VersionStatus(v.status),
                     reason=v.lifecycle.reason,
                     push_job_id=v.push_job_id,
                     created_at=v.created_at,
@@ -646,7 +647,7 @@ def describe_store(meta: MetadataStore, name: str) -> StoreDescription:
                     hybrid=v.lifecycle.hybrid,
                     partitioner=v.lifecycle.partitioner,
                     regions={
-                        s.region: RegionPushStatus(s.status, s.updated_at, s.details)
+                        s.region: RegionPushStatus(ExecutionStatus(s.status), s.updated_at, s.details)
                         for s in region_status
                         if s.number == v.number
                     },

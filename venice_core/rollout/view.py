@@ -112,7 +112,7 @@ class RegionRow:
 @dataclass(frozen=True)
 class VersionInfo:
     number: int
-    status: str
+    status: VersionStatus
     reason: str
 
 
@@ -149,7 +149,11 @@ def rollout_view(
             if job_id
             else None
         )
-        info = None if version is None else VersionInfo(version.number, version.status, version.lifecycle.reason)
+        info = (
+            None
+            if version is None
+            else VersionInfo(version.number, VersionStatus(version.status), version.lifecycle.reason)
+        )
     progress = ingestion_progress(meta, store, info.number) if info else {}
     records = invocations(meta, job_id) if job_id else []
 

@@ -4,7 +4,7 @@ hook and the Airflow business-hours timetable both use it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -136,3 +136,28 @@ class BusinessCalendar:
             if slot < closes:
                 return slot
         return None
+
+
+@dataclass(frozen=True)
+class CalendarUpdate:
+    """What a store update changes of a schedule's working-hours calendar, as text (`days`, `hours`, `timezone`
+    as `BusinessCalendar.parse` takes them; `holidays` ISO dates): each field given, or None (kept). Checked whole
+    with the schedule it lands in, which names whose calendar is wrong."""
+
+    days: str | None = None
+    hours: str | None = None
+    timezone: str | None = None
+    holidays: tuple[str, ...] | None = None  # (): none any more
+
+    @classmethod
+    def of_options(
+        cls, days: str | None, hours: str | None, timezone: str | None, holidays: str | None
+    ) -> CalendarUpdate:
+        """From a command line's options: holidays as one comma-separated list (`2026-12-24,2026-12-25`; empty:
+        none any more)."""
+        listed = None if holidays is None else tuple(h.strip() for h in holidays.split(",") if h.strip())
+        return cls(days, hours, timezone, listed)
+
+    def given(self) -> dict[str, str | tuple[str, ...]]:
+        """The fields the update sets, by name."""
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not None}

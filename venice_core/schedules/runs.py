@@ -16,11 +16,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from venice_core.errors import ConfigError
-from venice_core.schedules.calendar import BusinessCalendar
+from venice_core.schedules.calendar import BusinessCalendar, CalendarUpdate
 
 DAILY = "daily"
 DEFAULT_DAYS, DEFAULT_HOURS, DEFAULT_TIMEZONE = "mon-fri", "9-17", "UTC"
-CALENDAR_FIELDS = ("days", "hours", "timezone", "holidays")
 
 
 def check_cron(expression: str, kind: str = "") -> str:
@@ -85,14 +84,12 @@ class Schedule:
         return cls(**{**values, "holidays": _holidays(values.get("holidays"))})
 
     @classmethod
-    def updated(
-        cls, current: Self | None, cron: str | None, calendar: Mapping[str, object], **settings: object
-    ) -> Self:
+    def updated(cls, current: Self | None, cron: str | None, calendar: CalendarUpdate, **settings: object) -> Self:
         """`current` with what an update gives (None: kept): the cron, calendar fields, the kind's own settings.
         Without a current schedule, the defaults (the caller makes sure the cron and the settings are given)."""
         values: dict[str, Any] = current.to_json() if current is not None else {}
         values.update({k: v for k, v in settings.items() if v is not None})
-        values.update({k: v for k, v in calendar.items() if k in CALENDAR_FIELDS and v is not None})
+        values.update(calendar.given())
         if cron is not None:
             values["cron"] = check_cron(cron, cls.KIND)
         return cls(**{**values, "holidays": _holidays(values.get("holidays"))})

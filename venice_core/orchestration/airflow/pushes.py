@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from venice_core.config import ClusterConfig
@@ -49,74 +50,70 @@ class RunInFlight(VeniceError):
     http_status = 409
 
 
+@dataclass(frozen=True)
+class RolloutRequest:
+    """A push or a repush through the store's DAG, and how it is followed: `progress` the lines said (when no
+    `view` is given), `timeout` the run's, `queue` False to refuse rather than queue behind a run in flight; `api`
+    the Airflow asked (the config's by default)."""
+
+    store: str
+    confs: dict[str, str]
+    progress: Callable[[str], None] = print
+    timeout: float = 3600
+    queue: bool = True
+    view: FollowView | None = None
+    api: AirflowApi | None = None
+
+    def follow_view(self) -> FollowView:
+        """The view the run is followed in: the one given, else plain lines to `progress`."""
+        return self.view or PlainView(self.progress)
+
+
 def push(
     config: ClusterConfig,
     meta: MetadataStore,
-    store: str,
+    request: RolloutRequest,
     input_path: str,
     key_field: str,
     value_field: str,
-    confs: dict[str, str],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
 ) -> int:
     """Trigger the store's rollout run and follow it; the number of the version every region serves at the end.
 
     While another run of the store's DAG is in flight, the new run queues behind it (the DAG runs one at a time):
     said at once, or refused before anything is triggered when `queue` is False."""
-    check_push_confs(confs)  # before Airflow is asked anything
-    check_push_input(meta, store, input_path, key_field, value_field)
+    check_push_confs(request.confs)  # before Airflow is asked anything
+    check_push_input(meta, request.store, input_path, key_field, value_field)
     params = {
         "source": SOURCE_FILES_PARAM,
         "input": input_path,
         "key_field": key_field,
         "value_field": value_field,
-        "conf": confs,
+        "conf": request.confs,
     }
-    return _run_rollout(config, meta, store, params, progress, timeout, queue, view, api)
+    return _run_rollout(config, meta, request, params)
 
 
-def repush(
-    config: ClusterConfig,
-    meta: MetadataStore,
-    store: str,
-    confs: dict[str, str],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
-) -> int:
+def repush(config: ClusterConfig, meta: MetadataStore, request: RolloutRequest) -> int:
     """`venice repush` through the store's DAG: the repush checked here (its confs, its source: every refusal
     before Airflow is asked anything), then a run of the store's DAG with `source=kafka`, followed like a push. The
     run resolves its source again when it creates the version (a run queued behind another push repushes the
     version current then). A run in flight is queued behind (or refused with `queue` False), as for a push."""
     from venice_core.rollout.local import prepare_repush
 
-    view = view or PlainView(progress)
-    _, source, _ = prepare_repush(config, meta, store, confs, check_in_flight=False)
+    view = request.follow_view()
+    request = replace(request, view=view)  # the same view follows the run
+    store = request.store
+    _, source, _ = prepare_repush(config, meta, store, request.confs, check_in_flight=False)
     view.line(f"repushing '{store}' (now from version {source.version} in {source.region}, {source.topic})")
-    params = {"source": SOURCE_KAFKA_PARAM, "input": repush_config.REPUSH_INPUT, "conf": dict(confs)}
-    return _run_rollout(config, meta, store, params, progress, timeout, queue, view, api)
+    params = {"source": SOURCE_KAFKA_PARAM, "input": repush_config.REPUSH_INPUT, "conf": dict(request.confs)}
+    return _run_rollout(config, meta, request, params)
 
 
-def _run_rollout(
-    config: ClusterConfig,
-    meta: MetadataStore,
-    store: str,
-    params: dict[str, Any],
-    progress: Callable[[str], None] = print,
-    timeout: float = 3600,
-    queue: bool = True,
-    view: FollowView | None = None,
-    api: AirflowApi | None = None,
-) -> int:
+def _run_rollout(config: ClusterConfig, meta: MetadataStore, request: RolloutRequest, params: dict[str, Any]) -> int:
     """Trigger a run of the store's DAG with `params` and follow it to its end."""
-    view = view or PlainView(progress)
-    api = api or AirflowApi(config)
+    store, timeout = request.store, request.timeout
+    view = request.follow_view()
+    api = request.api or AirflowApi(config)
     dag = rollout_dag_id(store)
     built_from = store_dags.current_rollout(config, meta, store)
     wait_for_dag(
@@ -129,7 +126,7 @@ def _run_rollout(
     if api.dag_paused(dag):  # named now, rather than a run left queued until someone unpauses the DAG
         raise DagPaused(f"the DAG {dag} is paused in Airflow: nothing was triggered; {unpause_hint(dag)}")
     in_flight = api.active_runs(dag)
-    if in_flight and not queue:
+    if in_flight and not request.queue:
         raise RunInFlight(
             f"a rollout of '{store}' is in flight (run {in_flight[-1]}); not queueing behind it (--no-queue)"
         )
