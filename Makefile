@@ -28,15 +28,15 @@ install: $(STAMP) $(BYTECODE) system-deps spark-archive jars
 	$(BIN)/python -m compileall -qq venice_core dags plugins
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
-# spark-submit of the platform starts on about half the CPU (venice_core/spark/class_archive*.py).
+# spark-submit of the platform starts on about half the CPU (venice_core/spark/submit/class_archive*.py).
 spark-archive: $(STAMP)
-	$(BIN)/python -m venice_core.spark.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.class_archive_build
 
 # The embedded broker's jars, and Spark's Avro module, from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
 # fetch is safe in parallel too: the processes take turns, venice_core/host/cache.py).
 jars: $(STAMP) system-deps
 	$(BIN)/python -m venice_core.embedded.kafka
-	$(BIN)/python -m venice_core.spark.extra_jars
+	$(BIN)/python -m venice_core.spark.submit.extra_jars
 
 system-deps:
 	scripts/install-system-packages.sh
@@ -62,9 +62,9 @@ demo-cluster: install
 # Airflow file split over a third Airflow (625 s: a third Airflow's own CPU slowed the other two).
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.spark.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
-	$(BIN)/python -m venice_core.spark.extra_jars
+	$(BIN)/python -m venice_core.spark.submit.extra_jars
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
@@ -79,13 +79,13 @@ test: $(STAMP) $(BYTECODE)
 # ~25 processes beside the Airflow files doubled their tests' time).
 test-cluster: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.spark.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.class_archive_build
 	$(BIN)/python -m venice_core.embedded.kafka
-	$(BIN)/python -m venice_core.spark.extra_jars
+	$(BIN)/python -m venice_core.spark.submit.extra_jars
 	$(BIN)/pytest -m "cluster or faults"
 
 test-fast: $(STAMP) $(BYTECODE)
-	$(BIN)/python -m venice_core.spark.extra_jars
+	$(BIN)/python -m venice_core.spark.submit.extra_jars
 	$(BIN)/pytest -n 2 -m "not kafka and not spark and not airflow and not postgres and not redis and not browser"
 
 # The documentation site (mkdocs.yml, docs/) on http://127.0.0.1:$(DOCS_PORT), rebuilt as its pages change.

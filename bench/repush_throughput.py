@@ -27,7 +27,7 @@ from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout import local
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
 
 SCHEMA_ID = 1

@@ -33,7 +33,7 @@ from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.pubsub.control import version_dictionary
 from venice_core.rollout.local import push
-from venice_core.spark.repush_tasks import PUT, decode_message
+from venice_core.spark.tasks.repush_tasks import PUT, decode_message
 
 ROUNDS = 4  # reads of the two stores alternate, so that a machine busier in one moment weighs on both
 TRAINED = re.compile(r"trained a (\d+)-byte ZSTD dictionary from (\d+) values \((\d+) bytes\) .* in ([\d.]+)s")

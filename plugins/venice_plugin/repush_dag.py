@@ -3,7 +3,7 @@ DAG, on the plugin's `BusinessHoursTimetable` (the cron's times, or once a worki
 hours). The DAG file imports this module only to build such a DAG (TriggerDagRunOperator's import alone costs a
 task process about 0.35 s). Two tasks:
 
-- `check_version_age` decides (`spark.repush_config.scheduled_repush`): skipped (and the run with it) while the
+- `check_version_age` decides (`controller.repush_config.scheduled_repush`): skipped (and the run with it) while the
   store's current version is younger than the threshold, or while a push is in flight; otherwise it returns the repush's
   run conf (`source=kafka`, a TTL repush for a hybrid store).
 - `trigger_repush` triggers that run of the store's rollout DAG (`venice_push__<store>`), which rolls it out like
@@ -19,10 +19,10 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowSkipException
 
+from venice_core.controller import repush_config
 from venice_core.meta.context import metadata
 from venice_core.rollout.names import SOURCE_KAFKA_PARAM, repush_dag_id, rollout_dag_id
 from venice_core.schedules.repush import RepushSchedule
-from venice_core.spark import repush_config
 from venice_plugin.error_policy import airflow_errors
 from venice_plugin.timetables import BusinessHoursTimetable
 

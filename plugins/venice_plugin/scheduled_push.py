@@ -14,12 +14,11 @@ from typing import Any
 
 import jinja2
 
-from venice_core.controller import stores
+from venice_core.controller import repush_config, stores
 from venice_core.errors import ConfigError
 from venice_core.meta.context import metadata
 from venice_core.rollout.names import run_confs
 from venice_core.rollout.steps import STEPS
-from venice_core.spark import repush_config
 
 SCHEDULED = "scheduled"  # Airflow's DagRunType.SCHEDULED
 

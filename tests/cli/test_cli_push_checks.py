@@ -15,7 +15,7 @@ import pytest
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from venice_core.controller import stores
 from venice_core.meta import MetadataStore
-from venice_core.spark.input_schema import check_push_input
+from venice_core.spark.inputs.input_schema import check_push_input
 
 
 @pytest.fixture

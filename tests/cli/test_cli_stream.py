@@ -121,7 +121,7 @@ def test_the_job_is_one_spark_submit_with_its_checkpoint(config: ClusterConfig, 
     argv = stream_job_spec(config, request, "run-1", tmp_path / "checkpoint").argv()
     assert argv[0].endswith("spark-submit") and argv[argv.index("--master") + 1] == "local[1]"
     assert argv[argv.index("--name") + 1] == "venice-stream-p"
-    application = argv.index(next(a for a in argv if a.endswith("spark/stream.py")))
+    application = argv.index(next(a for a in argv if a.endswith("spark/jobs/stream.py")))
     job_args = argv[application + 1 :]
     assert job_args[job_args.index("--value-fields") + 1] == "a,b"
     assert job_args[job_args.index("--checkpoint") + 1] == str(tmp_path / "checkpoint")

@@ -18,8 +18,8 @@ from venice_core.controller import stores
 from venice_core.controller.stores import SchemaRefused
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import Version
-from venice_core.spark import push
-from venice_core.spark.input_files import input_format, read_input_schema
+from venice_core.spark.inputs.input_files import input_format, read_input_schema
+from venice_core.spark.jobs import push
 
 ROWS = [
     {"key": "a", "n": 1, "when": "2024-01-02", "nothing": None, "p": {"z": 1, "b": True}, "tags": ["x"]},

@@ -13,8 +13,8 @@ import pytest
 from tests.support.partitioners import LastBytePartitioner
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark.push_tasks import serialize_batches
-from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.tasks.push_tasks import serialize_batches
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "partitioner.json").read_text())["cases"]
 
@@ -43,7 +43,7 @@ def test_spark_job_partitions_like_the_vector(spark: Any) -> None:
 
 def test_each_kafka_partition_is_written_by_a_task_of_its_own(spark: Any) -> None:
     """`write_sorted` gives Kafka partition p to Spark partition p: no task writes two Kafka partitions."""
-    from venice_core.spark.push_tasks import write_sorted
+    from venice_core.spark.tasks.push_tasks import write_sorted
 
     def task(batches: Any) -> Any:
         import pyarrow as pa
@@ -90,7 +90,7 @@ def test_the_jvm_serialises_and_partitions_as_the_python_reference(spark: Any) -
     and partitions of `serialize_batches` (fastavro and `partition_for`): the partitioner vector's keys, a record of
     every primitive it takes (unions with null both ways round, nulls in them, widened ints and floats), and a
     single value."""
-    from venice_core.spark.avro_columns import jvm_serialized
+    from venice_core.spark.jobs.avro_columns import jvm_serialized
 
     for key_schema, spark_type in (("string", "string"), ("int", "int"), ("long", "bigint")):
         cases = [c for c in VECTORS if c["key_schema"] == key_schema]
@@ -135,8 +135,8 @@ def test_the_jvm_serialises_and_partitions_as_the_python_reference(spark: Any) -
 
 
 def test_schemas_spark_cannot_write_exactly_go_to_python_and_a_null_is_refused_by_name(spark: Any) -> None:
-    from venice_core.spark.avro_columns import jvm_serialized
-    from venice_core.spark.push import failure_reason
+    from venice_core.spark.jobs.avro_columns import jvm_serialized
+    from venice_core.spark.jobs.push import failure_reason
 
     nested = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "int"}}]}
     df = spark.createDataFrame([("k", [1])], "k string, a array<int>")
@@ -161,7 +161,7 @@ def test_schemas_spark_cannot_write_exactly_go_to_python_and_a_null_is_refused_b
 def test_a_version_on_another_partitioner_is_partitioned_by_it_in_python_on_the_executors(spark: Any) -> None:
     """The JVM's `venice_partition` is MD5's: a version pinned to another partitioner skips it, and the executors
     partition with the version's own (here a class of the tests', unpickled on them by its name)."""
-    from venice_core.spark.avro_columns import jvm_serialized
+    from venice_core.spark.jobs.avro_columns import jvm_serialized
 
     spec = _spec("string", "int", 5, single_value=True)
     spec = replace(spec, writer=replace(spec.writer, partitioner=LastBytePartitioner({}, "string")))

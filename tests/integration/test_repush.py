@@ -26,7 +26,7 @@ from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout import local
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
 
 LARGE = 2 * 1024 * 1024  # past the 900 KB chunk size: three chunks and a manifest

@@ -53,7 +53,7 @@ def test_a_spark_submitted_job_imports_pyspark_from_the_installed_package(script
     lib = Path(pyspark.__file__).parent / "python" / "lib"
     zips = sorted(str(p) for p in lib.glob("*.zip"))
     assert len(zips) == 2, zips  # pyspark.zip and py4j's: what spark-submit puts on PYTHONPATH
-    path = Path(venice_core.spark.__file__).with_name(script)
+    path = Path(venice_core.spark.__file__).with_name("jobs") / script
     program = (
         "import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name='job'); "
         "import pyspark, py4j; print(pyspark.__file__); print(py4j.__file__)"

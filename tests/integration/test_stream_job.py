@@ -24,7 +24,7 @@ from venice_core.protocol import serde
 from venice_core.protocol.div import Validator
 from venice_core.protocol.envelope import MessageType, checksum_bytes, decode
 from venice_core.pubsub import admin, client_config
-from venice_core.spark import stream
+from venice_core.spark.jobs import stream
 from venice_core.streams import control
 
 REGION = "dc-0"

@@ -30,7 +30,7 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, decompressor
 from venice_core.pubsub.control import read_dictionary
 from venice_core.rollout import local
-from venice_core.spark.repush_tasks import PUT, decode_message
+from venice_core.spark.tasks.repush_tasks import PUT, decode_message
 
 WITH_DICT = CompressionStrategy.ZSTD_WITH_DICT
 

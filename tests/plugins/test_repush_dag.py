@@ -16,10 +16,9 @@ from venice_plugin.timetables import BusinessHoursTimetable
 
 from tests.support.dag_files import parse_store_dags
 from tests.support.topics import InMemoryTopics
-from venice_core.controller import stores, versions
+from venice_core.controller import repush_config, stores, versions
 from venice_core.meta.models import RegionCurrentVersion, Version
 from venice_core.schedules.calendar import CalendarUpdate
-from venice_core.spark import repush_config
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'

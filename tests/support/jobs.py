@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from venice_core.config import ClusterConfig
+from venice_core.controller import repush_config
 from venice_core.controller.stores import describe_store
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
@@ -18,13 +19,13 @@ from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.control import version_dictionary
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.rollout.local import PushFailed
-from venice_core.spark import push, repush, repush_config
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.jobs import push, repush
+from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest, job_args, repush_job_args, spark_confs
 
 
 class InProcessSparkJob:
-    """The push job's own code (`spark.push.run_on`) on a SparkSession that lives for the test session. A failure
+    """The push job's own code (`spark.jobs.push.run_on`) on a SparkSession that lives for the test session. A failure
     becomes the same one-line `PushFailed` that spark-submit's path raises."""
 
     def __init__(self, spark: Any) -> None:
@@ -42,7 +43,9 @@ class InProcessSparkJob:
                 self.spark.conf.unset(key)
 
     def __call__(self, config: ClusterConfig, request: PushJobRequest) -> JobResult:
-        if repush_config.is_repush(request.confs):  # the repush job (`spark.repush.run_on`), as spark_spec picks it
+        if repush_config.is_repush(
+            request.confs
+        ):  # the repush job (`spark.jobs.repush.run_on`), as spark_spec picks it
             job, name, argv = repush, "repush", repush_job_args(config, request)
         else:
             job, name, argv = push, "push", job_args(config, request)

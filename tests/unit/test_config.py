@@ -149,8 +149,8 @@ def test_instances_of_a_region_have_ports_and_data_dirs_of_their_own(tmp_path: P
 
 @pytest.fixture(scope="module")
 def shipped_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The package as a Spark job ships it (`spark.job_package`)."""
-    from venice_core.spark.job_package import write_zip
+    """The package as a Spark job ships it (`spark.submit.job_package`)."""
+    from venice_core.spark.submit.job_package import write_zip
 
     target = tmp_path_factory.mktemp("job") / "venice_core.zip"
     write_zip(target)

@@ -18,14 +18,21 @@ from venice_core.controller import drain, streams
 from venice_core.controller.drain import DrainMode, DrainNotification, StoredNotification
 from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
-from venice_core.spark import drain_resume, kafka_source
-from venice_core.spark.checkpoint_log import LogEntry, batch_end_offsets, hadoop_crc, last_batch, source_offsets
-from venice_core.spark.drain_monitor import DrainMonitor
-from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_KEY, MarkerRange, OffsetRange, marker_value
-from venice_core.spark.stream import checkpoint_pane
-from venice_core.spark.stream_drain import BatchTracker
-from venice_core.spark.stream_transforms import TransformSpec
+from venice_core.spark.jobs import drain_resume
+from venice_core.spark.jobs.checkpoint_log import LogEntry, batch_end_offsets, hadoop_crc, last_batch, source_offsets
+from venice_core.spark.jobs.drain_monitor import DrainMonitor
+from venice_core.spark.jobs.stream import checkpoint_pane
+from venice_core.spark.jobs.stream_drain import BatchTracker
+from venice_core.spark.jobs.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest
+from venice_core.spark.tasks import kafka_source
+from venice_core.spark.tasks.kafka_source import (
+    MARKER_EVENT_TIME_MS,
+    MARKER_KEY,
+    MarkerRange,
+    OffsetRange,
+    marker_value,
+)
 from venice_core.streams import upgrade
 
 

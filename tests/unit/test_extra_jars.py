@@ -6,7 +6,7 @@ import re
 
 import pyspark
 
-from venice_core.spark import extra_jars
+from venice_core.spark.submit import extra_jars
 
 
 def test_the_avro_module_is_pyspark_s_version() -> None:

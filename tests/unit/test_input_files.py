@@ -23,8 +23,8 @@ from pyspark.sql.types import (
 )
 
 from venice_core.errors import PushJobError
-from venice_core.spark.input_files import read_input_schema
-from venice_core.spark.input_schema import input_value
+from venice_core.spark.inputs.input_files import read_input_schema
+from venice_core.spark.inputs.input_schema import input_value
 
 
 def _types(struct: StructType) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from venice_core.rollout.local import _succeeded
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.specs.job_result import JobResult
 
 
 def test_a_result_appears_whole_and_only_a_success_ends_the_wait(tmp_path: Path) -> None:

@@ -36,6 +36,11 @@ def test_the_code_keeps_every_contract() -> None:
         ("venice_core/controller/job.py", "import airflow", "Nothing in venice_core imports Airflow BROKEN"),
         ("venice_core/rollout/names.py", "import pyspark", "Only venice_core.spark imports pyspark BROKEN"),
         ("venice_core/server/http.py", "import venice_core.server.region_server", "No cycle among the modules"),
+        (
+            "venice_core/spark/tasks/push_tasks.py",
+            "import venice_core.spark.jobs.push",
+            "venice_core.spark by where its code runs BROKEN",
+        ),
     ],
 )
 def test_a_planted_import_that_breaks_a_layer_fails_the_check(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from venice_core.controller import repush_config as rc
 from venice_core.errors import ConfigError
 from venice_core.rollout.names import SOURCE_KAFKA_PARAM, run_confs
 from venice_core.rollout.push_confs import check_push_confs, check_user_confs
-from venice_core.spark import repush_config as rc
 
 SOURCE = rc.RepushSource("users", "dc-1", 3, "dc-1.users_v3", "127.0.0.1:9092", 2, "NO_OP", True, 5_000, (10, 12))
 

@@ -13,10 +13,10 @@ from venice_core.errors import ComponentError, ConfigError, IncompatibleSchema, 
 from venice_core.protocol import envelope, serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark.push import _refusal
-from venice_core.spark.push_tasks import serialize_batches
+from venice_core.spark.jobs.push import _refusal
+from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
 from venice_core.spark.submit import job_flags, spark_confs
-from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.tasks.push_tasks import serialize_batches
 
 
 def test_spark_properties_and_fault_injections_go_to_spark() -> None:
@@ -105,7 +105,7 @@ def test_a_batch_is_written_as_each_of_its_records_would_be(monkeypatch: pytest.
     across partitions and batches, with an identical repeated key dropped and a value to chunk, and the same
     counts; a repeated key with another value is refused by both."""
     from venice_core.pubsub import writer as writer_module
-    from venice_core.spark import push_tasks
+    from venice_core.spark.tasks import push_tasks
 
     monkeypatch.setattr(writer_module, "Producer", lambda _config: _RecordingProducer())
     monkeypatch.setattr(envelope.time, "time", lambda: 1_700_000_000.0)  # control messages stamped alike

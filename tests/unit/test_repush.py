@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.kafka_fakes import FakeMessage
 from tests.support.topics import InMemoryTopics
+from venice_core.controller import repush_config as rc
 from venice_core.controller import stores, versions
 from venice_core.errors import ComponentError, ConfigError, RepushRefused
 from venice_core.meta import MetadataStore
@@ -21,9 +22,10 @@ from venice_core.protocol.compression import CompressionStrategy, compressor, de
 from venice_core.protocol.div import SegmentState
 from venice_core.protocol.envelope import ControlMessageType, encode_control, encode_delete, encode_put
 from venice_core.protocol.partitioner import partition_for
-from venice_core.spark import repush_config as rc
-from venice_core.spark.kafka_source import split
-from venice_core.spark.repush_tasks import (
+from venice_core.spark.specs.task_specs import RepushTaskSpec, WriterSpec
+from venice_core.spark.submit import PushJobRequest, push_job_spec
+from venice_core.spark.tasks.kafka_source import split
+from venice_core.spark.tasks.repush_tasks import (
     CHUNK,
     DELETE,
     MANIFEST,
@@ -33,8 +35,6 @@ from venice_core.spark.repush_tasks import (
     combine,
     decode_message,
 )
-from venice_core.spark.submit import PushJobRequest, push_job_spec
-from venice_core.spark.task_specs import RepushTaskSpec, WriterSpec
 
 KEY = '"string"'
 VALUE = '{"type":"record","name":"V","fields":[{"name":"a","type":"int"}]}'
@@ -358,7 +358,7 @@ def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, byte
     ids=["as-stored", "ttl", "recompressed"],
 )
 def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(overrides: dict) -> None:
-    from venice_core.spark.repush_tasks import _compact_partition, _copy_plain
+    from venice_core.spark.tasks.repush_tasks import _compact_partition, _copy_plain
 
     keys = sorted(f"k{i}".encode() for i in range(200) if partition_for(f"k{i}".encode(), 2) == 1)
     records = [(key, b"v" + key, 0 if i % 7 == 0 else 50 + i) for i, key in enumerate(keys)]
@@ -380,8 +380,8 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
 
 
 def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
-    from venice_core.spark import kafka_source
-    from venice_core.spark.repush_tasks import _read_partition
+    from venice_core.spark.tasks import kafka_source
+    from venice_core.spark.tasks.repush_tasks import _read_partition
 
     def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
         batch = [FakeMessage(*m) for m in messages]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from venice_core.spark import class_archive, submit
+from venice_core.spark import submit
+from venice_core.spark.submit import class_archive
 
 
 @pytest.fixture

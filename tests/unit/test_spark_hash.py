@@ -1,8 +1,9 @@
-"""Spark's hash partitioning on the driver (`spark.hash_partitioning`), against values Spark's own `hash()` gave."""
+"""Spark's hash partitioning on the driver (`spark.tasks.hash_partitioning`), against values Spark's own `hash()`
+gave."""
 
 from __future__ import annotations
 
-from venice_core.spark.hash_partitioning import hash_int, spark_partition, spread_values
+from venice_core.spark.tasks.hash_partitioning import hash_int, spark_partition, spread_values
 
 # spark.sql("select hash(cast(id as int)) from range(0, 12)"), and hash() of -7 and 2^31 - 1, on pyspark 4.2.
 SPARK_HASHES = [

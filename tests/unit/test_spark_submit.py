@@ -19,10 +19,10 @@ import pytest
 from venice_core.config import ClusterConfig
 from venice_core.embedded import airflow, spark_cluster
 from venice_core.host import cache
-from venice_core.spark import job_package
 from venice_core.spark.submit import (
     PushJobRequest,
     StreamJobRequest,
+    job_package,
     master_unreachable,
     push_job_spec,
     stream_job_spec,
@@ -106,14 +106,14 @@ def test_the_zip_is_built_once_per_content_and_imports_with_its_bytecode(tmp_pat
     assert {"venice_core/spark/worker_daemon.py", "venice_core/spark/worker_daemon.pyc"} <= set(names)
     assert not [n for n in names if "__pycache__" in n]
     found = subprocess.run(
-        [sys.executable, "-c", "import venice_core.spark.task_specs as m; print(m.__file__)"],
+        [sys.executable, "-c", "import venice_core.spark.specs.task_specs as m; print(m.__file__)"],
         env={"PYTHONPATH": str(built)},  # ahead of the installed package
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert found.stdout.strip() == f"{built}/venice_core/spark/task_specs.pyc"
+    assert found.stdout.strip() == f"{built}/venice_core/spark/specs/task_specs.pyc"
     copy = tmp_path / "venice_core"
     copy.mkdir()
     (copy / "__init__.py").write_text("")
@@ -168,8 +168,8 @@ def test_a_standalone_master_that_does_not_answer_is_said_at_once() -> None:
 def test_a_request_s_jars_join_the_platform_s() -> None:
     """`--conf spark.jars=...` adds to the jars the push job needs (spark-avro, the platform's functions), not over
     them."""
-    from venice_core.spark.extra_jars import jar_confs
     from venice_core.spark.submit import job_spec
+    from venice_core.spark.submit.extra_jars import jar_confs
 
     spec = job_spec("j", "local[2]", [], "job.py", {"spark.jars": "/opt/extra.jar"})
     assert spec.conf["spark.jars"] == f"{jar_confs()['spark.jars']},/opt/extra.jar"

@@ -13,9 +13,9 @@ import pytest
 from venice_core.errors import StreamInputError
 from venice_core.nearline.writer import WriterTarget
 from venice_core.protocol.div import deterministic_guid
-from venice_core.spark.kafka_source import next_end, parse_offsets, plan, share
-from venice_core.spark.stream import PANE_FILE, checkpoint_pane
-from venice_core.spark.stream_tasks import BatchSpec, EventMapping, check_rows, event_time, map_event, write_rows
+from venice_core.spark.jobs.stream import PANE_FILE, checkpoint_pane
+from venice_core.spark.tasks.kafka_source import next_end, parse_offsets, plan, share
+from venice_core.spark.tasks.stream_tasks import BatchSpec, EventMapping, check_rows, event_time, map_event, write_rows
 
 USER_VALUE = {
     "type": "record",
@@ -32,7 +32,7 @@ def event(**fields: Any) -> bytes:
 
 @dataclass
 class Row:
-    """A source row as the job's tasks see it (`spark.stream_tasks.SourceRow`'s attributes)."""
+    """A source row as the job's tasks see it (`spark.tasks.stream_tasks.SourceRow`'s attributes)."""
 
     partition: int
     offset: int
@@ -200,7 +200,7 @@ def test_a_batch_plans_one_range_per_partition_with_records() -> None:
 def test_the_arrow_tasks_check_and_write_the_rows_they_are_given() -> None:
     import pyarrow as pa
 
-    from venice_core.spark.stream_tasks import check_batches, rows_of
+    from venice_core.spark.tasks.stream_tasks import check_batches, rows_of
 
     rows = _rows()
     table = pa.RecordBatch.from_pylist([{**vars(r)} for r in rows])

@@ -21,7 +21,7 @@ from venice_core.errors import ComponentError, PushJobError
 from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor, train_dictionary
-from venice_core.spark import input_sample
+from venice_core.spark.inputs import input_sample
 
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 WITH_DICT = CompressionStrategy.ZSTD_WITH_DICT

@@ -59,10 +59,10 @@ def push(
     `--conf source.kafka=true` (Venice's repush switch) it is a repush: the same as `venice repush STORE`.
 
     Exits 0 when every region serves the new version, 3 when a hook stopped the rollout (ABORT or ROLLBACK)."""
+    from venice_core.controller import repush_config
     from venice_core.rollout.local import push as run_push
     from venice_core.rollout.push_confs import check_user_confs
-    from venice_core.spark import repush_config
-    from venice_core.spark.input_files import is_remote
+    from venice_core.spark.inputs.input_files import is_remote
 
     confs = parse_key_values(conf, "--conf")
     check_user_confs(confs)  # a malformed source.kafka is refused here

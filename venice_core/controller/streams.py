@@ -61,7 +61,7 @@ class PipelineRecord:
     last_batch_id: int | None = None
     started_at: float = 0.0
     updated_at: float = 0.0
-    drain: dict[str, Any] | None = None  # the last drain: cut, phases, outcome (`spark.stream_drain`)
+    drain: dict[str, Any] | None = None  # the last drain: cut, phases, outcome (`spark.jobs.stream_drain`)
 
 
 def _record(row: StreamPipeline) -> PipelineRecord:

@@ -259,7 +259,7 @@ class StreamPipeline(Base):
     store_name: Mapped[str] = mapped_column(String(128))
     region: Mapped[str] = mapped_column(String(64))
     source_topic: Mapped[str] = mapped_column(String(255))
-    args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the job's settings (`spark.stream`)
+    args: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the job's settings (`spark.jobs.stream`)
     state: Mapped[str] = mapped_column(String(16))  # starting, running, stopped, failed
     run_id: Mapped[str] = mapped_column(String(64))
     query_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # Spark's, kept in the checkpoint

@@ -1,9 +1,10 @@
 """The rollout's `compression_dictionary` step: a ZSTD_WITH_DICT store's push trains its new version's ZSTD dictionary
 from a bounded sample of the push's values before the version is created, as Venice's push job does before it asks
-for a version, and version creation sends it in START_OF_PUSH. A push samples its input (`spark.input_sample`: the
-values serialised as the job stores them), a repush its source version topic (`spark.topic_sample`: the values
-decompressed with the source's own compression and dictionary). The trainer is zstd's (`compression.train_dictionary`),
-the bounds the push's confs (`rollout.dictionary_confs`). A store of any other compression passes through at once.
+for a version, and version creation sends it in START_OF_PUSH. A push samples its input (`spark.inputs.input_sample`:
+the values serialised as the job stores them), a repush its source version topic (`spark.inputs.topic_sample`: the
+values decompressed with the source's own compression and dictionary). The trainer is zstd's
+(`compression.train_dictionary`), the bounds the push's confs (`rollout.dictionary_confs`). A store of any other
+compression passes through at once.
 
 The dictionary is the step's result: in the DAG its XCom (base64, with the figures said of it), kept small by
 `compression.dictionary.size.limit`."""
@@ -17,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from venice_core.controller import stores
+from venice_core.controller import repush_config, stores
 from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.protocol.compression import decompressor, train_dictionary
 from venice_core.pubsub.control import version_dictionary
 from venice_core.rollout import dictionary_confs
-from venice_core.spark import input_sample, repush_config, topic_sample
+from venice_core.spark.inputs import input_sample, topic_sample
 
 
 @dataclass(frozen=True)

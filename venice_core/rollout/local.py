@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import stores, versions
+from venice_core.controller import repush_config, stores, versions
 from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.pubsub import admin
 from venice_core.rollout.push_confs import check_push_confs
 from venice_core.rollout.steps import CreatedVersion, PushRequest, job_request, run_in_process
-from venice_core.spark import repush_config
-from venice_core.spark.input_schema import check_push_input
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.inputs.input_schema import check_push_input
+from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest, master_unreachable, push_job_spec, submit_env
 
 log = logging.getLogger(__name__)
@@ -151,7 +150,7 @@ def prepare_repush(
 ) -> tuple[repush_config.RepushConfig, repush_config.RepushSource, dict[str, str]]:
     """Everything a repush checks before anything is created (each refusal one error): its confs (no unknown key),
     its source (region, topic, broker), TTL on a hybrid store only, no push of the store in flight. The confs
-    returned pin the resolved source (`spark.repush_config.resolved_confs`)."""
+    returned pin the resolved source (`controller.repush_config.resolved_confs`)."""
     as_repush = {**confs, repush_config.SOURCE_KAFKA: "true"}
     check_push_confs(as_repush)
     repush = repush_config.parse(as_repush)

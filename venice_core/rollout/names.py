@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from venice_core.spark import repush_config
+from venice_core.controller import repush_config
 
 ROLLOUT_DAG_PREFIX = "venice_push__"  # a store's rollout: pushes and repushes (`venice_plugin.rollout_dag`)
 REPUSH_DAG_PREFIX = "venice_repush__"  # a store's scheduled repush (`venice_plugin.repush_dag`)

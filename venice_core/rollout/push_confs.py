@@ -2,7 +2,7 @@
 nothing reads is refused before anything starts, since a typo (`repush.ttl.enabel=true`) would otherwise run the
 job without the setting and say nothing; so is a value the key's reader would refuse later (a boolean conf is
 `true` or `false`, `config.parse_bool`). The known keys are defined where they are read: the push job's in
-`spark.submit`, a repush's in `spark.repush_config`, the ZSTD dictionary's bounds (both's) in
+`spark.submit`, a repush's in `controller.repush_config`, the ZSTD dictionary's bounds (both's) in
 `rollout.dictionary_confs`. `source.kafka=true` is a user's too: seed 003's switch that makes a push a repush
 (`venice push STORE --conf source.kafka=true` is `venice repush STORE`). A user's confs (`check_user_confs`) may not
 hold the keys the platform sets itself (`PLATFORM_CONFS`, `PLATFORM_PREFIXES`)."""
@@ -13,9 +13,9 @@ import difflib
 from collections.abc import Mapping
 
 from venice_core.config import parse_bool
+from venice_core.controller import repush_config
 from venice_core.errors import ConfigError
 from venice_core.rollout import dictionary_confs
-from venice_core.spark import repush_config
 from venice_core.spark.submit import JOB_FLAGS, SPARK_PREFIX, TEST_FAULT_PREFIX, job_flags
 
 # `source.kafka=true` makes a push a repush; a ZSTD_WITH_DICT store's push and repush both train a dictionary.

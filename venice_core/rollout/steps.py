@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from venice_core.client.serving import wait_until_served
-from venice_core.controller import instances, stores, versions
+from venice_core.controller import instances, repush_config, stores, versions
 from venice_core.controller.hook_decisions import DA_VINCI_GATE, DA_VINCI_STARTED, Decision, HookDecisions
 from venice_core.errors import ConfigError, IngestionFailed, RolloutStopped, VeniceError
 from venice_core.hooks.api import HOOK_FUNCTIONS, LifecycleFunction, StoreVersionLifecycleEventOutcome
@@ -33,10 +33,9 @@ from venice_core.pubsub.control import send_end_of_push, send_start_of_push
 from venice_core.rollout import compression_dictionary
 from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.push_confs import check_push_confs
-from venice_core.spark import repush_config
-from venice_core.spark.input_files import check_readable, read_input_schema
-from venice_core.spark.input_schema import input_value, match_value_schema
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.inputs.input_files import check_readable, read_input_schema
+from venice_core.spark.inputs.input_schema import input_value, match_value_schema
+from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.submit import PushJobRequest
 
 INGESTION_TIMEOUT_SECONDS = 3600
@@ -235,7 +234,7 @@ def _create_version(s: StepInputs) -> CreatedVersion:
     of them, send START_OF_PUSH (with a ZSTD_WITH_DICT version's dictionary, which `compression_dictionary`
     trained). A re-run resumes the version its push already created. A repush's source is
     resolved here, just before its version is created, and pinned into the version
-    (`spark.repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried
+    (`controller.repush_config.resolved_confs`: topic, TTL cut-off, each source partition's end offset), so a retried
     job reads exactly the same records."""
     r = s.rollout
     version = versions.version_of_push(r.meta, r.store, r.push_job_id)

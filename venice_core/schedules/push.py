@@ -173,7 +173,7 @@ def check_input_template(template: str) -> str:
         ) from None
     except Exception as exc:  # noqa: BLE001 - whatever the template's own expressions raise
         raise ConfigError(f"the push input template {template!r} cannot be rendered for a run: {exc}") from None
-    if rendered and not rendered.startswith("/") and "://" not in rendered:  # (`spark.input_files.is_remote`)
+    if rendered and not rendered.startswith("/") and "://" not in rendered:  # (`spark.inputs.input_files.is_remote`)
         raise ConfigError(
             f"the push input template {template!r} is a relative path (a run renders it like {rendered!r}): give "
             f"an absolute path or a URL, e.g. {EXAMPLE}"

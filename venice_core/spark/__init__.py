@@ -1,5 +1,11 @@
-"""Everything `spark-submit` runs (the push, repush and streaming jobs, what their executors run, their sources and
-input reading) and how it is submitted (`submit`: the spec both orchestrators render; the class-data archive).
+"""Everything `spark-submit` runs, and how it is submitted, a package per place the code runs:
+
+- `submit`: building and running spark-submit (the spec both orchestrators render), with what it is given: the job
+  package (`--py-files`), the extra jars, the class-data archive. Runs in the control plane (CLI, Airflow, streams).
+- `specs`: the task specs a driver hands its executors and the result a job reports to the control plane.
+- `jobs`: the programs spark-submit runs, on the driver (push, repush, stream and its drain).
+- `tasks`: what runs on the executors (the jobs' tasks, the Python data sources they read).
+- `inputs`: a push's input and a repush's source inspected without a JVM (schemas, samples).
 
 Only this package imports pyspark. A job that spark-submit starts imports this package before pyspark: from here on,
 pyspark comes from its compiled package, not from the zip spark-submit put first on the path (`python_path`; a no-op

@@ -21,7 +21,7 @@ from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.nearline.writer import resolve_target
-from venice_core.spark.stream_transforms import TransformSpec
+from venice_core.spark.jobs.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest, master_of, master_unreachable, stream_job_spec, submit_env
 from venice_core.utils.waiting import poll_until
 
@@ -141,7 +141,7 @@ def after_drain(config: ClusterConfig, request: StreamJobRequest, drained: strea
     watermark at infinity, so the new run starts with fresh state (the old checkpoint kept aside as
     `checkpoint.drained`) from exactly the offsets the drained run reached. This is what lets an upgrade change the
     state schema. A start after a drain that did not finish (timed out, stopped) resumes the checkpoint, whose job
-    first undoes the earlier run's drain markers (`spark.drain_resume`)."""
+    first undoes the earlier run's drain markers (`spark.jobs.drain_resume`)."""
     checkpoint = checkpoint_dir(config, request.name)
     if checkpoint.exists():
         kept = checkpoint.with_name("checkpoint.drained")

@@ -132,7 +132,7 @@ def run_local(
 
 
 def describe_drain(report: Mapping[str, Any] | None) -> str:
-    """One line of a drain's record (`spark.stream_drain.DrainReport`)."""
+    """One line of a drain's record (`spark.jobs.stream_drain.DrainReport`)."""
     if not report:
         return "never drained"
     outcome = report.get("outcome")

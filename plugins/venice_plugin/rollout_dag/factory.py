@@ -19,7 +19,7 @@ from venice_core.rollout.compression_dictionary import TrainedDictionary
 from venice_core.rollout.names import SOURCE_FILES_PARAM, SOURCE_KAFKA_PARAM, asset_uri, region_group, rollout_dag_id
 from venice_core.rollout.steps import STEPS, CreatedVersion, Scope, Step, StepKind, stop
 from venice_core.schedules.push import PushSchedule
-from venice_core.spark.job_result import JobResult
+from venice_core.spark.specs.job_result import JobResult
 from venice_plugin.form_params import form_param
 from venice_plugin.rollout_dag.callbacks import end_push_at_failed_step, finish_failed_run
 from venice_plugin.rollout_dag.operators import PushJobOperator, SwapApprovalOperator

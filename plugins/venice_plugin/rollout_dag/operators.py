@@ -13,7 +13,7 @@ from venice_core.controller import versions
 from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
 from venice_core.rollout.steps import job_request
-from venice_core.spark.job_result import JobResult, refusal
+from venice_core.spark.specs.job_result import JobResult, refusal
 from venice_core.spark.submit import push_job_spec
 from venice_plugin.rollout_dag.task_inputs import created_version, keep_failure, result_file, step_inputs
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import push_jobs, stores
+from venice_core.controller import push_jobs, repush_config, stores
 from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import ConfigError, RolloutStopped
 from venice_core.meta import MetadataStore
@@ -17,7 +17,6 @@ from venice_core.meta.context import metadata
 from venice_core.rollout.names import FAILURE_XCOM, SOURCE_KAFKA_PARAM, push_job_id, run_confs
 from venice_core.rollout.push_confs import check_user_confs
 from venice_core.rollout.steps import CreatedVersion, PushRequest, StepInputs
-from venice_core.spark import repush_config
 from venice_plugin.error_policy import airflow_errors
 from venice_plugin.scheduled_push import run_input
 

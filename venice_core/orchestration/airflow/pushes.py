@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import versions
+from venice_core.controller import repush_config, versions
 from venice_core.controller.stores import describe_store
 from venice_core.errors import VeniceError
 from venice_core.hooks.executor import Outcome
@@ -39,8 +39,7 @@ from venice_core.rollout.names import (
     rollout_dag_id,
 )
 from venice_core.rollout.push_confs import check_push_confs
-from venice_core.spark import repush_config
-from venice_core.spark.input_schema import check_push_input
+from venice_core.spark.inputs.input_schema import check_push_input
 from venice_core.utils.waiting import poll_until
 
 FAILURE_CALLBACK_TIMEOUT_SECONDS = 30

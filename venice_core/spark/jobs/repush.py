@@ -1,8 +1,8 @@
-"""The Spark repush job: `spark-submit venice_core/spark/repush.py --store S --version N --source-topic T ...`.
+"""The Spark repush job: `spark-submit venice_core/spark/jobs/repush.py --store S --version N --source-topic T ...`.
 
 Rebuilds a store from one of its version topics, each key compacted to its latest record, TTL and deletes applied,
-values re-compressed if the compression changed, and written with their write timestamps (`spark.repush_tasks`), in one
-of two plans:
+values re-compressed if the compression changed, and written with their write timestamps (`spark.tasks.repush_tasks`),
+in one of two plans:
 - map-only, when the new version has the source's partition count and partitioner (each key stays in its partition)
   and no source partition holds more than `--max-records-per-mapper` records: one task per source partition reads it
   whole, compacts it in memory and writes the keys in byte order (no shuffle; the records never enter the JVM);
@@ -10,7 +10,7 @@ of two plans:
   update`, then a repush): each source partition is cut into offset ranges of at most `--max-records-per-mapper`
   records, read in parallel through the `venice_kafka` source and decoded (and combined per range with
   `--combiner`), then shuffled to the new version's partitions and sorted there through the push job's writing
-  end (`spark.push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
+  end (`spark.tasks.push_tasks.write_sorted`: one writer per Kafka partition, with a GUID derived from the push job id).
 Either way the source's offsets are fixed on the driver first, so a retried task reads exactly the same records.
 The caller sends START_OF_PUSH before and END_OF_PUSH after, as for a push.
 """
@@ -31,17 +31,17 @@ from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.control import version_dictionary
-from venice_core.spark import push as push_job
-from venice_core.spark.job_result import JobResult, RepushStats
-from venice_core.spark.push_tasks import record_counts, write_sorted
-from venice_core.spark.repush_tasks import (
+from venice_core.spark.jobs import push as push_job
+from venice_core.spark.specs.job_result import JobResult, RepushStats
+from venice_core.spark.specs.task_specs import RepushTaskSpec, SourceRange
+from venice_core.spark.tasks.push_tasks import record_counts, write_sorted
+from venice_core.spark.tasks.repush_tasks import (
     DECODED_SCHEMA,
     WRITTEN_SCHEMA,
     compact_and_write,
     decode_batches,
     repush_partitions,
 )
-from venice_core.spark.task_specs import RepushTaskSpec, SourceRange
 
 
 def run(args: argparse.Namespace) -> JobResult:
@@ -58,7 +58,7 @@ def _version(info: StoreDescription, number: int) -> VersionDescription:
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
-    from venice_core.spark.kafka_source import batch_ranges
+    from venice_core.spark.tasks.kafka_source import batch_ranges
 
     meta = MetadataStore(config.metadata_db_url)
     try:
@@ -106,7 +106,7 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
 def _shuffled(spark: Any, args: argparse.Namespace, spec: RepushTaskSpec, partitions: int) -> list[Any]:
     """The general repush: offset ranges read in parallel through the venice_kafka source, decoded (and combined)
     per range, shuffled to the new version's partitions and sorted there (`write_sorted`), compacted and written."""
-    from venice_core.spark.kafka_source import KafkaDataSource
+    from venice_core.spark.tasks.kafka_source import KafkaDataSource
 
     spark.dataSource.register(KafkaDataSource)
     reader = (

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from venice_core.errors import ComponentError
-from venice_core.spark.repush_tasks import PUT, decode_message
+from venice_core.spark.tasks.repush_tasks import PUT, decode_message
 
 SPANS_PER_PARTITION = 4
 STALL_SECONDS = 30.0  # a span with nothing arriving for this long: its messages are gone (retention)

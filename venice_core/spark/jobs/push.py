@@ -1,4 +1,4 @@
-"""The Spark push job: `spark-submit venice_core/spark/push.py --store S --version N --input PATH ...`.
+"""The Spark push job: `spark-submit venice_core/spark/jobs/push.py --store S --version N --input PATH ...`.
 
 Reads Avro, Parquet or JSON; checks the input against the store's value schemas (registering a new compatible
 one when the store allows it); serialises keys and values with the store's schemas; partitions by the version's
@@ -25,12 +25,12 @@ from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.control import version_dictionary
-from venice_core.spark.avro_columns import jvm_serialized
-from venice_core.spark.input_files import check_readable, input_format
-from venice_core.spark.input_schema import input_value, match_value_schema
-from venice_core.spark.job_result import JobResult
-from venice_core.spark.push_tasks import record_counts, serialize_batches, write_batches, write_sorted
-from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.inputs.input_files import check_readable, input_format
+from venice_core.spark.inputs.input_schema import input_value, match_value_schema
+from venice_core.spark.jobs.avro_columns import jvm_serialized
+from venice_core.spark.specs.job_result import JobResult
+from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.tasks.push_tasks import record_counts, serialize_batches, write_batches, write_sorted
 
 # Fault injection for the retry test; spark-submit passes on only `spark.*` properties.
 FAIL_PARTITION_CONF = "spark.venice.push.test.fail.partition"
@@ -46,7 +46,7 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
         if fmt == "json":
             return spark.read.option("mode", "FAILFAST").json(path)
         if fmt == "avro":
-            from venice_core.spark.avro_source import AvroDataSource
+            from venice_core.spark.tasks.avro_source import AvroDataSource
 
             spark.dataSource.register(AvroDataSource)
             return spark.read.format(AvroDataSource.name()).option("path", path).load()

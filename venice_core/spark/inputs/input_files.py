@@ -4,8 +4,9 @@
 registers an auto-registered schema before the version exists. Parquet: the first file's footer (pyarrow), as
 Spark reads one footer without schema merging. JSON lines: pyarrow's reader on the files (at most
 `JSON_SAMPLE_BYTES` of them), with Spark's inference rules applied on top. Avro: the first file's writer schema
-(fastavro), mapped by `spark.avro_source` as the job's data source maps it. The result is a Spark `StructType` (built
-without a session), so `spark.input_schema` matches it against the store's value schemas with the job's own rules.
+(fastavro), mapped by `spark.tasks.avro_source` as the job's data source maps it. The result is a Spark `StructType`
+(built without a session), so `spark.inputs.input_schema` matches it against the store's value schemas with the job's
+own rules.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def _avro_schema(file: Path) -> Any:
     import fastavro
     from pyspark.sql.types import StructType
 
-    from venice_core.spark.avro_source import spark_type
+    from venice_core.spark.tasks.avro_source import spark_type
 
     with file.open("rb") as handle:
         try:

@@ -1,14 +1,14 @@
 """Draining a streaming pipeline's Spark Structured Streaming query (issue 13), in the job's driver, once its
 `DrainMonitor` has found a notification for the run:
 
-1. The cut: the source's end offsets per partition now, written where the source reads it (`spark.kafka_source`'s
+1. The cut: the source's end offsets per partition now, written where the source reads it (`spark.tasks.kafka_source`'s
    `drainCutPath`). No batch planned after this reads past it.
 2. Wait for the micro-batch in flight (if any) to finish: a batch is never cancelled mid-way.
 3. Process everything up to the cut. Once the source has reached the cut, it emits one marker per partition whose
    event time is past every window: the watermark goes to infinity and the next (no-data) batch fires every
    pending window. `processAllAvailable` returns once a trigger finds nothing left to run: the markers read, the
-   windows fired, each batch written and flushed by its tasks (`spark.stream_tasks.write_rows` closes its producers)
-   before Spark commits it.
+   windows fired, each batch written and flushed by its tasks (`spark.tasks.stream_tasks.write_rows` closes its
+   producers) before Spark commits it.
 4. Commit: Spark's commit log holds every batch its offset log planned, and the offsets of the last one (the cut)
    are recorded with the pipeline; then the query stops, the run is DRAINED, and only then is the notification
    cleaned up.
@@ -17,7 +17,7 @@ A drain timeout (the notification's, else the job's `--drain-timeout-seconds`) b
 query stops without cleaning up (the notification stays), and the run is FAILED with "drain timed out" as its
 cause, which `venice stream status` shows. The phases' times go with the pipeline (`record.drain`). The markers
 carry the run's id, and may already be in the checkpoint's logs: a run resumed on it undoes them before its query
-starts (`spark.drain_resume`), so its own events are not dropped as late.
+starts (`spark.jobs.drain_resume`), so its own events are not dropped as late.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from venice_core.controller import drain, streams
 from venice_core.controller.drain import StoredNotification
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
-from venice_core.spark.checkpoint_log import COMMITS, OFFSETS, batch_end_offsets, last_batch
-from venice_core.spark.kafka_source import _consumer, topic_partitions, watermarks
+from venice_core.spark.jobs.checkpoint_log import COMMITS, OFFSETS, batch_end_offsets, last_batch
+from venice_core.spark.tasks.kafka_source import _consumer, topic_partitions, watermarks
 
 CUT_FILE = "venice-drain-cut.json"
 DEFAULT_TIMEOUT_SECONDS = 60.0

@@ -1,19 +1,20 @@
-"""The nearline streaming job: `spark-submit venice_core/spark/stream.py --name P --run-id R --store S ...`, started
-and stopped by `venice stream` (`streams.control`), which renders its command line (`spark.submit.stream_job_spec`).
+"""The nearline streaming job: `spark-submit venice_core/spark/jobs/stream.py --name P --run-id R --store S ...`,
+started and stopped by `venice stream` (`streams.control`), which renders its command line
+(`spark.submit.stream_job_spec`).
 
-A Spark Structured Streaming query reads the source topic's JSON events (`spark.kafka_source`, a Python data source) and
-writes each micro-batch to the store's real-time topic in one region (`foreachBatch`): first every event of the
-batch is mapped and checked on the executors, and only a batch with no bad event is written, a task per source
-partition, each with a producer GUID derived from (query id, batch id, partition) (`spark.stream_tasks`). A bad batch
-fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
+A Spark Structured Streaming query reads the source topic's JSON events (`spark.tasks.kafka_source`, a Python data
+source) and writes each micro-batch to the store's real-time topic in one region (`foreachBatch`): first every event of
+the batch is mapped and checked on the executors, and only a batch with no bad event is written, a task per source
+partition, each with a producer GUID derived from (query id, batch id, partition) (`spark.tasks.stream_tasks`). A bad
+batch fails the query with the first bad event named, and nothing of it is written; run again, the query replays it.
 
 The job reports to the metadata store as the pipeline's current run: running (with Spark's query id), each batch's
 source offsets (from Spark's offset log), or failed and why. Spark's checkpoint (offsets log, commits, the query
-id) is the one given. Between the source and the writes runs the pipeline's transform (`spark.stream_transforms`: map
-only, or a windowed count with state). A `DrainMonitor` watches for a drain notification meant for the run, at
-start and every `--drain-poll-seconds`; on one, the job drains (`spark.stream_drain`) and exits. A run started on a
+id) is the one given. Between the source and the writes runs the pipeline's transform (`spark.jobs.stream_transforms`:
+map only, or a windowed count with state). A `DrainMonitor` watches for a drain notification meant for the run, at
+start and every `--drain-poll-seconds`; on one, the job drains (`spark.jobs.stream_drain`) and exits. A run started on a
 checkpoint that another run's drain marked (that drain timed out or was stopped) first undoes those markers
-(`spark.drain_resume`).
+(`spark.jobs.drain_resume`).
 """
 
 from __future__ import annotations
@@ -33,11 +34,10 @@ from venice_core.errors import StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.nearline.writer import resolve_target
 from venice_core.pubsub import admin
-from venice_core.spark import drain_resume
-from venice_core.spark.checkpoint_log import batch_end_offsets, source_offsets
-from venice_core.spark.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
-from venice_core.spark.kafka_source import MARKER_KEY
-from venice_core.spark.stream_drain import (
+from venice_core.spark.jobs import drain_resume
+from venice_core.spark.jobs.checkpoint_log import batch_end_offsets, source_offsets
+from venice_core.spark.jobs.drain_monitor import DEFAULT_INTERVAL_SECONDS, DrainMonitor
+from venice_core.spark.jobs.stream_drain import (
     DEFAULT_TIMEOUT_SECONDS,
     DRAINED,
     STOPPED,
@@ -46,7 +46,9 @@ from venice_core.spark.stream_drain import (
     DrainTimedOut,
     cut_path,
 )
-from venice_core.spark.stream_tasks import (
+from venice_core.spark.jobs.stream_transforms import TransformSpec
+from venice_core.spark.tasks.kafka_source import MARKER_KEY
+from venice_core.spark.tasks.stream_tasks import (
     CHECK_SCHEMA,
     WRITE_SCHEMA,
     BatchSpec,
@@ -54,7 +56,6 @@ from venice_core.spark.stream_tasks import (
     check_batches,
     write_batches,
 )
-from venice_core.spark.stream_transforms import TransformSpec
 
 MARKER = "StreamInputError: "
 # Fault injection for the recovery test (see `BatchSpec.hang_after`); spark-submit passes on only `spark.*`.
@@ -112,7 +113,7 @@ def store_mapping(config: ClusterConfig, meta: MetadataStore, args: argparse.Nam
 
 def check_source(bootstrap: str, topic: str) -> None:
     """StreamInputError if the source topic does not exist (before Spark starts: the cause in one line)."""
-    from venice_core.spark.kafka_source import _consumer, topic_partitions
+    from venice_core.spark.tasks.kafka_source import _consumer, topic_partitions
 
     consumer = _consumer(bootstrap)
     try:
@@ -202,7 +203,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping: EventMapping) -> None:
-    from venice_core.spark.kafka_source import KafkaDataSource
+    from venice_core.spark.tasks.kafka_source import KafkaDataSource
 
     checkpoint = Path(args.checkpoint)
     cut_file = cut_path(checkpoint)

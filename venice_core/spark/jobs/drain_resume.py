@@ -1,11 +1,11 @@
 """A run that resumes a checkpoint in which another run drained (seed 004: a DrainMessage counts only for the run it
 names). A drain's markers raise the watermark to infinity, and Spark keeps that watermark in the checkpoint's logs
-(`spark.checkpoint_log`): a run resumed on it would drop every event of its own as late. That happens when a drain
+(`spark.jobs.checkpoint_log`): a run resumed on it would drop every event of its own as late. That happens when a drain
 timed out after its marker batch was planned (the notification is kept, the run FAILED, and `venice stream start`
 resumes the checkpoint), or when a drained checkpoint is resumed rather than started after (`streams.control`).
 
 Before its query starts, the run finds the first batch whose planned offsets carry a drain marker key (the id of
-the run that drained, `spark.kafka_source`) and undoes what the markers did, in the logs Spark restores from:
+the run that drained, `spark.tasks.kafka_source`) and undoes what the markers did, in the logs Spark restores from:
 
 - every batch planned after the marker batch runs with the watermark the marker batch ran with, and every commit
   from the marker batch on hands that watermark to the next batch: the markers' event time is forgotten (the
@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from venice_core.spark.checkpoint_log import COMMITS, OFFSETS, LogEntry, batch_ids, last_batch
-from venice_core.spark.kafka_source import MARKER_KEY
+from venice_core.spark.jobs.checkpoint_log import COMMITS, OFFSETS, LogEntry, batch_ids, last_batch
+from venice_core.spark.tasks.kafka_source import MARKER_KEY
 
 WATERMARK, NEXT_WATERMARK = "batchWatermarkMs", "nextBatchWatermarkMs"
 

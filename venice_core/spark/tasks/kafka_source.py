@@ -2,8 +2,8 @@
 (`spark.read.format("venice_kafka")`, the repush's input): a PySpark Python data source over confluent-kafka.
 
 Spark's own connector (spark-sql-kafka-0-10) is a jar that must match the Spark version exactly, and the Maven
-Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `spark.avro_source`). The Python
-source needs nothing beyond the wheel and the client the platform already uses, and its offsets are ours: a
+Central these machines reach does not serve it for Spark 4.2.0 (as with spark-avro: see `spark.tasks.avro_source`). The
+Python source needs nothing beyond the wheel and the client the platform already uses, and its offsets are ours: a
 micro-batch is a range of offsets per partition, planned on the driver (`latestOffset`), recorded in Spark's
 offset log before it runs, and read by one task per partition (`partitions`, `read`), so a batch replayed after a
 crash reads exactly the same records in the same order.
@@ -17,7 +17,7 @@ Offsets are `{"<partition>": <next offset>}`. Options:
 - `endingOffsets`: offsets as JSON past which nothing is read (a bounded stream: `cut()` is the seam a drain
   takes, as the source's end at the moment of the drain);
 - `maxRecordsPerBatch`: at most this many records a micro-batch, shared fairly between partitions (0: no limit);
-- `drainCutPath`: a file the job's driver writes when the pipeline drains (`spark.stream_drain`): the cut, offsets
+- `drainCutPath`: a file the job's driver writes when the pipeline drains (`spark.jobs.stream_drain`): the cut, offsets
   past which nothing is read. Once every partition has been read up to it, the source emits its drain markers (seed
   004's DrainMessage): one row per partition (`offset` -1, no key, the value `{"run-id": <run>}`) whose `timestamp`
   is `MARKER_EVENT_TIME_MS`, an event time that closes every window (the watermark to infinity, as Samza, Flink and
@@ -25,7 +25,7 @@ Offsets are `{"<partition>": <next offset>}`. Options:
   the run id), so they are in Spark's offset log and read once;
 - `runId`: the job's run (the pipeline's start) that drains: its id goes with its markers. Another run's marker key
   in the offsets the source starts from is not carried on (a resumed run undoes what those markers did:
-  `spark.drain_resume`).
+  `spark.jobs.drain_resume`).
 
 A batch read (`KafkaBatchReader`) reads each partition from `startingOffsets` (default earliest) to `endingOffsets`
 (default the end at planning time), cut into tasks of at most `maxRecordsPerPartition` records each (`split`: a

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from venice_core.spark.kafka_source import data_offsets
+from venice_core.spark.tasks.kafka_source import data_offsets
 
 OFFSETS, COMMITS = "offsets", "commits"
 _CRC_MAGIC = b"crc\x00"

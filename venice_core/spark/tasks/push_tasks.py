@@ -1,5 +1,5 @@
 """What the push job runs on Spark's executors: serialise input rows, and write sorted partitions through the
-protocol writer. Kept apart from `spark.push` so that each Python worker imports only this and what it needs (not
+protocol writer. Kept apart from `spark.jobs.push` so that each Python worker imports only this and what it needs (not
 the metadata store and SQLAlchemy: 1.5 s per worker)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.pubsub.writer import VersionTopicWriter
-from venice_core.spark.hash_partitioning import spread_values
-from venice_core.spark.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
+from venice_core.spark.tasks.hash_partitioning import spread_values
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
@@ -238,7 +238,7 @@ def write_sorted(
     partition lands whole in one task, sort within it by `sort_columns` in the JVM (Spark compares binary as
     unsigned bytes, as RocksDB does), run `task` (a mapInArrow function writing through `PartitionWriter` and
     yielding rows of `schema`, the first two `partition` and `records`) on each; the rows the tasks yielded. Kafka
-    partition p goes to Spark partition p (`spark.hash_partitioning.spread_values`): hashed as they are, several
+    partition p goes to Spark partition p (`spark.tasks.hash_partitioning.spread_values`): hashed as they are, several
     Kafka partitions would share a task while other tasks idle."""
     from pyspark.sql import functions as F
 

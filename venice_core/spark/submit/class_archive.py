@@ -4,9 +4,9 @@ and verifying ~15,000 of them from jars. Measured on 2 cores: a trivial job's sp
 CPU-seconds (and its wall time alike), which every push and repush pays before any work.
 
 The archive belongs to one JVM build and one Spark: its name carries both, so another Java or pyspark simply has none
-yet. `make install` builds it (`spark.class_archive_build`); without one, jobs run as before. A JVM maps an archive cut
-short with a crash (SIGBUS), not an error: it is written under a partial name, its size recorded beside it, renamed
-into place last, and used only when the size still matches.
+yet. `make install` builds it (`spark.submit.class_archive_build`); without one, jobs run as before. A JVM maps an
+archive cut short with a crash (SIGBUS), not an error: it is written under a partial name, its size recorded beside it,
+renamed into place last, and used only when the size still matches.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Build the Spark class archive (`spark.class_archive`): `python -m venice_core.spark.class_archive_build`, run by
-`make install` and `make test` (a no-op once built for this Java and pyspark). It spark-submits this file with the
-platform's own Spark settings (`spark.submit`) over a small job that uses what the platform's jobs use: files,
-shuffles, Python workers, Arrow, a streaming query; the JVM dumps the classes it loaded at exit."""
+"""Build the Spark class archive (`spark.submit.class_archive`): `python -m
+venice_core.spark.submit.class_archive_build`, run by `make install` and `make test` (a no-op once built for this Java
+and pyspark). It spark-submits this file with the platform's own Spark settings (`spark.submit`) over a small job that
+uses what the platform's jobs use: files, shuffles, Python workers, Arrow, a streaming query; the JVM dumps the classes
+it loaded at exit."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from venice_core.host.cache import filling, staging
-from venice_core.spark.class_archive import archive_path, usable_archive
 from venice_core.spark.submit import DEFAULT_SPARK_CONFS, DRIVER_JAVA_OPTIONS, SparkJobSpec
+from venice_core.spark.submit.class_archive import archive_path, usable_archive
 
 BUILD_TIMEOUT_SECONDS = 600
 

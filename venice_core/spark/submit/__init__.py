@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig, conf_flag, process_env
-from venice_core.spark import class_archive, job_package
-from venice_core.spark.extra_jars import jar_confs
 from venice_core.spark.python_path import DAEMON_CONFS
+from venice_core.spark.submit import class_archive, job_package
 
-JOB_FILE = Path(__file__).with_name("push.py")
+# The programs spark-submit runs are files of `spark.jobs` (a script, its folder first on the driver's path).
+JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
+JOB_FILE = JOBS_DIR / "push.py"
 DRIVER_MEMORY = "2g"
 
 # The push job's Spark properties unless a push's `--conf` says otherwise.
@@ -38,6 +39,10 @@ DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 def default_spark_confs() -> dict[str, str]:
     """`DEFAULT_SPARK_CONFS`, the driver's JVM options (with the Spark class archive once it is built) and the jars
     the jobs add to pyspark's (`extra_jars`: fetched on first use)."""
+    # Imported here, not with the package: `python -m venice_core.spark.submit.extra_jars` (make install) runs that
+    # module after importing this package, and runpy warns when the package has imported it already.
+    from venice_core.spark.submit.extra_jars import jar_confs
+
     java_options = class_archive.java_options(DRIVER_JAVA_OPTIONS)
     return {**DEFAULT_SPARK_CONFS, "spark.driver.extraJavaOptions": java_options, **jar_confs()}
 
@@ -197,7 +202,7 @@ def _version_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
 
 
 def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
-    """The push job's arguments (see `spark.push.parse_args`), but for its result file."""
+    """The push job's arguments (see `spark.jobs.push.parse_args`), but for its result file."""
     return [
         *_version_args(config, request),
         "--input",
@@ -212,13 +217,13 @@ def job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
     ]
 
 
-REPUSH_JOB_FILE = Path(__file__).with_name("repush.py")
+REPUSH_JOB_FILE = JOBS_DIR / "repush.py"
 
 
 def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]:
-    """The repush job's arguments (see `spark.repush.parse_args`), but for its result file, from a repush's resolved
-    confs (`spark.repush_config.resolved_confs`)."""
-    from venice_core.spark import repush_config as rc
+    """The repush job's arguments (see `spark.jobs.repush.parse_args`), but for its result file, from a repush's
+    resolved confs (`controller.repush_config.resolved_confs`)."""
+    from venice_core.controller import repush_config as rc
 
     confs = request.confs
     repush = rc.parse(confs)
@@ -247,7 +252,7 @@ def repush_job_args(config: ClusterConfig, request: PushJobRequest) -> list[str]
 def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: Path) -> SparkJobSpec:
     """The push job's spark-submit for a request: the name says which store (so an operator can find the JVM). A
     repush (`source.kafka=true`) runs the repush job instead, with the same Spark settings."""
-    from venice_core.spark import repush_config as rc  # imports the controller: only where a spec is rendered
+    from venice_core.controller import repush_config as rc  # imports the controller: only where a spec is rendered
 
     confs = request.confs
     # A push's input is read by the executors: on this machine's cluster a local path is theirs too (a cluster of
@@ -264,7 +269,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
     )
 
 
-STREAM_JOB_FILE = Path(__file__).with_name("stream.py")
+STREAM_JOB_FILE = JOBS_DIR / "stream.py"
 # A streaming job runs for good beside the platform: on the config's master as every job (by default `local[2,4]`:
 # two local cores, a failed task retried up to 4 tries as on a cluster; on a cluster, one core: `STREAM_CORES_MAX`),
 # and with less memory than a push. A retried task's writes carry the same producer GUIDs and sequence numbers
@@ -294,7 +299,7 @@ class StreamJobRequest:
     max_records_per_batch: int = 100_000  # a first start on a backlog takes it in batches of this many
     trigger_seconds: float = 1.0
     confs: dict[str, str] = field(default_factory=dict)
-    transform: str = "map"  # `spark.stream_transforms`
+    transform: str = "map"  # `spark.jobs.stream_transforms`
     window_seconds: float = 10.0
     watermark_seconds: float = 5.0
     drain_timeout_seconds: float = 60.0  # unless the drain's request gives one
@@ -313,8 +318,8 @@ class StreamJobRequest:
 
 
 def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: str, checkpoint: Path) -> SparkJobSpec:
-    """The streaming job's spark-submit for one run of a pipeline (see `spark.stream.parse_args`). Its checkpoint is
-    a local path, written by the driver and (a stateful pipeline's state) by the executors: theirs too on this
+    """The streaming job's spark-submit for one run of a pipeline (see `spark.jobs.stream.parse_args`). Its checkpoint
+    is a local path, written by the driver and (a stateful pipeline's state) by the executors: theirs too on this
     machine's cluster; a cluster of other machines needs a file system they all reach."""
     args = [
         "--name",

@@ -9,8 +9,8 @@ the matching Spark type (or a widening of it). Anything else (nested records, ar
 its default, a long column into an int) goes through the Python serialiser (`push_tasks.serialize_batches`), whose
 checks are the reference; so does every key of a version whose partitioner is not the default (the Java function
 is MD5's). A null where the schema has no null is refused by `raise_error`, naming the key, the
-schema id and the field, as a PushJobError (`spark.push.failure_reason` finds it after the marker). (fastavro writes
-a null boolean as false; this path refuses it.)
+schema id and the field, as a PushJobError (`spark.jobs.push.failure_reason` finds it after the marker). (fastavro
+writes a null boolean as false; this path refuses it.)
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 from venice_core.protocol import serde
 from venice_core.protocol.partitioner import DefaultVenicePartitioner
 from venice_core.protocol.serde import AvroSchemaJson
-from venice_core.spark.extra_jars import register_functions
-from venice_core.spark.task_specs import PushTaskSpec
+from venice_core.spark.specs.task_specs import PushTaskSpec
+from venice_core.spark.submit.extra_jars import register_functions
 
 # Avro primitive -> the Spark types written into it exactly (after a cast to the first, Spark's own type for it).
 EXACT = {
@@ -43,7 +43,7 @@ CAST = {
     "boolean": "boolean",
     "bytes": "binary",
 }
-REFUSED = "PushJobError: "  # what `spark.push._refusal` looks for in an executor's error
+REFUSED = "PushJobError: "  # what `spark.jobs.push._refusal` looks for in an executor's error
 
 
 def _primitive(avro: AvroSchemaJson) -> tuple[str, bool] | None:

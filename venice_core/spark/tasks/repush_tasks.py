@@ -1,6 +1,6 @@
 """What the repush job runs on Spark's executors: decode a version topic's messages (map side, with the optional
 combiner), then compact each key's records and write the survivors (reduce side, through the push job's
-`PartitionWriter`). Imports no SQLAlchemy, like `spark.push_tasks`.
+`PartitionWriter`). Imports no SQLAlchemy, like `spark.tasks.push_tasks`.
 
 Map side (`decode_batches`), per offset range: control messages are skipped; every PUT, DELETE, chunk and manifest
 becomes a row keyed by the user key (a chunk's key is the user key plus a suffix, stripped here) and tagged with
@@ -36,8 +36,8 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.partitioner import VenicePartitioner
-from venice_core.spark.push_tasks import PartitionWriter, task_writer
-from venice_core.spark.task_specs import RepushTaskSpec
+from venice_core.spark.specs.task_specs import RepushTaskSpec
+from venice_core.spark.tasks.push_tasks import PartitionWriter, task_writer
 
 PUT, DELETE, MANIFEST, CHUNK = 0, 1, 2, 3
 DECODED_SCHEMA = (
@@ -256,7 +256,7 @@ def _read_partition(
     """One source partition's data messages in offset order, as (Kafka key, Kafka value, offset), control messages
     left out (the new version has its own); and whether they are plain: well-formed PUTs of user schemas (no
     chunk, manifest or DELETE) whose keys strictly increase, so no key appears twice."""
-    from venice_core.spark.kafka_source import read_range_messages
+    from venice_core.spark.tasks.kafka_source import read_range_messages
 
     messages: list[tuple[bytes, bytes, int]] = []
     append = messages.append

@@ -22,8 +22,8 @@ from typing import IO, Any
 from venice_core.controller.store_description import StoreDescription
 from venice_core.errors import PushJobError
 from venice_core.protocol import serde
-from venice_core.spark.input_files import check_sampleable, input_files, input_format, read_input_schema
-from venice_core.spark.input_schema import choose_value_schema, input_value
+from venice_core.spark.inputs.input_files import check_sampleable, input_files, input_format, read_input_schema
+from venice_core.spark.inputs.input_schema import choose_value_schema, input_value
 
 WINDOWS = 16
 _ROWS_AT_ONCE = 1024  # Parquet rows converted to Python at a time

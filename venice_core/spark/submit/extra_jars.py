@@ -3,7 +3,7 @@ Maven Central, and the platform's own SQL functions (`java/`: the partitioner), 
 pyspark's jars. Both land in the cache once (`make jars` makes them before anything runs in parallel; a job makes
 whichever is missing).
 
-    python -m venice_core.spark.extra_jars     (make them, and print where they are)
+    python -m venice_core.spark.submit.extra_jars     (make them, and print where they are)
 """
 
 from __future__ import annotations

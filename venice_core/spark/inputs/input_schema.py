@@ -1,5 +1,5 @@
-"""Match a Spark input schema (from Spark, or read locally by `spark.input_files`) against a store's Avro value schemas;
-derive and register a new one when allowed; `venice push`'s checks of its input before anything starts."""
+"""Match a Spark input schema (from Spark, or read locally by `spark.inputs.input_files`) against a store's Avro value
+schemas; derive and register a new one when allowed; `venice push`'s checks of its input before anything starts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from venice_core.controller import stores as store_ops
 from venice_core.controller.store_description import StoreDescription
 from venice_core.errors import IncompatibleSchema, PushJobError, SchemaError
 from venice_core.meta import MetadataStore
-from venice_core.spark.input_files import check_sampleable, read_input_schema
+from venice_core.spark.inputs.input_files import check_sampleable, read_input_schema
 
 T = TypeVar("T")
 

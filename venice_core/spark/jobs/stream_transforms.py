@@ -1,14 +1,14 @@
 """What a streaming pipeline computes between its source and its writes (`--transform`):
 
-- `map` (the default): each event is one write (`spark.stream_tasks`), no shuffle, no state. The source's drain markers
-  are dropped.
+- `map` (the default): each event is one write (`spark.tasks.stream_tasks`), no shuffle, no state. The source's drain
+  markers are dropped.
 - `window_count`: events counted per key per tumbling event-time window (`--window-seconds`), with a watermark
   (`--watermark-seconds`): a shuffle and state. A window is written once, when the watermark passes its end
   (append mode), or early, as a partial pane, when the pipeline drains: the source's drain markers carry an event
   time past every window, so the watermark goes to infinity and every window in the state fires. Each checkpoint
   (the state's lineage) writes its own pane of a window, under the key `<key>|<window start ms>|<pane>` (the pane:
-  the checkpoint's first run id's first 8 characters, `spark.stream.checkpoint_pane`) with the count as the value and
-  the window's end as the write timestamp: a window open at a drain has the drained run's early pane and the next
+  the checkpoint's first run id's first 8 characters, `spark.jobs.stream.checkpoint_pane`) with the count as the value
+  and the window's end as the write timestamp: a window open at a drain has the drained run's early pane and the next
   deployment's pane (a fresh checkpoint), which add up to the window's count. A run resumed on a checkpoint keeps
   its pane, so a batch it replays sends the very bytes the first attempt sent.
 - `window_count_v2`: the same output from a different state schema (a count and the latest event time): starting
@@ -26,8 +26,8 @@ from typing import Any
 
 from venice_core.errors import ConfigError
 from venice_core.nearline.writer import WriterTarget
-from venice_core.spark.kafka_source import MARKER_EVENT_TIME_MS, MARKER_OFFSET
-from venice_core.spark.stream_tasks import EventMapping
+from venice_core.spark.tasks.kafka_source import MARKER_EVENT_TIME_MS, MARKER_OFFSET
+from venice_core.spark.tasks.stream_tasks import EventMapping
 
 MAP, WINDOW_COUNT, WINDOW_COUNT_V2 = "map", "window_count", "window_count_v2"
 TRANSFORMS = (MAP, WINDOW_COUNT, WINDOW_COUNT_V2)
@@ -67,7 +67,7 @@ class TransformSpec:
 
     def apply(self, source: Any) -> Any:
         """The streaming plan from the source's rows to rows of the source's shape that the batch writer writes
-        (`spark.stream_tasks.SourceRow`)."""
+        (`spark.tasks.stream_tasks.SourceRow`)."""
         from pyspark.sql import functions as F
 
         if not self.stateful:
