@@ -131,8 +131,9 @@ def test_new_version_replays_writes_since_rewind_and_a_killed_server_resumes_exa
         wait_for("dc-1's count of applied writes matching the writes made", holds(applied_once), 90, 0.1)
 
         # Every region's version topic holds what the version holds, nearline writes with their timestamps (a
-        # repush reads it back). A leader's writes to it are acknowledged after it applied them, so on a loaded
-        # machine the last ones may still be on their way when the storage already has them.
+        # repush reads it back). A leader applies a write to its storage as it produces it there, and the produce is
+        # acknowledged later (by its next commit at the latest): on a loaded machine the last ones may still be on
+        # their way when the reads already return them.
         def version_topics_hold_every_write() -> bool | dict[str, int]:
             behind = {}
             for region in regions:
