@@ -284,12 +284,17 @@ def read_range_batches(bootstrap: str, topic: str, partition: int, start: int, e
         )
 
 
+def _topic_and_bootstrap(options: Mapping[str, str]) -> tuple[str, str]:
+    """The two options every read of the source needs (a bounded read's and a stream's)."""
+    try:
+        return options["topic"], options["bootstrap"]
+    except KeyError as exc:
+        raise StreamInputError(f"the venice_kafka source needs the option {exc.args[0]!r}") from None
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str]) -> None:
-        try:
-            self.topic, self.bootstrap = options["topic"], options["bootstrap"]
-        except KeyError as exc:
-            raise StreamInputError(f"the venice_kafka source needs the option {exc.args[0]!r}") from None
+        self.topic, self.bootstrap = _topic_and_bootstrap(options)
         self.starting = options.get("startingOffsets", "earliest")
         self.ending = options.get("endingOffsets")
         self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
@@ -402,10 +407,7 @@ class KafkaBatchReader(DataSourceReader):
     one, reads exactly its range."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        try:
-            self.topic, self.bootstrap = options["topic"], options["bootstrap"]
-        except KeyError as exc:
-            raise StreamInputError(f"the venice_kafka source needs the option {exc.args[0]!r}") from None
+        self.topic, self.bootstrap = _topic_and_bootstrap(options)
         self.starting = options.get("startingOffsets", "earliest")
         self.ending = options.get("endingOffsets", "latest")
         self.max_records = int(options.get("maxRecordsPerPartition", "0") or 0)
