@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -173,6 +174,28 @@ def _reads(client: ReadClient, push: Push) -> dict[str, dict] | None:
         return _read_all(client, push)
     except ComponentError:
         return None
+
+
+def _pause_holding_no_write_lock(env: PlatformEnv, pid: int, attempts: int = 50) -> None:
+    """SIGSTOP `pid` at a moment it is not inside a write transaction of the metadata store. SQLite (the embedded
+    profile's store) has one database-wide write lock and no timeout for its holder: a process paused while holding
+    it stalls every other instance's writes, coordination included, until it resumes. The fault under test is a
+    leader whose lease runs out, not one that holds the database, so a pause that caught the lock is undone and
+    taken again a moment later."""
+    path = env.config.metadata_db_url.split("///", 1)[-1]
+    for _ in range(attempts):
+        os.kill(pid, signal.SIGSTOP)
+        probe = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")  # waits out live writers; fails only while the paused one holds it
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            probe.close()
+    raise AssertionError(f"process {pid} held the metadata store's write lock at each of {attempts} pauses")
 
 
 def _log(env: PlatformEnv, region: str, instance: int) -> str:
@@ -353,7 +376,7 @@ def test_a_paused_leader_past_its_lease_is_fenced(replicated: PlatformEnv) -> No
     paused = _placement(replicated, push.store, region)[1][0]
     pid = servers.process(replicated.config, region, paused).pid()
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)
+    _pause_holding_no_write_lock(replicated, pid)
     try:
         wait_for(
             "another leader for partition 0",
