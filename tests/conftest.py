@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -56,6 +57,35 @@ def pytest_configure(config: pytest.Config) -> None:
         width = (high - low) // count
         start = low + int(worker[2:]) * width
         os.environ[sandbox.ENV_PORT_RANGE] = f"{start}-{start + width}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run stopped with SIGTERM (`kill`, a CI job's timeout) ends as on Ctrl-C: pytest then tears down the
+    session's fixtures, so the platforms, brokers and Airflows it started stop with it. Python's default for SIGTERM
+    ends the process at once, leaving them running and holding their ports. A parallel run's controller passes the
+    signal on to its workers, which tear down and report their interruption: its own interrupt would end them at
+    once, before their teardown."""
+    if not hasattr(session.config, "workerinput") and session.config.pluginmanager.hasplugin("dsession"):
+        signal.signal(signal.SIGTERM, _pass_on_to_workers)
+    else:
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _pass_on_to_workers(signum: int, _frame: object) -> None:
+    import psutil
+
+    signal.signal(signum, _once)  # a worker signalled twice would cut its own teardown short
+    for worker in psutil.Process().children():
+        worker.send_signal(signum)
+
+
+def _once(_signum: int, _frame: object) -> None:
+    """A repeated signal, let pass (a handler, not SIG_IGN, which the processes a teardown starts would inherit)."""
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    signal.signal(signum, _once)  # the teardown runs to its end (SIGKILL still ends it)
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the markers

@@ -9,6 +9,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from itsdangerous import URLSafeSerializer
@@ -24,6 +25,11 @@ from venice_core.deployment.airflow import (
     password,
 )
 from venice_core.errors import ComponentError
+from venice_core.utils.waiting import poll_until
+
+# A trigger answered with a server error is sent again this long, this often (`AirflowApi.trigger`).
+TRIGGER_RETRY_SECONDS = 120.0
+TRIGGER_RETRY_INTERVAL_SECONDS = 2.0
 
 
 class AirflowUnreachable(ComponentError):
@@ -123,9 +129,30 @@ class AirflowApi:
         body = json.dumps({"state": state, "note": note}).encode()
         self._call("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", body)
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        body = json.dumps({"logical_date": None, "conf": conf}).encode()
-        return cast(str, self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"])
+    def trigger(self, dag_id: str, conf: dict[str, Any], retry_for: float = TRIGGER_RETRY_SECONDS) -> str:
+        """A new run of the DAG; its run id. The id is made here, as Airflow makes a manual run's, so that a POST
+        answered with a server error (Airflow's database locked past its timeout, or restarting) is sent again for
+        up to `retry_for` seconds: a retry that finds the run (409) knows an earlier attempt made it after all."""
+        run_id = f"manual__{datetime.now(UTC).isoformat()}"
+        body = json.dumps({"dag_run_id": run_id, "logical_date": None, "conf": conf}).encode()
+        server_errors: list[AirflowRefused] = []
+
+        def sent() -> bool:
+            try:
+                self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
+            except AirflowRefused as exc:
+                if exc.status == 409 and server_errors:
+                    return True
+                if exc.status < 500:
+                    raise
+                server_errors.append(exc)
+                return False
+            return True
+
+        poll_until(
+            sent, timeout=retry_for, interval=TRIGGER_RETRY_INTERVAL_SECONDS, timeout_error=lambda _: server_errors[-1]
+        )
+        return run_id
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return cast(str, self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"])

@@ -1,0 +1,106 @@
+"""`AirflowApi.trigger` against a scripted HTTP server standing in for Airflow's REST API: a server error (Airflow's
+database locked past its timeout) is sent again under the same run id, and a retry that finds the run made by an
+earlier attempt (409) is that run; an answer that is no server error ends the trigger at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.support.platform import make_platform_env
+from venice_core.orchestration.airflow import api
+from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused
+
+DAG_RUNS = "/api/v2/dags/venice_push__users/dagRuns"
+
+
+class ScriptedAirflow(ThreadingHTTPServer):
+    """Answers the sign-in, and each POST of a DAG run with the next status of `answers` (201 once they run out),
+    keeping every POSTed body."""
+
+    def __init__(self, answers: list[int]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.answers = answers
+        self.posted: list[dict[str, object]] = []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ScriptedAirflow
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/auth/token":
+            self._answer(201, {"access_token": "token"})
+            return
+        assert self.path == DAG_RUNS and self.headers["Authorization"] == "Bearer token"
+        self.server.posted.append(body)
+        status = self.server.answers.pop(0) if self.server.answers else 201
+        self._answer(status, {"dag_run_id": body["dag_run_id"]} if status == 201 else {"detail": "Database error"})
+
+    def _answer(self, status: int, payload: dict[str, object]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ScriptedAirflow, AirflowApi]]:
+    monkeypatch.setattr(api, "TRIGGER_RETRY_INTERVAL_SECONDS", 0.01)
+    server = ScriptedAirflow([])
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    config = make_platform_env(tmp_path / "home", {"airflow.port": str(server.server_address[1])}).config
+    try:
+        yield server, AirflowApi(config)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_errors_are_sent_again_under_one_run_id(scripted: tuple[ScriptedAirflow, AirflowApi]) -> None:
+    server, airflow = scripted
+    server.answers = [500, 503]
+    run_id = airflow.trigger("venice_push__users", {"input": "/data"})
+    assert run_id.startswith("manual__")
+    assert [body["dag_run_id"] for body in server.posted] == [run_id] * 3
+    assert all(body["conf"] == {"input": "/data"} for body in server.posted)
+
+
+def test_a_retry_that_finds_the_run_made_by_an_earlier_attempt_is_that_run(
+    scripted: tuple[ScriptedAirflow, AirflowApi],
+) -> None:
+    server, airflow = scripted
+    server.answers = [500, 409]
+    run_id = airflow.trigger("venice_push__users", {})
+    assert [body["dag_run_id"] for body in server.posted] == [run_id] * 2
+
+
+@pytest.mark.parametrize("status", [400, 404, 409])
+def test_an_answer_that_is_no_server_error_ends_the_trigger_at_once(
+    scripted: tuple[ScriptedAirflow, AirflowApi], status: int
+) -> None:
+    server, airflow = scripted
+    server.answers = [status]
+    with pytest.raises(AirflowRefused) as refused:
+        airflow.trigger("venice_push__users", {})
+    assert refused.value.status == status and len(server.posted) == 1
+
+
+def test_server_errors_past_the_retry_time_are_the_error(scripted: tuple[ScriptedAirflow, AirflowApi]) -> None:
+    server, airflow = scripted
+    server.answers = [500] * 1000
+    with pytest.raises(AirflowRefused) as refused:
+        airflow.trigger("venice_push__users", {}, retry_for=0.3)
+    assert refused.value.status == 500 and "Database error" in str(refused.value)
+    assert 2 <= len(server.posted) < 1000
