@@ -55,11 +55,10 @@ demo-cluster: install
 	scripts/install-system-packages.sh --with-cluster-deps
 	DEMO_PROFILE=cluster scripts/demo.sh
 
-# Three workers, a test file each at a time, in file order: the two Airflow files (mostly waiting on sensors and
-# restarts) start first, one on each of two workers, while the third takes the rest. Each worker starts its own
-# platform and SparkSession once. Tried: four workers (pytest 603, 610 and 672 s in three clean clones, against
-# 633-653 s with three: no clear gain, more contention, and a latent timing bug in a test surfaced), and the longest
-# Airflow file split over a third Airflow (625 s: a third Airflow's own CPU slowed the other two).
+# Three workers, a test file each at a time, in file order: the Airflow files (mostly waiting on sensors and
+# restarts, the longest) start first, the rest fill in behind them. Each worker starts its own platform, Airflow and
+# SparkSession once. The suite is CPU-bound on two cores (3% idle over a whole run, measured): pytest took 31-37
+# minutes in the last clean clones, and more workers only add contention (four were tried: no gain).
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.submit.class_archive_build
