@@ -22,7 +22,7 @@ from venice_core.controller import stores, versions
 from venice_core.meta import MetadataStore
 from venice_core.meta.models import HookInvocationRecord
 from venice_core.model.status import ExecutionStatus
-from venice_core.orchestration.airflow import pushes
+from venice_core.orchestration.airflow import pushes, run_following
 from venice_core.orchestration.airflow.api import AirflowRefused
 from venice_core.orchestration.airflow.pushes import RolloutRequest, RunInFlight
 from venice_core.orchestration.airflow.run_following import (
@@ -110,6 +110,12 @@ class ScriptedAirflow:
         state = self.polls[-1][0]
         self.index = len(self.polls) - 1
         return {"dag_run_id": RUN, "state": state, "start_date": at(0), "end_date": at(9), "conf": {}}
+
+
+@pytest.fixture(autouse=True)
+def _polls_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted Airflow answers at once: the follower's 2 s between polls would only make the tests slow."""
+    monkeypatch.setattr(run_following, "FOLLOW_POLL_SECONDS", 0.01)
 
 
 @pytest.fixture
