@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import make_url, select
 
 from tests.support.ingestion import wait_for_ingestion
 from tests.support.leftovers import leaves_nothing, platform_parts
@@ -182,7 +182,8 @@ def _pause_holding_no_write_lock(env: PlatformEnv, pid: int, attempts: int = 50)
     it stalls every other instance's writes, coordination included, until it resumes. The fault under test is a
     leader whose lease runs out, not one that holds the database, so a pause that caught the lock is undone and
     taken again a moment later."""
-    path = env.config.metadata_db_url.split("///", 1)[-1]
+    path = make_url(env.config.metadata_db_url).database
+    assert path is not None
     for _ in range(attempts):
         os.kill(pid, signal.SIGSTOP)
         probe = sqlite3.connect(path, timeout=1.0, isolation_level=None)

@@ -4,68 +4,47 @@ earlier attempt (409) is that run; an answer that is no server error ends the tr
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.platform import make_platform_env
+from tests.support.webhook import Webhook
 from venice_core.orchestration.airflow import api
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused
 
 DAG_RUNS = "/api/v2/dags/venice_push__users/dagRuns"
 
 
-class ScriptedAirflow(ThreadingHTTPServer):
+class ScriptedAirflow:
     """Answers the sign-in, and each POST of a DAG run with the next status of `answers` (201 once they run out),
-    keeping every POSTed body."""
+    keeping every POSTed body of a run in `posted`."""
 
-    def __init__(self, answers: list[int]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.answers = answers
-        self.posted: list[dict[str, object]] = []
+    def __init__(self) -> None:
+        self.answers: list[int] = []
+        self.posted: list[dict[str, Any]] = []
+        self.http = Webhook(respond=self._respond)
 
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ScriptedAirflow
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path == "/auth/token":
-            self._answer(201, {"access_token": "token"})
-            return
-        assert self.path == DAG_RUNS and self.headers["Authorization"] == "Bearer token"
-        self.server.posted.append(body)
-        status = self.server.answers.pop(0) if self.server.answers else 201
-        self._answer(status, {"dag_run_id": body["dag_run_id"]} if status == 201 else {"detail": "Database error"})
-
-    def _answer(self, status: int, payload: dict[str, object]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_args: object) -> None:
-        pass
+    def _respond(self, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
+        if path == "/auth/token":
+            return 201, {"access_token": "token"}
+        assert path == DAG_RUNS and headers["Authorization"] == "Bearer token"
+        self.posted.append(body)
+        status = self.answers.pop(0) if self.answers else 201
+        return status, {"dag_run_id": body["dag_run_id"]} if status == 201 else {"detail": "Database error"}
 
 
 @pytest.fixture
 def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ScriptedAirflow, AirflowApi]]:
     monkeypatch.setattr(api, "TRIGGER_RETRY_INTERVAL_SECONDS", 0.01)
-    server = ScriptedAirflow([])
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    config = make_platform_env(tmp_path / "home", {"airflow.port": str(server.server_address[1])}).config
+    server = ScriptedAirflow()
+    config = make_platform_env(tmp_path / "home", {"airflow.port": str(server.http.port)}).config
     try:
         yield server, AirflowApi(config)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.http.close()
 
 
 def test_server_errors_are_sent_again_under_one_run_id(scripted: tuple[ScriptedAirflow, AirflowApi]) -> None:

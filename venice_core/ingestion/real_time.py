@@ -82,9 +82,9 @@ FLUSH_TIMEOUT_SECONDS = 15.0
 # Nearline writes are read as they come: a fetch that waits for 256 KB (the batch consumers' setting) would add its
 # wait to every write's latency. With one byte enough, the broker answers a fetch as soon as a write arrives, so how
 # long it may hold an empty one costs no latency: 500 ms, where 20 ms made every idle hybrid partition of every
-# region send 50 fetches a second (CPU in the broker and the region servers for nothing). No longer: the consumer's
-# other requests to that broker (ListOffsets, 1 s timeouts) wait behind an empty fetch held open, and at 5 s they
-# timed out (librdkafka: "possibly held back by preceding blocking FetchRequest"), measured.
+# region send 50 fetches a second (CPU in the broker and the region servers for nothing). Not longer either: the
+# consumer's other requests to that broker (ListOffsets, 1 s timeouts) wait behind an empty fetch held open, and at 5 s
+# they timed out (librdkafka: "possibly held back by preceding blocking FetchRequest"), measured.
 REAL_TIME_CONSUMER_CONFIG: dict[str, Any] = {**CONSUMER_CONFIG, "fetch.min.bytes": 1, "fetch.wait.max.ms": 500}
 
 Reporter = Callable[[ExecutionStatus, int, int, str], None]
