@@ -4,6 +4,7 @@ need a component without being marked for it. `make test-fast` runs the tests th
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -18,6 +19,7 @@ import pytest
 
 from tests.support import sandbox
 from tests.support.leftovers import leaves_nothing, platform_parts
+from tests.support.metadata import migrated
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.postgres import postgres_server
 from venice_core.config import DEFAULTS, ClusterConfig
@@ -69,7 +71,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput") and session.config.pluginmanager.hasplugin("dsession"):
         signal.signal(signal.SIGTERM, _pass_on_to_workers)
     else:
-        signal.signal(signal.SIGTERM, _interrupted)
+        signal.signal(signal.SIGTERM, functools.partial(_interrupted, session))
 
 
 def _pass_on_to_workers(signum: int, _frame: object) -> None:
@@ -84,9 +86,34 @@ def _once(_signum: int, _frame: object) -> None:
     """A repeated signal, let pass (a handler, not SIG_IGN, which the processes a teardown starts would inherit)."""
 
 
-def _interrupted(signum: int, _frame: object) -> None:
+def _interrupted(session: pytest.Session, signum: int, _frame: object) -> None:
+    """The running test is interrupted, and no other test starts: a test's cleanup that fails on the interruption
+    (a server it stops already gone) replaces the KeyboardInterrupt with its own error, and the worker, seeing a
+    failed test, would go on with the next (seen: two of three workers ran on after a SIGTERM)."""
     signal.signal(signum, _once)  # the teardown runs to its end (SIGKILL still ends it)
-    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+    name = signal.Signals(signum).name
+    session.shouldstop = f"stopped by signal {name}"
+    raise KeyboardInterrupt(f"stopped by signal {name}")
+
+
+# Folders whose tests share a package-scoped platform (one cluster on its profile's fixed ports): all on one worker.
+ONE_WORKER_FOLDERS = ("tests/cluster/",)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: a run without xdist (`-p no:xdist`) has none
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, except that a folder of ONE_WORKER_FOLDERS is one unit: its files on different workers
+    would each start the folder's platform, on the same ports."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrFolderScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return next((folder for folder in ONE_WORKER_FOLDERS if path.startswith(folder)), path)
+
+    return FileOrFolderScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects on the markers
@@ -185,7 +212,7 @@ def meta(tmp_path: Path) -> Iterator[MetadataStore]:
     """A metadata store of the test's own: the session's region servers (which watch the platform's store and
     report on every version they host) must not race the statuses a test sets."""
     store = MetadataStore(f"sqlite:///{tmp_path / 'meta.db'}")
-    store.migrate()
+    migrated(store)
     yield store
     store.dispose()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import PlatformEnv, make_platform_env
 from venice_core.meta import MetadataStore
 
@@ -13,6 +14,6 @@ from venice_core.meta import MetadataStore
 def cli_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
     env = make_platform_env(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "home")
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     meta.dispose()
     return env

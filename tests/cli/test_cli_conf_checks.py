@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import ConfigError
@@ -30,7 +31,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
         home, {"airflow.enabled": "true", "venice.store.lifecycle.hooks": f"{HOOKS}.AnswerFromConfig"}
     )
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     meta.dispose()
     schemas = ("--key-schema", str(SCHEMAS / "user_key.avsc"), "--value-schema", str(SCHEMAS / "user_value_v1.avsc"))
     env.cli("store", "create", "users", *schemas, check=True)

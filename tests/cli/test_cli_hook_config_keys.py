@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env, metadata_env
 from venice_core.meta import MetadataStore
 
@@ -85,7 +86,7 @@ def test_a_hook_declaring_no_keys_accepts_any_with_a_warning(tmp_path: Path) -> 
 def test_without_hooks_a_key_is_kept_with_a_warning_and_later_updates_check_only_new_keys(tmp_path: Path) -> None:
     env = make_platform_env(tmp_path / "home")  # no hook configured
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     schemas = ("--key-schema", str(SCHEMAS / "user_key.avsc"), "--value-schema", str(SCHEMAS / "user_value_v1.avsc"))
     env.cli("store", "create", "users", *schemas, check=True)
     result = env.cli("store", "update", "users", "--hook-config", "min.delay.seconds=60", check=True)

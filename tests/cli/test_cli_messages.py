@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from venice_core.deployment import airflow as deployment
 from venice_core.embedded import airflow
@@ -20,7 +21,7 @@ from venice_core.embedded import airflow
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> PlatformEnv:
     env = make_platform_env(tmp_path_factory.mktemp("messages") / "home", {"airflow.enabled": "true"})
-    env.meta.migrate()
+    migrated(env.meta)
     schemas = ("--key-schema", str(SCHEMAS / "user_key.avsc"), "--value-schema", str(SCHEMAS / "user_value_v1.avsc"))
     env.cli("store", "create", "users", *schemas, check=True)
     yield env

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.partitioners import LAST_BYTE_PARTITIONER
 from tests.support.platform import PlatformEnv, make_platform_env
 from tests.support.topics import InMemoryTopics
@@ -172,7 +173,7 @@ def test_the_allowed_classes_are_the_configs_and_a_reader_refuses_one_no_longer_
     default; the default partitioner stays allowed); a reader whose list does not name it refuses the version."""
     env = make_platform_env(tmp_path / "home", {"venice.partitioner.classes": LAST_BYTE_PARTITIONER})
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     store = _create(env, schemas, "--partitioner-class", LAST_BYTE_PARTITIONER)
     assert _show(env, store)["partitioner_class"] == LAST_BYTE_PARTITIONER
     _one_line_error(env.cli("store", "update", store, *BY_MEMBER), "is not in venice.partitioner.classes")

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from venice_core.controller import stores
 from venice_core.meta import MetadataStore
@@ -22,7 +23,7 @@ from venice_core.spark.inputs.input_schema import check_push_input
 def env(tmp_path: Path) -> PlatformEnv:
     env = make_platform_env(tmp_path / "home", {"airflow.enabled": "true"})
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     meta.dispose()
     for store, flag in (("users", "--no-auto-register-schemas"), ("evolving", "--auto-register-schemas")):
         env.cli(

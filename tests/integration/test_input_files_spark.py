@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, make_platform_env
 from venice_core.controller import stores
 from venice_core.controller.stores import SchemaRefused
@@ -80,7 +81,7 @@ def test_the_job_registers_through_the_schema_registration_hooks(spark: Any, tmp
         tmp_path / "home", {"venice.store.lifecycle.hooks": "tests.hooks_fixtures.sample_hooks.AnswerFromConfig"}
     )
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     try:
         key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
         stores.create_store(meta, env.config, "users", key, value, partitions=1, auto_register_schemas=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from tests.support.metadata import migrated
 from venice_core.config import load_config
 from venice_core.controller import da_vinci, stores, versions
 from venice_core.controller.hook_decisions import Decision, HookDecisions
@@ -35,7 +36,7 @@ def rollout(tmp_path: Path):
     )
     config = load_config({"VENICE_CONFIG": str(properties)})
     meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     stores.create_store(meta, config, "users", '"string"', SCHEMA, partitions=1)
     with meta.session() as session:  # version 1, ingested by dc-1's servers
         session.add(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from tests.support.metadata import migrated
 from venice_core.config import load_config
 from venice_core.controller.hook_decisions import HookDecisions
 from venice_core.errors import RolloutStopped
@@ -26,7 +27,7 @@ def rollout(tmp_path: Path):
     )
     config = load_config({"VENICE_CONFIG": str(properties)})
     meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     said: list[str] = []
     rollout = HookDecisions(
         config, meta, "users", "push-1", {"answer.pre_store_version_swap": "WAIT"}, progress=said.append

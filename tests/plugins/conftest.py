@@ -20,6 +20,7 @@ if str(PLUGINS) not in sys.path:  # as Airflow puts it on sys.path
 # Airflow's modules after its home and plugins folder are set above.
 from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID  # noqa: E402
 
+from tests.support.metadata import migrated  # noqa: E402
 from tests.support.platform import make_platform_env  # noqa: E402
 from venice_core.config import ClusterConfig  # noqa: E402
 from venice_core.meta import MetadataStore  # noqa: E402
@@ -34,6 +35,6 @@ def platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
     monkeypatch.delenv("VENICE__DATA_DIR", raising=False)
     monkeypatch.delenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, raising=False)
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     yield env.config, meta
     meta.dispose()

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
 from tests.support.regions import url_key
 from venice_core.client import ReadClient
@@ -27,7 +28,7 @@ def region(tmp_path) -> Iterator[tuple[PlatformEnv, int]]:
     env = make_platform_env(tmp_path / "home")
     config = env.config
     meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     key_schema, value_schema = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
     stores.create_store(meta, config, "users", key_schema, value_schema, partitions=1)
     meta.dispose()

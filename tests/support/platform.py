@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from tests.support.metadata import migrated
 from tests.support.sandbox import write_sandbox_config
 from venice_core.cli.main import main as cli_main
 from venice_core.config import ClusterConfig, load_config
@@ -132,7 +133,7 @@ def metadata_env(tmp_path: Path, hooks: str, **extra: str) -> tuple[PlatformEnv,
     `users`: enough for the CLI's metadata commands, nothing started."""
     env = make_platform_env(tmp_path / "home", {"venice.store.lifecycle.hooks": hooks, **extra})
     meta = MetadataStore(env.config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     env.cli(
         "store", "create", "users", "--key-schema", str(SCHEMAS / "user_key.avsc"),
         "--value-schema", str(SCHEMAS / "user_value_v1.avsc"), check=True,

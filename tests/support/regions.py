@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support.metadata import migrated
 from tests.support.platform import SCHEMAS, make_platform_env
 from venice_core.controller import placement, stores
 from venice_core.ingestion.task import PartitionIngestionTask
@@ -30,7 +31,7 @@ def seeded_region(home: Path, store: str, records: dict[int, dict[str, Any]]) ->
     partition (`region.hosted[(store, 1)].partitions[0].storage`) and disposes of `region.meta`."""
     config = make_platform_env(home).config
     meta = MetadataStore(config.metadata_db_url)
-    meta.migrate()
+    migrated(meta)
     key_text = (SCHEMAS / "user_key.avsc").read_text()
     value_texts = {i: (SCHEMAS / f"user_value_v{i}.avsc").read_text() for i in range(1, max(records) + 1)}
     stores.create_store(meta, config, store, key_text, value_texts[1], partitions=1)

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from scripts.generate_dataset import generate
+from tests.support.metadata import migrated
 from tests.support.platform import RECORDS_INPUT, SCHEMAS, PlatformEnv, make_platform_env
 from tests.support.topics import InMemoryTopics
 from venice_core.cli.live import LiveView
@@ -121,7 +122,7 @@ def _polls_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[PlatformEnv]:
     env = make_platform_env(tmp_path / "home", {"airflow.enabled": "true"})
-    env.meta.migrate()
+    migrated(env.meta)
     yield env
     env.meta.dispose()
 

@@ -9,12 +9,15 @@ not healthy; 130 interrupted; `venice airflow` exits with airflow's own status."
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
 from types import FrameType
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
 from venice_core.cli import airflow, data, platform
 from venice_core.cli.context import ProfileOption, use_profile
@@ -74,13 +77,25 @@ def _terminated(signum: int, _frame: FrameType | None) -> None:
     raise Terminated
 
 
+@functools.cache
+def command_tree() -> TyperGroup:
+    """`app` as Click's command tree, built once per process: Typer builds it anew at every call, from every
+    command's signature and type hints (~0.1 s of CPU), and a process may run many commands (the CLI tests run
+    hundreds in theirs: a fifth of the fast tier's CPU). Typer's own call adds only its pretty exceptions, which
+    `app` turns off."""
+    tree = typer.main.get_command(app)
+    if not isinstance(tree, TyperGroup):  # (an app with subcommands is a group)
+        raise TypeError(f"the venice app is a {type(tree).__name__}, not a group")
+    return tree
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the command line `argv` (default: the process's own); exits with the command's status. Click's own
     errors come here too (not standalone): a usage error is one `error:` line, exit 2, like any bad input."""
     main_thread = threading.current_thread() is threading.main_thread()  # (a test may run the CLI in a thread)
     previous = signal.signal(signal.SIGTERM, _terminated) if main_thread else None  # a command may set its own
     try:
-        code = app(args=argv, prog_name="venice", standalone_mode=False)
+        code = command_tree().main(args=argv, prog_name="venice", standalone_mode=False)
     except typer.TyperException as exc:  # Click's (Typer's copy): usage errors (exit 2), a file it cannot open
         if type(exc).__name__ == "NoArgsIsHelpError":  # `venice`, `venice store`: the help, as before
             exc.show()  # type: ignore[attr-defined]  # a Click usage error (known by name): TyperException has no show
