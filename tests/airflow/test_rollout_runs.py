@@ -71,8 +71,9 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
     store is ZSTD_WITH_DICT: the run's compression_dictionary step trains the dictionary from the input, serialised
     with that new schema, and hands it to version creation as its XCom, which START_OF_PUSH carries. Then every
     region serves the input. A recording hook saw all 14 lifecycle functions in VIP-4's order, and the
-    lifecycle-event hook sent each to a topic and a webhook. pre_store_version_creation answers WAIT once in dc-0:
-    its sensor is asked again after the interval.
+    lifecycle-event hook sent each to a topic and a webhook. pre_store_version_creation answers WAIT twice in dc-0:
+    its sensor is asked again after each interval (two, so that `venice push`, which looks every 2 s, always sees it
+    waiting: one interval's wait fell between two of its looks on a loaded machine).
 
     The store is the asset of a downstream DAG (`tests/airflow/dags`): the rollout's end announces the version, and that
     DAG runs once, with the version, the regions and the record count. VIP-4's `/job` reply of the plugin says each
@@ -94,7 +95,7 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
             "fail.pre_store_version_swap.dc-0": "raise",
             "fail.pre_store_version_swap.dc-1": "timeout",
             "answer.pre_store_version_swap.dc-2": "WAIT*2",
-            "answer.pre_store_version_creation.dc-0": "WAIT*1",
+            "answer.pre_store_version_creation.dc-0": "WAIT*2",
         },
     )
     data = generate(tmp_path / "in", 500, files=1)
@@ -160,8 +161,9 @@ def test_a_rollout_proceeds_past_failing_hooks_re_asks_on_wait_and_waits_for_da_
 
     creation = invocations_of(airflow_env, store, "pre_store_version_creation", "dc-0")
     creation = [i for i in creation if i.hook_class.endswith("AnswerFromConfig")]
-    assert [i.outcome for i in creation][:2] == ["WAIT", "PROCEED"], creation
-    assert creation[1].created_at - creation[0].created_at >= INTERVAL  # a sensor's next poke, not a loop
+    assert [i.outcome for i in creation][:3] == ["WAIT", "WAIT", "PROCEED"], creation
+    gaps = [b.created_at - a.created_at for a, b in zip(creation[:2], creation[1:3], strict=True)]
+    assert all(gap >= INTERVAL for gap in gaps), gaps  # a sensor's next poke, not a loop
     assert "  pre_version_creation: up_for_reschedule" in out
 
     # Every VIP-4 function was called, in the order of VIP-4's table, each with what the seed gives it.
