@@ -121,12 +121,14 @@ def test_an_unreachable_broker_costs_at_most_the_timeout(webhook: Webhook) -> No
             "lifecycle.events.topic": "lifecycle-events",
             "lifecycle.events.kafka.bootstrap.servers": f"127.0.0.1:{closed}",
             "lifecycle.events.webhook.url": webhook.url,
-            "lifecycle.events.timeout.seconds": "0.5",
+            # 1 s, not 0.5: the webhook must answer within it, and a burst of the fast tier's other tests once held
+            # this process's webhook thread past 0.5 s (both sinks then timed out, not only the broker).
+            "lifecycle.events.timeout.seconds": "1",
         }
     )
     started = time.monotonic()
     outcome, reason = hook.post_store_version_swap(ctx({}))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 2.0  # the timeout, and no more than a second over it
     assert outcome == "PROCEED" and reason.startswith("topic lifecycle-events:")
     assert len(webhook.events) == 1  # the webhook still got it
 
