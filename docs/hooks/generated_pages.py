@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import typer.main
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
-from venice_core.cli.main import app
+from venice_core.cli.main import command_tree
 from venice_core.config import reference_markdown
 
 CONFIGURATION_INTRO = """# Configuration
@@ -50,7 +49,7 @@ def _commands(command: Any, context: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def cli_markdown() -> str:
-    root = typer.main.get_command(app)
+    root = command_tree()
     sections = [CLI_INTRO]
     for command, context in _commands(root, root.context_class(root, info_name="venice")):
         heading = "#" * min(context.command_path.count(" ") + 2, 4)

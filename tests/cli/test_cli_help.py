@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
-from venice_core.cli.main import app
+from venice_core.cli.main import app, command_tree
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -20,7 +19,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str,
     return found
 
 
-COMMANDS = _commands(typer.main.get_command(app))
+COMMANDS = _commands(command_tree())
 
 
 def test_the_tree_holds_every_command() -> None:
