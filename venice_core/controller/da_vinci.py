@@ -35,7 +35,7 @@ def heartbeat(
 ) -> None:
     """An instance says it is alive, and (optionally) which version it has ingested and how far, and which version
     it serves."""
-    with meta.session() as session:
+    with meta.session(announce=False) as session:  # nothing a region server syncs
         row = session.get(DaVinciInstance, (store, region, instance_id))
         if row is None:
             row = DaVinciInstance(store_name=store, region=region, instance_id=instance_id, version=0, status="")

@@ -111,7 +111,7 @@ def _died_here(owner: str) -> bool:
 
 def renew(meta: MetadataStore, region: str, instance: int, owner: str) -> bool:
     """Renew the lease; False if another process has taken the instance over (this one must stop)."""
-    with meta.session() as session:
+    with meta.session(announce=False) as session:  # a renewal: liveness is read on its own (`liveness`)
         result = session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == region, RegionInstance.instance == instance, RegionInstance.owner == owner)
@@ -146,6 +146,17 @@ def release(meta: MetadataStore, region: str, instance: int, owner: str, lease: 
         )
 
 
+def liveness(meta: MetadataStore, region: str, lease: float, grace: float) -> frozenset[tuple[int, bool, bool]]:
+    """Each of the region's instances, whether its lease runs and whether it is within its offline grace period: what
+    placement and routing read from the clock rather than from a change (renewals move no generation)."""
+    now = time.time()
+    with meta.session() as session:
+        rows = session.execute(
+            select(RegionInstance.instance, RegionInstance.heartbeat_at).where(RegionInstance.region == region)
+        )
+        return frozenset((instance, at > now - lease, at > now - grace) for instance, at in rows)
+
+
 def instances(meta: MetadataStore, lease: float, region: str | None = None) -> list[InstanceState]:
     """Every registered instance (of one region, or all), with whether its lease runs and its replica count."""
     now = time.time()
@@ -178,7 +189,7 @@ def hold_coordinator(meta: MetadataStore, region: str, instance: int, owner: str
     """Take or renew the region's coordinator lease: True while this instance holds it."""
     now = time.time()
     mine = (RegionCoordinator.owner == owner) | (RegionCoordinator.expires_at <= now)
-    with meta.session() as session:
+    with meta.session(announce=False) as session:  # who coordinates is nothing the other instances sync
         taken = session.execute(
             update(RegionCoordinator)
             .where(RegionCoordinator.region == region, mine)
@@ -189,7 +200,7 @@ def hold_coordinator(meta: MetadataStore, region: str, instance: int, owner: str
         if session.get(RegionCoordinator, region) is not None:
             return False
     try:
-        with meta.session() as session:
+        with meta.session(announce=False) as session:
             session.add(RegionCoordinator(region=region, owner=owner, instance=instance, expires_at=now + lease))
         return True
     except IntegrityError:

@@ -114,6 +114,7 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
                     RegionCoordinator.expires_at > now,
                 )
                 .values(expires_at=RegionCoordinator.expires_at)
+                .execution_options(announce=False)  # a lock on the lease's row, no change
             )
             if rows_matched(held) != 1:
                 return 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, sessionmaker
 
 from venice_core.errors import MetadataStoreError
 
@@ -53,6 +53,44 @@ def make_engine(url: str, immediate: bool = False) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+class TrackedSession(Session):
+    """A session that bumps the metadata store's generation (`models.MetadataGeneration`) as it commits a change: a
+    row inserted, deleted or updated. A session opened with `announce=False` (a lease's renewal, a heartbeat: nothing a
+    region server syncs) bumps nothing, nor does a statement with the execution option `announce=False` (an UPDATE
+    that only locks a row)."""
+
+
+_CHANGED, _QUIET = "venice.changed", "venice.quiet"
+_BUMP = text("UPDATE metadata_generation SET generation = generation + 1 WHERE id = 1")
+
+
+@event.listens_for(TrackedSession, "do_orm_execute")
+def _note_statement(state: ORMExecuteState) -> Result[Any] | None:
+    if not (state.is_insert or state.is_update or state.is_delete) or state.session.info.get(_QUIET):
+        return None
+    if state.execution_options.get("announce", True) is False:
+        return None
+    result = state.invoke_statement()
+    if not isinstance(result, CursorResult) or result.rowcount != 0:  # (-1: unknown, counted as a change)
+        state.session.info[_CHANGED] = True
+    return result
+
+
+@event.listens_for(TrackedSession, "before_flush")
+def _note_flush(session: Session, _flush: UOWTransaction, _instances: object) -> None:
+    if session.info.get(_QUIET):
+        return
+    if session.new or session.deleted or any(session.is_modified(row) for row in session.dirty):
+        session.info[_CHANGED] = True
+
+
+@event.listens_for(TrackedSession, "before_commit")
+def _bump_generation(session: Session) -> None:
+    session.flush()  # (what the commit would flush, noted first)
+    if session.info.pop(_CHANGED, False):
+        session.execute(_BUMP)
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -82,7 +120,7 @@ class MetadataStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(self.engine, class_=TrackedSession, expire_on_commit=False)
         self._locking_engine: Engine | None = None
 
     def _alembic_config(self) -> AlembicConfig:
@@ -135,10 +173,17 @@ class MetadataStore:
         return self.engine.url.render_as_string(hide_password=True)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A transaction: committed on success, rolled back on any error."""
+    def session(self, announce: bool = True) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on any error. `announce=False`: its writes change nothing a
+        region server syncs (a lease's renewal), so they leave the generation as it was."""
         with self._sessions.begin() as session:
+            session.info[_QUIET] = not announce
             yield session
+
+    def generation(self) -> int:
+        """The metadata store's generation: it moves at each committed change (`TrackedSession`)."""
+        with self.session() as session:
+            return int(session.execute(text("SELECT generation FROM metadata_generation WHERE id = 1")).scalar_one())
 
     @contextmanager
     def locked_session(self) -> Iterator[Session]:
@@ -152,7 +197,7 @@ class MetadataStore:
             return
         if self._locking_engine is None:
             self._locking_engine = make_engine(self.url, immediate=True)
-        with sessionmaker(self._locking_engine, expire_on_commit=False).begin() as session:
+        with sessionmaker(self._locking_engine, class_=TrackedSession, expire_on_commit=False).begin() as session:
             yield session
 
     def dispose(self) -> None:

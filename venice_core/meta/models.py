@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD, HybridSettings
@@ -354,3 +354,14 @@ class RegionCoordinator(Base):
     owner: Mapped[str] = mapped_column(String(255))
     instance: Mapped[int] = mapped_column(Integer)
     expires_at: Mapped[float] = mapped_column(Float)
+
+
+class MetadataGeneration(Base):
+    """One row whose number every committed change bumps, but a lease's renewal (`db.TrackedSession`): a region
+    server reads the rest of the metadata store only when it moved (or an instance came or went), rather than every
+    second."""
+
+    __tablename__ = "metadata_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -116,13 +116,28 @@ class Membership:
         )
 
     # assignments
-    def coordinate(self) -> None:
-        """If this instance holds the region's coordinator lease (taken if free): place the region's replicas."""
-        region = self.region.name
-        if instances.hold_coordinator(
-            self.meta, region, self.instance, self.owner, self.config.server.instance_lease_seconds
-        ):
-            placement.rebalance(self.meta, self.config, region, coordinator=self.owner)
+    def hold_coordination(self) -> bool:
+        """Take the region's coordinator lease if free, renew it if held: whether this instance coordinates."""
+        lease = self.config.server.instance_lease_seconds
+        return instances.hold_coordinator(self.meta, self.region.name, self.instance, self.owner, lease)
+
+    def place(self) -> None:
+        """Place the region's replicas and pick their leaders (the coordinator's job)."""
+        placement.rebalance(self.meta, self.config, self.region.name, coordinator=self.owner)
+
+    def observe(self) -> tuple[int, frozenset[tuple[int, bool, bool]]]:
+        """What tells whether a sync has anything new to read: the metadata store's generation and which of the
+        region's instances are live or within their grace period (which the clock changes, not a write)."""
+        server = self.config.server
+        seen = instances.liveness(
+            self.meta, self.region.name, server.instance_lease_seconds, server.instance_offline_grace_seconds
+        )
+        return self.meta.generation(), seen
+
+    def needs_sync(self) -> bool:
+        """Whether this instance's own state asks for a sync, whatever the metadata store says: its lease lapsed
+        (leaderships to read afresh), or a replicator stopped (to start again from its progress)."""
+        return self._lapsed.is_set() or any(not lead.thread.is_alive() for lead in self.leading.values())
 
     def sync_assignments(self) -> dict[PartitionKey, Assignment]:
         """Read this instance's assignments afresh (a lapsed lease is trusted again from them)."""

@@ -13,7 +13,9 @@ region 404.
 The instance is three parts, each with one job, composed here: its membership of the region (`membership`: the lease,
 the assignments, the leaderships), what it hosts (`hosting`: the versions and partitions it ingests, their reports,
 its spare partitions) and its reads (`reads`, served over HTTP by `http`). A sync, every second or when asked, brings
-the three up to date with the metadata store in turn.
+the three up to date with the metadata store in turn. Each second the instance asks only whether anything moved (the
+metadata store's generation, which every committed change but a lease's renewal bumps, and which instances are live);
+it reads the rest when something did, when asked, and every FULL_SYNC_SECONDS whatever.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from typing import Any
 
 from venice_core.config import ClusterConfig
@@ -38,6 +41,9 @@ from venice_core.utils.metrics import PartitionIngestion
 
 log = logging.getLogger(__name__)
 SYNC_GAP_SECONDS = 0.05
+# A sync reads the whole metadata store at least this often, though nothing moved its generation: a safety net, not a
+# schedule (every change bumps the generation; a lease's renewal is seen through `Membership.observe`).
+FULL_SYNC_SECONDS = 10.0
 
 
 class RegionServer:
@@ -51,6 +57,10 @@ class RegionServer:
         self.meta = MetadataStore(config.metadata_db_url)
         self.stopping = threading.Event()
         self._wake = threading.Event()  # a sync asked for now (`POST /sync`), not at the next interval
+        self._requested = threading.Event()  # ... and to read everything, changed or not
+        self._seen: tuple[int, frozenset[tuple[int, bool, bool]]] | None = None  # `observe()` at the last full read
+        self._coordinating = False
+        self._synced_at = float("-inf")
         self.membership = Membership(config, self.region, self.instance, self.meta, taken_over=self._stop)
         self.hosting = Hosting(
             config,
@@ -72,9 +82,29 @@ class RegionServer:
         self.hosting.offer_spare()
 
     def sync_once(self) -> None:
-        region = self.region.name
+        """Resend what the metadata store did not take, keep the coordinator lease, and read the rest only if the
+        metadata store changed since the last sync (or the instance's own state, a request or the interval asks)."""
         self.hosting.resend_reports()
-        self.membership.coordinate()
+        coordinating = self.membership.hold_coordination()
+        seen = self.membership.observe()
+        due = (
+            self._requested.is_set()
+            or seen != self._seen
+            or coordinating != self._coordinating
+            or time.monotonic() - self._synced_at >= FULL_SYNC_SECONDS
+            or bool(self.hosting.spare)  # (its grace period runs on the clock)
+            or self.membership.needs_sync()
+        )
+        if not due:
+            return
+        self._requested.clear()  # a request made while this sync reads is served by the next one
+        self._read_all(coordinating)
+        self._seen, self._coordinating, self._synced_at = seen, coordinating, time.monotonic()
+
+    def _read_all(self, coordinating: bool) -> None:
+        region = self.region.name
+        if coordinating:
+            self.membership.place()
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
         assignments = self.membership.sync_assignments()
         self.hosting.sync(wanted, assignments)
@@ -129,6 +159,7 @@ class RegionServer:
     # the HTTP front's backend (`http.RoutedBackend`)
     def request_sync(self) -> None:
         """`POST /sync`: read the metadata store now rather than at the next interval (a swap waits for it)."""
+        self._requested.set()
         self._wake.set()
 
     def health(self) -> dict[str, Any]:
