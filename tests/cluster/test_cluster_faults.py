@@ -1,7 +1,6 @@
-"""The cluster profile's faults, one at a time, each mid-way through a push of 200k records through Airflow: a Kafka
-broker SIGKILLed (while a hybrid store's nearline writes flow), a Spark worker SIGKILLed, the Celery worker running
-the Spark step SIGKILLed, PostgreSQL restarted. Each push is checked exactly in every region. Marked `faults`: about
-nine minutes on two cores, they run in `make test-cluster`, not in `make test` (see docs/development.md)."""
+"""The cluster profile's faults, each mid-way through a push of 200k records through Airflow: a Kafka broker and a
+Spark worker SIGKILLed in one push (while a hybrid store's nearline writes flow), the Celery worker running the Spark
+step SIGKILLed, PostgreSQL restarted. Each push is checked exactly in every region. Marked `faults`."""
 
 from __future__ import annotations
 
@@ -28,17 +27,22 @@ pytestmark = [
 ]
 
 
-def test_a_broker_killed_mid_push_loses_nothing_and_nearline_writes_keep_flowing(
+def test_a_broker_and_a_spark_worker_killed_mid_push_lose_nothing_and_nearline_writes_keep_flowing(
     cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
 ) -> None:
-    """A broker SIGKILLed while the Spark job writes to a hybrid store: the push completes exactly, and nearline
-    writes to the store, made while the broker is down, are all acknowledged (acks=all, two replicas in sync) and
-    readable in every region once the version serves (replayed from the real-time topics). The broker rejoins when
-    `venice up` starts it again."""
+    """A Kafka broker and a Spark worker (with its executor, whose Python imports the package the job shipped)
+    SIGKILLed while the Spark job writes to a hybrid store, one push for both (each alone cost a 200k-record push):
+    Spark runs the lost tasks again on the other worker, DIV drops the records the lost attempts wrote (the same
+    producer, segment and sequence numbers), the producers' retries go to the brokers left, and the push completes
+    exactly. Nearline writes to the store, made while the broker is down, are all acknowledged (acks=all, two replicas
+    in sync) and readable in every region once the version serves (replayed from the real-time topics). The broker
+    and the worker rejoin when `venice up` starts them again."""
     data, expected = dataset
     store = create_store(cluster, "brokerkill", hybrid=True)
     push = start_push(cluster, store, data)
     push.wait_for_writing()
+    assert _shipped_package_on_executor_path(cluster)
+    spark_cluster.kill_worker(cluster.config, 0)
     kafka.kill_node(cluster.config, 2)
     nearline = _write_nearline(cluster, store, 300)
     push.finish()
@@ -52,6 +56,7 @@ def test_a_broker_killed_mid_push_loses_nothing_and_nearline_writes_keep_flowing
         )
     cluster.venice("up", check=True, timeout=300)
     wait_for("the killed broker back in the cluster", lambda: kafka.is_healthy(cluster.config), timeout=120)
+    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark.workers
 
 
 def _write_nearline(env: PlatformEnv, store: str, count: int) -> dict[str, dict]:
@@ -90,25 +95,6 @@ def _shipped_package_on_executor_path(env: PlatformEnv) -> bool:
             if b"python" in command and paths and paths[0].split(b":")[0].startswith(b"venice_core-"):
                 return True
     return False
-
-
-def test_a_spark_worker_killed_mid_job_has_its_tasks_rescheduled(
-    cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
-) -> None:
-    """A Spark worker SIGKILLed (with its executor) while the job writes, its executors' Python importing the
-    package the job shipped: Spark runs the lost tasks again on the other worker, DIV drops the records the lost
-    attempts wrote (the same producer, segment and sequence numbers), the data is exact. The worker rejoins at
-    `venice up`."""
-    data, expected = dataset
-    store = create_store(cluster, "workerkill")
-    push = start_push(cluster, store, data)
-    push.wait_for_writing()
-    assert _shipped_package_on_executor_path(cluster)
-    spark_cluster.kill_worker(cluster.config, 0)
-    push.finish()
-    assert_exact(cluster, store, expected)
-    cluster.venice("up", check=True, timeout=300)
-    assert spark_cluster.alive_workers(cluster.config) == cluster.config.spark.workers
 
 
 def _celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
