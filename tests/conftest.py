@@ -20,7 +20,7 @@ import pytest
 from tests.support import sandbox
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.metadata import migrated
-from tests.support.platform import PlatformEnv, make_platform_env
+from tests.support.platform import PlatformEnv, make_platform_env, stop_background_commands
 from tests.support.postgres import postgres_server
 from venice_core.config import DEFAULTS, ClusterConfig
 from venice_core.config.keys import SPARK_MASTER
@@ -162,6 +162,14 @@ def _stores_of_the_module_deleted(request: pytest.FixtureRequest) -> Iterator[No
             stores.delete_store(env.meta, env.config, name)
         except Exception as exc:  # noqa: BLE001 - a cleanup for speed: what stays is what stayed before
             logging.getLogger(__name__).warning("store %s made by %s not deleted: %s", name, module.name, exc)
+
+
+@pytest.fixture(autouse=True)
+def _background_commands_stopped() -> Iterator[None]:
+    """A `venice` command a test started in the background and left running is stopped after the test, before the
+    platform it talks to (a wider fixture) is."""
+    yield
+    stop_background_commands()
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,24 @@ VENICE = str(Path(sys.executable).with_name("venice"))
 SCHEMAS = Path(__file__).parents[2] / "examples" / "schemas"
 
 
+_BACKGROUND: list[subprocess.Popen[str]] = []  # the commands `venice_background` started, until stopped
+
+
+def stop_background_commands() -> None:
+    """SIGTERM (then SIGKILL after 15 s) each background command still running: a push left following its run once
+    its test failed outlived the whole session, its platform stopped under it."""
+    while _BACKGROUND:
+        process = _BACKGROUND.pop()
+        if process.poll() is not None:
+            continue
+        process.terminate()
+        try:
+            process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
 RECORDS_INPUT = "records://given-by-the-test"  # a remote input: its schema is the job's to check
 
 
@@ -72,10 +90,13 @@ class PlatformEnv:
         return result
 
     def venice_background(self, *args: str) -> subprocess.Popen[str]:
-        """Start a `venice` command and return at once (to act on the platform while it runs)."""
-        return subprocess.Popen(
+        """Start a `venice` command and return at once (to act on the platform while it runs). One the test leaves
+        running (it failed or was stopped first) is stopped after it (`stop_background_commands`)."""
+        process = subprocess.Popen(
             [VENICE, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+        _BACKGROUND.append(process)
+        return process
 
     def with_settings(self, properties: Path, **settings: str) -> PlatformEnv:
         """The same platform (data dir, ports) seen through a properties file of its own with `settings` over this
