@@ -30,8 +30,8 @@ from venice_core.protocol import serde
 from venice_core.pubsub import admin
 from venice_core.spark.jobs.checkpoint_log import last_batch, source_offsets
 from venice_core.spark.jobs.stream import HANG_AFTER_MARKERS_CONF, HOLD_BATCH_CONF, STOP_INSTEAD_OF_DRAIN_CONF
+from venice_core.spark.specs.drain_markers import MARKER_KEY
 from venice_core.spark.submit import StreamJobRequest
-from venice_core.spark.tasks.kafka_source import MARKER_KEY
 from venice_core.streams import control, upgrade
 
 pytestmark = pytest.mark.spark  # every test here runs spark-submit

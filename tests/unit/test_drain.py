@@ -24,11 +24,10 @@ from venice_core.spark.jobs.drain_monitor import DrainMonitor
 from venice_core.spark.jobs.stream import checkpoint_pane
 from venice_core.spark.jobs.stream_drain import BatchTracker
 from venice_core.spark.jobs.stream_transforms import TransformSpec
+from venice_core.spark.specs.drain_markers import MARKER_EVENT_TIME_MS, MARKER_KEY
 from venice_core.spark.submit import StreamJobRequest
 from venice_core.spark.tasks import kafka_source
 from venice_core.spark.tasks.kafka_source import (
-    MARKER_EVENT_TIME_MS,
-    MARKER_KEY,
     MarkerRange,
     OffsetRange,
     marker_value,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from venice_core.spark.jobs.checkpoint_log import COMMITS, OFFSETS, LogEntry, batch_ids, last_batch
-from venice_core.spark.tasks.kafka_source import MARKER_KEY
+from venice_core.spark.specs.drain_markers import MARKER_KEY
 
 WATERMARK, NEXT_WATERMARK = "batchWatermarkMs", "nextBatchWatermarkMs"
 

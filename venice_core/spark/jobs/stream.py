@@ -47,7 +47,7 @@ from venice_core.spark.jobs.stream_drain import (
     cut_path,
 )
 from venice_core.spark.jobs.stream_transforms import TransformSpec
-from venice_core.spark.tasks.kafka_source import MARKER_KEY
+from venice_core.spark.specs.drain_markers import MARKER_KEY
 from venice_core.spark.tasks.stream_tasks import (
     CHECK_SCHEMA,
     WRITE_SCHEMA,

@@ -26,7 +26,7 @@ from typing import Any
 
 from venice_core.errors import ConfigError
 from venice_core.nearline.writer import WriterTarget
-from venice_core.spark.tasks.kafka_source import MARKER_EVENT_TIME_MS, MARKER_OFFSET
+from venice_core.spark.specs.drain_markers import MARKER_EVENT_TIME_MS, MARKER_OFFSET
 from venice_core.spark.tasks.stream_tasks import EventMapping
 
 MAP, WINDOW_COUNT, WINDOW_COUNT_V2 = "map", "window_count", "window_count_v2"

@@ -49,13 +49,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from venice_core.errors import StreamInputError
 from venice_core.pubsub.offsets import parse_partition_offsets
+from venice_core.spark.specs.drain_markers import MARKER_EVENT_TIME_MS, MARKER_KEY, MARKER_OFFSET
 
 SCHEMA = "topic string, partition int, offset long, timestamp long, key binary, value binary"
-# The offsets' key of the drain markers (the id of the run that emitted them), beside the partitions' numbers.
-MARKER_KEY = "drain"
-MARKER_OFFSET = -1
-# 9999-12-31T23:59:59Z: a drain marker's event time, later than the end of any window.
-MARKER_EVENT_TIME_MS = 253_402_300_799_000
 TIMEOUT_SECONDS = 15.0
 # A read that makes no progress for this long fails the batch (a broker gone, records deleted under it).
 READ_STALL_SECONDS = 60.0
