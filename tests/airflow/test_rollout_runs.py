@@ -464,7 +464,7 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
         assert push.returncode == 3, out + err
         # (A step of dc-2's chain running as the rollback lands stops with it, and is named beside it.)
         assert re.search(
-            r"failed at ([\w.]+, )*dc_2\.da_vinci_ingestion_gate_rollback(, [\w.]+)*; version 2 is ROLLED_BACK", err
+            r"failed at ([\w.]+; )*dc_2\.da_vinci_ingestion_gate_rollback(; [\w.]+)*; version 2 is ROLLED_BACK", err
         ), err
         assert airflow_env.serving(store) == {"dc-0": 1, "dc-1": 1, "dc-2": 1}
         wait_for("the client to go back to version 1 with its region", lambda: client.serving == 1)

@@ -13,7 +13,7 @@ import pytest
 from venice_core.errors import StreamInputError
 from venice_core.nearline.writer import WriterTarget
 from venice_core.protocol.div import deterministic_guid
-from venice_core.spark.jobs.stream import PANE_FILE, checkpoint_pane
+from venice_core.spark.jobs.stream import PANE_FILE, WORKER_RESTARTS, checkpoint_pane, follow_restarting
 from venice_core.spark.tasks.kafka_source import next_end, parse_offsets, plan, share
 from venice_core.spark.tasks.stream_tasks import BatchSpec, EventMapping, check_rows, event_time, map_event, write_rows
 
@@ -209,3 +209,42 @@ def test_the_arrow_tasks_check_and_write_the_rows_they_are_given() -> None:
     ]
     (summary,) = check_batches([table], MAPPING)
     assert summary.to_pylist() == [{"records": 6, "error": None}]
+
+
+class FailingQuery:
+    """A query that fails with `error` when followed (None: runs to its end)."""
+
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+
+
+def follow_queries(errors: list[Exception | None], bad_input: str | None = None) -> list[FailingQuery]:
+    started: list[FailingQuery] = []
+    pending = iter(errors)
+
+    def start() -> FailingQuery:
+        started.append(FailingQuery(next(pending)))
+        return started[-1]
+
+    def follow(query: FailingQuery) -> None:
+        if query.error is not None:
+            raise query.error
+
+    follow_restarting(start, follow, lambda: bad_input)
+    return started
+
+
+NOT_CONNECTED = RuntimeError("[STREAM_FAILED] Query terminated with exception: Python worker failed to connect back.")
+
+
+def test_a_query_whose_python_worker_did_not_connect_back_is_started_again_a_few_times() -> None:
+    assert len(follow_queries([NOT_CONNECTED, NOT_CONNECTED, None])) == 3
+    with pytest.raises(RuntimeError, match="connect back"):
+        follow_queries([NOT_CONNECTED] * (WORKER_RESTARTS + 1))
+
+
+def test_any_other_failure_or_a_bad_batch_ends_the_query_at_once() -> None:
+    with pytest.raises(ValueError, match="boom"):
+        follow_queries([ValueError("boom"), None])
+    with pytest.raises(StreamInputError, match="event 3 has no key"):
+        follow_queries([NOT_CONNECTED, None], bad_input="event 3 has no key")

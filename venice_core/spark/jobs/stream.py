@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -224,56 +225,104 @@ def run_query(spark: Any, meta: MetadataStore, args: argparse.Namespace, mapping
     writer = BatchWriter(meta, args, mapping, transform)
     drainer = Drainer(meta, args.name, args.run_id, checkpoint, writer.tracker, args.drain_timeout_seconds)
     stop_instead = spark.conf.get(STOP_INSTEAD_OF_DRAIN_CONF, "false") == "true"
-    report = None
     found = monitor.check_now()
     if found is not None and not stop_instead:  # written before the start: drains at start
-        report = drainer.begin(found, args.source_bootstrap, args.source_topic)
+        drainer.begin(found, args.source_bootstrap, args.source_topic)
 
     spark.dataSource.register(KafkaDataSource)
-    reader = (
-        spark.readStream.format(KafkaDataSource.name())
-        .option("topic", args.source_topic)
-        .option("bootstrap", args.source_bootstrap)
-        .option("startingOffsets", args.starting_offsets)
-        .option("maxRecordsPerBatch", str(args.max_records_per_batch))
-        .option("initialOffsetsPath", str(checkpoint / "venice-initial-offsets.json"))
-        .option("drainCutPath", str(cut_file))
-        .option("runId", args.run_id)
-    )
-    query = (
-        transform.apply(reader.load())
-        .writeStream.queryName(f"venice-stream-{args.name}")
-        .foreachBatch(writer)
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(processingTime=f"{round(args.trigger_seconds * 1000)} milliseconds")
-        .start()
-    )
-    streams.record_running(meta, args.name, args.run_id, str(query.id))
-    print(f"query {query.id} running (run {args.run_id})", flush=True)
+
+    def start() -> Any:
+        reader = (
+            spark.readStream.format(KafkaDataSource.name())
+            .option("topic", args.source_topic)
+            .option("bootstrap", args.source_bootstrap)
+            .option("startingOffsets", args.starting_offsets)
+            .option("maxRecordsPerBatch", str(args.max_records_per_batch))
+            .option("initialOffsetsPath", str(checkpoint / "venice-initial-offsets.json"))
+            .option("drainCutPath", str(cut_file))
+            .option("runId", args.run_id)
+        )
+        started = (
+            transform.apply(reader.load())
+            .writeStream.queryName(f"venice-stream-{args.name}")
+            .foreachBatch(writer)
+            .option("checkpointLocation", args.checkpoint)
+            .trigger(processingTime=f"{round(args.trigger_seconds * 1000)} milliseconds")
+            .start()
+        )
+        streams.record_running(meta, args.name, args.run_id, str(started.id))
+        print(f"query {started.id} running (run {args.run_id})", flush=True)
+        return started
+
     monitor.start()
     try:
-        while not query.awaitTermination(0.2):
-            if not requested.is_set():
-                continue
-            assert monitor.found is not None
-            if stop_instead:
-                query.stop()
-                note = {"uuid": str(monitor.found.notification.uuid), "outcome": STOPPED, "stopped_at": time.time()}
-                streams.record_drain(meta, args.name, args.run_id, note, streams.STOPPED)
-                drain.cleanup(meta, args.name, args.run_id)
-                print("query stopped (query.stop()) instead of draining", flush=True)
-                return
-            report = report or drainer.begin(monitor.found, args.source_bootstrap, args.source_topic)
-            report = drainer.finish(query, report)
-            if report.outcome != DRAINED:  # recorded as FAILED with the cause; the notification stays
-                raise DrainTimedOut(streams.get_pipeline(meta, args.name).last_error or "drain timed out")
-            return
-    except Exception as exc:
-        if writer.failure is not None:
-            raise StreamInputError(writer.failure) from exc
-        raise
+        follow_restarting(
+            start,
+            lambda query: follow(query, requested, monitor, drainer, stop_instead, args),
+            lambda: writer.failure,
+        )
     finally:
         monitor.stop()
+
+
+# A Python worker Spark's driver starts itself (the data source's planner and offsets runner, not a task, which
+# Spark retries) has 10 s to connect back, which a saturated machine can miss. The query then fails before or
+# between batches; restarted from its checkpoint, it replans what was not committed and writes nothing twice (a
+# replayed batch's writes carry the same producer GUIDs and sequence numbers, skipped as duplicates).
+WORKER_RESTARTS = 3
+WORKER_DID_NOT_CONNECT = "Python worker failed to connect back"
+
+
+def worker_did_not_connect(exc: BaseException) -> bool:
+    return WORKER_DID_NOT_CONNECT in str(exc)
+
+
+def follow_restarting(
+    start: Callable[[], Any], follow_query: Callable[[Any], None], bad_input: Callable[[], str | None]
+) -> None:
+    """Start the query and follow it; a query that failed because a Python worker did not connect back is started
+    again, up to `WORKER_RESTARTS` times. A bad batch (`bad_input`) fails at once, as its error."""
+    restarts = 0
+    while True:
+        query = start()
+        try:
+            follow_query(query)
+            return
+        except Exception as exc:
+            if (failure := bad_input()) is not None:
+                raise StreamInputError(failure) from exc
+            if restarts >= WORKER_RESTARTS or not worker_did_not_connect(exc):
+                raise
+            restarts += 1
+            print(f"query failed ({failure_reason(exc)}): restarted from its checkpoint ({restarts})", flush=True)
+
+
+def follow(
+    query: Any,
+    requested: threading.Event,
+    monitor: DrainMonitor,
+    drainer: Drainer,
+    stop_instead: bool,
+    args: argparse.Namespace,
+) -> None:
+    """Wait on the running query until a drain (or a stop instead) is asked for and done; the query's error if it
+    fails. A drain begun before a restart goes on with the next query (its cut, `drainer.report`, stays)."""
+    while not query.awaitTermination(0.2):
+        if not requested.is_set():
+            continue
+        assert monitor.found is not None
+        if stop_instead:
+            query.stop()
+            note = {"uuid": str(monitor.found.notification.uuid), "outcome": STOPPED, "stopped_at": time.time()}
+            streams.record_drain(drainer.meta, args.name, args.run_id, note, streams.STOPPED)
+            drain.cleanup(drainer.meta, args.name, args.run_id)
+            print("query stopped (query.stop()) instead of draining", flush=True)
+            return
+        report = drainer.report or drainer.begin(monitor.found, args.source_bootstrap, args.source_topic)
+        report = drainer.finish(query, report)
+        if report.outcome != DRAINED:  # recorded as FAILED with the cause; the notification stays
+            raise DrainTimedOut(streams.get_pipeline(drainer.meta, args.name).last_error or "drain timed out")
+        return
 
 
 def run(args: argparse.Namespace, config: ClusterConfig | None = None) -> None:

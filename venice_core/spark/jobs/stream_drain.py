@@ -131,6 +131,7 @@ class Drainer:
     checkpoint: Path
     tracker: BatchTracker
     default_timeout: float = DEFAULT_TIMEOUT_SECONDS
+    report: DrainReport | None = None  # the drain begun, if any
 
     def begin(self, stored: StoredNotification, bootstrap: str, topic: str) -> DrainReport:
         """Step 1, the cut: taken as soon as the notification is seen (before the query starts, when it was
@@ -139,6 +140,7 @@ class Drainer:
         timeout = stored.timeout_seconds or self.default_timeout
         report = DrainReport(str(stored.notification.uuid), time.time(), timeout, cut)
         streams.record_drain(self.meta, self.name, self.run_id, report.to_json())
+        self.report = report
         print(f"drain {report.uuid}: cut {json.dumps(cut, sort_keys=True)}, timeout {timeout:.0f}s", flush=True)
         return report
 
