@@ -29,8 +29,11 @@ install: $(STAMP) $(BYTECODE) system-deps spark-archive jars
 
 # The Spark driver's classes in a class-data-sharing archive (a no-op once built for this Java and pyspark): every
 # spark-submit of the platform starts on about half the CPU (venice_core/spark/submit/class_archive*.py).
+# And the Python workers' pyspark compiled (venice_core/spark/submit/worker_bytecode.py): Spark puts pyspark's zip
+# first on their path, and Python keeps no bytecode for a zip.
 spark-archive: $(STAMP)
 	$(BIN)/python -m venice_core.spark.submit.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.worker_bytecode
 
 # The embedded broker's jars, and Spark's Avro module, from Maven Central into $$VENICE_CACHE_DIR, once, before anything runs in parallel (a
 # fetch is safe in parallel too: the processes take turns, venice_core/host/cache.py).
@@ -62,6 +65,7 @@ demo-cluster: install
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.submit.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.worker_bytecode
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/python -m venice_core.spark.submit.extra_jars
 	$(BIN)/ruff check .
@@ -79,6 +83,7 @@ test: $(STAMP) $(BYTECODE)
 test-cluster: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.submit.class_archive_build
+	$(BIN)/python -m venice_core.spark.submit.worker_bytecode
 	$(BIN)/python -m venice_core.embedded.kafka
 	$(BIN)/python -m venice_core.spark.submit.extra_jars
 	$(BIN)/pytest -m "cluster or faults"
