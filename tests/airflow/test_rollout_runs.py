@@ -489,6 +489,7 @@ def test_the_da_vinci_gate_holds_a_live_client_off_a_version_and_its_rollback_re
 MANY_STORES = 200
 
 
+@pytest.mark.timeout(900)  # the 200 DAGs' parse, then a create, a delete and an update each parsed
 def test_hundreds_of_stores_each_have_their_dags_and_follow_creates_updates_and_deletes(
     airflow_env: PlatformEnv,
 ) -> None:
@@ -512,7 +513,8 @@ def test_hundreds_of_stores_each_have_their_dags_and_follow_creates_updates_and_
         def present(name: str) -> int:
             return api.count_dags(rollout_dag_id(name))
 
-        wait_for(f"{MANY_STORES} stores' DAGs", lambda: present(prefix) == MANY_STORES, timeout=300, interval=2)
+        # 200 files parsed by one dag-processor beside the suite: 240-300 s when the machine is saturated, measured.
+        wait_for(f"{MANY_STORES} stores' DAGs", lambda: present(prefix) == MANY_STORES, timeout=480, interval=2)
         new, gone = f"{prefix}new", names.pop(7)
         env.cli(
             "store", "create", new, "--key-schema", str(SCHEMAS / "user_key.avsc"),
