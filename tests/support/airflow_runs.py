@@ -221,10 +221,7 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
     try:
         api = _signed_in(env)
         run = api.latest_run(rollout_dag_id(store))
-        if run is None:
-            return None
-        found = api.task_instances(rollout_dag_id(store), run["dag_run_id"], [task_id])
-        return (found[0]["state"] or "none") if found else None
+        return None if run is None else api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id)
     except ComponentError:  # Airflow restarting
         _SIGNED_IN.pop(deployment.base_url(env.config), None)
         return None

@@ -30,8 +30,6 @@ from venice_core.utils.waiting import poll_until
 # A trigger answered with a server error is sent again this long, this often (`AirflowApi.trigger`).
 TRIGGER_RETRY_SECONDS = 120.0
 TRIGGER_RETRY_INTERVAL_SECONDS = 2.0
-DAG_PAGE = 10  # DAGs whose id starts with the one asked for, read at once (the one itself sorts first)
-TASK_PAGE = 500  # a run's task instances, read at once (a rollout across nine regions has ~140)
 
 
 class AirflowUnreachable(ComponentError):
@@ -96,28 +94,9 @@ class AirflowApi:
     def has_dag(self, dag_id: str) -> bool:
         """Airflow has the DAG, and not as stale (its file gone: a deleted store's, until one of that name is back)."""
         try:
-            dag = self.dag(dag_id)
+            return not self._call("GET", f"/api/v2/dags/{dag_id}").get("is_stale", False)
         except ComponentError:
             return False
-        return dag is not None and not dag.get("is_stale", False)
-
-    def dag(self, dag_id: str) -> dict[str, Any] | None:
-        """The DAG's row (paused, stale), None when Airflow has no such DAG. Read from the DAG list filtered by the
-        id as a prefix: `GET /dags/{id}` deserialises the whole DAG to answer (38 against 22 ms of the API server's
-        CPU for a rollout DAG, measured), and a followed run asks often."""
-        query = urllib.parse.urlencode(
-            {"dag_id_prefix_pattern": dag_id, "exclude_stale": "false", "order_by": "dag_id", "limit": DAG_PAGE}
-        )
-        page = self._call("GET", f"/api/v2/dags?{query}")
-        found = next((dag for dag in page["dags"] if dag["dag_id"] == dag_id), None)
-        if found is not None or page["total_entries"] <= len(page["dags"]):
-            return cast(dict[str, Any] | None, found)
-        try:  # more DAGs share the prefix than a page holds (`_` is a wildcard to the pattern): ask for this one
-            return self._call("GET", f"/api/v2/dags/{urllib.parse.quote(dag_id)}")
-        except AirflowRefused as exc:
-            if exc.status == 404:
-                return None
-            raise
 
     def request_parse(self, dag_file: str, bundle: str = PLATFORM_BUNDLE) -> bool:
         """Ask the dag-processor to parse one DAG file of a bundle now (a store's changed file, the platform's
@@ -143,8 +122,7 @@ class AirflowApi:
 
     def dag_paused(self, dag_id: str) -> bool:
         """Is the DAG paused in Airflow (its runs then wait: none starts, a running one holds at its next task)?"""
-        dag = self.dag(dag_id)
-        return dag is not None and bool(dag.get("is_paused"))
+        return bool(self._call("GET", f"/api/v2/dags/{dag_id}").get("is_paused"))
 
     def set_run_state(self, dag_id: str, run_id: str, state: str, note: str) -> None:
         """Mark a run `state` (failed, success) as an operator would in the UI, with a note saying why."""
@@ -182,20 +160,8 @@ class AirflowApi:
     def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")
 
-    def runs(self, dag_id: str, order_by: str, limit: int, states: list[str] | None = None) -> list[dict[str, Any]]:
-        """The DAG's runs, through the list of every DAG's runs (`~`) filtered by the DAG: `GET /dags/{id}/dagRuns`
-        deserialises the whole DAG first, to check it exists (124 against 19 ms of the API server's CPU for a
-        rollout DAG, measured). An unknown DAG has no runs."""
-        body = {
-            "dag_ids": [dag_id],
-            "order_by": order_by,
-            "page_limit": limit,
-            **({"states": states} if states else {}),
-        }
-        return cast(list[dict[str, Any]], self.call("POST", "/api/v2/dags/~/dagRuns/list", body)["dag_runs"])
-
     def latest_run(self, dag_id: str) -> dict[str, Any] | None:
-        runs = self.runs(dag_id, "-run_after", 1)
+        runs = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
         return runs[0] if runs else None
 
     def count_dags(self, prefix: str) -> int:
@@ -207,18 +173,12 @@ class AirflowApi:
 
     def active_runs(self, dag_id: str) -> list[str]:
         """The DAG's runs in flight (running, or queued behind one), oldest first."""
-        return [run["dag_run_id"] for run in self.runs(dag_id, "run_after", 100, ["queued", "running"])]
+        path = f"/api/v2/dags/{dag_id}/dagRuns?state=queued&state=running&order_by=run_after&limit=100"
+        return [run["dag_run_id"] for run in self._call("GET", path)["dag_runs"]]
 
-    def task_instances(self, dag_id: str, run_id: str, task_ids: list[str] | None = None) -> list[dict[str, Any]]:
-        """The run's task instances (those of `task_ids` only, if given), through the list of every run's (`~`):
-        the run's own list loads its DAG for each call (80 against 48 ms of the API server's CPU for a rollout
-        run's 74, measured; 31 ms for one)."""
-        body = {"dag_ids": [dag_id], "dag_run_ids": [run_id], "page_limit": TASK_PAGE}
-        path = "/api/v2/dags/~/dagRuns/~/taskInstances/list"
-        return cast(
-            list[dict[str, Any]],
-            self.call("POST", path, body | ({"task_ids": task_ids} if task_ids else {}))["task_instances"],
-        )
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
+        return cast(list[dict[str, Any]], self._call("GET", path)["task_instances"])
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> object | None:
         """A task instance's XCom value under `key` (None: it has none)."""
