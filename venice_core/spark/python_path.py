@@ -6,9 +6,9 @@ Spark puts first on their path.
 the installed package and the zips hold the same code as it. But Python compiles every module it imports from a zip
 from source, in every process (zipimport keeps no bytecode): importing `pyspark.worker` costs a worker 0.8 s of CPU
 from the zip against 0.15 s from the package, and the daemon imports it again in every worker it forks. Only zips of
-the installed package itself are dropped: a cluster's own SPARK_HOME keeps its zips. Not covered: the processes
-Spark starts without the configured daemon (a Python data source's planner, a streaming source's runner), which
-still import from the zip.
+the installed package itself are dropped: a cluster's own SPARK_HOME keeps its zips. The processes Spark starts
+without the configured daemon (a Python data source's planner, a streaming source's runner) still import from the
+zip: `spark.submit.worker_bytecode` puts bytecode in the zips for them.
 """
 
 from __future__ import annotations

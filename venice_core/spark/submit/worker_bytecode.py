@@ -17,18 +17,16 @@ import os
 import zipfile
 from pathlib import Path
 
+from venice_core.errors import MissingDependency
 from venice_core.host.cache import filling, staging
+from venice_core.spark.python_path import spark_home
 
 UNCHECKED_HASH_FLAGS = 0b01  # PEP 552: hash-based, the source not checked at import
 
 
 def worker_zips() -> list[Path]:
-    """The zips Spark puts on its Python workers' path (`SPARK_HOME/python/lib`: pyspark's and py4j's), SPARK_HOME
-    being pyspark's own folder when Spark runs from the pip package."""
-    spec = importlib.util.find_spec("pyspark")  # found, not imported: this runs where pyspark is not imported
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("error: pyspark is not installed (make install)")
-    return sorted((Path(spec.submodule_search_locations[0]) / "python" / "lib").glob("*.zip"))
+    """The zips Spark puts on its Python workers' path (`SPARK_HOME/python/lib`: pyspark's and py4j's)."""
+    return sorted((spark_home() / "python" / "lib").glob("*.zip"))
 
 
 def compiled(path: Path) -> bool:
@@ -73,7 +71,11 @@ def _rewrite(path: Path) -> None:
 
 
 def main() -> int:
-    for path in worker_zips():
+    try:
+        zips = worker_zips()
+    except MissingDependency as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for path in zips:
         build(path)
     return 0
 
