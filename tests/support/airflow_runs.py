@@ -221,7 +221,7 @@ def step_state(env: PlatformEnv, store: str, task_id: str) -> str | None:
     try:
         api = _signed_in(env)
         run = api.latest_run(rollout_dag_id(store))
-        return None if run is None else api.task_states(rollout_dag_id(store), run["dag_run_id"]).get(task_id)
+        return None if run is None else api.task_state(rollout_dag_id(store), run["dag_run_id"], task_id)
     except ComponentError:  # Airflow restarting
         _SIGNED_IN.pop(deployment.base_url(env.config), None)
         return None
@@ -333,7 +333,7 @@ class Operator:
         )
 
     def task_state(self, run_id: str, task_id: str) -> str:
-        return self.api.task_states(self.dag, run_id).get(task_id, "none")
+        return self.api.task_state(self.dag, run_id, task_id) or "none"
 
     def failure(self, run_id: str, task_id: str) -> object | None:
         return self.api.xcom(self.dag, run_id, task_id, FAILURE_XCOM)

@@ -1,5 +1,5 @@
 """A webhook for tests: a real `http.server` on 127.0.0.1 that records the JSON bodies POSTed to it, and answers each
-with a fixed status or what a test's `respond` says (an HTTP API scripted by the test)."""
+with a fixed status or what a test's `respond` says (an HTTP API scripted by the test, whose GETs it answers too)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# (path, request headers, JSON body) -> (status, JSON payload to answer with, or None for an empty body)
+# (path with its query, request headers, JSON body or None for a GET) -> (status, JSON payload to answer with, or
+# None for an empty body)
 Respond = Callable[[str, Mapping[str, str], Any], tuple[int, Any]]
 
 
@@ -26,6 +27,12 @@ class Webhook:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 received.append(body)
+                self._answer(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._answer(None)
+
+            def _answer(self, body: Any) -> None:
                 code, payload = answer(self.path, self.headers, body)
                 data = b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(code)

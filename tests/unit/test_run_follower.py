@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -76,8 +77,10 @@ class ScriptedAirflow:
         self.index = -1
         self.paused = False  # the DAG, as an operator may pause it
         self.deleted = False  # the run, as an operator may delete it
+        self.paused_reads = 0
 
     def dag_paused(self, dag_id: str) -> bool:
+        self.paused_reads += 1
         return self.paused
 
     def has_dag(self, dag_id: str) -> bool:
@@ -117,6 +120,7 @@ class ScriptedAirflow:
 def _polls_without_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scripted Airflow answers at once: the follower's 2 s between polls would only make the tests slow."""
     monkeypatch.setattr(run_following, "FOLLOW_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(run_following, "PAUSED_CHECK_SECONDS", 0.0)
 
 
 @pytest.fixture
@@ -389,3 +393,22 @@ def test_the_live_view_draws_steps_and_progress_in_a_terminal(env: PlatformEnv, 
     assert "spark_push: success" in drawn
     assert "dc_0.pre_swap up for reschedule" in drawn and "3 steps skipped" in drawn
     assert "250 of 1,000 records (25%)" in drawn and "0 records" in drawn
+
+
+def test_a_paused_dag_is_asked_about_at_most_every_few_seconds(
+    env: PlatformEnv, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DAG's read costs the API server as much as the run's: polls in which no step moved ask it once per
+    PAUSED_CHECK_SECONDS, and a pause is still said once that time has passed."""
+    monkeypatch.setattr(run_following, "PAUSED_CHECK_SECONDS", 0.3)
+    api = ScriptedAirflow([("running", [])])
+    follower = RunFollower(api, env.meta, store, RUN, PlainView(lambda _line: None))
+    for _ in range(5):
+        assert follower.poll() == "running"
+    assert api.paused_reads == 1
+    api.paused = True
+    assert follower.poll() == "running"  # within the spacing: not asked yet
+    time.sleep(0.35)
+    with pytest.raises(DagPaused):
+        follower.poll()
+    assert api.paused_reads == 2

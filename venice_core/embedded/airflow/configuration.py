@@ -77,8 +77,13 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         # took ~26 s to end after a failed step. At 0.2 s an idle scheduler kept 15% of a core busy; at 0.5 s a
         # 50-task rollout took as long (50-53 s) on 20% less CPU (49-55 against 65-67 CPU-seconds, measured).
         ("scheduler", "scheduler_idle_sleep_time"): "0.5",
-        # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s).
+        # After a crash, tasks the dead scheduler was running are reset and run again within 20 s (not 300 s)
+        # once its heartbeat is older than the threshold below.
         ("scheduler", "orphaned_tasks_check_interval"): "20",
+        # A scheduler whose heartbeat is older than this is taken for dead: the orphan check marks its job failed
+        # and resets its tasks, and a scheduler stalled that long on a saturated machine did that to itself (its
+        # running Spark step reset mid-push, a try lost). Airflow's default is 30 s.
+        ("scheduler", "scheduler_health_check_threshold"): "60",
         # A task's calls to the execution API ride out an API server restart (Airflow's default, 5 tries, gives up
         # within seconds, and the task fails with it).
         ("workers", "execution_api_retries"): "10",

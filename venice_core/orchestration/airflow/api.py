@@ -30,6 +30,7 @@ from venice_core.utils.waiting import poll_until
 # A trigger answered with a server error is sent again this long, this often (`AirflowApi.trigger`).
 TRIGGER_RETRY_SECONDS = 120.0
 TRIGGER_RETRY_INTERVAL_SECONDS = 2.0
+PAGE_LIMIT = 100  # Airflow's `[api] maximum_page_limit`: a larger limit is cut to it
 
 
 class AirflowUnreachable(ComponentError):
@@ -177,8 +178,26 @@ class AirflowApi:
         return [run["dag_run_id"] for run in self._call("GET", path)["dag_runs"]]
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit=200"
-        return cast(list[dict[str, Any]], self._call("GET", path)["task_instances"])
+        """Every task instance of the run, page by page: Airflow answers at most `[api] maximum_page_limit` (100)
+        a call whatever the limit asked, and a rollout over nine regions has more tasks than that."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances?limit={PAGE_LIMIT}"
+        found: list[dict[str, Any]] = []
+        while True:
+            page = self._call("GET", f"{path}&offset={len(found)}")
+            found.extend(page["task_instances"])
+            if not page["task_instances"] or len(found) >= page["total_entries"]:
+                return found
+
+    def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
+        """One task instance's state as `task_states` has it ("none" before it is scheduled; None: no such task in
+        the run): a fifth of the API server's CPU of listing the run's task instances (12 against 65 ms a call)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{urllib.parse.quote(task_id)}"
+        try:
+            return cast(str, self._call("GET", path)["state"] or "none")
+        except AirflowRefused as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> object | None:
         """A task instance's XCom value under `key` (None: it has none)."""

@@ -35,6 +35,9 @@ UNREACHABLE_TIMEOUT_SECONDS = 600
 # A poll reads the run and its ~80 task instances from Airflow's API: ~60 ms of the API server's CPU each, so a
 # follower polling every second kept 6% of a core busy on the server alone.
 FOLLOW_POLL_SECONDS = 2.0
+# A paused DAG is asked about at most this often: its read costs the API server about as much CPU as the run's, and
+# an operator's pause is news within seconds either way.
+PAUSED_CHECK_SECONDS = 10.0
 
 
 class RolloutFailed(VeniceError):
@@ -236,6 +239,7 @@ class RunFollower:
         self.last_invocation = 0
         self.version: int | None = None
         self.ingested = False
+        self.paused_checked_at: float | None = None  # monotonic
 
     def poll(self) -> str:
         """One look at the run: what changed since the last, shown; its state. An operator's hand is said as such:
@@ -271,9 +275,9 @@ class RunFollower:
         self.view.steps(active, len(self.skipped))
         for event in sorted(step_events + hook_events, key=lambda e: e.at):  # stable: a poll's order breaks ties
             self.view.line(event.text)
-        # A paused DAG stops the run's steps moving, so it is asked only after a poll in which no step moved: the
-        # DAG's read is the heaviest of a poll (~15 times the run's on the API server, profiled).
-        if state in (S.QUEUED, S.RUNNING) and not step_events and self.api.dag_paused(self.dag):
+        # A paused DAG stops the run's steps moving, so it is asked only after a poll in which no step moved, and at
+        # most every PAUSED_CHECK_SECONDS.
+        if state in (S.QUEUED, S.RUNNING) and not step_events and self._pause_check_due() and self._paused():
             holding = sorted(t for t, s in self.seen.items() if s not in TERMINAL)
             at = f" at {', '.join(holding)}" if holding else ""
             raise DagPaused(
@@ -284,6 +288,13 @@ class RunFollower:
         if state in ENDED and self.skipped:
             self.view.line(f"  {steps_not_taken(len(self.skipped), state)}")
         return state
+
+    def _pause_check_due(self) -> bool:
+        return self.paused_checked_at is None or time.monotonic() - self.paused_checked_at >= PAUSED_CHECK_SECONDS
+
+    def _paused(self) -> bool:
+        self.paused_checked_at = time.monotonic()
+        return self.api.dag_paused(self.dag)
 
     def _step_events(self, task_instances: list[dict[str, Any]]) -> list[Event]:
         now = time.time()
