@@ -4,11 +4,9 @@ need a component without being marked for it. `make test-fast` runs the tests th
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support import sandbox
+from tests.support.interruption import pytest_sessionstart  # noqa: F401  (the hook, registered here)
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.metadata import migrated
 from tests.support.platform import PlatformEnv, make_platform_env, stop_background_commands
@@ -60,40 +59,6 @@ def pytest_configure(config: pytest.Config) -> None:
         width = (high - low) // count
         start = low + int(worker[2:]) * width
         os.environ[sandbox.ENV_PORT_RANGE] = f"{start}-{start + width}"
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """A run stopped with SIGTERM (`kill`, a CI job's timeout) ends as on Ctrl-C: pytest then tears down the
-    session's fixtures, so the platforms, brokers and Airflows it started stop with it. Python's default for SIGTERM
-    ends the process at once, leaving them running and holding their ports. A parallel run's controller passes the
-    signal on to its workers, which tear down and report their interruption: its own interrupt would end them at
-    once, before their teardown."""
-    if not hasattr(session.config, "workerinput") and session.config.pluginmanager.hasplugin("dsession"):
-        signal.signal(signal.SIGTERM, _pass_on_to_workers)
-    else:
-        signal.signal(signal.SIGTERM, functools.partial(_interrupted, session))
-
-
-def _pass_on_to_workers(signum: int, _frame: object) -> None:
-    import psutil
-
-    signal.signal(signum, _once)  # a worker signalled twice would cut its own teardown short
-    for worker in psutil.Process().children():
-        worker.send_signal(signum)
-
-
-def _once(_signum: int, _frame: object) -> None:
-    """A repeated signal, let pass (a handler, not SIG_IGN, which the processes a teardown starts would inherit)."""
-
-
-def _interrupted(session: pytest.Session, signum: int, _frame: object) -> None:
-    """The running test is interrupted, and no other test starts: a test's cleanup that fails on the interruption
-    (a server it stops already gone) replaces the KeyboardInterrupt with its own error, and the worker, seeing a
-    failed test, would go on with the next (seen: two of three workers ran on after a SIGTERM)."""
-    signal.signal(signum, _once)  # the teardown runs to its end (SIGKILL still ends it)
-    name = signal.Signals(signum).name
-    session.shouldstop = f"stopped by signal {name}"
-    raise KeyboardInterrupt(f"stopped by signal {name}")
 
 
 # Folders whose tests share a package-scoped platform (one cluster on its profile's fixed ports): all on one worker.

@@ -45,6 +45,7 @@ def test_a_single_broker_is_configured_as_it_always_was(tmp_path: Path) -> None:
         "process.roles=broker,controller\n"
         "node.id=1\n"
         "controller.quorum.bootstrap.servers=127.0.0.1:9093\n"
+        "metadata.max.idle.interval.ms=0\n"
         "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
         "advertised.listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
         "controller.listener.names=CONTROLLER\n"

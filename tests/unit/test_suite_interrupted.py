@@ -1,6 +1,6 @@
 """The suite stopped with SIGTERM (a CI job's timeout, `kill`) stops: each worker's running test is interrupted and
 no later test starts, even when a test's cleanup fails on the interruption and replaces its KeyboardInterrupt
-(`tests/conftest.py`'s handlers, loaded here as a plugin into a run of two scripted test files)."""
+(`tests/support/interruption.py`'s handlers, loaded here as a plugin into a run of two scripted test files)."""
 
 from __future__ import annotations
 
