@@ -60,9 +60,9 @@ demo-cluster: install
 
 # Three workers, a test file each at a time, in file order: the Airflow files (mostly waiting on sensors and
 # restarts, the longest) start first, the rest fill in behind them. Each worker starts its own platform, Airflow and
-# SparkSession once. The suite is CPU-bound on two cores (3% idle over a whole run, measured): pytest took 25
-# minutes in the last clean clone (37-43 before the changes of 88cf9fa), and more workers only add contention (four
-# were tried: no gain).
+# SparkSession once. The suite is CPU-bound on two cores (3% idle over a whole run, measured): pytest took 25 and 33
+# minutes in the last two clean clones (37-43 before 88cf9fa; the machine's own load swings it by a third), and more
+# workers only add contention (four were tried: no gain).
 test: $(STAMP) $(BYTECODE)
 	scripts/install-system-packages.sh --with-test-deps
 	$(BIN)/python -m venice_core.spark.submit.class_archive_build
