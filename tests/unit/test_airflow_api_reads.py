@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.platform import make_platform_env
-from tests.support.webhook import Webhook
+from tests.support.scripted_airflow import scripted_api
 from venice_core.orchestration.airflow.api import AirflowApi
 
 RUN = "manual__2026-11-29T00:00:00+00:00"
@@ -26,12 +25,8 @@ class PagingAirflow:
     def __init__(self, count: int) -> None:
         self.tasks = [{"task_id": f"task_{n}", "state": "success"} for n in range(count)]
         self.pages: list[tuple[int, int]] = []  # (offset, limit) of each list call
-        self.http = Webhook(respond=self._respond)
 
-    def _respond(self, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
-        if path == "/auth/token":
-            return 201, {"access_token": "token"}
-        assert headers["Authorization"] == "Bearer token"
+    def respond(self, path: str, _headers: Mapping[str, str], _body: Any) -> tuple[int, Any]:
         url = urllib.parse.urlsplit(path)
         if url.path == TASKS:
             query = urllib.parse.parse_qs(url.query)
@@ -47,11 +42,8 @@ class PagingAirflow:
 @pytest.fixture
 def airflow(tmp_path: Path) -> Iterator[tuple[PagingAirflow, AirflowApi]]:
     server = PagingAirflow(230)
-    config = make_platform_env(tmp_path / "home", {"airflow.port": str(server.http.port)}).config
-    try:
-        yield server, AirflowApi(config)
-    finally:
-        server.http.close()
+    with scripted_api(tmp_path / "home", server.respond) as api:
+        yield server, api
 
 
 def test_a_run_with_more_task_instances_than_a_page_is_read_whole(airflow: tuple[PagingAirflow, AirflowApi]) -> None:

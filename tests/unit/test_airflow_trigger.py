@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.platform import make_platform_env
-from tests.support.webhook import Webhook
+from tests.support.scripted_airflow import scripted_api
 from venice_core.orchestration.airflow import api
 from venice_core.orchestration.airflow.api import AirflowApi, AirflowRefused
 
@@ -19,18 +18,15 @@ DAG_RUNS = "/api/v2/dags/venice_push__users/dagRuns"
 
 
 class ScriptedAirflow:
-    """Answers the sign-in, and each POST of a DAG run with the next status of `answers` (201 once they run out),
-    keeping every POSTed body of a run in `posted`."""
+    """Answers each POST of a DAG run with the next status of `answers` (201 once they run out), keeping every POSTed
+    body of a run in `posted`."""
 
     def __init__(self) -> None:
         self.answers: list[int] = []
         self.posted: list[dict[str, Any]] = []
-        self.http = Webhook(respond=self._respond)
 
-    def _respond(self, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
-        if path == "/auth/token":
-            return 201, {"access_token": "token"}
-        assert path == DAG_RUNS and headers["Authorization"] == "Bearer token"
+    def respond(self, path: str, _headers: Mapping[str, str], body: Any) -> tuple[int, Any]:
+        assert path == DAG_RUNS
         self.posted.append(body)
         status = self.answers.pop(0) if self.answers else 201
         return status, {"dag_run_id": body["dag_run_id"]} if status == 201 else {"detail": "Database error"}
@@ -40,11 +36,8 @@ class ScriptedAirflow:
 def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ScriptedAirflow, AirflowApi]]:
     monkeypatch.setattr(api, "TRIGGER_RETRY_INTERVAL_SECONDS", 0.01)
     server = ScriptedAirflow()
-    config = make_platform_env(tmp_path / "home", {"airflow.port": str(server.http.port)}).config
-    try:
-        yield server, AirflowApi(config)
-    finally:
-        server.http.close()
+    with scripted_api(tmp_path / "home", server.respond) as airflow:
+        yield server, airflow
 
 
 def test_server_errors_are_sent_again_under_one_run_id(scripted: tuple[ScriptedAirflow, AirflowApi]) -> None:
