@@ -34,7 +34,7 @@ def test_sigterm_stops_every_worker_after_its_running_test(tmp_path: Path) -> No
     for name in ("one", "two"):
         (tmp_path / f"test_{name}.py").write_text(SCRIPTED.format(marks=marks, name=name))
     run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-n", "2"]
+        [sys.executable, "-m", "pytest", "-p", "tests.support.interruption", "-p", "no:cacheprovider", "-n", "2"]
         + ["--dist", "loadfile", "--rootdir", str(tmp_path), "-o", "addopts=", str(tmp_path)],
         cwd=REPO,
         stdout=subprocess.PIPE,
