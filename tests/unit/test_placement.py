@@ -172,6 +172,40 @@ def test_a_partition_is_ready_once_min_ready_replicas_are(meta: MetadataStore, r
     assert versions.job_status(meta, "users", 1).regions[REGION].status is ExecutionStatus.COMPLETED
 
 
+def test_only_a_report_that_moves_a_status_moves_the_generation(meta: MetadataStore, replicated: ClusterConfig) -> None:
+    """The region servers read the metadata store in full when its generation moves: a replica's or a leader's
+    progress alone moves nothing (a push's reports woke every instance about three times a second), a status that
+    moves (a replica, its partition, a leader's replication over) does."""
+    _store(meta, replicated, partitions=1)
+    _register(meta, 0, 1, 2)
+    placement.rebalance(meta, replicated, REGION)
+    first, second = _replicas(meta)[0]
+    epoch = _leaders(meta)[0][1]
+    report = versions.report_replica
+    generation = meta.generation()
+
+    def moved() -> bool:
+        nonlocal generation
+        before, generation = generation, meta.generation()
+        return generation != before
+
+    report(meta, "users", 1, REGION, 0, first, ExecutionStatus.STARTED, 5, 5, "", 2)
+    assert moved()  # NEW -> STARTED
+    report(meta, "users", 1, REGION, 0, first, ExecutionStatus.STARTED, 50, 50, "", 2)
+    assert not moved()  # progress
+    assert versions.ingestion_progress(meta, "users", 1)[REGION].records == 50  # written all the same
+    report(meta, "users", 1, REGION, 0, second, ExecutionStatus.COMPLETED, 60, 60, "", 2)
+    assert moved()
+    report(meta, "users", 1, REGION, 0, first, ExecutionStatus.COMPLETED, 60, 60, "", 2)
+    assert moved()  # the partition COMPLETED: two ready
+    assert placement.record_progress(meta, "users", 1, REGION, 0, epoch, 99)
+    assert not moved()
+    assert placement.record_progress(meta, "users", 1, REGION, 0, epoch, 120, replicated=True)
+    assert moved()
+    assert placement.record_progress(meta, "users", 1, REGION, 0, epoch, 130, replicated=True)
+    assert not moved()
+
+
 def test_an_instance_running_elsewhere_is_refused_and_a_dead_ones_lease_taken_over(meta: MetadataStore) -> None:
     owners = _register(meta, 0)
     with pytest.raises(InstanceAlreadyRunning, match="instance 0 of region dc-1 is already running"):

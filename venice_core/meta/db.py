@@ -84,6 +84,12 @@ def _note_flush(session: Session, _flush: UOWTransaction, _instances: object) ->
         session.info[_CHANGED] = True
 
 
+def announce(session: Session) -> None:
+    """Count the transaction as a change the region servers sync, though its session was opened with
+    `announce=False`: a write that is only progress unless it also moves a status (an ingestion report)."""
+    session.info[_CHANGED] = True
+
+
 @event.listens_for(TrackedSession, "before_commit")
 def _bump_generation(session: Session) -> None:
     session.flush()  # (what the commit would flush, noted first)
