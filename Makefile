@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast docs docs-build install system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast docs docs-build install system-deps test-system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ jars: $(STAMP) system-deps
 system-deps:
 	scripts/install-system-packages.sh
 
+# And what the tests need besides (PostgreSQL, Redis, chromium), before the Spark archive and the jars: a make without
+# -j takes a target's prerequisites in their order.
+test-system-deps:
+	scripts/install-system-packages.sh --with-test-deps
+
 demo: install
 	scripts/demo.sh
 
@@ -63,12 +68,7 @@ demo-cluster: install
 # SparkSession once. The suite is CPU-bound on two cores (3% idle over a whole run, measured): pytest took 25 and 33
 # minutes in the last two clean clones (37-43 before 88cf9fa; the machine's own load swings it by a third), and more
 # workers only add contention (four were tried: no gain).
-test: $(STAMP) $(BYTECODE)
-	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.spark.submit.class_archive_build
-	$(BIN)/python -m venice_core.spark.submit.worker_bytecode
-	$(BIN)/python -m venice_core.embedded.kafka
-	$(BIN)/python -m venice_core.spark.submit.extra_jars
+test: $(STAMP) $(BYTECODE) test-system-deps spark-archive jars
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=plugins $(BIN)/lint-imports  # the layers (pyproject.toml's importlinter contracts)
@@ -81,12 +81,7 @@ test: $(STAMP) $(BYTECODE)
 # `faults`: each a 200k-record push through Airflow with a broker, a Spark worker or a Celery worker SIGKILLed, or
 # PostgreSQL restarted), one cluster started once for them all. Not in `make test` (its time budget: the cluster's
 # ~25 processes beside the Airflow files doubled their tests' time).
-test-cluster: $(STAMP) $(BYTECODE)
-	scripts/install-system-packages.sh --with-test-deps
-	$(BIN)/python -m venice_core.spark.submit.class_archive_build
-	$(BIN)/python -m venice_core.spark.submit.worker_bytecode
-	$(BIN)/python -m venice_core.embedded.kafka
-	$(BIN)/python -m venice_core.spark.submit.extra_jars
+test-cluster: $(STAMP) $(BYTECODE) test-system-deps spark-archive jars
 	$(BIN)/pytest -m "cluster or faults"
 
 # Bytecode kept (PYTHONDONTWRITEBYTECODE emptied): pytest's assertion rewriting of every test module, 4.3 of a
