@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from venice_core.config import ClusterConfig
 from venice_core.controller.versions import current_versions, hostable_versions
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import announce, rows_matched
+from venice_core.meta.db import rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.partitioner_config import PartitionerConfig
@@ -391,14 +391,12 @@ def record_progress(
 ) -> bool:
     """The leader's replication acknowledged up to `progress` (and over, once `replicated`); False, with nothing
     recorded, if the partition has another leader now."""
-    with meta.session(announce=False) as session:  # the progress is read at a handover; only `replicated` is synced
+    with meta.session() as session:
         leader = session.get(PartitionLeader, (store, number, region, partition))
         if leader is None or leader.epoch != epoch:
             return False
         leader.progress = max(leader.progress, progress)
-        if replicated and not leader.replicated:
-            leader.replicated = True
-            announce(session)
+        leader.replicated = leader.replicated or replicated
         return True
 
 

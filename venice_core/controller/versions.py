@@ -19,7 +19,7 @@ from venice_core.controller import da_vinci, push_jobs
 from venice_core.controller.stores import get_store
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import announce, retry_on_conflict, rows_matched
+from venice_core.meta.db import retry_on_conflict, rows_matched
 from venice_core.meta.models import (
     PartitionLeader,
     PartitionStatus,
@@ -302,9 +302,8 @@ def report_partition(
 ) -> None:
     """Record a partition's progress and recompute its region's status. Two reporters inserting the first row
     at once: the loser retries and updates the winner's row."""
-    with meta.session(announce=False) as session:
-        if _record_partition(session, store_name, number, region, partition, status, offset, records, details):
-            announce(session)
+    with meta.session() as session:
+        _record_partition(session, store_name, number, region, partition, status, offset, records, details)
 
 
 def _record_partition(
@@ -317,16 +316,13 @@ def _record_partition(
     offset: int,
     records: int,
     details: str,
-) -> bool:
-    """Write the partition's status and progress and its region's status: whether the partition's status moved
-    (what the region servers sync; its progress alone is not)."""
+) -> None:
     # The version's row locked first: the reports of one version take turns. Each reads its siblings' statuses to
     # make its region's (a replica's, its partition's), and on PostgreSQL (read committed) two at once each missed
     # the other's: the last two partitions of a region COMPLETED together left the region PROGRESS for good.
     # (SQLite writes one at a time.)
     version = session.get(Version, (store_name, number), with_for_update=True)
     row = session.get(PartitionStatus, (store_name, number, region, partition))
-    moved = row is None or ExecutionStatus(row.status) is not status
     if row is None:
         session.add(
             PartitionStatus(
@@ -346,7 +342,7 @@ def _record_partition(
         row.updated_at = time.time()
     session.flush()
     if version is None:
-        return moved
+        return
     statuses = [
         ExecutionStatus(s)
         for s in session.scalars(
@@ -361,7 +357,6 @@ def _record_partition(
     _set_region_status(
         session, store_name, number, region, aggregate(statuses), details if status is ExecutionStatus.ERROR else ""
     )
-    return moved
 
 
 @retry_on_conflict()
@@ -381,16 +376,12 @@ def report_replica(
     """Record one replica's progress, then its partition's status in the region as its replicas make it: COMPLETED
     once `min_ready` replicas are (Venice's ONLINE: the region may swap), ERROR if a replica failed before that,
     else as far as the replicas have got. A replica no longer placed (re-placed meanwhile) reports nothing."""
-    # One transaction: a report read before another's can never be written after it. Announced to the region
-    # servers only when a status moves (each report otherwise woke every instance to a full sync: ~3 a second in a
-    # push, measured); the progress is read where it is shown.
-    with meta.session(announce=False) as session:
+    with meta.session() as session:  # one transaction: a report read before another's can never be written after it
         # The version's row locked first, as `_record_partition` says: this reads the partition's other replicas.
         session.get(Version, (store_name, number), with_for_update=True)
         replica = session.get(Replica, (store_name, number, region, partition, instance))
         if replica is None:
             return
-        moved = ExecutionStatus(replica.status) is not status
         replica.status, replica.offset, replica.records, replica.details = status, offset, records, details
         replica.updated_at = time.time()
         session.flush()
@@ -415,11 +406,9 @@ def report_replica(
             partition_status = aggregate(seen + [ExecutionStatus.NEW] * max(0, min_ready - len(statuses)))
         failed = next((r.details for r in rows if r.status == ExecutionStatus.ERROR), "")
         best = max(rows, key=lambda r: (r.records, r.offset))
-        partition_moved = _record_partition(
+        _record_partition(
             session, store_name, number, region, partition, partition_status, best.offset, best.records, failed
         )
-        if moved or partition_moved:
-            announce(session)
 
 
 def _set_region_status(

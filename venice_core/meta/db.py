@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event, inspect, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, sessionmaker
 
@@ -80,14 +80,17 @@ def _note_statement(state: ORMExecuteState) -> Result[Any] | None:
 def _note_flush(session: Session, _flush: UOWTransaction, _instances: object) -> None:
     if session.info.get(_QUIET):
         return
-    if session.new or session.deleted or any(session.is_modified(row) for row in session.dirty):
+    if session.new or session.deleted or any(_announced(row) for row in session.dirty):
         session.info[_CHANGED] = True
 
 
-def announce(session: Session) -> None:
-    """Count the transaction as a change the region servers sync, though its session was opened with
-    `announce=False`: a write that is only progress unless it also moves a status (an ingestion report)."""
-    session.info[_CHANGED] = True
+def _announced(row: object) -> bool:
+    """Whether a changed row moved something the region servers sync: any column but those its model declares
+    progress (`UNANNOUNCED`: a replica's offset, a leader's replication position), which are written every few seconds
+    and read only where they are shown. (Each ingestion report moved the generation before, and every instance read
+    everything again: ~3 times a second in a push, and for good while a hybrid replica reported.)"""
+    progress: frozenset[str] = getattr(type(row), "UNANNOUNCED", frozenset())
+    return any(attr.history.has_changes() for attr in inspect(row).attrs if attr.key not in progress)
 
 
 @event.listens_for(TrackedSession, "before_commit")

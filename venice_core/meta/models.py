@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -185,6 +185,9 @@ class PartitionStatus(Base):
 
     __tablename__ = "partition_status"
 
+    UNANNOUNCED: ClassVar[frozenset[str]] = frozenset(
+        {"offset", "records", "details", "updated_at"}
+    )  # progress only: not synced (`meta.db._announced`)
     store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
     region: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -313,6 +316,9 @@ class Replica(Base):
     __tablename__ = "replicas"
     __table_args__ = (Index("ix_replicas_region_instance", "region", "instance"),)
 
+    UNANNOUNCED: ClassVar[frozenset[str]] = frozenset(
+        {"offset", "records", "details", "updated_at"}
+    )  # progress only: not synced (`meta.db._announced`)
     store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
     region: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -333,6 +339,9 @@ class PartitionLeader(Base):
 
     __tablename__ = "partition_leaders"
 
+    UNANNOUNCED: ClassVar[frozenset[str]] = frozenset(
+        {"progress", "updated_at"}
+    )  # progress only: not synced (`meta.db._announced`)
     store_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
     region: Mapped[str] = mapped_column(String(64), primary_key=True)
