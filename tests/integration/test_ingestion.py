@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.platform import PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
-from venice_core.ingestion.replication import Replicator
+from venice_core.ingestion.leader import Leading, Upstream
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.div import deterministic_guid
@@ -103,45 +103,44 @@ def _write_push(bootstrap: str, topic: str, records: dict[bytes, bytes], end: bo
     writer.flush()
 
 
-def _replicate(
+def _lead(
     bootstrap: str,
     source: str,
     local: str,
-    start: int,
-    may_produce: Callable[[], bool] = lambda: True,
-    until: Callable[[Replicator], bool] = lambda _replicator: False,
-) -> tuple[Replicator, bool, list[tuple[int, bool]]]:
-    """Run a replicator until it ends by itself (END_OF_PUSH copied, or deposed) or `until(replicator)` holds and its
-    progress is recorded, at most a minute."""
-    recorded: list[tuple[int, bool]] = []
+    storage: PartitionStorage,
+    recorded: int = 0,
+    epochs: Callable[[], int | None] = lambda: 1,
+    until: Callable[[list[tuple[int, int, bool]]], bool] = lambda _recorded: False,
+) -> tuple[PartitionIngestionTask, list[tuple[int, int, bool]]]:
+    """Run a task as a replica outside the source region, leading (under `epochs()`) the partition of `local`
+    whose source is `source`, until it ends by itself or `until(what it recorded)` holds, at most a minute."""
+    recorded_by: list[tuple[int, int, bool]] = []
 
-    def record(position: int, replicated: bool) -> bool:
-        recorded.append((position, replicated))
+    def record(epoch: int, position: int, replicated: bool) -> bool:
+        recorded_by.append((epoch, position, replicated))
         return True
 
-    replicator = Replicator(bootstrap, source, bootstrap, local, 0, start, may_produce, record)
-    stop, outcome = threading.Event(), []
-    thread = threading.Thread(target=lambda: outcome.append(replicator.run(stop)))
+    leading = Leading(Upstream(bootstrap, source), epochs, lambda: recorded, record)
+    task = PartitionIngestionTask(bootstrap, local, 0, storage, lambda *_r: None, "test", leading=leading)
+    stop = threading.Event()
+    thread = threading.Thread(target=task.run, args=(stop,))
     thread.start()
 
-    def done() -> bool:
-        if not thread.is_alive():
-            return True
-        return bool(until(replicator) and recorded and recorded[-1][0] == replicator.position)
-
-    poll_until(done, timeout=60, interval=0.05)
+    assert poll_until(lambda: not thread.is_alive() or until(recorded_by), timeout=60, interval=0.05)
     stop.set()
     thread.join()
-    return replicator, outcome[0], recorded
+    return task, recorded_by
 
 
-def test_a_new_leader_resumes_replication_from_its_predecessors_progress(
+def test_a_leader_takes_the_source_topic_produces_it_on_and_a_new_one_resumes_from_the_recorded_position(
     platform_env: PlatformEnv, tmp_path: Path
 ) -> None:
-    """Leadership moves mid-push: the first leader copied 1,000 records but its last acknowledged progress says
-    300 (it died before recording more); a deposed leader produces nothing; the new leader copies from 300 up to
-    END_OF_PUSH. The local topic holds 700 records twice, as exact copies: a follower ingesting it ends with exact
-    data, DIV dropping the copies as duplicates and END_OF_PUSH's count matching."""
+    """Outside the source region the partition's leader ingests the source topic and produces it on to its
+    region's. Leadership moves mid-push: the first leader took 1,000 records (its checkpoint holds both positions)
+    but the last position recorded says 300; a deposed leader produces nothing; the new leader, a fresh replica,
+    reads the region's topic to its end, then takes the source from 300 up to END_OF_PUSH. The region's topic holds
+    700 records twice, as exact copies: the new leader's DIV and a follower's drop them, and every replica ends
+    with exact data, END_OF_PUSH's count matching."""
     bootstrap = platform_env.config.kafka.bootstrap
     source, local = f"src-{uuid.uuid4().hex[:8]}", f"local-{uuid.uuid4().hex[:8]}"
     admin.create_topic(bootstrap, source, 1)
@@ -153,30 +152,46 @@ def test_a_new_leader_resumes_replication_from_its_predecessors_progress(
         writer.put(key, records[key], 1, partition=0)
     writer.flush()
 
-    first, ended, recorded = _replicate(bootstrap, source, local, 0, until=lambda r: r.copied == 1001)
-    assert not ended and first.copied == 1001  # START_OF_SEGMENT and 1,000 records
-    assert recorded and recorded[-1] == (1001, False)
+    first = PartitionStorage(tmp_path / "first")
+    task, recorded = _lead(bootstrap, source, local, first, until=lambda rec: bool(rec) and rec[-1][1] == 1001)
+    assert not task.completed and recorded[-1] == (1, 1001, False)  # START_OF_SEGMENT and 1,000 records
+    checkpoint = first.checkpoint()
+    assert checkpoint is not None and (checkpoint.upstream_next, checkpoint.next_offset) == (1001, 0)
+    assert checkpoint.records == 1000 and first.get(b"k00999") == SCHEMA_ID.pack(1) + records[b"k00999"]
+    first.close()
     copied = len(read_partition(bootstrap, local))
-
-    deposed, ended, recorded = _replicate(bootstrap, source, local, 0, may_produce=lambda: False)
-    assert not ended and recorded == []
-    assert len(read_partition(bootstrap, local)) == copied  # nothing produced once deposed
+    assert copied == 1001
 
     for key in sorted(records)[1000:]:
         writer.put(key, records[key], 1, partition=0)
     writer.end_segment(0)
     writer.broadcast(ControlMessageType.END_OF_PUSH, [{"record_counts": {"0": len(records)}}])
     writer.flush()
-    second, ended, recorded = _replicate(bootstrap, source, local, 300)
-    assert ended and recorded[-1][1] is True  # END_OF_PUSH copied and acknowledged: replication is over
+    asked: list[int] = []
+    deposed = PartitionStorage(tmp_path / "deposed")  # leads when it starts, no longer by its first batch
+
+    def deposed_epochs() -> int | None:
+        asked.append(1)
+        return 1 if len(asked) <= 2 else None
+
+    _lead(bootstrap, source, local, deposed, epochs=deposed_epochs, until=lambda _rec: len(asked) > 3)
+    deposed.close()
+    assert len(read_partition(bootstrap, local)) == copied  # nothing produced once deposed
+
+    second = PartitionStorage(tmp_path / "second")
+    task, recorded = _lead(bootstrap, source, local, second, recorded=300)
+    assert task.error is None and task.completed, task.error
+    assert recorded[-1][2] is True  # END_OF_PUSH produced and acknowledged: replication is over
+    assert task.stats.duplicates == 1001 - 300
     source_messages = read_partition(bootstrap, source)
     assert read_partition(bootstrap, local) == source_messages[:1001] + through_end_of_push(source_messages[300:])
 
-    storage = PartitionStorage(tmp_path / "p0")
-    task, reports = _ingest(bootstrap, local, storage)
+    follower = PartitionStorage(tmp_path / "follower")
+    task, reports = _ingest(bootstrap, local, follower)
     assert task.error is None and task.completed, task.error
     assert reports[-1][0] is ExecutionStatus.COMPLETED and reports[-1][2] == len(records)
     assert task.stats.duplicates == 1001 - 300
-    for key, value in records.items():
-        assert storage.get(key) == SCHEMA_ID.pack(1) + value
-    storage.close()
+    for storage in (second, follower):
+        for key, value in records.items():
+            assert storage.get(key) == SCHEMA_ID.pack(1) + value
+        storage.close()

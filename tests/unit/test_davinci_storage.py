@@ -97,6 +97,8 @@ def test_state_round_trips_without_the_dictionary_and_corruption_is_detected() -
     assert IngestionCheckpoint.decode(raw) == STATE
     real_time = RealTimeCheckpoint({("dc-0.s_rt", 0): 5, ("dc-1.s_rt", 0): 9}, {}, applied=12, ready=True)
     assert IngestionCheckpoint.decode(replace(STATE, real_time=real_time).encode()).real_time == real_time
+    leader = replace(STATE, upstream_next=1001)  # a leader's: the source topic's position beside the region's
+    assert IngestionCheckpoint.decode(leader.encode()) == leader and STATE.upstream_next is None
     flipped = bytearray(raw)
     flipped[-3] ^= 0x01
     for bad, reason in [

@@ -64,7 +64,7 @@ def test_batched_loop_exact_data_with_a_retried_writer(tmp_path: Path) -> None:
     feed = [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(first + retry + eop)]
     storage = PartitionStorage(tmp_path / "p0")
     task = PartitionIngestionTask("unused", "t", 0, storage, lambda *_: None, "test")
-    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
+    task._follow(task._batch_phase(IngestionCheckpoint()), FakeConsumer(feed), threading.Event())
     assert task.completed and task.stats.records == len(puts)
     assert task.stats.duplicates == 7001  # the retry's START_OF_SEGMENT and its first 7000 records
     for key, value in puts:
@@ -207,7 +207,7 @@ def test_runs_of_puts_ingest_exactly_as_one_message_at_a_time(
         checkpoint = IngestionCheckpoint(start_of_push=StartOfPush(sorted=True) if sorted_push else None)
         error = None
         try:
-            task._consume_to_end_of_push(_RandomBatches(feed, random.Random(seed)), checkpoint, threading.Event())
+            task._follow(task._batch_phase(checkpoint), _RandomBatches(feed, random.Random(seed)), threading.Event())
         except Exception as exc:  # noqa: BLE001 - a verdict to compare, not a failure of this test
             error = repr(exc)
         stats = (task.stats.records, task.stats.duplicates, task.stats.offset)
@@ -257,7 +257,7 @@ def test_a_partitions_first_and_last_batches_go_as_runs() -> None:
             commits.append(batch)
 
     task = PartitionIngestionTask("unused", "t", 0, Store(True, False), lambda *_: None, "test")
-    task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())  # 3 batches of 5,000
+    task._follow(task._batch_phase(IngestionCheckpoint()), FakeConsumer(feed), threading.Event())  # 3 batches of 5,000
     assert task.completed and task.stats.records == len(puts)
     assert all(not batch.puts for batch in commits)  # nothing went one put at a time
     keys = list(chain.from_iterable(run.keys() for batch in commits for run in batch.runs))

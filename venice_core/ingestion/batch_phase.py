@@ -11,7 +11,7 @@ A gap or a bad checksum fails the partition with a clear error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import methodcaller
 from typing import Generic
 
@@ -84,6 +84,26 @@ class BatchPhase(Generic[Batch]):
         self.committer = Committer(storage, storage.commit_every_messages, storage.commit_every_seconds)
         self.start_of_push = checkpoint.start_of_push
         self._sorted(checkpoint.sorted_push)
+        # Where the replica is in the region's version topic, and, while it leads outside the source region, in the
+        # source region's (`ingestion.leader`): `stats.offset` follows the topic it takes from.
+        self.next_offset = checkpoint.next_offset
+        self.upstream_next = checkpoint.upstream_next
+        self.before_commit: Callable[[], None] | None = None  # a leader's: its records acknowledged first
+
+    @property
+    def leading(self) -> bool:
+        return self.before_commit is not None
+
+    def lead(self, upstream_next: int, before_commit: Callable[[], None]) -> None:
+        """Take from the source region's topic from `upstream_next`, `before_commit` called before each commit."""
+        self.upstream_next, self.before_commit = upstream_next, before_commit
+        self.stats.offset = upstream_next - 1
+
+    def follow(self) -> None:
+        """Take from the region's topic again, where this replica stopped following (what it produced while it
+        led is read again there, and dropped as duplicates)."""
+        self.before_commit = None
+        self.stats.offset = self.next_offset - 1
 
     def take(self, consumed: Sequence[ConsumedMessage]) -> IngestionCheckpoint | None:
         """A consumed batch, in order: END_OF_PUSH's checkpoint once it is committed (what follows it is left)."""
@@ -100,9 +120,12 @@ class BatchPhase(Generic[Batch]):
                 return end_of_push
         return None
 
-    def commit_if_due(self, now: float) -> None:
+    def commit_if_due(self, now: float) -> bool:
+        """Commit if due: whether it did."""
         if self.committer.due(now):
             self._commit()
+            return True
+        return False
 
     def commit_rest(self) -> None:
         """What is uncommitted, at a stop."""
@@ -229,8 +252,14 @@ class BatchPhase(Generic[Batch]):
         return self._commit(end_of_push=True, end_of_push_time_ms=raw.timestamp()[1])
 
     def _commit(self, end_of_push: bool = False, end_of_push_time_ms: int | None = None) -> IngestionCheckpoint:
+        if self.before_commit is not None:
+            self.before_commit()
+            self.upstream_next = self.stats.offset + 1
+        else:
+            self.next_offset, self.upstream_next = self.stats.offset + 1, None
         checkpoint = IngestionCheckpoint(
-            next_offset=self.stats.offset + 1,
+            next_offset=self.next_offset,
+            upstream_next=self.upstream_next,
             div=self.validator.state(),
             start_of_push=self.start_of_push,
             end_of_push=end_of_push,

@@ -1,6 +1,7 @@
 """Ingest one partition of a version topic into a `storage.api.PartitionStore` (a region server replica's RocksDB, a
-Da Vinci client's RocksDB or DuckDB). A region's replicas all ingest the region's own version topic; what a leader
-does besides is `replication.Replicator`'s.
+Da Vinci client's RocksDB or DuckDB). A region's replicas ingest the region's own version topic, but for the
+partition's leader outside the source region, which takes the source region's and produces it on to its own
+(`leader`), and may change role at any time before END_OF_PUSH.
 
 The task runs the partition's phases: the batch phase (`batch_phase.BatchPhase`: the version topic up to
 END_OF_PUSH), then, for a hybrid version, the real-time phase (`real_time.RealTimeIngestion`), retried from its
@@ -17,12 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from venice_core.ingestion.batch_phase import BatchPhase
+from venice_core.ingestion.leader import Leading, LocalCopy, ReplicationError
 from venice_core.ingestion.messages import MessageSource, message_source
 from venice_core.ingestion.real_time import HybridIngestion, RealTimeIngestion, Reporter
 from venice_core.ingestion.stats import IngestionStats
@@ -56,6 +59,7 @@ class PartitionIngestionTask(Generic[Batch]):
         consumer_group: str,
         hybrid: HybridIngestion | None = None,
         leads: Callable[[], bool] | None = None,
+        leading: Leading | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -65,6 +69,7 @@ class PartitionIngestionTask(Generic[Batch]):
         self.consumer_group = consumer_group
         self.hybrid = hybrid
         self.leads = leads  # a replicated region's replica: whether it leads its partition (`real_time`)
+        self.leading = leading  # outside the source region: the batch phase as its partition's leader (`leader`)
         self.real_time: RealTimeIngestion[Batch] | None = None
         self.stats = IngestionStats()
         self.error: str | None = None
@@ -92,29 +97,136 @@ class PartitionIngestionTask(Generic[Batch]):
         self._after_end_of_push(checkpoint, stop)
 
     def _run_batch_phase(self, checkpoint: IngestionCheckpoint, stop: threading.Event) -> IngestionCheckpoint | None:
-        """The batch phase with a consumer of its own: END_OF_PUSH's checkpoint, or None (stopped, or failed and
-        reported)."""
-        if checkpoint.next_offset:
+        """The batch phase, following the region's version topic or, while this replica leads outside the source
+        region, taking the source region's and producing it on (`ingestion.leader`): END_OF_PUSH's checkpoint, or
+        None (stopped, or failed and reported)."""
+        if checkpoint.next_offset or checkpoint.upstream_next:
             log.info(
                 "resuming %s[%d] from its checkpoint at offset %d (%d records)",
                 self.topic,
                 self.partition,
-                checkpoint.next_offset,
+                checkpoint.next_offset if checkpoint.upstream_next is None else checkpoint.upstream_next,
                 checkpoint.records,
             )
-        start = checkpoint.next_offset
-        consumer = Consumer(client_config(self.bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
-        consumer.assign([TopicPartition(self.topic, self.partition, start)])
+        phase = self._batch_phase(checkpoint)
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
         try:
-            return self._consume_to_end_of_push(message_source(consumer), checkpoint, stop)
-        except (DataIntegrityError, ProtocolError) as exc:
+            while not stop.is_set():
+                epoch = self._leader_epoch()
+                if epoch is not None:
+                    end_of_push = self._lead(phase, epoch, stop)
+                else:
+                    with self._consuming(self.bootstrap, self.topic, phase.next_offset) as source:
+                        end_of_push = self._follow(phase, source, stop)
+                if end_of_push is not None:
+                    return end_of_push
+        except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
             self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
             log.exception("ingestion of %s[%d] failed", self.topic, self.partition)
             self._fail(f"unexpected {type(exc).__name__}: {exc}")
+        return None
+
+    def _leader_epoch(self) -> int | None:
+        return None if self.leading is None else self.leading.epoch()
+
+    def _batch_phase(self, checkpoint: IngestionCheckpoint) -> BatchPhase[Batch]:
+        return BatchPhase(
+            self.storage,
+            self.partition,
+            self.stats,
+            checkpoint,
+            stamp_writes=self.hybrid is not None,
+            source=f"{self.topic}[{self.partition}]",
+        )
+
+    @contextmanager
+    def _consuming(self, bootstrap: str, topic: str, offset: int) -> Iterator[MessageSource]:
+        consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
+        try:
+            consumer.assign([TopicPartition(topic, self.partition, offset)])
+            yield message_source(consumer)
         finally:
             consumer.close()
+
+    def _follow(
+        self, phase: BatchPhase[Batch], source: MessageSource, stop: threading.Event, until: int | None = None
+    ) -> IngestionCheckpoint | None:
+        """The region's version topic (`source`, from where this replica is in it): END_OF_PUSH's checkpoint once
+        committed; None once stopped, once this replica leads or, given `until`, once it has taken everything
+        before that offset (what was taken is committed)."""
+        phase.follow()
+        last_report = time.monotonic()
+        while not stop.is_set():
+            if until is None and self._leader_epoch() is not None:
+                break
+            if until is not None and self.stats.offset + 1 >= until:
+                break
+            end_of_push = phase.take(source.consume(num_messages=CONSUME_BATCH, timeout=0.2))
+            if end_of_push is not None:
+                self.completed = True  # only once committed: a Da Vinci client serves the version on it
+                return end_of_push
+            now = time.monotonic()
+            phase.commit_if_due(now)
+            if now - last_report >= REPORT_EVERY_SECONDS:
+                self._report_progress(source, self.topic)
+                last_report = now
+        phase.commit_rest()
+        return None
+
+    def _lead(self, phase: BatchPhase[Batch], epoch: int, stop: threading.Event) -> IngestionCheckpoint | None:
+        """Lead the partition under `epoch`: the source region's version topic taken and produced on to the
+        region's, from this replica's own upstream position or, at first, its predecessor's once the region's topic
+        is read up to its end. END_OF_PUSH's checkpoint once committed (and recorded: the replication is over); None
+        once stopped or deposed (what was taken is acknowledged and committed)."""
+        assert self.leading is not None
+        start = phase.upstream_next
+        if start is None:  # it followed until now: the region's topic first, as far as it went when it took over
+            local_end = self._end_offset(self.bootstrap, self.topic)
+            if local_end > phase.next_offset:
+                with self._consuming(self.bootstrap, self.topic, phase.next_offset) as local:
+                    end_of_push = self._follow(phase, local, stop, until=local_end)
+                if end_of_push is not None or stop.is_set() or self._leader_epoch() != epoch:
+                    return end_of_push
+            start = self.leading.recorded()
+        upstream = self.leading.upstream
+        copy = LocalCopy(self.bootstrap, self.topic, self.partition)
+        phase.lead(start, copy.flush)
+        log.info("leading %s[%d] from source offset %d (epoch %d)", self.topic, self.partition, start, epoch)
+        try:
+            with self._consuming(upstream.bootstrap, upstream.topic, start) as source:
+                return self._copy(phase, source, copy, epoch, stop)
+        finally:
+            copy.close()
+            phase.follow()
+
+    def _copy(
+        self, phase: BatchPhase[Batch], source: MessageSource, copy: LocalCopy, epoch: int, stop: threading.Event
+    ) -> IngestionCheckpoint | None:
+        """`_lead`'s loop: each consumed batch produced on, then taken."""
+        assert self.leading is not None
+        last_report = time.monotonic()
+        while not stop.is_set():
+            messages = source.consume(num_messages=CONSUME_BATCH, timeout=0.2)
+            if self._leader_epoch() != epoch:  # fenced: nothing more produced
+                log.warning("no longer leading %s[%d]: nothing more produced", self.topic, self.partition)
+                break
+            copy.produce(messages)
+            end_of_push = phase.take(messages)  # committed after its records are acknowledged
+            if end_of_push is not None:
+                self.completed = True
+                self.leading.record(epoch, phase.upstream_next or 0, True)
+                log.info("%s[%d] replicated up to END_OF_PUSH", self.topic, self.partition)
+                return end_of_push
+            now = time.monotonic()
+            if phase.commit_if_due(now) and not self.leading.record(epoch, phase.upstream_next or 0, False):
+                log.warning("%s[%d] has another leader now", self.topic, self.partition)
+                stop.wait(1.0)  # until the next sync says so too
+                break
+            if now - last_report >= REPORT_EVERY_SECONDS:
+                self._report_progress(source, self.leading.upstream.topic)
+                last_report = now
+        phase.commit_rest()
         return None
 
     def _after_end_of_push(self, checkpoint: IngestionCheckpoint, stop: threading.Event) -> None:
@@ -166,37 +278,17 @@ class PartitionIngestionTask(Generic[Batch]):
         log.error("ingestion failed: %s", self.error)
         self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
 
-    def _consume_to_end_of_push(
-        self, consumer: MessageSource, checkpoint: IngestionCheckpoint, stop: threading.Event
-    ) -> IngestionCheckpoint | None:
-        """The version topic from `checkpoint` up to END_OF_PUSH: its checkpoint once committed (the partition is
-        complete), None if stopped before it (what was taken is committed)."""
-        phase = BatchPhase(
-            self.storage,
-            self.partition,
-            self.stats,
-            checkpoint,
-            stamp_writes=self.hybrid is not None,
-            source=f"{self.topic}[{self.partition}]",
-        )
-        last_report = time.monotonic()
-        while not stop.is_set():
-            end_of_push = phase.take(consumer.consume(num_messages=CONSUME_BATCH, timeout=0.2))
-            if end_of_push is not None:
-                self.completed = True  # only once committed: a Da Vinci client serves the version on it
-                return end_of_push
-            now = time.monotonic()
-            phase.commit_if_due(now)
-            if now - last_report >= REPORT_EVERY_SECONDS:
-                self._report_progress(consumer)
-                last_report = now
-        phase.commit_rest()
-        return None
+    def _end_offset(self, bootstrap: str, topic: str) -> int:
+        consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, self.partition), timeout=10)[1])
+        finally:
+            consumer.close()
 
-    def _report_progress(self, consumer: MessageSource) -> None:
+    def _report_progress(self, consumer: MessageSource, topic: str) -> None:
         try:  # the end offset is for the lag metric only: a slow answer under load keeps the previous value
-            tp = TopicPartition(self.topic, self.partition)
+            tp = TopicPartition(topic, self.partition)
             self.stats.end_offset = consumer.get_watermark_offsets(tp, timeout=1.0, cached=False)[1]
         except KafkaException as exc:
-            log.debug("end offset of %s[%d] unavailable: %s", self.topic, self.partition, exc)
+            log.debug("end offset of %s[%d] unavailable: %s", topic, self.partition, exc)
         self.report(ExecutionStatus.PROGRESS, self.stats.offset, self.stats.records, "")

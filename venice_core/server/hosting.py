@@ -1,5 +1,6 @@
 """What a region-server instance hosts: the versions and partitions the region's placement gives it, one ingestion
-task per replica (every replica ingests the region's own version topic; for a hybrid version, after END_OF_PUSH, the
+task per replica (every replica ingests the region's own version topic, but a partition's leader outside the source
+region, which takes the source region's and produces it on; for a hybrid version, after END_OF_PUSH, the
 region's real-time topics, the partition's leader writing the winners on), each replica's status reported to the
 metadata store, the storage of replicas placed elsewhere and of versions killed or retired dropped, and what it has on
 disk but does not hold (spare) offered back to the region's coordinator."""
@@ -20,6 +21,7 @@ from venice_core.config import ClusterConfig, RegionConfig
 from venice_core.controller import instances, placement
 from venice_core.controller import versions as controller
 from venice_core.controller.placement import PartitionKey
+from venice_core.ingestion.leader import Leading
 from venice_core.ingestion.real_time import HybridIngestion, Reporter
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.meta import MetadataStore
@@ -74,10 +76,11 @@ class Hosting:
         meta: MetadataStore,
         owner: str,
         leads: Callable[[PartitionKey], Callable[[], bool]],
+        leading: Callable[[PartitionKey], Leading | None],
         dictionary: Callable[[str, int], bytes],
     ) -> None:
         self.config, self.region, self.instance, self.meta, self.owner = config, region, instance, meta, owner
-        self._leads, self._dictionary = leads, dictionary
+        self._leads, self._leading, self._dictionary = leads, leading, dictionary
         self.hosted: dict[VersionKey, HostedVersion] = {}
         self.started = time.monotonic()
         self.spare: set[PartitionKey] = set()  # partitions with data on disk this instance does not hold (yet)
@@ -188,9 +191,11 @@ class Hosting:
         for key in list(self.hosted):
             self._unhost(key, destroy=False)
 
-    def hosts(self, key: PartitionKey) -> bool:
-        """Whether this instance hosts the partition's version."""
-        return key[:2] in self.hosted
+    def completed(self, key: PartitionKey) -> bool:
+        """Whether this instance holds the partition with END_OF_PUSH committed."""
+        hosted = self.hosted.get(key[:2])
+        held = None if hosted is None else hosted.partitions.get(key[2])
+        return held is not None and held.task.completed
 
     def _hybrid_ingestion(self, version: controller.VersionToHost) -> HybridIngestion | None:
         if version.hybrid is None:
@@ -255,6 +260,7 @@ class Hosting:
             f"venice-{self.region.name}-{self.instance}",
             hybrid=hosted.hybrid,
             leads=self._leads((store, number, partition)),
+            leading=self._leading((store, number, partition)),
         )
         stop = threading.Event()
         thread = threading.Thread(

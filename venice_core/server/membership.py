@@ -1,21 +1,22 @@
 """A region-server instance's membership of its region: its registration and lease in the metadata store (renewed
-every second), the replicas the region's placement assigns it as of the last sync, and, outside the source region, a
-`Replicator` for each partition it leads (a leader produces only while its lease runs)."""
+every second), the replicas the region's placement assigns it as of the last sync, and, outside the source region,
+what each of its replicas asks to lead its partition (`ingestion.leader.Leading`: a leader produces only under its
+epoch while its lease runs)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig, RegionConfig
 from venice_core.controller import instances, placement
 from venice_core.controller.placement import Assignment, PartitionKey
 from venice_core.errors import VeniceError
-from venice_core.ingestion.replication import Replicator
+from venice_core.ingestion.leader import Leading, Upstream
 from venice_core.meta import MetadataStore
 
 log = logging.getLogger("venice_core.server.region_server")  # the server's one logger: its lines as they were
@@ -27,15 +28,6 @@ LEASE_SAFETY_SECONDS = 1.0
 
 class InstanceTakenOver(VeniceError):
     """Another process renewed this instance's registration: this one stops."""
-
-
-@dataclass
-class Leadership:
-    """A partition this instance leads outside the source region: its replicator's thread."""
-
-    epoch: int
-    stop: threading.Event
-    thread: threading.Thread
 
 
 class Membership:
@@ -53,7 +45,6 @@ class Membership:
         self.config, self.region, self.instance, self.meta = config, region, instance, meta
         self.owner = instances.owner_token()  # this process's token on the instance's lease
         self.assignments: dict[PartitionKey, Assignment] = {}
-        self.leading: dict[PartitionKey, Leadership] = {}
         self.lease_until = 0.0  # monotonic: a leader produces only before it
         self._lapsed = threading.Event()  # the lease ran out, then was renewed: leaderships unknown until resynced
         self._taken_over = taken_over
@@ -136,8 +127,8 @@ class Membership:
 
     def needs_sync(self) -> bool:
         """Whether this instance's own state asks for a sync, whatever the metadata store says: its lease lapsed
-        (leaderships to read afresh), or a replicator stopped (to start again from its progress)."""
-        return self._lapsed.is_set() or any(not lead.thread.is_alive() for lead in self.leading.values())
+        (leaderships to read afresh)."""
+        return self._lapsed.is_set()
 
     def sync_assignments(self) -> dict[PartitionKey, Assignment]:
         """Read this instance's assignments afresh (a lapsed lease is trusted again from them)."""
@@ -162,58 +153,38 @@ class Membership:
         return leads
 
     # leadership
-    def _lead(self, assignment: Assignment) -> None:
-        """Replicate a partition this instance leads outside the source region, from its predecessor's progress."""
-        key = (assignment.store, assignment.number, assignment.partition)
-        source = self.config.region(self.config.source_region)
-        epoch = assignment.epoch
+    def leader_epoch(self, key: PartitionKey) -> int | None:
+        """The epoch this instance leads the partition under, its lease running; None if it does not lead it."""
+        assignment = self.assignments.get(key)
+        if assignment is None or not assignment.leader or not self.holds_lease():
+            return None
+        return assignment.epoch
 
-        def record(position: int, replicated: bool) -> bool:
-            return placement.record_progress(self.meta, *key[:2], self.region.name, key[2], epoch, position, replicated)
-
-        replicator = Replicator(
-            source.kafka_bootstrap,
-            source.version_topic(assignment.store, assignment.number),
-            self.region.kafka_bootstrap,
-            self.region.version_topic(assignment.store, assignment.number),
-            assignment.partition,
-            assignment.progress,
-            self.leads(key, epoch),
-            record,
-        )
-        stop = threading.Event()
-
-        def run() -> None:
-            try:
-                replicator.run(stop)
-            except Exception as exc:  # noqa: BLE001 - a ReplicationError or any other: led again from its progress
-                log.error("replication of %s v%d p%d failed: %s", *key, exc)
-
-        thread = threading.Thread(target=run, daemon=True, name=f"lead-{key[0]}-v{key[1]}-p{key[2]}")
-        self.leading[key] = Leadership(epoch, stop, thread)
-        thread.start()
-
-    def sync_leadership(self, hosts: Callable[[PartitionKey], bool]) -> None:
-        """Stop the replicators of partitions no longer led (under their epoch); start one for each partition led,
-        not yet replicated, of a version this instance `hosts`."""
-        for key, leadership in list(self.leading.items()):
-            assignment = self.assignments.get(key)
-            over = not leadership.thread.is_alive()
-            if over or assignment is None or not assignment.leader or assignment.epoch != leadership.epoch:
-                if not over:
-                    log.warning(
-                        "no longer leading %s v%d p%d (epoch %d): its replication stops", *key, leadership.epoch
-                    )
-                leadership.stop.set()
-                if not over:
-                    leadership.thread.join(timeout=10)
-                del self.leading[key]
+    def leading(self, key: PartitionKey) -> Leading | None:
+        """What a replica of the partition asks to lead it outside the source region (None in the source region,
+        where the push writes the version topic)."""
         if self.is_source:
-            return  # the push writes the source region's version topic: its leaders replicate nothing
-        for key, assignment in self.assignments.items():
-            if assignment.leader and not assignment.replicated and key not in self.leading and hosts(key):
-                self._lead(assignment)
+            return None
+        store, number, partition = key
+        source = self.config.region(self.config.source_region)
 
-    def stop_leading(self) -> None:
-        for leadership in self.leading.values():
-            leadership.stop.set()
+        def recorded() -> int:
+            assignment = self.assignments.get(key)
+            return 0 if assignment is None else assignment.progress
+
+        def record(epoch: int, position: int, replicated: bool) -> bool:
+            return placement.record_progress(
+                self.meta, store, number, self.region.name, partition, epoch, position, replicated
+            )
+
+        upstream = Upstream(source.kafka_bootstrap, source.version_topic(store, number))
+        return Leading(upstream, functools.partial(self.leader_epoch, key), recorded, record)
+
+    def note_replicated(self, completed: Callable[[PartitionKey], bool]) -> None:
+        """A partition this instance leads whose replica took END_OF_PUSH while it followed (its predecessor
+        produced it): its replication is over (what lets the coordinator move its lead, `placement`)."""
+        if self.is_source:
+            return
+        for key, assignment in self.assignments.items():
+            if assignment.leader and not assignment.replicated and completed(key):
+                placement.record_progress(self.meta, *key[:2], self.region.name, key[2], assignment.epoch, 0, True)

@@ -4,8 +4,9 @@ It registers itself in the metadata store and renews its lease every second (`le
 metadata store which replicas the region's placement gives it (`controller.placement`; the instance holding the
 region's coordinator lease also computes that placement and picks each partition's leader) and which version of each
 store is current; it runs an ingestion task per replica it holds (every replica ingests the region's own version
-topic; for a hybrid version, after END_OF_PUSH, the region's real-time topics, the partition's leader writing the
-winners on), outside the source region a `Replicator` per partition it leads, and drops the storage of replicas
+topic but a partition's leader outside the source region, which takes the source region's topic and produces it on;
+for a hybrid version, after END_OF_PUSH, the region's real-time topics, the partition's leader writing the winners
+on), and drops the storage of replicas
 placed elsewhere and of versions killed or retired. Reads go to the store's current version; a partition this
 instance holds no ready replica of answers 503 (a routing client asks another), a store with no version in the
 region 404.
@@ -69,6 +70,7 @@ class RegionServer:
             self.meta,
             self.membership.owner,
             self.membership.leads,
+            self.membership.leading,
             lambda store, number: self.reads.required_dictionary(store, number),
         )
         self.reads = Reads(self.region, self.instance, self.meta, self.hosting.hosted)
@@ -108,7 +110,7 @@ class RegionServer:
         wanted = {(v.store, v.number): v for v in controller.versions_to_host(self.meta, region)}
         assignments = self.membership.sync_assignments()
         self.hosting.sync(wanted, assignments)
-        self.membership.sync_leadership(self.hosting.hosts)
+        self.membership.note_replicated(self.hosting.completed)
         if self.hosting.spare:  # until placed back or dropped
             self.hosting.sync_spare(set(wanted))
         current = controller.current_versions(self.meta, region)
@@ -144,7 +146,6 @@ class RegionServer:
                 self.stopping.wait(SYNC_GAP_SECONDS)  # a burst of `POST /sync`s: one sync per gap at most
         finally:
             http_server.shutdown()
-            self.membership.stop_leading()
             self.hosting.close()
             try:
                 self.membership.release()

@@ -82,13 +82,16 @@ class RealTimeCheckpoint:
 class IngestionCheckpoint:
     """How far a partition is ingested: what its store holds covers exactly this."""
 
-    next_offset: int = 0  # in the version topic
+    next_offset: int = 0  # in the region's version topic (a leader's: where it stopped following)
     div: DivState = field(default_factory=dict)  # the version topic's `protocol.div.Validator` state
     start_of_push: StartOfPush | None = None  # None until START_OF_PUSH is consumed
     end_of_push: bool = False
     records: int = 0  # PUTs stored from the version topic
     end_of_push_time_ms: int | None = None  # END_OF_PUSH's broker time: where a real-time replay rewinds from
     real_time: RealTimeCheckpoint | None = None
+    # A leader outside the source region (`ingestion.leader`): the source region's version topic taken up to here.
+    # None for a replica that last committed as a follower.
+    upstream_next: int | None = None
 
     @property
     def sorted_push(self) -> bool:
@@ -127,6 +130,8 @@ class IngestionCheckpoint:
         }
         if self.end_of_push:
             state["eop_time_ms"] = self.end_of_push_time_ms
+        if self.upstream_next is not None:
+            state["upstream"] = self.upstream_next
         if self.real_time is not None:
             state.update(self.real_time.to_json())
         return state
@@ -135,7 +140,7 @@ class IngestionCheckpoint:
     def from_json(cls, state: Mapping[str, Any]) -> IngestionCheckpoint:
         """ValueError, TypeError or AttributeError for a state that is not one."""
         sop = state.get("sop")
-        end_of_push_time = state.get("eop_time_ms")
+        end_of_push_time, upstream = state.get("eop_time_ms"), state.get("upstream")
         return cls(
             next_offset=int(state["next_offset"]),
             div=dict(state.get("div") or {}),
@@ -144,6 +149,7 @@ class IngestionCheckpoint:
             records=int(state.get("records") or 0),
             end_of_push_time_ms=None if end_of_push_time is None else int(end_of_push_time),
             real_time=RealTimeCheckpoint.from_json(state) if any(k in state for k in _REAL_TIME_KEYS) else None,
+            upstream_next=None if upstream is None else int(upstream),
         )
 
     @classmethod

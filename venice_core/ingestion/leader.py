@@ -1,0 +1,127 @@
+"""What a partition's leader does outside the source region, as Venice's leader does it: it ingests the source
+region's version topic (the upstream) into its own storage and produces each record it takes, byte for byte, to its
+region's version topic, which the region's followers ingest. Each record is consumed once by the leader, not copied
+first and then consumed again.
+
+The leader's checkpoint holds both positions in the same atomic write as its data: the upstream offset it has taken
+up to (`IngestionCheckpoint.upstream_next`) and its position in the region's topic as a follower (`next_offset`). A
+commit waits for the broker to acknowledge every record produced before it (`LocalCopy.flush`), so what a checkpoint
+covers is always in the region's topic. The leader then records that upstream position in the metadata store with
+its epoch (`Leading.record`; an old epoch's is refused): where a new leader resumes the copy.
+
+A new leader first reads the region's topic up to its end as it was when it took over, then takes the upstream from
+the position its predecessor recorded, never past what it holds itself. Records its predecessor produced after that
+position are produced again: the same bytes with the same producer GUIDs and sequence numbers, which every
+follower's DIV (and the new leader's own) drops as duplicates. The same holds for a deposed leader (paused past its
+lease) whose in-flight records land after the new leader's. Before producing each consumed batch the leader checks
+that it still leads under its epoch with its lease running (`Leading.epoch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from venice_core.ingestion.messages import ConsumedMessage
+from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessageType
+from venice_core.pubsub import PRODUCER_CONFIG, client_config
+
+FLUSH_TIMEOUT_SECONDS = 60.0
+
+
+class ReplicationError(RuntimeError):
+    """The region's version topic could not be written: the partition fails in the region (nothing is committed
+    past what the broker acknowledged)."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The source region's version topic of a version, where a leader outside the source region ingests from."""
+
+    bootstrap: str
+    topic: str
+
+
+@dataclass(frozen=True)
+class Leading:
+    """A replica outside the source region, as a possible leader of its partition: `epoch()` is the epoch it leads
+    under now (None while it follows, or its lease is not running), `recorded()` the upstream position its
+    partition's leaders last recorded, `record(epoch, position, replicated)` records its own (False: the partition
+    has another leader now)."""
+
+    upstream: Upstream
+    epoch: Callable[[], int | None]
+    recorded: Callable[[], int]
+    record: Callable[[int, int, bool], bool]
+
+
+def is_end_of_push(kafka_key: bytes, kafka_value: bytes) -> bool:
+    return (
+        kafka_key[:1] == KEY_TYPE_CONTROL
+        and len(kafka_value) > HEADER.size
+        and kafka_value[HEADER.size] == ControlMessageType.END_OF_PUSH
+    )
+
+
+class LocalCopy:
+    """The leader's producer of its region's version topic: records go out as they are taken, and `flush` (before
+    each commit) waits until the broker acknowledged them all. A failed delivery raises `ReplicationError`."""
+
+    def __init__(self, bootstrap: str, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.produced = 0
+        self._errors: list[KafkaError] = []
+        self._producer = Producer(
+            client_config(
+                bootstrap,
+                **PRODUCER_CONFIG,
+                # One delivery callback per failed message only: a callback per record costs the hot path.
+                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
+            )
+        )
+
+    def _on_delivery(self, error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            self._errors.append(error)
+
+    def produce(self, messages: Sequence[ConsumedMessage]) -> None:
+        """The consumed records in order, up to and including END_OF_PUSH (what follows it in the source topic, a
+        hybrid version's nearline winners in the source region, is not the region's to copy). Consumer errors are
+        the ingestion's to treat."""
+        producer = self._producer
+        produce, poll, topic, partition = producer.produce, producer.poll, self.topic, self.partition
+        produced = 0
+        try:
+            for raw in messages:
+                if raw.error():
+                    continue
+                key, value = raw.key() or b"", raw.value() or b""
+                while True:
+                    try:
+                        produce(topic, value, key, partition)
+                        break
+                    except BufferError:
+                        poll(0.05)
+                produced += 1
+                if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
+                    break
+        finally:
+            self.produced += produced
+        poll(0)
+        self._check()
+
+    def flush(self) -> None:
+        """Wait until every record produced is acknowledged."""
+        if self._producer.flush(FLUSH_TIMEOUT_SECONDS) > 0:
+            raise ReplicationError(f"producing to {self.topic}[{self.partition}] timed out")
+        self._check()
+
+    def close(self) -> None:
+        """What is not acknowledged by now was not committed either: it is produced again from the checkpoint."""
+        self._producer.flush(5)
+
+    def _check(self) -> None:
+        if self._errors:
+            raise ReplicationError(f"producing to {self.topic}[{self.partition}] failed: {self._errors[0].str()}")
