@@ -35,11 +35,13 @@ from venice_core.protocol.envelope import ProtocolError
 from venice_core.pubsub import CONSUMER_CONFIG, client_config
 from venice_core.storage.api import Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
+from venice_core.utils.waiting import poll_until
 
 log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5000
 REPORT_EVERY_SECONDS = 2.0
+END_OFFSET_TIMEOUT_SECONDS = 60.0
 # A real-time phase failing this long (a broker away, a topic gone) is reported ERROR; it keeps retrying.
 REAL_TIME_FAILURE_REPORT_SECONDS = 60.0
 
@@ -182,12 +184,11 @@ class PartitionIngestionTask(Generic[Batch]):
         assert self.leading is not None
         start = phase.upstream_next
         if start is None:  # it followed until now: the region's topic first, as far as it went when it took over
-            local_end = self._end_offset(self.bootstrap, self.topic)
-            if local_end > phase.next_offset:
-                with self._consuming(self.bootstrap, self.topic, phase.next_offset) as local:
-                    end_of_push = self._follow(phase, local, stop, until=local_end)
-                if end_of_push is not None or stop.is_set() or self._leader_epoch() != epoch:
-                    return end_of_push
+            with self._consuming(self.bootstrap, self.topic, phase.next_offset) as local:
+                local_end = self._end_offset(local, stop)
+                end_of_push = self._follow(phase, local, stop, until=local_end)
+            if end_of_push is not None or stop.is_set() or self._leader_epoch() != epoch:
+                return end_of_push
             start = self.leading.recorded()
         upstream = self.leading.upstream
         copy = LocalCopy(self.bootstrap, self.topic, self.partition)
@@ -278,12 +279,26 @@ class PartitionIngestionTask(Generic[Batch]):
         log.error("ingestion failed: %s", self.error)
         self.report(ExecutionStatus.ERROR, self.stats.offset, self.stats.records, self.error)
 
-    def _end_offset(self, bootstrap: str, topic: str) -> int:
-        consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": self.consumer_group}))
-        try:
-            return int(consumer.get_watermark_offsets(TopicPartition(topic, self.partition), timeout=10)[1])
-        finally:
-            consumer.close()
+    def _end_offset(self, consumer: MessageSource, stop: threading.Event) -> int:
+        """The end of the region's topic partition now, asked again while the broker cannot answer yet (a topic just
+        created has no leader for a moment); ReplicationError past END_OFFSET_TIMEOUT_SECONDS."""
+        tp, errors = TopicPartition(self.topic, self.partition), []
+
+        def ask() -> tuple[int] | None:
+            try:
+                return (int(consumer.get_watermark_offsets(tp, timeout=5.0, cached=False)[1]),)
+            except KafkaException as exc:
+                errors.append(exc)
+                return (0,) if stop.is_set() else None
+
+        def unanswered(_: object) -> Exception:
+            return ReplicationError(
+                f"the end of {self.topic}[{self.partition}] is unknown: {errors[-1] if errors else ''}"
+            )
+
+        answer = poll_until(ask, timeout=END_OFFSET_TIMEOUT_SECONDS, interval=0.5, timeout_error=unanswered)
+        assert answer is not None  # (a timeout raised)
+        return answer[0]
 
     def _report_progress(self, consumer: MessageSource, topic: str) -> None:
         try:  # the end offset is for the lag metric only: a slow answer under load keeps the previous value
