@@ -44,7 +44,7 @@ def main() -> None:
         storage = PartitionStorage(Path(tmp) / "p0")
         task = PartitionIngestionTask("unused", "bench", 0, storage, lambda *_: None, "bench")
         started = time.perf_counter()
-        task._consume_to_end_of_push(FakeConsumer(feed), IngestionCheckpoint(), threading.Event())
+        task._follow(task._batch_phase(IngestionCheckpoint()), FakeConsumer(feed), threading.Event())
         seconds = time.perf_counter() - started
         assert task.completed and task.stats.records == args.records, task.stats
         storage.close()

@@ -1,15 +1,15 @@
 """The Kafka work a rollout to several regions cannot avoid, done by confluent-kafka alone: the floor under a push's
 or a repush's ratio on this machine.
 
-A push to R regions writes its records to the source region's version topic once, and each region reads them: the
-source region consumes that topic; every other region's leader consumes it and produces each record to its own
-version topic (`ingestion.replication`). So R consumes and R produces of the same bytes, against one produce and one
-consume for the single-stream baseline. `RawRegions` runs just that, with no platform code (no Spark, no Avro, no
-DIV, no storage): one process per region, started and subscribed before the clock starts, as region servers are,
-each reading the topic the caller writes until it has every record (and, outside the source region, has flushed
-its copy). Its seconds, set against the single-stream baseline of the same run, are what confluent-kafka from
-Python with the platform's client settings takes for that work on this machine: an empirical floor under a
-rollout's ratio (not a proof), and with `spark_start_seconds` added, under a push or repush submitted to Spark.
+A push to R regions writes its records to the source region's version topic once, and each region reads them: the source
+region consumes that topic; every other region's leader consumes it and produces each record to its own version topic
+(`ingestion.leader`, which also ingests it). So R consumes and R produces of the same bytes, against one produce and one
+consume for the single-stream baseline. `RawRegions` runs just that, with no platform code (no Spark, no Avro, no DIV,
+no storage): one process per region, started and subscribed before the clock starts, as region servers are, each reading
+the topic the caller writes until it has every record (and, outside the source region, has flushed its copy). Its
+seconds, set against the single-stream baseline of the same run, are what confluent-kafka from Python with the
+platform's client settings takes for that work on this machine: an empirical floor under a rollout's ratio (not a
+proof), and with `spark_start_seconds` added, under a push or repush submitted to Spark.
 
     python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT [MIRROR_TOPIC]   (one region's process)
 """

@@ -120,7 +120,9 @@ def _lead(
         recorded_by.append((epoch, position, replicated))
         return True
 
-    leading = Leading(Upstream(bootstrap, source), epochs, lambda: recorded, record)
+    leading = Leading(
+        Upstream(bootstrap, source), epochs, lambda epoch: recorded if epochs() == epoch else None, record
+    )
     task = PartitionIngestionTask(bootstrap, local, 0, storage, lambda *_r: None, "test", leading=leading)
     stop = threading.Event()
     thread = threading.Thread(target=task.run, args=(stop,))

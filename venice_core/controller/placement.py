@@ -13,7 +13,7 @@ second; it is the only writer of `replicas` rows (an instance only updates its r
   it (the new one caught up first, so a move never leaves a partition under-replicated).
 - Each partition has one leader: kept while its instance's lease runs; otherwise the most advanced live replica
   leads, under the next epoch. A deposed leader's instance, paused past its lease, finds on waking that its lease
-  ran out and produces nothing more (`server.leadership`); records it had in flight are exact copies the new
+  ran out and produces nothing more (`ingestion.leader`); records it had in flight are exact copies the new
   leader writes again, which every consumer's DIV drops as duplicates.
 """
 

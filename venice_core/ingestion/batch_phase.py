@@ -87,7 +87,7 @@ class BatchPhase(Generic[Batch]):
         # Where the replica is in the region's version topic, and, while it leads outside the source region, in the
         # source region's (`ingestion.leader`): `stats.offset` follows the topic it takes from.
         self.next_offset = checkpoint.next_offset
-        self.upstream_next = checkpoint.upstream_next
+        self.upstream_next = self._committed_upstream = checkpoint.upstream_next
         self.before_commit: Callable[[], None] | None = None  # a leader's: its records acknowledged first
 
     @property
@@ -103,6 +103,7 @@ class BatchPhase(Generic[Batch]):
         """Take from the region's topic again, where this replica stopped following (what it produced while it
         led is read again there, and dropped as duplicates)."""
         self.before_commit = None
+        self.upstream_next = self._committed_upstream  # where a leader that took nothing would have started is none
         self.stats.offset = self.next_offset - 1
 
     def take(self, consumed: Sequence[ConsumedMessage]) -> IngestionCheckpoint | None:
@@ -257,6 +258,7 @@ class BatchPhase(Generic[Batch]):
             self.upstream_next = self.stats.offset + 1
         else:
             self.next_offset, self.upstream_next = self.stats.offset + 1, None
+        self._committed_upstream = self.upstream_next
         checkpoint = IngestionCheckpoint(
             next_offset=self.next_offset,
             upstream_next=self.upstream_next,

@@ -47,13 +47,13 @@ class Upstream:
 @dataclass(frozen=True)
 class Leading:
     """A replica outside the source region, as a possible leader of its partition: `epoch()` is the epoch it leads
-    under now (None while it follows, or its lease is not running), `recorded()` the upstream position its
-    partition's leaders last recorded, `record(epoch, position, replicated)` records its own (False: the partition
-    has another leader now)."""
+    under now (None while it follows, or its lease is not running), `recorded(epoch)` the upstream position its
+    partition's leaders last recorded (None unless it still leads under `epoch`), `record(epoch, position,
+    replicated)` records its own (False: the partition has another leader now)."""
 
     upstream: Upstream
     epoch: Callable[[], int | None]
-    recorded: Callable[[], int]
+    recorded: Callable[[int], int | None]
     record: Callable[[int, int, bool], bool]
 
 
@@ -99,8 +99,8 @@ class LocalCopy:
                     continue
                 key, value = raw.key() or b"", raw.value() or b""
                 while True:
-                    try:
-                        produce(topic, value, key, partition)
+                    try:  # with the source's timestamp: END_OF_PUSH's is where a hybrid version's replay rewinds from
+                        produce(topic, value, key, partition, timestamp=raw.timestamp()[1])
                         break
                     except BufferError:
                         poll(0.05)

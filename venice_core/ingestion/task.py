@@ -112,22 +112,47 @@ class PartitionIngestionTask(Generic[Batch]):
             )
         phase = self._batch_phase(checkpoint)
         self.report(ExecutionStatus.STARTED, self.stats.offset, self.stats.records, "")
+        failing_since: float | None = None
         try:
             while not stop.is_set():
-                epoch = self._leader_epoch()
-                if epoch is not None:
-                    end_of_push = self._lead(phase, epoch, stop)
-                else:
-                    with self._consuming(self.bootstrap, self.topic, phase.next_offset) as source:
-                        end_of_push = self._follow(phase, source, stop)
+                try:
+                    end_of_push = self._take_turn(phase, stop)
+                except ReplicationError as exc:  # leading: the region's topic not written; again from the checkpoint
+                    failing_since = failing_since or time.monotonic()
+                    phase = self._again_from_checkpoint(exc, time.monotonic() - failing_since, stop)
+                    continue
                 if end_of_push is not None:
                     return end_of_push
-        except (DataIntegrityError, ProtocolError, ReplicationError) as exc:
+                failing_since = None
+        except (DataIntegrityError, ProtocolError) as exc:
             self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - never die silently: the push waits for this partition
             log.exception("ingestion of %s[%d] failed", self.topic, self.partition)
             self._fail(f"unexpected {type(exc).__name__}: {exc}")
         return None
+
+    def _take_turn(self, phase: BatchPhase[Batch], stop: threading.Event) -> IngestionCheckpoint | None:
+        """Lead or follow, whichever this replica does now, until that changes, END_OF_PUSH or a stop."""
+        epoch = self._leader_epoch()
+        if epoch is not None:
+            return self._lead(phase, epoch, stop)
+        with self._consuming(self.bootstrap, self.topic, phase.next_offset) as source:
+            return self._follow(phase, source, stop)
+
+    def _again_from_checkpoint(
+        self, error: ReplicationError, failing: float, stop: threading.Event
+    ) -> BatchPhase[Batch]:
+        """After a leader's failed write: what was taken past the checkpoint is dropped (an open SST file is
+        ingested: the retry writes the same keys with the same values over it) and taken again, after a backoff.
+        Failing this long is reported ERROR (the push fails in the region); it keeps trying."""
+        log.warning("leading %s[%d] failed, again from its checkpoint: %s", self.topic, self.partition, error)
+        if failing >= REAL_TIME_FAILURE_REPORT_SECONDS:
+            self._fail(f"{error} (still retrying)")
+        self.storage.ingest_sst()
+        stop.wait(min(1.0 + failing, 30.0))
+        checkpoint = self.storage.checkpoint() or IngestionCheckpoint()
+        self.stats.records, self.stats.offset = checkpoint.records, checkpoint.next_offset - 1
+        return self._batch_phase(checkpoint)
 
     def _leader_epoch(self) -> int | None:
         return None if self.leading is None else self.leading.epoch()
@@ -187,9 +212,12 @@ class PartitionIngestionTask(Generic[Batch]):
             with self._consuming(self.bootstrap, self.topic, phase.next_offset) as local:
                 local_end = self._end_offset(local, stop)
                 end_of_push = self._follow(phase, local, stop, until=local_end)
-            if end_of_push is not None or stop.is_set() or self._leader_epoch() != epoch:
+            if end_of_push is not None or stop.is_set():
                 return end_of_push
-            start = self.leading.recorded()
+            recorded = self.leading.recorded(epoch)
+            if recorded is None:  # no longer its to lead
+                return None
+            start = recorded
         upstream = self.leading.upstream
         copy = LocalCopy(self.bootstrap, self.topic, self.partition)
         phase.lead(start, copy.flush)
@@ -222,7 +250,7 @@ class PartitionIngestionTask(Generic[Batch]):
             now = time.monotonic()
             if phase.commit_if_due(now) and not self.leading.record(epoch, phase.upstream_next or 0, False):
                 log.warning("%s[%d] has another leader now", self.topic, self.partition)
-                stop.wait(1.0)  # until the next sync says so too
+                poll_until(lambda: stop.is_set() or self._leader_epoch() != epoch, timeout=10, interval=0.2)
                 break
             if now - last_report >= REPORT_EVERY_SECONDS:
                 self._report_progress(source, self.leading.upstream.topic)

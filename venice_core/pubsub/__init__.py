@@ -9,7 +9,8 @@ from typing import Any
 # user's terminal (the package logger has a NullHandler), where errors are reported as one line.
 KAFKA_LOGGER = logging.getLogger("venice_core.kafka")
 
-# Idempotent, acknowledged by all replicas, batched: the writer and the native-replication copier.
+# Idempotent, acknowledged by all replicas, batched: the writers, and a leader producing what it takes on to its
+# region's version topic.
 PRODUCER_CONFIG: dict[str, Any] = {
     "enable.idempotence": True,
     "acks": "all",

@@ -168,14 +168,20 @@ class Membership:
         store, number, partition = key
         source = self.config.region(self.config.source_region)
 
-        def recorded() -> int:
+        def recorded(epoch: int) -> int | None:
             assignment = self.assignments.get(key)
-            return 0 if assignment is None else assignment.progress
+            if assignment is None or self.leader_epoch(key) != epoch:
+                return None
+            return assignment.progress
 
         def record(epoch: int, position: int, replicated: bool) -> bool:
-            return placement.record_progress(
-                self.meta, store, number, self.region.name, partition, epoch, position, replicated
-            )
+            try:
+                return placement.record_progress(
+                    self.meta, store, number, self.region.name, partition, epoch, position, replicated
+                )
+            except Exception:  # noqa: BLE001 - a position only helps a successor: its lease still fences this one
+                log.exception("cannot record the position of %s v%d p%d", *key)
+                return True
 
         upstream = Upstream(source.kafka_bootstrap, source.version_topic(store, number))
         return Leading(upstream, functools.partial(self.leader_epoch, key), recorded, record)
