@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.platform import PlatformEnv
-from tests.support.topics import read_partition, through_end_of_push
+from tests.support.topics import read_partition, read_records, through_end_of_push
 from venice_core.ingestion.leader import Leading, Upstream
 from venice_core.ingestion.task import PartitionIngestionTask
 from venice_core.model.status import ExecutionStatus
@@ -185,8 +185,11 @@ def test_a_leader_takes_the_source_topic_produces_it_on_and_a_new_one_resumes_fr
     assert task.error is None and task.completed, task.error
     assert recorded[-1][2] is True  # END_OF_PUSH produced and acknowledged: replication is over
     assert task.stats.duplicates == 1001 - 300
-    source_messages = read_partition(bootstrap, source)
-    assert read_partition(bootstrap, local) == source_messages[:1001] + through_end_of_push(source_messages[300:])
+    source_records = read_records(bootstrap, source)
+    local_records = read_records(bootstrap, local)
+    # Exact copies, with the source's timestamps (END_OF_PUSH's is where a hybrid version's replay rewinds from).
+    assert local_records == source_records[:1001] + source_records[300 : len(source_records) - 1]
+    assert [r[:2] for r in local_records[1001:]] == through_end_of_push([r[:2] for r in source_records[300:]])
 
     follower = PartitionStorage(tmp_path / "follower")
     task, reports = _ingest(bootstrap, local, follower)

@@ -50,11 +50,16 @@ class InMemoryTopics:
 
 def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[bytes, bytes]]:
     """Every record of a partition, as (key, value), up to its end offset now."""
+    return [(key, value) for key, value, _timestamp in read_records(bootstrap, topic, partition)]
+
+
+def read_records(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[bytes, bytes, int]]:
+    """Every record of a partition, as (key, value, timestamp in milliseconds), up to its end offset now."""
     consumer = Consumer(
         client_config(bootstrap, **{"group.id": "test-read", "enable.partition.eof": True, "enable.auto.commit": False})
     )
     consumer.assign([TopicPartition(topic, partition, 0)])
-    records: list[tuple[bytes, bytes]] = []
+    records: list[tuple[bytes, bytes, int]] = []
     try:
         while True:
             message = consumer.poll(10)
@@ -62,7 +67,7 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0) -> list[tuple
             if message.error():
                 assert message.error().code() == KafkaError._PARTITION_EOF, message.error().str()
                 return records
-            records.append((message.key(), message.value()))
+            records.append((message.key(), message.value(), message.timestamp()[1]))
     finally:
         consumer.close()
 
