@@ -81,9 +81,9 @@ def raw_kafka(bootstrap: str, records: list[tuple[bytes, bytes]]) -> float:
     return time.perf_counter() - started
 
 
-def produce_records(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+def produce_records(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], compression: str = "none") -> None:
     """The records to the topic, partitioned as the push partitions them, flushed (the push's producer settings)."""
-    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG, **{"compression.type": compression}))
     for key, value in records:
         raw_topology.produce(producer, topic, key, value, partition_for(key, PARTITIONS))
     assert producer.flush(120) == 0
@@ -195,7 +195,10 @@ class PushRun:
 def floor_seconds(config: ClusterConfig, records: list[tuple[bytes, bytes]]) -> float:
     """`raw_topology`: confluent-kafka alone doing the rollout's Kafka work for `records`."""
     with raw_topology.RawRegions(config, PARTITIONS, len(records)) as regions:
-        return raw_topology.timed(regions, lambda: produce_records(regions.bootstrap, regions.topic, records))
+        compression = config.kafka.producer_compression
+        return raw_topology.timed(
+            regions, lambda: produce_records(regions.bootstrap, regions.topic, records, compression)
+        )
 
 
 def one_size(

@@ -11,7 +11,7 @@ seconds, set against the single-stream baseline of the same run, are what conflu
 platform's client settings takes for that work on this machine: an empirical floor under a rollout's ratio (not a
 proof), and with `spark_start_seconds` added, under a push or repush submitted to Spark.
 
-    python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT [MIRROR_TOPIC]   (one region's process)
+    python -m bench.raw_topology region BOOTSTRAP TOPIC PARTITIONS COUNT COMPRESSION [MIRROR]   (one region's process)
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RawRegions:
         try:
             for region in config.regions:
                 command = [sys.executable, "-m", "bench.raw_topology", "region", region.kafka_bootstrap, self.topic]
-                command += [str(partitions), str(count)]
+                command += [str(partitions), str(count), config.kafka.producer_compression]
                 if region.name != source.name:
                     mirror = f"raw-{region.name}-{uuid.uuid4().hex[:8]}"
                     admin.create_topic(region.kafka_bootstrap, mirror, partitions)
@@ -90,9 +90,9 @@ class RawRegions:
                 process.stdout.close()
 
 
-def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str | None) -> None:
+def region(bootstrap: str, topic: str, partitions: int, count: int, compression: str, mirror: str | None) -> None:
     """One region's raw work: consume `topic` until `count` records have come; outside the source region, produce
-    each to `mirror` (same key, value and partition) and flush."""
+    each to `mirror` (same key, value and partition, compressed as the platform's producers are) and flush."""
     settings = {"group.id": f"raw-{uuid.uuid4().hex[:8]}", "enable.partition.eof": True}
     consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **settings))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -104,7 +104,7 @@ def region(bootstrap: str, topic: str, partitions: int, count: int, mirror: str 
                 at_end.add(partition)
     copy: tuple[Producer, str] | None = None  # outside the source region: the producer and topic of the copy
     if mirror:
-        copy = Producer(client_config(bootstrap, **PRODUCER_CONFIG)), mirror
+        copy = Producer(client_config(bootstrap, **PRODUCER_CONFIG, **{"compression.type": compression})), mirror
         copy[0].list_topics(mirror, timeout=30)  # the copy's metadata known before the clock starts
     print("ready", flush=True)
     received = 0
@@ -151,6 +151,7 @@ def spark_start_seconds(config: ClusterConfig) -> float:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (6, 7) or sys.argv[1] != "region":
+    if len(sys.argv) not in (7, 8) or sys.argv[1] != "region":
         sys.exit(__doc__.strip().splitlines()[-1])
-    region(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] if len(sys.argv) == 7 else None)
+    mirror = sys.argv[7] if len(sys.argv) == 8 else None
+    region(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], mirror)

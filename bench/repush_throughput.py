@@ -58,7 +58,9 @@ class ProtocolWriterSeed:
         return JobResult(counts, len(self.records), SCHEMA_ID)
 
 
-def raw_kafka(bootstrap: str, source_topic: str, topic: str | None = None) -> tuple[float, int, float]:
+def raw_kafka(
+    bootstrap: str, source_topic: str, topic: str | None = None, compression: str = "none"
+) -> tuple[float, int, float]:
     """Seconds for confluent-kafka to consume the source topic to its end and produce the same bytes (key and value
     as they are, same partition) to a new topic (or `topic`), flushed; the records and MB copied."""
     if topic is None:
@@ -67,7 +69,7 @@ def raw_kafka(bootstrap: str, source_topic: str, topic: str | None = None) -> tu
     ends = admin.end_offsets(bootstrap, source_topic, PARTITIONS)
     started = time.perf_counter()
     consumer = Consumer(client_config(bootstrap, **CONSUMER_CONFIG, **{"group.id": "bench-repush"}))
-    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG))
+    producer = Producer(client_config(bootstrap, **PRODUCER_CONFIG, **{"compression.type": compression}))
     consumer.assign([TopicPartition(source_topic, p, 0) for p in range(PARTITIONS)])
     copied, payload = 0, 0
     remaining = {p for p in range(PARTITIONS) if ends[p] > 0}
@@ -135,10 +137,11 @@ def main() -> None:
 
         source = config.region(config.source_region)
         source_topic = source.version_topic("bench", 1)
-        baseline_seconds, copied, payload_mb = raw_kafka(source.kafka_bootstrap, source_topic)
+        compression = config.kafka.producer_compression
+        baseline_seconds, copied, payload_mb = raw_kafka(source.kafka_bootstrap, source_topic, None, compression)
         with raw_topology.RawRegions(config, PARTITIONS, copied) as regions:
             floor_seconds = raw_topology.timed(
-                regions, lambda: raw_kafka(source.kafka_bootstrap, source_topic, regions.topic)
+                regions, lambda: raw_kafka(source.kafka_bootstrap, source_topic, regions.topic, compression)
             )
         spark_seconds = job_seconds[0]
         report(

@@ -139,3 +139,31 @@ def test_a_batch_is_written_as_each_of_its_records_would_be(monkeypatch: pytest.
     )
     with pytest.raises(PushJobError, match="duplicate key with different values"):
         push_tasks.PartitionWriter(spec, first_attempt=True).write_batch(clash, 2, allow_duplicate_key=False)
+
+
+def test_the_platforms_producer_compression_reaches_the_jobs_writers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kafka.producer.compression` set in the config is what the push and repush jobs' writers produce with (the
+    spec built on the driver, the writer on an executor); unset, librdkafka's default (none)."""
+    from types import SimpleNamespace
+
+    from venice_core.config import load_config
+    from venice_core.protocol.partitioner import DEFAULT_PARTITIONER
+    from venice_core.pubsub import writer as writer_module
+    from venice_core.spark.jobs.push import writer_spec
+    from venice_core.spark.tasks import push_tasks
+
+    configs: list[dict[str, object]] = []
+    monkeypatch.setattr(writer_module, "Producer", lambda config: configs.append(config) or _RecordingProducer())
+    spark = SimpleNamespace(conf=SimpleNamespace(get=lambda _key, default: default))
+    args = SimpleNamespace(push_job_id="job", version=1, bootstrap="", topic="topic_v1")
+    for setting, expected in ((None, "none"), ("zstd", "zstd")):
+        monkeypatch.delenv("VENICE__KAFKA_PRODUCER_COMPRESSION", raising=False)
+        if setting:
+            monkeypatch.setenv("VENICE__KAFKA_PRODUCER_COMPRESSION", setting)
+        producer_config = load_config().kafka.producer_config
+        spec = writer_spec(spark, args, 4, CompressionStrategy.NO_OP, DEFAULT_PARTITIONER, None, producer_config)
+        push_tasks.PartitionWriter(spec, first_attempt=True).write(0, b"k", b"v", 1, allow_duplicate_key=False)
+        assert configs[-1]["compression.type"] == expected
+    monkeypatch.setenv("VENICE__KAFKA_PRODUCER_COMPRESSION", "brotli")
+    with pytest.raises(ConfigError, match="kafka.producer.compression"):
+        load_config()

@@ -117,6 +117,16 @@ KAFKA_TOPIC_MIN_INSYNC_REPLICAS = _declare(
     "kafka.topic_min_insync_replicas",
     "Replicas that must have a write before the broker acknowledges it (producers send with acks=all).",
 )
+PRODUCER_COMPRESSIONS = ("none", "lz4", "zstd", "snappy", "gzip")
+KAFKA_PRODUCER_COMPRESSION = _declare(
+    "kafka.producer.compression",
+    Choice(PRODUCER_COMPRESSIONS),
+    "none",
+    "kafka.producer_compression",
+    "How version-topic producers compress record batches (librdkafka's compression.type): the push and repush "
+    "jobs, and leaders producing on to their region's version topic (and a hybrid version's winners). Brokers keep "
+    "the batches as sent; values inside stay as the store's compression left them.",
+)
 
 # -- Spark
 SPARK_MASTER = _declare(

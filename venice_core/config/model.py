@@ -43,6 +43,12 @@ class KafkaSettings:
     brokers: int
     topic_replication_factor: int
     topic_min_insync_replicas: int
+    producer_compression: str = "none"  # librdkafka's compression.type for every producer of the platform
+
+    @property
+    def producer_config(self) -> dict[str, str]:
+        """What every producer of the platform adds to `pubsub.PRODUCER_CONFIG`."""
+        return {"compression.type": self.producer_compression}
 
     def broker_port(self, node: int) -> int:
         return self.port + node

@@ -19,8 +19,8 @@ that it still leads under its epoch with its lease running (`Leading.epoch`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -55,6 +55,7 @@ class Leading:
     epoch: Callable[[], int | None]
     recorded: Callable[[int], int | None]
     record: Callable[[int, int, bool], bool]
+    producer_config: Mapping[str, str] = field(default_factory=dict)  # over `pubsub.PRODUCER_CONFIG`
 
 
 def is_end_of_push(kafka_key: bytes, kafka_value: bytes) -> bool:
@@ -69,7 +70,7 @@ class LocalCopy:
     """The leader's producer of its region's version topic: records go out as they are taken, and `flush` (before
     each commit) waits until the broker acknowledged them all. A failed delivery raises `ReplicationError`."""
 
-    def __init__(self, bootstrap: str, topic: str, partition: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partition: int, producer_config: Mapping[str, str]) -> None:
         self.topic, self.partition = topic, partition
         self.produced = 0
         self._errors: list[KafkaError] = []
@@ -78,7 +79,7 @@ class LocalCopy:
                 bootstrap,
                 **PRODUCER_CONFIG,
                 # One delivery callback per failed message only: a callback per record costs the hot path.
-                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery},
+                **{"delivery.report.only.error": True, "on_delivery": self._on_delivery, **producer_config},
             )
         )
 

@@ -24,8 +24,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -109,6 +109,7 @@ class HybridIngestion:
     local_topic: str | None  # None: nothing written on (a Da Vinci client only reads the region's topics)
     partition_count: int  # the version's
     compress: Callable[[bytes], bytes]  # the version's compression, applied to nearline values (sent uncompressed)
+    producer_config: Mapping[str, str] = field(default_factory=dict)  # the winners' producer's, over the defaults
 
     @classmethod
     def of_region(
@@ -124,7 +125,15 @@ class HybridIngestion:
         """A hybrid version's ingestion in `region`: the real-time topics of every region of `config` (each region
         ingests them all), the winners written on to `local_topic` of the region's broker."""
         sources = tuple(RealTimeSource(r.name, r.kafka_bootstrap, r.real_time_topic(store)) for r in config.regions)
-        return cls(settings, sources, region.kafka_bootstrap, local_topic, partition_count, compress)
+        return cls(
+            settings,
+            sources,
+            region.kafka_bootstrap,
+            local_topic,
+            partition_count,
+            compress,
+            config.kafka.producer_config,
+        )
 
 
 class RealTimeIngestion(Generic[Batch]):
@@ -231,7 +240,11 @@ class RealTimeIngestion(Generic[Batch]):
         if self.hybrid.local_topic is None or (self.leads is not None and not self.leads()):
             return None
         writer = VersionTopicWriter(
-            self.hybrid.local_bootstrap, self.hybrid.local_topic, self.hybrid.partition_count, uuid.uuid4().bytes
+            self.hybrid.local_bootstrap,
+            self.hybrid.local_topic,
+            self.hybrid.partition_count,
+            uuid.uuid4().bytes,
+            producer_config=dict(self.hybrid.producer_config),
         )
         writer.start_segment(self.partition)
         return writer

@@ -219,7 +219,7 @@ class PartitionIngestionTask(Generic[Batch]):
                 return None
             start = recorded
         upstream = self.leading.upstream
-        copy = LocalCopy(self.bootstrap, self.topic, self.partition)
+        copy = LocalCopy(self.bootstrap, self.topic, self.partition, self.leading.producer_config)
         phase.lead(start, copy.flush)
         log.info("leading %s[%d] from source offset %d (epoch %d)", self.topic, self.partition, start, epoch)
         try:

@@ -184,7 +184,8 @@ class Membership:
                 return True
 
         upstream = Upstream(source.kafka_bootstrap, source.version_topic(store, number))
-        return Leading(upstream, functools.partial(self.leader_epoch, key), recorded, record)
+        epoch = functools.partial(self.leader_epoch, key)
+        return Leading(upstream, epoch, recorded, record, self.config.kafka.producer_config)
 
     def note_replicated(self, completed: Callable[[PartitionKey], bool]) -> None:
         """A partition this instance leads whose replica took END_OF_PUSH while it followed (its predecessor

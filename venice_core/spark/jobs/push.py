@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ def writer_spec(
     compression: CompressionStrategy,
     partitioner: VenicePartitioner,
     dictionary: bytes | None = None,
+    producer_config: Mapping[str, str] | None = None,
 ) -> WriterSpec:
     """Where a job's tasks write (the new version's topic, as its push job, partitioned by the version's
     partitioner, compressed with its compression and a ZSTD_WITH_DICT version's dictionary), with the retry test's
@@ -97,6 +98,7 @@ def writer_spec(
         fail_after=int(spark.conf.get(FAIL_AFTER_CONF, "0")),
         stall_file=spark.conf.get(STALL_FILE_CONF, ""),
         partitioner=partitioner,
+        producer_config=tuple(sorted((producer_config or {}).items())),
     )
 
 
@@ -121,7 +123,9 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
         partitioner = load_partitioner(version.partitioner, info.key_schema, config.partitioner_classes, what)
         dictionary = version_dictionary(version.compression, args.bootstrap, args.topic)
         spec = PushTaskSpec(
-            writer=writer_spec(spark, args, partitions, version.compression, partitioner, dictionary),
+            writer=writer_spec(
+                spark, args, partitions, version.compression, partitioner, dictionary, config.kafka.producer_config
+            ),
             schema_id=schema_id,
             key_schema=info.key_schema,
             value_schema=value_schema,

@@ -72,7 +72,14 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     partitioner = load_partitioner(target.partitioner, info.key_schema, config.partitioner_classes, what)
     spec = RepushTaskSpec(
         # The writer's own compression is none: values arrive compressed for the new version already.
-        writer=push_job.writer_spec(spark, args, partitions, CompressionStrategy.NO_OP, partitioner),
+        writer=push_job.writer_spec(
+            spark,
+            args,
+            partitions,
+            CompressionStrategy.NO_OP,
+            partitioner,
+            producer_config=config.kafka.producer_config,
+        ),
         source_topic=args.source_topic,
         source_bootstrap=args.source_bootstrap,
         source_compression=source.compression,

@@ -30,6 +30,7 @@ class WriterSpec:
     # The version's partitioner, loaded on the driver from the allowed classes and shipped to the executors, which
     # import its class by name when they unpickle it (`venice_core`'s own travel in the job's package).
     partitioner: VenicePartitioner = DEFAULT_PARTITIONER
+    producer_config: tuple[tuple[str, str], ...] = ()  # the platform's producer settings (`kafka.producer.*`)
 
 
 @dataclass(frozen=True)

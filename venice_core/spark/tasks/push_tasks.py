@@ -81,7 +81,9 @@ class PartitionWriter:
         spec = self.spec
         # A GUID per Kafka partition derived from the push job id: a retried task writes as the same producer.
         guid = deterministic_guid(spec.push_job_id, spec.version, partition)
-        self.writer = VersionTopicWriter(spec.bootstrap, spec.topic, spec.partitions, guid)
+        self.writer = VersionTopicWriter(
+            spec.bootstrap, spec.topic, spec.partitions, guid, producer_config=dict(spec.producer_config)
+        )
         self.writer.start_segment(partition)
         self.partition, self.previous = partition, None
         self.counts[partition] = 0
