@@ -143,7 +143,7 @@ def test_a_batch_is_written_as_each_of_its_records_would_be(monkeypatch: pytest.
 
 def test_the_platforms_producer_compression_reaches_the_jobs_writers(monkeypatch: pytest.MonkeyPatch) -> None:
     """`kafka.producer.compression` set in the config is what the push and repush jobs' writers produce with (the
-    spec built on the driver, the writer on an executor); unset, librdkafka's default (none)."""
+    spec built on the driver, the writer on an executor); unset, lz4."""
     from types import SimpleNamespace
 
     from venice_core.config import load_config
@@ -156,7 +156,7 @@ def test_the_platforms_producer_compression_reaches_the_jobs_writers(monkeypatch
     monkeypatch.setattr(writer_module, "Producer", lambda config: configs.append(config) or _RecordingProducer())
     spark = SimpleNamespace(conf=SimpleNamespace(get=lambda _key, default: default))
     args = SimpleNamespace(push_job_id="job", version=1, bootstrap="", topic="topic_v1")
-    for setting, expected in ((None, "none"), ("zstd", "zstd")):
+    for setting, expected in ((None, "lz4"), ("zstd", "zstd"), ("none", "none")):
         monkeypatch.delenv("VENICE__KAFKA_PRODUCER_COMPRESSION", raising=False)
         if setting:
             monkeypatch.setenv("VENICE__KAFKA_PRODUCER_COMPRESSION", setting)

@@ -43,7 +43,7 @@ class KafkaSettings:
     brokers: int
     topic_replication_factor: int
     topic_min_insync_replicas: int
-    producer_compression: str = "none"  # librdkafka's compression.type for every producer of the platform
+    producer_compression: str = "lz4"  # librdkafka's compression.type for the platform's version-topic producers
 
     @property
     def producer_config(self) -> dict[str, str]:

@@ -98,9 +98,12 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     )  # fixed here, on the driver: a retried task reads exactly the same records
     same_partitions = source.partition_count == partitions and source.partitioner == target.partitioner
     if same_partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
-        # One task per source partition with records: spark.range's ids index the ranges.
+        # A task per core, each given its share of the source partitions (spark.range's ids index the ranges),
+        # reading the next while it writes one: every partition in flight at once within the job's cores, where a
+        # task per partition ran them in waves of as many as the cores.
         spec = replace(spec, ranges=tuple(SourceRange(r.partition, r.start, r.end) for r in ranges))
-        tasks = spark.range(0, len(ranges), 1, max(1, len(ranges)))
+        slots = max(1, min(len(ranges), spark.sparkContext.defaultParallelism))
+        tasks = spark.range(0, len(ranges), 1, slots)
         written = tasks.mapInArrow(lambda batches: repush_partitions(batches, spec), WRITTEN_SCHEMA).collect()
         plan = "map-only"
     else:

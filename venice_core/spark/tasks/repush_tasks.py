@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from venice_core.errors import PushJobError
@@ -235,17 +236,30 @@ def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
 
     A partition whose records are plain (`_read_partition`: PUTs only, keys already strictly increasing, as a push
     or an earlier repush wrote them) has nothing to compact or sort: its records are copied as they are stored
-    (TTL and re-compression applied). Any other partition is grouped by key in memory and compacted."""
+    (TTL and re-compression applied). Any other partition is grouped by key in memory and compacted.
+
+    A task given several partitions reads the next one while it writes one (a thread of its own: the read waits on
+    the broker, and librdkafka leaves the GIL meanwhile), so its reads and writes overlap; at most two partitions
+    are held at once."""
     compactor = Compactor(spec)
     writer = task_writer(spec.writer)
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            source = spec.ranges[index]
-            messages, plain = _read_partition(spec, source.partition, source.start, source.end)
+    sources = [spec.ranges[index] for batch in batches for index in batch.column(0).to_pylist()]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="repush-read") as reader:
+
+        def read(at: int) -> Future[tuple[list[tuple[bytes, bytes, int]], bool]]:
+            source = sources[at]
+            return reader.submit(_read_partition, spec, source.partition, source.start, source.end)
+
+        upcoming = read(0) if sources else None
+        for at, source in enumerate(sources):
+            assert upcoming is not None
+            messages, plain = upcoming.result()
+            upcoming = read(at + 1) if at + 1 < len(sources) else None
             if plain:
                 _copy_plain(messages, source.partition, spec, compactor, writer)
             else:
                 _compact_partition(messages, source.partition, spec, compactor, writer)
+            del messages
     writer.finish()
     yield _written(writer, compactor)
 
