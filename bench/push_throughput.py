@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -158,6 +159,14 @@ def timed_push(config: ClusterConfig, meta: MetadataStore, data: Path, confs: di
     return timed_rollout(config, lambda said: push(config, meta, "bench", str(data), confs=confs, progress=said))
 
 
+def spark_submit_reaped() -> None:
+    """Wait until the spark-submit a push went on without (`rollout.local`: it stops in a reaper thread) is reaped:
+    only then do this process's children's figures hold its CPU (they read 0.0 in runs that measured first)."""
+    for thread in threading.enumerate():
+        if thread.name == "spark-submit-reaper":
+            thread.join(timeout=120)
+
+
 def timed_rollout(config: ClusterConfig, rollout: Callable[[Callable[[str], None]], object]) -> PushRun:
     """A push or repush run in this process (`rollout(progress)`), with the core-seconds of each process of the
     platform and its own (the spark-submit it waits for among them), and its progress lines."""
@@ -170,6 +179,7 @@ def timed_rollout(config: ClusterConfig, rollout: Callable[[Callable[[str], None
     started = time.perf_counter()
     rollout(lambda line: marks.append((time.perf_counter(), line)))
     seconds = time.perf_counter() - started
+    spark_submit_reaped()
     children, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
     cpu["spark-submit (JVM + Python workers)"] = (
@@ -300,6 +310,7 @@ def _timed_push(
     started = time.perf_counter()
     push(config, meta, "bench", str(data), confs=confs)
     seconds = time.perf_counter() - started
+    spark_submit_reaped()
     cpu: dict[str, float] = {}
     for name, pid in pids.items():
         cpu[_kind(name)] = cpu.get(_kind(name), 0.0) + tree_cpu_seconds(pid) - before[name]
