@@ -28,7 +28,9 @@ from venice_core.ingestion.messages import ConsumedMessage
 from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessageType
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
 
-FLUSH_TIMEOUT_SECONDS = 60.0
+# Within hosting's wait for a stopped partition (30 s): a commit waiting on a broker that is away fails instead, and
+# the partition is taken again from its checkpoint.
+FLUSH_TIMEOUT_SECONDS = 20.0
 
 
 class ReplicationError(RuntimeError):
@@ -103,8 +105,9 @@ class LocalCopy:
                     try:  # with the source's timestamp: END_OF_PUSH's is where a hybrid version's replay rewinds from
                         produce(topic, value, key, partition, timestamp=raw.timestamp()[1])
                         break
-                    except BufferError:
+                    except BufferError:  # the local queue full: deliveries drain it, or fail (a broker away)
                         poll(0.05)
+                        self._check()
                 produced += 1
                 if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
                     break
