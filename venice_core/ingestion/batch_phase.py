@@ -90,10 +90,6 @@ class BatchPhase(Generic[Batch]):
         self.upstream_next = self._committed_upstream = checkpoint.upstream_next
         self.before_commit: Callable[[], None] | None = None  # a leader's: its records acknowledged first
 
-    @property
-    def leading(self) -> bool:
-        return self.before_commit is not None
-
     def lead(self, upstream_next: int, before_commit: Callable[[], None]) -> None:
         """Take from the source region's topic from `upstream_next`, `before_commit` called before each commit."""
         self.upstream_next, self.before_commit = upstream_next, before_commit

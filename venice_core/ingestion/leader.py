@@ -74,7 +74,6 @@ class LocalCopy:
 
     def __init__(self, bootstrap: str, topic: str, partition: int, producer_config: Mapping[str, str]) -> None:
         self.topic, self.partition = topic, partition
-        self.produced = 0
         self._errors: list[KafkaError] = []
         self._producer = Producer(
             client_config(
@@ -95,24 +94,19 @@ class LocalCopy:
         the ingestion's to treat."""
         producer = self._producer
         produce, poll, topic, partition = producer.produce, producer.poll, self.topic, self.partition
-        produced = 0
-        try:
-            for raw in messages:
-                if raw.error():
-                    continue
-                key, value = raw.key() or b"", raw.value() or b""
-                while True:
-                    try:  # with the source's timestamp: END_OF_PUSH's is where a hybrid version's replay rewinds from
-                        produce(topic, value, key, partition, timestamp=raw.timestamp()[1])
-                        break
-                    except BufferError:  # the local queue full: deliveries drain it, or fail (a broker away)
-                        poll(0.05)
-                        self._check()
-                produced += 1
-                if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
+        for raw in messages:
+            if raw.error():
+                continue
+            key, value = raw.key() or b"", raw.value() or b""
+            while True:
+                try:  # with the source's timestamp: END_OF_PUSH's is where a hybrid version's replay rewinds from
+                    produce(topic, value, key, partition, timestamp=raw.timestamp()[1])
                     break
-        finally:
-            self.produced += produced
+                except BufferError:  # the local queue full: deliveries drain it, or fail (a broker away)
+                    poll(0.05)
+                    self._check()
+            if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
+                break
         poll(0)
         self._check()
 

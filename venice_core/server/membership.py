@@ -138,19 +138,9 @@ class Membership:
             self._lapsed.clear()
         return self.assignments
 
-    def leads(self, key: PartitionKey, epoch: int | None = None) -> Callable[[], bool]:
-        """Whether this instance leads the partition now (under `epoch`, if given), its lease running."""
-
-        def leads() -> bool:
-            assignment = self.assignments.get(key)
-            return (
-                assignment is not None
-                and assignment.leader
-                and (epoch is None or assignment.epoch == epoch)
-                and self.holds_lease()
-            )
-
-        return leads
+    def leads(self, key: PartitionKey) -> Callable[[], bool]:
+        """Whether this instance leads the partition now, its lease running (`leader_epoch` says under which epoch)."""
+        return lambda: self.leader_epoch(key) is not None
 
     # leadership
     def leader_epoch(self, key: PartitionKey) -> int | None:
