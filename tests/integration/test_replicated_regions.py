@@ -377,6 +377,10 @@ def test_a_paused_leader_past_its_lease_is_fenced(replicated: PlatformEnv) -> No
     paused = _placement(replicated, push.store, region)[1][0]
     pid = servers.process(replicated.config, region, paused).pid()
     assert pid is not None
+    # The placement names the leader before the instance has read it: paused then, it never led and has nothing to
+    # give up. Paused once it says it leads.
+    topic = replicated.config.region(region).version_topic(push.store, push.number)
+    wait_for("the leader leading", lambda: f"leading {topic}[0] from source offset" in _log(replicated, region, paused))
     _pause_holding_no_write_lock(replicated, pid)
     try:
         wait_for(
