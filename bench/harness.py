@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,13 +31,22 @@ def sandbox_platform(
         properties = write(home / "home", extra)
         os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
         config = load_config()
-        platform.up(config, report=lambda line: print(f"  {line}"))
-        meta = MetadataStore(config.metadata_db_url)
+        # A benchmark stopped with SIGTERM (`kill`, a timeout) unwinds like an interrupt: the platform goes down.
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
-            yield config, meta, home
+            platform.up(config, report=lambda line: print(f"  {line}"))
+            meta = MetadataStore(config.metadata_db_url)
+            try:
+                yield config, meta, home
+            finally:
+                meta.dispose()
         finally:
-            meta.dispose()
             platform.down(config, report=lambda _line: None)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def cpu_now(who: int = resource.RUSAGE_SELF) -> float:

@@ -32,6 +32,7 @@ from venice_core.spark.tasks.repush_tasks import (
     PUT,
     Compactor,
     RepushJobError,
+    SourceRecords,
     combine,
     decode_message,
 )
@@ -346,10 +347,14 @@ class _RecordingWriter:
             self.write_stored(partition, kafka_key, body, stamp)
 
 
-def _messages(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes, int]]:
+def _messages(records: list[tuple[bytes, bytes, int]]) -> SourceRecords:
+    """The records as a repush task reads them from a partition a push wrote (one batch)."""
     state = SegmentState(b"g" * 16)
     state.start_segment(0)
-    return [(*encode_put(state.next(ts), key, 1, value), offset) for offset, (key, value, ts) in enumerate(records)]
+    messages = [encode_put(state.next(ts), key, 1, value) for key, value, ts in records]
+    read = SourceRecords()
+    read.take([key for key, _ in messages], [value for _, value in messages], list(range(len(messages))))
+    return read
 
 
 @pytest.mark.parametrize(
@@ -371,31 +376,58 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
     assert len(plain.records) == len(records) - plain_compactor.stats["expired"]
     if "ttl_start_ms" in overrides:
         assert 0 < plain_compactor.stats["expired"] < len(records)  # newer and batch-marked records stay
-    # A key the partitioner sends elsewhere fails the copy, as it fails the compaction: all of them, or one of many.
+    # A source another partitioner wrote fails the copy, as it fails the compaction: every key elsewhere, or half.
     with pytest.raises(RepushJobError, match="belongs to partition 1"):
         _copy_plain(_messages(records), 0, spec, Compactor(spec), _RecordingWriter())
-    stray = next(f"z{i}".encode() for i in range(100) if partition_for(f"z{i}".encode(), 2) == 0)
+    others = sorted(f"z{i}".encode() for i in range(400) if partition_for(f"z{i}".encode(), 2) == 0)
+    mixed = sorted([*keys, *others[: len(keys)]])
     with pytest.raises(RepushJobError, match="belongs to partition 0"):
-        _copy_plain(_messages([*records, (stray, b"v", 0)]), 1, spec, Compactor(spec), _RecordingWriter())
+        _copy_plain(_messages([(key, b"v", 0) for key in mixed]), 1, spec, Compactor(spec), _RecordingWriter())
+
+
+def test_a_large_plain_partition_is_checked_on_a_sample_of_its_keys_first_and_last_among_them() -> None:
+    from venice_core.spark.tasks import repush_tasks
+
+    keys = sorted(k for k in (f"k{i:06d}".encode() for i in range(20_000)) if partition_for(k, 2) == 1)
+    spec = _spec(partitions=2)
+    checked: list[bytes] = []
+    real = repush_tasks._check_partition
+
+    def check(key: bytes, *args: object) -> None:
+        checked.append(key)
+        real(key, *args)  # type: ignore[arg-type]
+
+    writer = _RecordingWriter()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(repush_tasks, "_check_partition", check)
+        repush_tasks._copy_plain(_messages([(k, b"v", 0) for k in keys]), 1, spec, Compactor(spec), writer)
+    assert len(writer.records) == len(keys)
+    assert len(checked) == repush_tasks.PARTITION_CHECK_SAMPLE < len(keys)
+    assert checked[0] == keys[0] and checked[-1] == keys[-1] and checked == sorted(set(checked))
 
 
 def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
     from venice_core.spark.tasks import kafka_source
     from venice_core.spark.tasks.repush_tasks import _read_partition
 
-    def read(*messages: tuple[bytes, bytes, int]) -> tuple[list, bool]:
+    def read(*messages: tuple[bytes, bytes, int], batch_size: int = 100) -> tuple[list[int], bool]:
         batch = [FakeMessage(*m) for m in messages]
-        monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter([batch]))
-        return _read_partition(_spec(), 0, 0, len(batch))
+        batches = [batch[at : at + batch_size] for at in range(0, len(batch), batch_size)]
+        monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter(batches))
+        records = _read_partition(_spec(), 0, 0, len(batch))
+        return records.offsets, records.plain
 
     state = SegmentState(b"g" * 16)
     state.start_segment(0)
     a, b = encode_put(state.next(1), b"a", 1, b"x"), encode_put(state.next(1), b"b", 1, b"y")
     control = encode_control(state.next(), ControlMessageType.END_OF_PUSH, {})
-    messages, plain = read((*a, 0), (*b, 1), (*control, 2))
-    assert plain and [m[2] for m in messages] == [0, 1]  # control messages left out
+    offsets, plain = read((*a, 0), (*b, 1), (*control, 2))
+    assert plain and offsets == [0, 1]  # control messages left out
+    assert read((*a, 0), (*b, 1), batch_size=1)[1]  # in order across consumed batches too
     assert not read((*b, 0), (*a, 1))[1]  # out of order
+    assert not read((*b, 0), (*a, 1), batch_size=1)[1]  # out of order across two consumed batches
     assert not read((*a, 0), (*a, 1))[1]  # a duplicate a retried writer left
+    assert not read((*a, 0), (*a, 1), batch_size=1)[1]
     assert not read((*a, 0), (*encode_delete(state.next(2), b"c", 1), 1))[1]
     chunk = encode_put(state.next(0), chunking.chunk_key(b"c", 0), -10, b"c")
     assert not read((*chunk, 0))[1]

@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import methodcaller
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from venice_core.ingestion.messages import ConsumedMessage
 from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessageType
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
+
+# C-level getters: `map` of them runs no Python bytecode per message.
+_KEY, _VALUE, _ERROR = methodcaller("key"), methodcaller("value"), methodcaller("error")
+_IS_CONTROL = methodcaller("startswith", KEY_TYPE_CONTROL)
 
 # Within hosting's wait for a stopped partition (30 s): a commit waiting on a broker that is away fails instead, and
 # the partition is taken again from its checkpoint.
@@ -90,25 +95,45 @@ class LocalCopy:
 
     def produce(self, messages: Sequence[ConsumedMessage]) -> None:
         """The consumed records in order, up to and including END_OF_PUSH (what follows it in the source topic, a
-        hybrid version's nearline winners in the source region, is not the region's to copy). Consumer errors are
-        the ingestion's to treat."""
-        producer = self._producer
-        produce, poll, topic, partition = producer.produce, producer.poll, self.topic, self.partition
+        hybrid version's nearline winners in the source region, is not the region's to copy). Control messages keep
+        the source's timestamps (END_OF_PUSH's is where a hybrid version's replay rewinds from); data is stamped as
+        it is produced (nothing reads a version topic's data by time, and a timestamp given costs a produce about a
+        fifth more). Consumer errors are the ingestion's to treat. A batch of data messages alone (most of a push)
+        is read with C-level getters, not a Python step a field."""
+        keys = list(map(_KEY, messages))
+        if any(map(_ERROR, messages)) or None in keys or any(map(_IS_CONTROL, keys)):
+            self._produce_one_by_one(messages)
+        else:
+            produce, topic, partition = self._producer.produce, self.topic, self.partition
+            for key, value in zip(keys, map(_VALUE, messages), strict=True):
+                try:
+                    produce(topic, value, key, partition)
+                except BufferError:
+                    self._send(key, value)
+        self._producer.poll(0)
+        self._check()
+
+    def _produce_one_by_one(self, messages: Sequence[ConsumedMessage]) -> None:
         for raw in messages:
             if raw.error():
                 continue
             key, value = raw.key() or b"", raw.value() or b""
-            while True:
-                try:  # with the source's timestamp: END_OF_PUSH's is where a hybrid version's replay rewinds from
-                    produce(topic, value, key, partition, timestamp=raw.timestamp()[1])
-                    break
-                except BufferError:  # the local queue full: deliveries drain it, or fail (a broker away)
-                    poll(0.05)
-                    self._check()
-            if key[:1] == KEY_TYPE_CONTROL and is_end_of_push(key, value):
+            if key[:1] != KEY_TYPE_CONTROL:
+                self._send(key, value)
+                continue
+            self._send(key, value, raw.timestamp()[1])
+            if is_end_of_push(key, value):
                 break
-        poll(0)
-        self._check()
+
+    def _send(self, key: bytes, value: bytes, timestamp_ms: int = 0) -> None:
+        """One record, once the local queue has room for it; stamped now unless given a timestamp."""
+        while True:
+            try:
+                self._producer.produce(self.topic, value, key, self.partition, timestamp=timestamp_ms)
+                return
+            except BufferError:  # the local queue full: deliveries drain it, or fail (a broker away)
+                self._producer.poll(0.05)
+                self._check()
 
     def flush(self) -> None:
         """Wait until every record produced is acknowledged."""

@@ -20,7 +20,7 @@ import numpy as np
 from venice_core.protocol.envelope import DATA_PREFIX, HEADER, KEY_TYPE_DATA, PROTOCOL_VERSION, MessageType
 
 # The data prefix's fields (`envelope.DATA_PREFIX`, big-endian) as a numpy record: a run's headers in one view.
-_PREFIX = np.dtype(
+PREFIX = np.dtype(
     [
         ("version", "u1"),
         ("type", "u1"),
@@ -31,16 +31,16 @@ _PREFIX = np.dtype(
         ("schema_id", ">i4"),
     ]
 )
-assert _PREFIX.itemsize == DATA_PREFIX.size and _PREFIX.fields is not None
+assert PREFIX.itemsize == DATA_PREFIX.size and PREFIX.fields is not None
 # The bytes every message of a run shares: protocol version, message type, producer GUID and segment (all that
 # comes before the sequence number).
-_FIELDS = _PREFIX.fields
+_FIELDS = PREFIX.fields
 assert _FIELDS is not None  # a structured dtype has fields
 _SHARED: int = _FIELDS["sequence"][1]
 _DATA_TYPE = KEY_TYPE_DATA[0]
 # Slices taken of every message of a run, as C-level getters (`map` of them runs no Python bytecode per message).
 _DATA_PREFIX = itemgetter(slice(0, DATA_PREFIX.size))
-_AFTER_HEADER = itemgetter(slice(HEADER.size, None))
+AFTER_HEADER = itemgetter(slice(HEADER.size, None))
 _AFTER_KEY_TYPE = itemgetter(slice(1, None))
 
 
@@ -84,13 +84,14 @@ def put_run(
     first sequence)`: whether the run would be the next messages of an open segment (`Validator.continues`); asked
     before the run's values are copied, so a run DIV would not take costs only its headers."""
     count = len(kafka_values)
-    if not count or len(kafka_keys) != count or min(map(len, kafka_values)) < DATA_PREFIX.size:
+    if not count or len(kafka_keys) != count:
         return None
-    heads = np.frombuffer(b"".join(map(_DATA_PREFIX, kafka_values)), np.uint8)
-    heads = heads.reshape(count, DATA_PREFIX.size)
+    heads = prefix_bytes(kafka_values)
+    if heads is None:
+        return None
     if not (heads[:, :_SHARED] == heads[0, :_SHARED]).all():
         return None  # another producer, segment or message type in the run
-    prefix = heads.view(_PREFIX).reshape(-1)
+    prefix = heads.view(PREFIX).reshape(-1)
     first = prefix[0]
     if first["version"] != PROTOCOL_VERSION or first["type"] != MessageType.PUT:
         return None
@@ -105,7 +106,7 @@ def put_run(
     guid, segment = bytes(first["guid"]), int(first["segment"])
     if not continues(guid, segment, first_sequence):
         return None
-    stored = list(map(_AFTER_HEADER, kafka_values))
+    stored = list(map(AFTER_HEADER, kafka_values))
     lengths = np.empty(2 * count, np.int64)
     lengths[0::2] = np.fromiter(map(len, kafka_keys), np.int64, count)
     lengths[1::2] = np.fromiter(map(len, stored), np.int64, count)
@@ -129,3 +130,12 @@ def put_run(
         first_sequence=first_sequence,
         last_sequence=int(sequences[-1]),
     )
+
+
+def prefix_bytes(kafka_values: list[bytes]) -> np.ndarray | None:
+    """Each message's data prefix, a row of bytes each (`.view(PREFIX)` reads its fields); None if a message is too
+    short to hold one (it is not a data message a run can hold)."""
+    if not kafka_values or min(map(len, kafka_values)) < DATA_PREFIX.size:
+        return None
+    heads = np.frombuffer(b"".join(map(_DATA_PREFIX, kafka_values)), np.uint8)
+    return heads.reshape(len(kafka_values), DATA_PREFIX.size)

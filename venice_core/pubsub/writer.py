@@ -7,6 +7,7 @@ a checksum. Delivery errors are collected and raised at flush: nothing is silent
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
@@ -148,7 +149,11 @@ class VersionTopicWriter:
         self.put_stored_run(partition, kafka_keys, [schema + value for value in values], BATCH_WRITE_TIMESTAMP)
 
     def put_stored_run(
-        self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], timestamps_ms: int | list[int]
+        self,
+        partition: int,
+        kafka_keys: list[bytes],
+        bodies: list[bytes],
+        timestamps_ms: int | Sequence[int] | np.ndarray,
     ) -> None:
         """Many PUTs to one partition at once, each as a version topic holds it (`put_stored`: the Kafka key and the
         body, at most `max_chunk_bytes` of value), stamped with one write timestamp or one each: what `put_stored`

@@ -4,6 +4,7 @@ the metadata store and SQLAlchemy: 1.5 s per worker)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from venice_core.errors import PushJobError
@@ -16,6 +17,7 @@ from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
 from venice_core.spark.tasks.hash_partitioning import spread_values
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import DataFrame, Row
 
 
@@ -140,7 +142,9 @@ class PartitionWriter:
         writer.put(key, value, schema_id, partition=partition, timestamp_ms=timestamp_ms)
         self._written(partition)
 
-    def write_stored_run(self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], stamps: list[int]) -> None:
+    def write_stored_run(
+        self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], stamps: Sequence[int] | np.ndarray
+    ) -> None:
         """Many PUTs copied as a version topic holds them (`write_stored` of each), at once through
         `VersionTopicWriter.put_stored_run` unless one is to be chunked or the retry test's fault is set here."""
         writer = self._writer_for(partition)

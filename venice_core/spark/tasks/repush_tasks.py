@@ -18,10 +18,15 @@ re-compressed when the compression or its dictionary differs; each record is wri
 
 from __future__ import annotations
 
-import struct
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import chain, compress
+from operator import methodcaller
 from typing import Any
+
+import numpy as np
 
 from venice_core.errors import PushJobError
 from venice_core.protocol import chunking
@@ -37,6 +42,7 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.partitioner import VenicePartitioner
+from venice_core.protocol.put_run import AFTER_HEADER, PREFIX, prefix_bytes
 from venice_core.spark.specs.task_specs import RepushTaskSpec
 from venice_core.spark.tasks.push_tasks import PartitionWriter, task_writer
 
@@ -46,9 +52,6 @@ DECODED_SCHEMA = (
 )
 WRITTEN_SCHEMA = "partition int, records long, tombstones long, expired long, deleted long, superseded long"
 CHUNK_SUFFIX_BYTES = chunking.CHUNK_SUFFIX.size
-# A message's write timestamp: the header's last field (`envelope.HEADER`).
-_TIMESTAMP = struct.Struct(">q")
-_TIMESTAMP_AT = HEADER.size - _TIMESTAMP.size
 
 
 class RepushJobError(PushJobError):
@@ -246,100 +249,142 @@ def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
     sources = [spec.ranges[index] for batch in batches for index in batch.column(0).to_pylist()]
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="repush-read") as reader:
 
-        def read(at: int) -> Future[tuple[list[tuple[bytes, bytes, int]], bool]]:
+        def read(at: int) -> Future[SourceRecords]:
             source = sources[at]
             return reader.submit(_read_partition, spec, source.partition, source.start, source.end)
 
         upcoming = read(0) if sources else None
         for at, source in enumerate(sources):
             assert upcoming is not None
-            messages, plain = upcoming.result()
+            records = upcoming.result()
             upcoming = read(at + 1) if at + 1 < len(sources) else None
-            if plain:
-                _copy_plain(messages, source.partition, spec, compactor, writer)
+            if records.plain:
+                _copy_plain(records, source.partition, spec, compactor, writer)
             else:
-                _compact_partition(messages, source.partition, spec, compactor, writer)
-            del messages
+                _compact_partition(records, source.partition, spec, compactor, writer)
+            del records
     writer.finish()
     yield _written(writer, compactor)
 
 
-def _read_partition(
-    spec: RepushTaskSpec, partition: int, start: int, end: int
-) -> tuple[list[tuple[bytes, bytes, int]], bool]:
-    """One source partition's data messages in offset order, as (Kafka key, Kafka value, offset), control messages
-    left out (the new version has its own); and whether they are plain: well-formed PUTs of user schemas (no
-    chunk, manifest or DELETE) whose keys strictly increase, so no key appears twice."""
+@dataclass
+class SourceRecords:
+    """One source partition's data messages in offset order (control messages left out: the new version has its
+    own), and whether they are plain: well-formed PUTs of user schemas (no chunk, manifest or DELETE) whose keys
+    strictly increase, so no key appears twice. A plain partition's write timestamps are read with the check."""
+
+    kafka_keys: list[bytes] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    plain: bool = True
+    stamps: list[np.ndarray] = field(default_factory=list)  # per consumed batch, while plain
+
+    def take(self, kafka_keys: list[bytes], values: list[bytes], offsets: list[int]) -> None:
+        """One consumed batch's data messages: checked with a few numpy steps over their headers and one C-level
+        pass over their keys, not a Python step a record."""
+        if self.plain:
+            previous = self.kafka_keys[-1:]
+            heads = prefix_bytes(values)
+            if heads is None:
+                self.plain = False  # a message too short for an envelope: the general path says what is wrong
+            else:
+                prefix = heads.view(PREFIX).reshape(-1)
+                self.plain = bool(
+                    (prefix["version"] == PROTOCOL_VERSION).all()
+                    and (prefix["type"] == MessageType.PUT).all()
+                    and (prefix["schema_id"] > 0).all()
+                    and all(map(operator.lt, chain(previous, kafka_keys), kafka_keys if previous else kafka_keys[1:]))
+                )
+                self.stamps.append(prefix["timestamp"].astype(np.int64))
+        self.kafka_keys += kafka_keys
+        self.values += values
+        self.offsets += offsets
+
+    def write_stamps(self) -> np.ndarray:
+        """A plain partition's write timestamps, one a record."""
+        assert self.plain
+        return np.concatenate(self.stamps) if self.stamps else np.empty(0, np.int64)
+
+
+def _read_partition(spec: RepushTaskSpec, partition: int, start: int, end: int) -> SourceRecords:
+    """One source partition's offset range, read (`SourceRecords`)."""
     from venice_core.spark.tasks.kafka_source import read_range_messages
 
-    messages: list[tuple[bytes, bytes, int]] = []
-    append = messages.append
-    plain, previous = True, b""
-    unpack, size = DATA_PREFIX.unpack_from, DATA_PREFIX.size
+    records = SourceRecords()
     for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end):
-        for msg in batch:
-            kafka_key = msg.key()
-            if kafka_key[:1] != KEY_TYPE_DATA:
-                continue
-            kafka_value = msg.value()
-            if plain:
-                if len(kafka_value) < size:
-                    plain = False  # the general path says what is wrong with it
-                else:
-                    version, mtype, _guid, _segment, _sequence, _timestamp, schema_id = unpack(kafka_value)
-                    plain = version == PROTOCOL_VERSION and mtype == MessageType.PUT and schema_id > 0
-                    plain = plain and kafka_key > previous
-                    previous = kafka_key
-            append((kafka_key, kafka_value, msg.offset()))
-    return messages, plain
+        kafka_keys = list(map(_KEY, batch))
+        if not all(map(_IS_DATA_KEY, kafka_keys)):  # a segment's control messages: a few a partition
+            batch = list(compress(batch, map(_IS_DATA_KEY, kafka_keys)))
+            kafka_keys = list(filter(_IS_DATA_KEY, kafka_keys))
+        if batch:
+            records.take(kafka_keys, list(map(_VALUE, batch)), list(map(_OFFSET, batch)))
+    return records
+
+
+# C-level getters and tests: `map` of them runs no Python bytecode per message.
+_KEY, _VALUE, _OFFSET = methodcaller("key"), methodcaller("value"), methodcaller("offset")
+_IS_DATA_KEY = methodcaller("startswith", KEY_TYPE_DATA)
+
+
+# How many keys of a plain partition are checked against the partitioner: a source written by another partitioner
+# (or with another partition count) puts most keys elsewhere, so a sample catches it; MD5 of every key would cost
+# more than the copy itself. The compaction path, which reads every key anyway, checks each.
+PARTITION_CHECK_SAMPLE = 1024
 
 
 def _copy_plain(
-    messages: list[tuple[bytes, bytes, int]],
+    records: SourceRecords,
     partition: int,
     spec: RepushTaskSpec,
     compactor: Compactor,
     writer: PartitionWriter,
 ) -> None:
     """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
-    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. Every key is checked against
-    the partitioner, as the compaction checks it: one misplaced key would be a record no read finds."""
-    partitions, topic, partitioner = spec.writer.partitions, spec.source_topic, spec.writer.partitioner
-    partition_of = partitioner.partition
-    misplaced = [key for key, _, _ in messages if partition_of(key[1:], partitions) != partition]
-    if misplaced:
-        _check_partition(misplaced[0][1:], partition, partitions, topic, partitioner)
-    stamp_at, header_size, prefix_size = _TIMESTAMP_AT, HEADER.size, DATA_PREFIX.size
-    stamps = [_TIMESTAMP.unpack_from(value, stamp_at)[0] for _, value, _ in messages]
-    if compactor.ttl_start is not None:
-        kept = [not compactor.expired(stamp) for stamp in stamps]
-        messages = [message for message, keep in zip(messages, kept, strict=True) if keep]
-        stamps = [stamp for stamp, keep in zip(stamps, kept, strict=True) if keep]
-    if not messages:
+    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. A sample of the keys, the first
+    and the last among them, is checked against the partitioner (`PARTITION_CHECK_SAMPLE`): a source not written by
+    this partitioner would hold records no read finds."""
+    kafka_keys, values = records.kafka_keys, records.values
+    if not kafka_keys:
         return  # nothing to write: no segment either, as the compaction path
+    partitions, partitioner = spec.writer.partitions, spec.writer.partitioner
+    sample = np.unique(np.linspace(0, len(kafka_keys) - 1, PARTITION_CHECK_SAMPLE).astype(np.int64))
+    for at in sample.tolist():
+        _check_partition(kafka_keys[at][1:], partition, partitions, spec.source_topic, partitioner)
+    stamps = records.write_stamps()
+    if compactor.ttl_start is not None:
+        expired = (stamps > 0) & (stamps < compactor.ttl_start)  # batch-marked records (0) never are
+        compactor.stats["expired"] += int(expired.sum())
+        if expired.any():
+            kept = (~expired).tolist()
+            kafka_keys, values = list(compress(kafka_keys, kept)), list(compress(values, kept))
+            stamps = stamps[~expired]
+        if not kafka_keys:
+            return
     recompress = compactor.recompress
     if recompress is None:
-        bodies = [value[header_size:] for _, value, _ in messages]
-        writer.write_stored_run(partition, [key for key, _, _ in messages], bodies, stamps)
+        writer.write_stored_run(partition, kafka_keys, list(map(AFTER_HEADER, values)), stamps)
         return
-    for (kafka_key, kafka_value, _offset), stamp in zip(messages, stamps, strict=True):
+    header_size, prefix_size = HEADER.size, DATA_PREFIX.size
+    for kafka_key, kafka_value, stamp in zip(kafka_keys, values, stamps.tolist(), strict=True):
         (schema_id,) = SCHEMA_ID.unpack_from(kafka_value, header_size)
         writer.write_record(partition, kafka_key[1:], recompress(kafka_value[prefix_size:]), schema_id, stamp)
 
 
 def _compact_partition(
-    messages: list[tuple[bytes, bytes, int]],
+    records: SourceRecords,
     partition: int,
     spec: RepushTaskSpec,
     compactor: Compactor,
     writer: PartitionWriter,
 ) -> None:
-    """Group a partition's records by key, then write each key's survivor in key byte order. `messages` is emptied
+    """Group a partition's records by key, then write each key's survivor in key byte order. `records` is emptied
     as they are grouped, so the partition is held in memory once, not twice."""
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
-    messages.reverse()
-    while messages:  # in offset order
-        kafka_key, kafka_value, offset = messages.pop()
+    kafka_keys, values, offsets = records.kafka_keys, records.values, records.offsets
+    for source in (kafka_keys, values, offsets):
+        source.reverse()
+    while kafka_keys:  # in offset order
+        kafka_key, kafka_value, offset = kafka_keys.pop(), values.pop(), offsets.pop()
         decoded = decode_message(kafka_key, kafka_value)
         assert decoded is not None  # control messages were left out when read
         key, kind, schema_id, timestamp, value, chunk_key = decoded
