@@ -6,7 +6,7 @@ import os
 import resource
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,7 +32,7 @@ def sandbox_platform(
         os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
         config = load_config()
         # A benchmark stopped with SIGTERM (`kill`, a timeout) unwinds like an interrupt: the platform goes down.
-        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm(os.getpid()))
         try:
             platform.up(config, report=lambda line: print(f"  {line}"))
             meta = MetadataStore(config.metadata_db_url)
@@ -45,8 +45,17 @@ def sandbox_platform(
             signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
+def _exit_on_sigterm(owner: int) -> Callable[[int, object], None]:
+    """The handler: in `owner`, unwind (once: a second SIGTERM, as `timeout` sends to the group, must not cut the
+    platform's stop short); in a child it forked (an echo server), just exit."""
+
+    def handle(signum: int, _frame: object) -> None:
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    return handle
 
 
 def cpu_now(who: int = resource.RUSAGE_SELF) -> float:

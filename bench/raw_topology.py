@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from venice_core.config import ClusterConfig
 from venice_core.pubsub import CONSUMER_CONFIG, PRODUCER_CONFIG, admin, client_config
-from venice_core.spark.submit import job_spec, submit_env
+from venice_core.spark.submit import job_spec, scratch_dir, submit_env
 
 SPARK_NOOP = Path(__file__).with_name("spark_noop.py")
 
@@ -143,7 +143,7 @@ def spark_start_seconds(config: ClusterConfig) -> float:
     """Seconds of a `spark-submit`, with the jobs' master and settings, of an application that runs one trivial
     Python task per core (`bench/spark_noop.py`): what a push or repush submitted to Spark pays before its first
     record."""
-    spec = job_spec("venice-bench-noop", config.spark.master, [], str(SPARK_NOOP), {})
+    spec = job_spec("venice-bench-noop", config.spark.master, [], str(SPARK_NOOP), {}, scratch_dir(config))
     started = time.perf_counter()
     done = subprocess.run(spec.argv(), env=submit_env(config), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

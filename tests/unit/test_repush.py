@@ -413,7 +413,7 @@ def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(mo
     def read(*messages: tuple[bytes, bytes, int], batch_size: int = 100) -> tuple[list[int], bool]:
         batch = [FakeMessage(*m) for m in messages]
         batches = [batch[at : at + batch_size] for at in range(0, len(batch), batch_size)]
-        monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args: iter(batches))
+        monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args, **_kwargs: iter(batches))
         records = _read_partition(_spec(), 0, 0, len(batch))
         return records.offsets, records.plain
 

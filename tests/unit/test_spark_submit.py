@@ -78,6 +78,17 @@ def test_on_the_default_local_master_the_jobs_ship_nothing(config: ClusterConfig
         assert not {"spark.executorEnv.PYTHONPATH", "spark.executor.memory", "spark.cores.max"} & _confs(argv).keys()
 
 
+def test_every_job_keeps_its_scratch_files_in_the_data_dir(config: ClusterConfig) -> None:
+    """Block managers and the session's artifacts under the data dir: a driver killed mid-job leaves them with the
+    platform's data (a test's sandbox, removed with it), not in /tmp."""
+    scratch = config.data_dir / "spark" / "scratch"
+    for argv in (_push(config), _stream(config)):
+        confs = _confs(argv)
+        assert confs["spark.local.dir"] == str(scratch)
+        assert confs["spark.driver.extraJavaOptions"].endswith(f" -Djava.io.tmpdir={scratch}")
+    assert scratch.is_dir()
+
+
 def test_on_a_cluster_every_job_ships_the_package_and_a_stream_takes_one_core(
     config: ClusterConfig, cache_dir: Path
 ) -> None:
@@ -180,5 +191,5 @@ def test_a_request_s_jars_join_the_platform_s() -> None:
     from venice_core.spark.submit import job_spec
     from venice_core.spark.submit.extra_jars import jar_confs
 
-    spec = job_spec("j", "local[2]", [], "job.py", {"spark.jars": "/opt/extra.jar"})
+    spec = job_spec("j", "local[2]", [], "job.py", {"spark.jars": "/opt/extra.jar"}, Path("/data/spark/scratch"))
     assert spec.conf["spark.jars"] == f"{jar_confs()['spark.jars']},/opt/extra.jar"

@@ -100,12 +100,12 @@ class LocalCopy:
         it is produced (nothing reads a version topic's data by time, and a timestamp given costs a produce about a
         fifth more). Consumer errors are the ingestion's to treat. A batch of data messages alone (most of a push)
         is read with C-level getters, not a Python step a field."""
-        keys = list(map(_KEY, messages))
-        if any(map(_ERROR, messages)) or None in keys or any(map(_IS_CONTROL, keys)):
+        keys, values = list(map(_KEY, messages)), list(map(_VALUE, messages))
+        if any(map(_ERROR, messages)) or None in keys or None in values or any(map(_IS_CONTROL, keys)):
             self._produce_one_by_one(messages)
         else:
             produce, topic, partition = self._producer.produce, self.topic, self.partition
-            for key, value in zip(keys, map(_VALUE, messages), strict=True):
+            for key, value in zip(keys, values, strict=True):
                 try:
                     produce(topic, value, key, partition)
                 except BufferError:

@@ -111,20 +111,33 @@ class SparkJobSpec:
         return [*argv, self.application, *self.args]
 
 
+def scratch_dir(config: ClusterConfig) -> Path:
+    """Where a job's driver and executors keep their scratch files (block manager dirs, the session's artifacts):
+    in the platform's data dir, made if missing. Spark removes them when a job ends; a driver killed mid-job (a test
+    does it, an operator may) leaves them here, with the platform's data, instead of in the machine's /tmp."""
+    scratch = config.data_dir / "spark" / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
 def job_spec(
     name: str,
     master: str,
     args: list[str],
     application: str,
     confs: dict[str, str],
+    scratch: Path,
     job_confs: dict[str, str] | None = None,
     driver_memory: str = DRIVER_MEMORY,
     cores_max: int | None = None,
 ) -> SparkJobSpec:
-    """A job's spark-submit on `master`: the platform's Spark properties, the job's own (`job_confs`), the
-    executors' and the shipped package's on a cluster (with at most `cores_max` cores; None: every free one), then
-    the request's `spark.*` confs over them all."""
+    """A job's spark-submit on `master`: the platform's Spark properties, its scratch dir (`scratch_dir`), the job's
+    own (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
+    every free one), then the request's `spark.*` confs over them all."""
     conf = {**default_spark_confs(), **(job_confs or {})}
+    conf["spark.local.dir"] = str(scratch)  # block managers'
+    # The session's artifacts dir is made in the JVM's temporary dir.
+    conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
     py_files: list[str] = []
     if not runs_in_driver(master):
         package = job_package.package_zip()
@@ -266,6 +279,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         [*args(config, request), "--result-file", str(result_file)],
         str(job),
         confs,
+        scratch_dir(config),
     )
 
 
@@ -365,6 +379,7 @@ def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: st
         args,
         str(STREAM_JOB_FILE),
         request.confs,
+        scratch_dir(config),
         STREAM_SPARK_CONFS,
         STREAM_DRIVER_MEMORY,
         cores_max=STREAM_CORES_MAX,

@@ -210,15 +210,19 @@ def watermarks(consumer: Any, topic: str, partitions: Sequence[int]) -> dict[str
 _ERROR = methodcaller("error")  # C-level: `map` of it runs no Python bytecode per message
 
 
-def read_range_messages(bootstrap: str, topic: str, partition: int, start: int, end: int) -> Iterator[list[Any]]:
+def read_range_messages(
+    bootstrap: str, topic: str, partition: int, start: int, end: int, catch_up: bool = False
+) -> Iterator[list[Any]]:
     """The messages of one offset range, in offset order, as lists of confluent-kafka messages (one per consume
     call, errors and offsets past the range left out): for readers that take what they need of each message."""
     from confluent_kafka import KafkaError, TopicPartition
 
     from venice_core.pubsub import CONSUMER_CONFIG
 
-    # The platform's catch-up settings (whole fetches, no offset stored per message): a range is read to its end.
-    consumer = _consumer(bootstrap, **CONSUMER_CONFIG, **{"enable.partition.eof": True})
+    # `catch_up`: a whole backlog to read (a repush), with the platform's ingestion settings (fetches of 256 KB, no
+    # offset stored per message); a streaming micro-batch's few records are fetched as soon as they are there.
+    settings = {**(CONSUMER_CONFIG if catch_up else {}), "enable.partition.eof": True}
+    consumer = _consumer(bootstrap, **settings)
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         position, stalled_since = start, time.monotonic()

@@ -311,7 +311,7 @@ def _read_partition(spec: RepushTaskSpec, partition: int, start: int, end: int) 
     from venice_core.spark.tasks.kafka_source import read_range_messages
 
     records = SourceRecords()
-    for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end):
+    for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end, catch_up=True):
         kafka_keys = list(map(_KEY, batch))
         if not all(map(_IS_DATA_KEY, kafka_keys)):  # a segment's control messages: a few a partition
             batch = list(compress(batch, map(_IS_DATA_KEY, kafka_keys)))
