@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -11,7 +13,10 @@ from pathlib import Path
 import pytest
 
 PLUGINS = Path(__file__).parents[2] / "plugins"
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="venice-airflow-home-"))
+if "AIRFLOW_HOME" not in os.environ:
+    _home = tempfile.mkdtemp(prefix="venice-airflow-home-")
+    os.environ["AIRFLOW_HOME"] = _home
+    atexit.register(shutil.rmtree, _home, ignore_errors=True)  # the worker's own: gone with it
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(PLUGINS)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 if str(PLUGINS) not in sys.path:  # as Airflow puts it on sys.path

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,12 +60,21 @@ def run_demo(env: dict[str, str], profile: str | None = None) -> str:
     return demo.stdout
 
 
+@pytest.fixture
+def user_home() -> Iterator[Path]:
+    """A new user's home (PostgreSQL-free profiles: any folder will do), removed at the end."""
+    home = Path(tempfile.mkdtemp(prefix="venice-readme-"))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.mark.timeout(1200)  # a platform started, three pushes through Airflow
-def test_make_demo_then_the_first_ten_minutes(tmp_path: Path) -> None:
-    home = Path(tempfile.mkdtemp(prefix="venice-readme-"))  # (PostgreSQL-free profiles: any folder will do)
+def test_make_demo_then_the_first_ten_minutes(tmp_path: Path, user_home: Path) -> None:
     scratch = tmp_path / "scratch"  # the README's /tmp, the test's own
     scratch.mkdir()
-    with as_a_user(home) as user:
+    with as_a_user(user_home) as user:
         embedded = profile_env(user, "embedded")
         assert_ports_free(embedded.config, "embedded")
         with stopped_at_the_end(embedded):
@@ -72,8 +83,8 @@ def test_make_demo_then_the_first_ten_minutes(tmp_path: Path) -> None:
 
 
 @pytest.mark.cluster
-def test_make_demo_replicated(tmp_path: Path) -> None:
-    with as_a_user(Path(tempfile.mkdtemp(prefix="venice-readme-"))) as user:
+def test_make_demo_replicated(user_home: Path) -> None:
+    with as_a_user(user_home) as user:
         replicated = profile_env(user, "replicated")
         assert_ports_free(replicated.config, "replicated")
         with stopped_at_the_end(replicated):
