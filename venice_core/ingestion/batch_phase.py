@@ -12,7 +12,6 @@ A gap or a bad checksum fails the partition with a clear error.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import methodcaller
 from typing import Generic
 
 from venice_core.ingestion.committer import Committer
@@ -34,11 +33,11 @@ from venice_core.protocol.envelope import (
     MessageType,
 )
 from venice_core.protocol.put_run import put_run
+from venice_core.pubsub.getters import ERROR, KEY, VALUE
 from venice_core.storage.api import SORTED_COMMIT_EVERY_MESSAGES, SORTED_COMMIT_EVERY_SECONDS, Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, StartOfPush
 
 # A consumed message's parts, read in C over a whole batch (`map`), not by a Python loop.
-_error, _key, _value = methodcaller("error"), methodcaller("key"), methodcaller("value")
 # A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`); a shorter one (a consumer
 # keeping up with its producer) saves too little for the run's fixed numpy steps.
 RUN_MIN_MESSAGES = 16
@@ -132,10 +131,10 @@ class BatchPhase(Generic[Batch]):
     # the ways a message goes
     def _take_run(self, messages: Sequence[ConsumedMessage]) -> bool:
         """The messages as one run of PUTs (`put_run`), taken at once, if they are one."""
-        if len(messages) < RUN_MIN_MESSAGES or any(map(_error, messages)):
+        if len(messages) < RUN_MIN_MESSAGES or any(map(ERROR, messages)):
             return False
         validator = self.validator
-        run = put_run(list(map(_key, messages)), list(map(_value, messages)), self.stamp_writes, validator.continues)
+        run = put_run(list(map(KEY, messages)), list(map(VALUE, messages)), self.stamp_writes, validator.continues)
         if run is None or not validator.accept_run(
             run.guid, run.segment, run.first_sequence, run.last_sequence, run.checksummed
         ):

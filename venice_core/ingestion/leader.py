@@ -28,9 +28,9 @@ from confluent_kafka import KafkaError, Message, Producer
 from venice_core.ingestion.messages import ConsumedMessage
 from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessageType
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
+from venice_core.pubsub.getters import ERROR, KEY, VALUE
 
-# C-level getters: `map` of them runs no Python bytecode per message.
-_KEY, _VALUE, _ERROR = methodcaller("key"), methodcaller("value"), methodcaller("error")
+# A C-level test (`pubsub.getters`).
 _IS_CONTROL = methodcaller("startswith", KEY_TYPE_CONTROL)
 
 # Within hosting's wait for a stopped partition (30 s): a commit waiting on a broker that is away fails instead, and
@@ -100,8 +100,8 @@ class LocalCopy:
         it is produced (nothing reads a version topic's data by time, and a timestamp given costs a produce about a
         fifth more). Consumer errors are the ingestion's to treat. A batch of data messages alone (most of a push)
         is read with C-level getters, not a Python step a field."""
-        keys, values = list(map(_KEY, messages)), list(map(_VALUE, messages))
-        if any(map(_ERROR, messages)) or None in keys or None in values or any(map(_IS_CONTROL, keys)):
+        keys, values = list(map(KEY, messages)), list(map(VALUE, messages))
+        if any(map(ERROR, messages)) or None in keys or None in values or any(map(_IS_CONTROL, keys)):
             self._produce_one_by_one(messages)
         else:
             produce, topic, partition = self._producer.produce, self.topic, self.partition

@@ -41,7 +41,6 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from venice_core.errors import StreamInputError
+from venice_core.pubsub.getters import ERROR
 from venice_core.pubsub.offsets import parse_partition_offsets
 from venice_core.spark.specs.drain_markers import MARKER_EVENT_TIME_MS, MARKER_KEY, MARKER_OFFSET
 
@@ -207,9 +207,6 @@ def watermarks(consumer: Any, topic: str, partitions: Sequence[int]) -> dict[str
     }
 
 
-_ERROR = methodcaller("error")  # C-level: `map` of it runs no Python bytecode per message
-
-
 def read_range_messages(
     bootstrap: str, topic: str, partition: int, start: int, end: int, catch_up: bool = False
 ) -> Iterator[list[Any]]:
@@ -235,7 +232,7 @@ def read_range_messages(
                     f"cannot read {topic}/{partition} offsets {position}..{end}: nothing arrived for "
                     f"{READ_STALL_SECONDS:.0f}s (deleted by retention?)"
                 )
-            if messages and not any(map(_ERROR, messages)) and messages[-1].offset() < end:
+            if messages and not any(map(ERROR, messages)) and messages[-1].offset() < end:
                 position = messages[-1].offset() + 1  # the common batch: all within the range, no event
                 yield messages
                 continue

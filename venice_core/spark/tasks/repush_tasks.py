@@ -43,6 +43,7 @@ from venice_core.protocol.envelope import (
 )
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.put_run import AFTER_HEADER, PREFIX, prefix_bytes
+from venice_core.pubsub.getters import KEY, OFFSET, VALUE
 from venice_core.spark.specs.task_specs import RepushTaskSpec
 from venice_core.spark.tasks.push_tasks import PartitionWriter, task_writer
 
@@ -312,17 +313,16 @@ def _read_partition(spec: RepushTaskSpec, partition: int, start: int, end: int) 
 
     records = SourceRecords()
     for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end, catch_up=True):
-        kafka_keys = list(map(_KEY, batch))
+        kafka_keys = list(map(KEY, batch))
         if not all(map(_IS_DATA_KEY, kafka_keys)):  # a segment's control messages: a few a partition
             batch = list(compress(batch, map(_IS_DATA_KEY, kafka_keys)))
             kafka_keys = list(filter(_IS_DATA_KEY, kafka_keys))
         if batch:
-            records.take(kafka_keys, list(map(_VALUE, batch)), list(map(_OFFSET, batch)))
+            records.take(kafka_keys, list(map(VALUE, batch)), list(map(OFFSET, batch)))
     return records
 
 
-# C-level getters and tests: `map` of them runs no Python bytecode per message.
-_KEY, _VALUE, _OFFSET = methodcaller("key"), methodcaller("value"), methodcaller("offset")
+# A C-level test (`pubsub.getters`).
 _IS_DATA_KEY = methodcaller("startswith", KEY_TYPE_DATA)
 
 
