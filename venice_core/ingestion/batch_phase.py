@@ -37,7 +37,6 @@ from venice_core.pubsub.getters import ERROR, KEY, VALUE
 from venice_core.storage.api import SORTED_COMMIT_EVERY_MESSAGES, SORTED_COMMIT_EVERY_SECONDS, Batch, PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint, StartOfPush
 
-# A consumed message's parts, read in C over a whole batch (`map`), not by a Python loop.
 # A consumed batch this long or longer is tried as one run of PUTs (`protocol.put_run`); a shorter one (a consumer
 # keeping up with its producer) saves too little for the run's fixed numpy steps.
 RUN_MIN_MESSAGES = 16

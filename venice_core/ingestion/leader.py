@@ -30,7 +30,7 @@ from venice_core.protocol.envelope import HEADER, KEY_TYPE_CONTROL, ControlMessa
 from venice_core.pubsub import PRODUCER_CONFIG, client_config
 from venice_core.pubsub.getters import ERROR, KEY, VALUE
 
-# A C-level test (`pubsub.getters`).
+# Whether a Kafka key is a control message's, as a C-level callable (`map` of it runs no Python bytecode).
 _IS_CONTROL = methodcaller("startswith", KEY_TYPE_CONTROL)
 
 # Within hosting's wait for a stopped partition (30 s): a commit waiting on a broker that is away fails instead, and

@@ -296,7 +296,8 @@ class SourceRecords:
                     and (prefix["schema_id"] > 0).all()
                     and all(map(operator.lt, chain(previous, kafka_keys), kafka_keys if previous else kafka_keys[1:]))
                 )
-                self.stamps.append(prefix["timestamp"].astype(np.int64))
+                if self.plain:  # read only for a plain partition's copy
+                    self.stamps.append(prefix["timestamp"].astype(np.int64))
         self.kafka_keys += kafka_keys
         self.values += values
         self.offsets += offsets
@@ -322,7 +323,7 @@ def _read_partition(spec: RepushTaskSpec, partition: int, start: int, end: int) 
     return records
 
 
-# A C-level test (`pubsub.getters`).
+# Whether a Kafka key is a data message's, as a C-level callable (`map` of it runs no Python bytecode).
 _IS_DATA_KEY = methodcaller("startswith", KEY_TYPE_DATA)
 
 
