@@ -13,6 +13,7 @@ from typing import Any
 from tests.support.jobs import RecordsJob
 from tests.support.platform import PlatformEnv
 from tests.support.reads import reads_equal, wait_for
+from tests.support.topics import read_partition
 from venice_core.config import ClusterConfig
 from venice_core.controller import stores, versions
 from venice_core.controller.store_description import StoreDescription, VersionDescription
@@ -22,6 +23,7 @@ from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.div import deterministic_guid
+from venice_core.protocol.envelope import decode
 from venice_core.protocol.partitioner import partition_for
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
@@ -112,6 +114,30 @@ def test_repush_compacts_repartitions_and_recompresses(platform_env: PlatformEnv
     assert any("from version 2 in dc-2" in line for line in lines), lines
     assert any(f"(shuffled) and wrote {len(records)} records" in line for line in lines), lines
     wait_for("version 3 (8 partitions, NO_OP) holding every record", reads_equal(env, store, records), 90, 0.1)
+
+
+def test_a_partition_found_not_plain_past_what_was_copied_is_amended_and_served_everywhere(
+    platform_env: PlatformEnv, spark_job: Any
+) -> None:
+    """The map-only repush copies a partition while it reads it, for as long as it is plain. A retried writer left
+    more plain records than one consumed batch (10,000) before its retry wrote them again: the copy has written some
+    when the duplicates show the partition is not plain. The task says START_OF_PUSH again in the partition, unsorted,
+    and writes only the keys the copy had not reached (not the duplicates again); every region ingests the copied
+    part as SST files and the rest as plain writes, and serves exactly the records, the count END_OF_PUSH carries
+    checked by each."""
+    env = platform_env
+    store = env.create_user_store("rpamend", 1)
+    records = {f"k{i:05d}": _value(i) for i in range(24_000)}
+    assert env.push(store, RetriedRecordsJob(records)) == 1
+    lines: list[str] = []
+    assert local.repush(env.config, env.meta, store, {}, progress=lines.append, run_job=spark_job) == 2
+    assert any(f"(map-only) and wrote {len(records)} records" in line for line in lines), lines
+    topic = env.config.region("dc-0").version_topic(store, 2)
+    said = [decode(key, value).control for key, value in read_partition(env.config.kafka.bootstrap, topic)]
+    sorted_flags = [body["sorted"] for body in said if body is not None and "sorted" in body]
+    assert sorted_flags == [True, False], sorted_flags  # the push's START_OF_PUSH, then the task's
+    sample = {key: records[key] for key in list(records)[::97] + ["k00000", "k23999"]}
+    wait_for("version 2 served in every region", reads_equal(env, store, sample), 90, 0.1)
 
 
 def test_hybrid_repush_repairs_a_region_keeps_tombstones_and_expires_by_ttl(

@@ -3,6 +3,7 @@ and the general path for control messages, chunks and deletes in the same batche
 
 from __future__ import annotations
 
+import copy
 import random
 import threading
 from itertools import chain
@@ -262,3 +263,68 @@ def test_a_partitions_first_and_last_batches_go_as_runs() -> None:
     assert all(not batch.puts for batch in commits)  # nothing went one put at a time
     keys = list(chain.from_iterable(run.keys() for batch in commits for run in batch.runs))
     assert keys == [key for key, _ in puts]
+
+
+def test_a_second_start_of_push_turns_a_sorted_partition_unsorted_and_a_replay_from_before_it_ends_the_same(
+    tmp_path: Path,
+) -> None:
+    """What a repush writes when it copied part of a partition sorted and then found it not plain
+    (`repush_tasks._amend_partition`): START_OF_PUSH again, unsorted, then writes over copied keys, a delete and a
+    key before them all. Real RocksDB: the sorted part goes through an SST file, ingested at the switch. A replica
+    that restarts from a checkpoint before the switch ingests the sorted part again into an SST file that overlaps
+    what the later writes changed, and ends with the same data."""
+    from venice_core.protocol.compression import CompressionStrategy
+
+    guid = deterministic_guid("repush", 0)
+    state = SegmentState(guid)
+    feed = [encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+
+    def data(encoded: tuple[bytes, bytes]) -> None:
+        state.add(checksum_bytes(*encoded))
+        feed.append(encoded)
+
+    def start_of_push(sorted_push: bool) -> None:
+        body = StartOfPush(sorted_push, True, CompressionStrategy.NO_OP).to_json()
+        feed.append(encode_control(state.next(), ControlMessageType.START_OF_PUSH, body))
+
+    copied = [(b"k%05d" % i, b"v%d" % i) for i in range(6000)]
+    start_of_push(True)
+    for key, value in copied:
+        data(encode_put(state.next(), key, 1, value))
+    start_of_push(False)
+    amended = [(b"k04000", b"over"), (b"a", b"before them all")]
+    for key, value in amended:
+        data(encode_put(state.next(), key, 1, value))
+    data(encode_delete(state.next(), b"k05000", 1))
+    feed.append(encode_control(state.next(), ControlMessageType.END_OF_SEGMENT, {"checksum": state.checksum}))
+    puts = len(copied) + len(amended)
+    control = SegmentState(deterministic_guid("repush", "control"))
+    feed.append(encode_control(control.start_segment(), ControlMessageType.START_OF_SEGMENT, {}))
+    feed.append(encode_control(control.next(), ControlMessageType.END_OF_PUSH, {"record_counts": {"0": puts}}))
+    messages = [FakeMessage(k, v, offset) for offset, (k, v) in enumerate(feed)]
+    expected = {**dict(copied), **dict(amended)}
+    del expected[b"k05000"]
+
+    storage = PartitionStorage(tmp_path / "p0")
+
+    def ingest(checkpoint: IngestionCheckpoint, start: int, until: int | None = None) -> PartitionIngestionTask:
+        task = PartitionIngestionTask("unused", "t", 0, storage, lambda *_: None, "test")
+        task.stats.records, task.stats.offset = checkpoint.records, checkpoint.next_offset - 1  # as `run` resumes
+        consumer = FakeConsumer(messages[start:until])
+        task._follow(task._batch_phase(checkpoint), consumer, threading.Event(), until=until)
+        return task
+
+    ingest(IngestionCheckpoint(), 0, until=3000)  # stopped mid-copy: its checkpoint is sorted
+    before_the_switch = storage.checkpoint()
+    assert before_the_switch.sorted_push and before_the_switch.next_offset == 3000
+    for replay in range(2):  # on from there; then again from there, over what the first run wrote
+        task = ingest(copy.deepcopy(before_the_switch), before_the_switch.next_offset)  # as read from storage
+        assert task.completed, replay
+        assert len(storage._sst_files) == 2 + replay  # the sorted part went through an SST file a run
+        assert {key: storage.get(key) for key in [*expected, b"k05000"]} == {
+            **{key: SCHEMA_ID.pack(1) + value for key, value in expected.items()},
+            b"k05000": None,
+        }
+        saved = storage.checkpoint()
+        assert saved.end_of_push and not saved.sorted_push
+    storage.close()

@@ -344,7 +344,22 @@ class _RecordingWriter:
 
     def write_stored_run(self, partition: int, kafka_keys: list[bytes], bodies: list[bytes], stamps: list[int]) -> None:
         for kafka_key, body, stamp in zip(kafka_keys, bodies, stamps, strict=True):
-            self.write_stored(partition, kafka_key, body, stamp)
+            self.write_stored(partition, kafka_key, body, int(stamp))
+
+    def start_of_push(self, partition: int, body: dict[str, Any]) -> None:
+        self.records.append((partition, b"START_OF_PUSH", json.dumps(body, sort_keys=True).encode(), 0, 0))
+
+    def state(self) -> dict[bytes, tuple[bytes | None, int, int]]:
+        """What a region holds once it has ingested the records in order (a DELETE removes the key)."""
+        held: dict[bytes, tuple[bytes | None, int, int]] = {}
+        for _partition, key, value, schema_id, timestamp in self.records:
+            if key == b"START_OF_PUSH":
+                continue
+            if value is None and timestamp == 0:
+                held.pop(key, None)
+            else:
+                held[key] = (value, schema_id, timestamp)
+        return held
 
 
 def _messages(records: list[tuple[bytes, bytes, int]]) -> SourceRecords:
@@ -370,7 +385,7 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
     spec = _spec(partitions=2, **overrides)
     plain, general = _RecordingWriter(), _RecordingWriter()
     plain_compactor, general_compactor = Compactor(spec), Compactor(spec)
-    _copy_plain(_messages(records), 1, spec, plain_compactor, plain)
+    _copy_plain(*_messages(records).uncopied(), 1, spec, plain_compactor, plain)
     _compact_partition(_messages(records), 1, spec, general_compactor, general)
     assert plain.records == general.records and plain_compactor.stats == general_compactor.stats
     assert len(plain.records) == len(records) - plain_compactor.stats["expired"]
@@ -378,14 +393,16 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
         assert 0 < plain_compactor.stats["expired"] < len(records)  # newer and batch-marked records stay
     # A source another partitioner wrote fails the copy, as it fails the compaction: every key elsewhere, or half.
     with pytest.raises(RepushJobError, match="belongs to partition 1"):
-        _copy_plain(_messages(records), 0, spec, Compactor(spec), _RecordingWriter())
+        _copy_plain(*_messages(records).uncopied(), 0, spec, Compactor(spec), _RecordingWriter())
     others = sorted(f"z{i}".encode() for i in range(400) if partition_for(f"z{i}".encode(), 2) == 0)
     mixed = sorted([*keys, *others[: len(keys)]])
     with pytest.raises(RepushJobError, match="belongs to partition 0"):
-        _copy_plain(_messages([(key, b"v", 0) for key in mixed]), 1, spec, Compactor(spec), _RecordingWriter())
+        _copy_plain(
+            *_messages([(key, b"v", 0) for key in mixed]).uncopied(), 1, spec, Compactor(spec), _RecordingWriter()
+        )
 
 
-def test_a_large_plain_partition_is_checked_on_a_sample_of_its_keys_first_and_last_among_them() -> None:
+def test_a_large_plain_batch_is_checked_on_a_sample_of_its_keys_first_and_last_among_them() -> None:
     from venice_core.spark.tasks import repush_tasks
 
     keys = sorted(k for k in (f"k{i:06d}".encode() for i in range(20_000)) if partition_for(k, 2) == 1)
@@ -400,21 +417,24 @@ def test_a_large_plain_partition_is_checked_on_a_sample_of_its_keys_first_and_la
     writer = _RecordingWriter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(repush_tasks, "_check_partition", check)
-        repush_tasks._copy_plain(_messages([(k, b"v", 0) for k in keys]), 1, spec, Compactor(spec), writer)
+        records = _messages([(k, b"v", 0) for k in keys]).uncopied()
+        repush_tasks._copy_plain(*records, 1, spec, Compactor(spec), writer)
     assert len(writer.records) == len(keys)
-    assert len(checked) == repush_tasks.PARTITION_CHECK_SAMPLE < len(keys)
+    assert len(checked) == -(-(len(keys) - 1) // repush_tasks.PARTITION_CHECK_EVERY) + 1 < len(keys) // 100
     assert checked[0] == keys[0] and checked[-1] == keys[-1] and checked == sorted(set(checked))
 
 
 def test_a_partition_is_plain_only_with_puts_in_strictly_increasing_key_order(monkeypatch) -> None:
     from venice_core.spark.tasks import kafka_source
-    from venice_core.spark.tasks.repush_tasks import _read_partition
+    from venice_core.spark.tasks.repush_tasks import _data_batches
 
     def read(*messages: tuple[bytes, bytes, int], batch_size: int = 100) -> tuple[list[int], bool]:
         batch = [FakeMessage(*m) for m in messages]
         batches = [batch[at : at + batch_size] for at in range(0, len(batch), batch_size)]
         monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args, **_kwargs: iter(batches))
-        records = _read_partition(_spec(), 0, 0, len(batch))
+        records = SourceRecords()
+        for taken in _data_batches(_spec(), 0, 0, len(batch)):
+            records.take(*taken)
         return records.offsets, records.plain
 
     state = SegmentState(b"g" * 16)
@@ -452,3 +472,68 @@ def test_a_stored_record_is_written_as_put_writes_it() -> None:
         by_copy.put_stored(KEY_TYPE_DATA + key, SCHEMA_ID.pack(3) + value, 1, timestamp)
     assert copy_sent == put_sent and len(put_sent) > 4  # the large value went as chunks and a manifest
     assert by_copy._segments[1].checksum == by_put._segments[1].checksum
+
+
+def _source_batches() -> list[list[FakeMessage]]:
+    """A partition a push wrote (50 keys in order: plain), then what makes it not plain in its second consumed
+    batch: a retried writer's duplicate, a key overwritten, one deleted, one smaller than any before, one
+    overwritten by an older write, a chunk of a value never finished; and a third batch after that."""
+    state = SegmentState(b"g" * 16)
+    state.start_segment(0)
+    first = [encode_put(state.next(0 if i % 9 == 0 else 50 + i), b"k%02d" % i, 1, b"v%d" % i) for i in range(50)]
+    second = [
+        first[5],
+        encode_put(state.next(200), b"k10", 2, b"newer"),
+        encode_delete(state.next(210), b"k20", 1),
+        encode_put(state.next(220), b"a00", 1, b"first in key order"),
+        encode_put(state.next(10), b"k30", 1, b"older than the ttl"),
+        encode_put(state.next(0), chunking.chunk_key(b"k40", 0), -10, b"c"),
+        encode_put(state.next(230), b"k99", 1, b"last"),
+    ]
+    third = [encode_put(state.next(240), b"k11", 1, b"third batch")]
+    offsets = iter(range(100))
+    return [[FakeMessage(k, v, next(offsets)) for k, v in batch] for batch in (first, second, third)]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"ttl_start_ms": 100}, {"keep_tombstones": True, "ttl_start_ms": 100}, {"target_compression": GZIP}],
+    ids=["batch", "ttl", "hybrid-ttl", "recompressed"],
+)
+@pytest.mark.parametrize("plain_batches", [1, 0, 3], ids=["found-midway", "found-at-once", "plain"])
+def test_a_partition_is_copied_while_read_and_amended_if_found_not_plain_midway(
+    monkeypatch, overrides: dict, plain_batches: int
+) -> None:
+    """Whenever the partition turns out not plain, a region that ingests what the task wrote holds what the general
+    compaction writes, and the same records are counted left out. Copied first, then amended after START_OF_PUSH
+    says the rest is unsorted; or, not plain from its first batch, compacted and written sorted."""
+    from venice_core.spark.specs.task_specs import SourceRange
+    from venice_core.spark.tasks import kafka_source
+    from venice_core.spark.tasks.repush_tasks import _compact_partition, _repush_partition
+
+    batches = _source_batches()
+    if plain_batches == 0:
+        batches = [batches[1], batches[0], batches[2]]  # not plain from the first batch
+    elif plain_batches == 3:
+        batches = [batches[0]]
+    monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args, **_kwargs: iter(batches))
+    spec = _spec(**overrides)
+    streamed, streamed_compactor = _RecordingWriter(), Compactor(spec)
+    _repush_partition(spec, SourceRange(0, 0, 100), streamed_compactor, streamed)
+
+    reference, reference_compactor = _RecordingWriter(), Compactor(spec)
+    everything = SourceRecords()
+    for batch in batches:
+        everything.take([m.key() for m in batch], [m.value() for m in batch], [m.offset() for m in batch])
+    _compact_partition(everything, 0, spec, reference_compactor, reference)
+
+    assert streamed.state() == reference.state() and streamed_compactor.stats == reference_compactor.stats
+    said = [record for record in streamed.records if record[1] == b"START_OF_PUSH"]
+    if plain_batches == 1:
+        assert len(said) == 1 and json.loads(said[0][2])["sorted"] is False
+        copied = streamed.records[: streamed.records.index(said[0])]
+        assert 0 < len(copied) <= 50 and [r[1] for r in copied] == sorted({r[1] for r in copied})
+        amended = streamed.records[len(copied) + 1 :]  # only what the copy got wrong, not a retried writer's copy
+        assert b"k05" not in {r[1] for r in amended} and {b"k10", b"a00"} <= {r[1] for r in amended}
+    else:
+        assert not said and streamed.records == reference.records  # sorted, each key once

@@ -228,8 +228,16 @@ class BatchPhase(Generic[Batch]):
         self.storage.put_write_stamp(self.committer.batch, key, WriteStamp(timestamp, tombstone=tombstone).encode())
 
     def _start_of_push(self, message: Message) -> None:
-        self.start_of_push = StartOfPush.from_control(message.control)
-        self._sorted(self.start_of_push.sorted)
+        """The push's START_OF_PUSH, or a second one that says the rest of the partition comes unsorted (a repush
+        that found the partition not plain after copying part of it sorted): what the SST file holds so far is
+        ingested, and the rest is written as plain writes, which may overwrite or delete it. Should the partition
+        restart from an earlier checkpoint, the replayed sorted part goes to a new SST file, which RocksDB orders
+        after the one ingested here (a file that overlaps the data gets a newer sequence number)."""
+        start_of_push = StartOfPush.from_control(message.control)
+        if self.sorted_push and not start_of_push.sorted:
+            self.storage.ingest_sst()
+        self.start_of_push = start_of_push
+        self._sorted(start_of_push.sorted)
 
     def _sorted(self, sorted_push: bool) -> None:
         """Whether the push is ingested as SST files (sorted, and a store that can), and so how often it commits."""
@@ -237,6 +245,9 @@ class BatchPhase(Generic[Batch]):
         if self.sorted_push:
             self.committer.every_messages = SORTED_COMMIT_EVERY_MESSAGES
             self.committer.every_seconds = SORTED_COMMIT_EVERY_SECONDS
+        else:
+            self.committer.every_messages = self.storage.commit_every_messages
+            self.committer.every_seconds = self.storage.commit_every_seconds
 
     def _end_of_push(self, message: Message, raw: ConsumedMessage) -> IngestionCheckpoint:
         """END_OF_PUSH's count checked, committed with the broker's time of it (where a hybrid version's real-time

@@ -11,7 +11,7 @@ from venice_core.errors import PushJobError
 from venice_core.protocol import serde
 from venice_core.protocol.compression import compressor
 from venice_core.protocol.div import deterministic_guid
-from venice_core.protocol.envelope import SCHEMA_ID
+from venice_core.protocol.envelope import SCHEMA_ID, ControlMessageType
 from venice_core.pubsub.writer import VersionTopicWriter
 from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
 from venice_core.spark.tasks.hash_partitioning import spread_values
@@ -157,6 +157,11 @@ class PartitionWriter:
             end = start + STORED_RUN_RECORDS
             writer.put_stored_run(partition, kafka_keys[start:end], bodies[start:end], stamps[start:end])
         self.counts[partition] += len(kafka_keys)
+
+    def start_of_push(self, partition: int, body: dict[str, Any]) -> None:
+        """START_OF_PUSH again in a partition, inside its segment: a repush that copied part of a partition sorted
+        and then found it not plain says that the rest comes unsorted (`repush_tasks._amend_partition`)."""
+        self._writer_for(partition).control(partition, ControlMessageType.START_OF_PUSH, body)
 
     def write_stored(self, partition: int, kafka_key: bytes, body: bytes, timestamp_ms: int) -> None:
         """A PUT copied as a version topic holds it (`VersionTopicWriter.put_stored`), with its write timestamp."""

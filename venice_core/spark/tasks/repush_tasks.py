@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import methodcaller
@@ -44,8 +43,9 @@ from venice_core.protocol.envelope import (
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.put_run import AFTER_HEADER, PREFIX, prefix_bytes
 from venice_core.pubsub.getters import KEY, OFFSET, VALUE
-from venice_core.spark.specs.task_specs import RepushTaskSpec
+from venice_core.spark.specs.task_specs import RepushTaskSpec, SourceRange
 from venice_core.spark.tasks.push_tasks import PartitionWriter, task_writer
+from venice_core.storage.ingestion_checkpoint import StartOfPush
 
 PUT, DELETE, MANIFEST, CHUNK = 0, 1, 2, 3
 DECODED_SCHEMA = (
@@ -234,51 +234,56 @@ def compact_and_write(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
 def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
     """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec.ranges`), for a source
     with the new version's partition count and partitioner (each key stays in its partition) and no
-    partition over `max.records.per.mapper`: each task reads its whole partition in offset order from its range
-    (fixed on the driver, so a retried task reads the same records) and writes it compacted, keys in byte order.
-    No shuffle, and the records never pass through the JVM.
-
-    A partition whose records are plain (`_read_partition`: PUTs only, keys already strictly increasing, as a push
-    or an earlier repush wrote them) has nothing to compact or sort: its records are copied as they are stored
-    (TTL and re-compression applied). Any other partition is grouped by key in memory and compacted.
-
-    A task given several partitions reads the next one while it writes one (a thread of its own: the read waits on
-    the broker, and librdkafka leaves the GIL meanwhile), so its reads and writes overlap; at most two partitions
-    are held at once."""
+    partition over `max.records.per.mapper`: each task reads its partitions in offset order from their ranges
+    (fixed on the driver, so a retried task reads the same records) and writes them compacted, keys in byte order
+    (`_repush_partition`). No shuffle, and the records never pass through the JVM."""
     compactor = Compactor(spec)
     writer = task_writer(spec.writer)
-    sources = [spec.ranges[index] for batch in batches for index in batch.column(0).to_pylist()]
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="repush-read") as reader:
-
-        def read(at: int) -> Future[SourceRecords]:
-            source = sources[at]
-            return reader.submit(_read_partition, spec, source.partition, source.start, source.end)
-
-        upcoming = read(0) if sources else None
-        for at, source in enumerate(sources):
-            assert upcoming is not None
-            records = upcoming.result()
-            upcoming = read(at + 1) if at + 1 < len(sources) else None
-            if records.plain:
-                _copy_plain(records, source.partition, spec, compactor, writer)
-            else:
-                _compact_partition(records, source.partition, spec, compactor, writer)
-            del records
+    for index in (index for batch in batches for index in batch.column(0).to_pylist()):
+        _repush_partition(spec, spec.ranges[index], compactor, writer)
     writer.finish()
     yield _written(writer, compactor)
+
+
+def _repush_partition(spec: RepushTaskSpec, source: SourceRange, compactor: Compactor, writer: PartitionWriter) -> None:
+    """One source partition, copied while it is read for as long as it is plain (`SourceRecords`: PUTs only, keys
+    strictly increasing, as a push or an earlier repush wrote it): each consumed batch is written as it is stored
+    (TTL and re-compression applied) before the next is read, so the new version's regions ingest while the task
+    reads. A partition that is not plain is read whole, grouped by key in memory and compacted: written sorted if
+    nothing of it was copied yet (`_compact_partition`); otherwise `_amend_partition` says in the partition that the
+    rest comes unsorted and writes only what the copy got wrong."""
+    partition, before = source.partition, dict(compactor.stats)
+    records, copied = SourceRecords(), 0
+    batches = _data_batches(spec, partition, source.start, source.end)
+    for kafka_keys, values, offsets in batches:
+        records.take(kafka_keys, values, offsets)
+        if not records.plain:
+            break
+        copied += _copy_plain(*records.uncopied(), partition, spec, compactor, writer)
+    else:
+        return
+    for kafka_keys, values, offsets in batches:  # the rest, read whole
+        records.take(kafka_keys, values, offsets)
+    compactor.stats.update(before)  # what the copy left out is counted again, with the rest
+    if copied:
+        _amend_partition(records, partition, spec, compactor, writer)
+    else:
+        _compact_partition(records, partition, spec, compactor, writer)
 
 
 @dataclass
 class SourceRecords:
     """One source partition's data messages in offset order (control messages left out: the new version has its
     own), and whether they are plain: well-formed PUTs of user schemas (no chunk, manifest or DELETE) whose keys
-    strictly increase, so no key appears twice. A plain partition's write timestamps are read with the check."""
+    strictly increase, so no key appears twice. A plain partition's write timestamps are read with the check, and
+    `copied` counts its records handed out for copying (`uncopied`)."""
 
     kafka_keys: list[bytes] = field(default_factory=list)
     values: list[bytes] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     plain: bool = True
-    stamps: list[np.ndarray] = field(default_factory=list)  # per consumed batch, while plain
+    stamps: list[np.ndarray] = field(default_factory=list)  # per consumed batch not yet copied, while plain
+    copied: int = 0
 
     def take(self, kafka_keys: list[bytes], values: list[bytes], offsets: list[int]) -> None:
         """One consumed batch's data messages: checked with a few numpy steps over their headers and one C-level
@@ -302,56 +307,61 @@ class SourceRecords:
         self.values += values
         self.offsets += offsets
 
-    def write_stamps(self) -> np.ndarray:
-        """A plain partition's write timestamps, one a record."""
+    def uncopied(self) -> tuple[list[bytes], list[bytes], np.ndarray]:
+        """A plain partition's records taken since the last call (Kafka keys, values, write timestamps), now
+        counted as copied."""
         assert self.plain
-        return np.concatenate(self.stamps) if self.stamps else np.empty(0, np.int64)
+        start, self.copied = self.copied, len(self.kafka_keys)
+        stamps = np.concatenate(self.stamps) if self.stamps else np.empty(0, np.int64)
+        self.stamps = []
+        return self.kafka_keys[start:], self.values[start:], stamps
 
 
-def _read_partition(spec: RepushTaskSpec, partition: int, start: int, end: int) -> SourceRecords:
-    """One source partition's offset range, read (`SourceRecords`)."""
+def _data_batches(
+    spec: RepushTaskSpec, partition: int, start: int, end: int
+) -> Iterator[tuple[list[bytes], list[bytes], list[int]]]:
+    """One source partition's offset range, a consumed batch at a time: its data messages' Kafka keys, values and
+    offsets (a segment's control messages, a few a partition, left out)."""
     from venice_core.spark.tasks.kafka_source import read_range_messages
 
-    records = SourceRecords()
     for batch in read_range_messages(spec.source_bootstrap, spec.source_topic, partition, start, end, catch_up=True):
         kafka_keys = list(map(KEY, batch))
-        if not all(map(_IS_DATA_KEY, kafka_keys)):  # a segment's control messages: a few a partition
+        if not all(map(_IS_DATA_KEY, kafka_keys)):
             batch = list(compress(batch, map(_IS_DATA_KEY, kafka_keys)))
             kafka_keys = list(filter(_IS_DATA_KEY, kafka_keys))
         if batch:
-            records.take(kafka_keys, list(map(VALUE, batch)), list(map(OFFSET, batch)))
-    return records
+            yield kafka_keys, list(map(VALUE, batch)), list(map(OFFSET, batch))
 
 
 # Whether a Kafka key is a data message's, as a C-level callable (`map` of it runs no Python bytecode).
 _IS_DATA_KEY = methodcaller("startswith", KEY_TYPE_DATA)
 
 
-# How many keys of a plain partition are checked against the partitioner: a source written by another partitioner
-# (or with another partition count) puts most keys elsewhere, so a sample catches it; MD5 of every key would cost
-# more than the copy itself. The compaction path, which reads every key anyway, checks each.
-PARTITION_CHECK_SAMPLE = 1024
+# Every this many keys of a plain partition's copied batch (and each batch's last) is checked against the
+# partitioner: a source written by another partitioner (or with another partition count) puts most keys elsewhere,
+# so a sample catches it; MD5 of every key would cost more than the copy itself. The compaction path, which reads
+# every key anyway, checks each.
+PARTITION_CHECK_EVERY = 256
 
 
 def _copy_plain(
-    records: SourceRecords,
+    kafka_keys: list[bytes],
+    values: list[bytes],
+    stamps: np.ndarray,
     partition: int,
     spec: RepushTaskSpec,
     compactor: Compactor,
     writer: PartitionWriter,
-) -> None:
-    """Write a plain partition's records in their order (already the keys' byte order), each as it is stored, with
-    its write timestamp; TTL and re-compression as `Compactor.resolve` applies them. A sample of the keys, the first
-    and the last among them, is checked against the partitioner (`PARTITION_CHECK_SAMPLE`): a source not written by
-    this partitioner would hold records no read finds."""
-    kafka_keys, values = records.kafka_keys, records.values
+) -> int:
+    """Write plain records in their order (already the keys' byte order), each as it is stored, with its write
+    timestamp; TTL and re-compression as `Compactor.resolve` applies them. A sample of the keys, the first and the
+    last among them, is checked against the partitioner first (`PARTITION_CHECK_EVERY`): a source not written by
+    this partitioner would hold records no read finds. How many records were written."""
     if not kafka_keys:
-        return  # nothing to write: no segment either, as the compaction path
+        return 0
     partitions, partitioner = spec.writer.partitions, spec.writer.partitioner
-    sample = np.unique(np.linspace(0, len(kafka_keys) - 1, PARTITION_CHECK_SAMPLE).astype(np.int64))
-    for at in sample.tolist():
+    for at in [*range(0, len(kafka_keys) - 1, PARTITION_CHECK_EVERY), len(kafka_keys) - 1]:
         _check_partition(kafka_keys[at][1:], partition, partitions, spec.source_topic, partitioner)
-    stamps = records.write_stamps()
     if compactor.ttl_start is not None:
         expired = (stamps > 0) & (stamps < compactor.ttl_start)  # batch-marked records (0) never are
         compactor.stats["expired"] += int(expired.sum())
@@ -360,26 +370,21 @@ def _copy_plain(
             kafka_keys, values = list(compress(kafka_keys, kept)), list(compress(values, kept))
             stamps = stamps[~expired]
         if not kafka_keys:
-            return
+            return 0
     recompress = compactor.recompress
     if recompress is None:
         writer.write_stored_run(partition, kafka_keys, list(map(AFTER_HEADER, values)), stamps)
-        return
+        return len(kafka_keys)
     header_size, prefix_size = HEADER.size, DATA_PREFIX.size
     for kafka_key, kafka_value, stamp in zip(kafka_keys, values, stamps.tolist(), strict=True):
         (schema_id,) = SCHEMA_ID.unpack_from(kafka_value, header_size)
         writer.write_record(partition, kafka_key[1:], recompress(kafka_value[prefix_size:]), schema_id, stamp)
+    return len(kafka_keys)
 
 
-def _compact_partition(
-    records: SourceRecords,
-    partition: int,
-    spec: RepushTaskSpec,
-    compactor: Compactor,
-    writer: PartitionWriter,
-) -> None:
-    """Group a partition's records by key, then write each key's survivor in key byte order. `records` is emptied
-    as they are grouped, so the partition is held in memory once, not twice."""
+def _by_key(records: SourceRecords, partition: int) -> dict[bytes, list[tuple[Any, ...]]]:
+    """A partition's records decoded and grouped by key, each key's in offset order. `records` is emptied as they
+    are grouped, so the partition is held in memory once, not twice."""
     by_key: dict[bytes, list[tuple[Any, ...]]] = {}
     kafka_keys, values, offsets = records.kafka_keys, records.values, records.offsets
     for source in (kafka_keys, values, offsets):
@@ -390,9 +395,59 @@ def _compact_partition(
         assert decoded is not None  # control messages were left out when read
         key, kind, schema_id, timestamp, value, chunk_key = decoded
         by_key.setdefault(key, []).append((partition, key, offset, kind, schema_id, timestamp, value, chunk_key))
+    return by_key
+
+
+def _compact_partition(
+    records: SourceRecords,
+    partition: int,
+    spec: RepushTaskSpec,
+    compactor: Compactor,
+    writer: PartitionWriter,
+) -> None:
+    """Group a partition's records by key, then write each key's survivor in key byte order."""
+    by_key = _by_key(records, partition)
     for key in sorted(by_key):  # bytes compare unsigned, as Spark's sort and RocksDB do
         _check_partition(key, partition, spec.writer.partitions, spec.source_topic, spec.writer.partitioner)
         _write_key(compactor, writer, by_key.pop(key))
+
+
+def _amend_partition(
+    records: SourceRecords,
+    partition: int,
+    spec: RepushTaskSpec,
+    compactor: Compactor,
+    writer: PartitionWriter,
+) -> None:
+    """A partition found not plain after its first `records.copied` records were copied (sorted): START_OF_PUSH
+    again in the partition, saying the rest comes unsorted (ingestion makes what it holds so far visible and
+    takes plain writes from there on), then each key whose survivor is not what the copy wrote: the survivor
+    written over it, or a DELETE where nothing survives. What the new version holds is what `_compact_partition`
+    would have written; END_OF_PUSH's count is of PUTs sent, as ingestion counts them.
+
+    One difference remains on a hybrid version: a copied key whose survivor has expired is deleted, but the write
+    timestamp its copy stored stays (an older nearline write to it is refused, where a compacted partition would
+    take it)."""
+    writer.start_of_push(partition, StartOfPush(False, True, spec.target_compression).to_json())
+    last_copied = records.offsets[records.copied - 1]
+    ttl_start = compactor.ttl_start
+    by_key = _by_key(records, partition)
+    for key in sorted(by_key):
+        _check_partition(key, partition, spec.writer.partitions, spec.source_topic, spec.writer.partitioner)
+        rows = by_key.pop(key)
+        first = rows[0]  # a copied key's first record is the PUT the copy read (and wrote, unless expired)
+        was_written = first[2] <= last_copied and not (ttl_start is not None and 0 < first[5] < ttl_start)
+        final = next(row for row in reversed(rows) if row[3] != CHUNK) if was_written else None
+        if final is first:
+            continue  # the copy's record survives (chunks alone, of a value never finished, do not count)
+        resolved = compactor.resolve(rows)  # counted as the compaction counts it
+        if final is not None and final[3:7] == first[3:7]:
+            continue  # a retried writer's copy of the record the copy wrote: the same bytes and write timestamp
+        if resolved is not None:
+            value, schema_id, timestamp = resolved
+            writer.write_record(partition, key, value, schema_id, timestamp)
+        elif was_written:
+            writer.write_record(partition, key, None, first[4], 0)
 
 
 def _check_partition(key: bytes, partition: int, partitions: int, topic: str, partitioner: VenicePartitioner) -> None:
