@@ -21,13 +21,10 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from venice_core.config import ClusterConfig
-from venice_core.controller import stores as store_ops
-from venice_core.controller.store_description import StoreDescription, VersionDescription
 from venice_core.errors import PushJobError
-from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.control import version_dictionary
@@ -42,6 +39,9 @@ from venice_core.spark.tasks.repush_tasks import (
     decode_batches,
     repush_partitions,
 )
+
+if TYPE_CHECKING:  # the metadata store's modules load in `run_on` (`push.run_in_session` warms them)
+    from venice_core.controller.store_description import StoreDescription, VersionDescription
 
 
 def run(args: argparse.Namespace) -> JobResult:
@@ -58,6 +58,8 @@ def _version(info: StoreDescription, number: int) -> VersionDescription:
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
+    from venice_core.controller import stores as store_ops
+    from venice_core.meta import MetadataStore
     from venice_core.spark.tasks.kafka_source import batch_ranges
 
     meta = MetadataStore(config.metadata_db_url)
