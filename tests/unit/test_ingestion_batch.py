@@ -328,3 +328,22 @@ def test_a_second_start_of_push_turns_a_sorted_partition_unsorted_and_a_replay_f
         saved = storage.checkpoint()
         assert saved.end_of_push and not saved.sorted_push
     storage.close()
+
+
+def test_a_second_start_of_push_that_changes_more_than_the_order_is_refused(tmp_path: Path) -> None:
+    from venice_core.protocol.compression import CompressionStrategy
+    from venice_core.protocol.div import DataIntegrityError
+
+    state = SegmentState(deterministic_guid("repush", 0))
+    feed = [encode_control(state.start_segment(), ControlMessageType.START_OF_SEGMENT, {})]
+    for body in (
+        StartOfPush(True, True, CompressionStrategy.NO_OP),
+        StartOfPush(False, True, CompressionStrategy.GZIP),
+    ):
+        feed.append(encode_control(state.next(), ControlMessageType.START_OF_PUSH, body.to_json()))
+    storage = PartitionStorage(tmp_path / "p0")
+    task = PartitionIngestionTask("unused", "t", 0, storage, lambda *_: None, "test")
+    messages = FakeConsumer([FakeMessage(k, v, offset) for offset, (k, v) in enumerate(feed)])
+    with pytest.raises(DataIntegrityError, match="a second START_OF_PUSH may only say the rest is unsorted"):
+        task._follow(task._batch_phase(IngestionCheckpoint()), messages, threading.Event(), until=len(feed))
+    storage.close()

@@ -372,6 +372,12 @@ def _messages(records: list[tuple[bytes, bytes, int]]) -> SourceRecords:
     return read
 
 
+def _plain(records: SourceRecords) -> tuple[list[bytes], list[bytes], Any]:
+    """All of a plain partition's records, to copy."""
+    assert records.plain
+    return records.uncopied(records.plain_count)
+
+
 @pytest.mark.parametrize(
     "overrides",
     [{}, {"ttl_start_ms": 100}, {"source_compression": NO_OP, "target_compression": GZIP}],
@@ -385,7 +391,7 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
     spec = _spec(partitions=2, **overrides)
     plain, general = _RecordingWriter(), _RecordingWriter()
     plain_compactor, general_compactor = Compactor(spec), Compactor(spec)
-    _copy_plain(*_messages(records).uncopied(), 1, spec, plain_compactor, plain)
+    _copy_plain(*_plain(_messages(records)), 1, spec, plain_compactor, plain)
     _compact_partition(_messages(records), 1, spec, general_compactor, general)
     assert plain.records == general.records and plain_compactor.stats == general_compactor.stats
     assert len(plain.records) == len(records) - plain_compactor.stats["expired"]
@@ -393,13 +399,11 @@ def test_a_plain_partition_is_copied_as_the_general_compaction_would_write_it(ov
         assert 0 < plain_compactor.stats["expired"] < len(records)  # newer and batch-marked records stay
     # A source another partitioner wrote fails the copy, as it fails the compaction: every key elsewhere, or half.
     with pytest.raises(RepushJobError, match="belongs to partition 1"):
-        _copy_plain(*_messages(records).uncopied(), 0, spec, Compactor(spec), _RecordingWriter())
+        _copy_plain(*_plain(_messages(records)), 0, spec, Compactor(spec), _RecordingWriter())
     others = sorted(f"z{i}".encode() for i in range(400) if partition_for(f"z{i}".encode(), 2) == 0)
     mixed = sorted([*keys, *others[: len(keys)]])
     with pytest.raises(RepushJobError, match="belongs to partition 0"):
-        _copy_plain(
-            *_messages([(key, b"v", 0) for key in mixed]).uncopied(), 1, spec, Compactor(spec), _RecordingWriter()
-        )
+        _copy_plain(*_plain(_messages([(key, b"v", 0) for key in mixed])), 1, spec, Compactor(spec), _RecordingWriter())
 
 
 def test_a_large_plain_batch_is_checked_on_a_sample_of_its_keys_first_and_last_among_them() -> None:
@@ -417,7 +421,7 @@ def test_a_large_plain_batch_is_checked_on_a_sample_of_its_keys_first_and_last_a
     writer = _RecordingWriter()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(repush_tasks, "_check_partition", check)
-        records = _messages([(k, b"v", 0) for k in keys]).uncopied()
+        records = _plain(_messages([(k, b"v", 0) for k in keys]))
         repush_tasks._copy_plain(*records, 1, spec, Compactor(spec), writer)
     assert len(writer.records) == len(keys)
     assert len(checked) == -(-(len(keys) - 1) // repush_tasks.PARTITION_CHECK_EVERY) + 1 < len(keys) // 100
@@ -476,14 +480,16 @@ def test_a_stored_record_is_written_as_put_writes_it() -> None:
 
 def _source_batches() -> list[list[FakeMessage]]:
     """A partition a push wrote (50 keys in order: plain), then what makes it not plain in its second consumed
-    batch: a retried writer's duplicate, a key overwritten, one deleted, one smaller than any before, one
-    overwritten by an older write, a chunk of a value never finished; and a third batch after that."""
+    batch: a retried writer's duplicate, keys overwritten (by a newer write, and by one older than the TTL), one
+    deleted, one smaller than any before, a chunk of a value never finished; and a third batch after that. Of the
+    first 50, those from k17 on are newer than the TTL's cut-off (100), and k00, k09, ... are batch-marked (0)."""
     state = SegmentState(b"g" * 16)
     state.start_segment(0)
-    first = [encode_put(state.next(0 if i % 9 == 0 else 50 + i), b"k%02d" % i, 1, b"v%d" % i) for i in range(50)]
+    first = [encode_put(state.next(0 if i % 9 == 0 else 50 + 3 * i), b"k%02d" % i, 1, b"v%d" % i) for i in range(50)]
     second = [
-        first[5],
+        first[25],
         encode_put(state.next(200), b"k10", 2, b"newer"),
+        encode_put(state.next(205), b"k21", 2, b"newer too"),
         encode_delete(state.next(210), b"k20", 1),
         encode_put(state.next(220), b"a00", 1, b"first in key order"),
         encode_put(state.next(10), b"k30", 1, b"older than the ttl"),
@@ -493,6 +499,18 @@ def _source_batches() -> list[list[FakeMessage]]:
     third = [encode_put(state.next(240), b"k11", 1, b"third batch")]
     offsets = iter(range(100))
     return [[FakeMessage(k, v, next(offsets)) for k, v in batch] for batch in (first, second, third)]
+
+
+def _streamed(monkeypatch, spec: RepushTaskSpec, batches: list[list[FakeMessage]]) -> tuple[_RecordingWriter, Any]:
+    """What `_repush_partition` writes of the batches, copying 8 records at a time."""
+    from venice_core.spark.specs.task_specs import SourceRange
+    from venice_core.spark.tasks import kafka_source, repush_tasks
+
+    monkeypatch.setattr(repush_tasks, "COPY_UNIT", 8)
+    monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args, **_kwargs: iter(batches))
+    writer, compactor = _RecordingWriter(), Compactor(spec)
+    repush_tasks._repush_partition(spec, SourceRange(0, 0, 100), compactor, writer)
+    return writer, compactor
 
 
 @pytest.mark.parametrize(
@@ -507,19 +525,15 @@ def test_a_partition_is_copied_while_read_and_amended_if_found_not_plain_midway(
     """Whenever the partition turns out not plain, a region that ingests what the task wrote holds what the general
     compaction writes, and the same records are counted left out. Copied first, then amended after START_OF_PUSH
     says the rest is unsorted; or, not plain from its first batch, compacted and written sorted."""
-    from venice_core.spark.specs.task_specs import SourceRange
-    from venice_core.spark.tasks import kafka_source
-    from venice_core.spark.tasks.repush_tasks import _compact_partition, _repush_partition
+    from venice_core.spark.tasks.repush_tasks import _compact_partition
 
     batches = _source_batches()
     if plain_batches == 0:
         batches = [batches[1], batches[0], batches[2]]  # not plain from the first batch
     elif plain_batches == 3:
         batches = [batches[0]]
-    monkeypatch.setattr(kafka_source, "read_range_messages", lambda *_args, **_kwargs: iter(batches))
     spec = _spec(**overrides)
-    streamed, streamed_compactor = _RecordingWriter(), Compactor(spec)
-    _repush_partition(spec, SourceRange(0, 0, 100), streamed_compactor, streamed)
+    streamed, streamed_compactor = _streamed(monkeypatch, spec, batches)
 
     reference, reference_compactor = _RecordingWriter(), Compactor(spec)
     everything = SourceRecords()
@@ -532,8 +546,26 @@ def test_a_partition_is_copied_while_read_and_amended_if_found_not_plain_midway(
     if plain_batches == 1:
         assert len(said) == 1 and json.loads(said[0][2])["sorted"] is False
         copied = streamed.records[: streamed.records.index(said[0])]
-        assert 0 < len(copied) <= 50 and [r[1] for r in copied] == sorted({r[1] for r in copied})
-        amended = streamed.records[len(copied) + 1 :]  # only what the copy got wrong, not a retried writer's copy
-        assert b"k05" not in {r[1] for r in amended} and {b"k10", b"a00"} <= {r[1] for r in amended}
+        assert [r[1] for r in copied] == sorted({r[1] for r in copied})
+        expired = spec.ttl_start_ms is not None  # then k01-k16 were not written, but k09 (batch-marked)
+        assert len(copied) == (48 - 15 if expired else 48)  # 6 units of 8 (k00-k47), what the TTL left of them
+        amended = {r[1] for r in streamed.records[len(copied) + 1 :]}  # what the copy got wrong, and k48, k49
+        assert {b"k21", b"k20", b"k30", b"a00", b"k48", b"k49"} <= amended  # k20: its delete (or tombstone)
+        assert not {b"k25", b"k40"} & amended  # a retried writer's copy; a chunk of a value never finished
     else:
         assert not said and streamed.records == reference.records  # sorted, each key once
+
+
+def test_what_a_repush_task_writes_does_not_depend_on_how_its_records_came_in_batches(monkeypatch) -> None:
+    """A retried task (or a re-run job, under the same producer GUIDs) must send the same messages in the same
+    order: DIV drops what an earlier attempt sent by its sequence numbers alone."""
+    batches = _source_batches()
+    records = [message for batch in batches for message in batch]
+    spec = _spec(ttl_start_ms=100)
+    sent = set()
+    for sizes in ([50, 8, 1], [20, 20, 19], [7] * 9, [59]):
+        cuts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+        split = [records[start:end] for start, end in zip(cuts, cuts[1:], strict=False)]
+        writer, compactor = _streamed(monkeypatch, spec, split)
+        sent.add((tuple(writer.records), tuple(sorted(compactor.stats.items()))))
+    assert len(sent) == 1

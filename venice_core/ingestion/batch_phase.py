@@ -12,6 +12,7 @@ A gap or a bad checksum fails the partition with a clear error.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Generic
 
 from venice_core.ingestion.committer import Committer
@@ -234,6 +235,11 @@ class BatchPhase(Generic[Batch]):
         restart from an earlier checkpoint, the replayed sorted part goes to a new SST file, which RocksDB orders
         after the one ingested here (a file that overlaps the data gets a newer sequence number)."""
         start_of_push = StartOfPush.from_control(message.control)
+        if self.start_of_push is not None and start_of_push != replace(self.start_of_push, sorted=False):
+            raise DataIntegrityError(
+                f"a second START_OF_PUSH may only say the rest is unsorted: {self.start_of_push.to_json()} "
+                f"then {start_of_push.to_json()}"
+            )
         if self.sorted_push and not start_of_push.sorted:
             self.storage.ingest_sst()
         self.start_of_push = start_of_push

@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from venice_core.config import ClusterConfig
+from venice_core.controller import stores as store_ops
+from venice_core.controller.store_description import StoreDescription
 from venice_core.errors import IncompatibleSchema, PushJobError, SchemaError
+from venice_core.meta import MetadataStore
 from venice_core.spark.inputs.input_files import check_sampleable, read_input_schema
-
-if TYPE_CHECKING:  # the metadata store's modules (SQLAlchemy) load where they are used: a push job's driver warms
-    # them on a thread while its SparkContext starts (`jobs.push.run_in_session`)
-    from venice_core.config import ClusterConfig
-    from venice_core.controller.store_description import StoreDescription
-    from venice_core.meta import MetadataStore
 
 T = TypeVar("T")
 
@@ -208,8 +206,6 @@ def match_value_schema(
     """The id and schema the input is written with. A schema derived from the input is registered here, through
     the schema-registration hooks (`stores.add_value_schema`): by the rollout's `schema_registration` step for
     input it can read, else by the push job. A hook's ABORT is a `SchemaRefused`, and nothing is registered."""
-    from venice_core.controller import stores as store_ops
-
     choice = choose_value_schema(info, value_struct, single_value, value_field)
     if choice.schema_id is not None:
         return choice.schema_id, choice.schema
@@ -224,8 +220,6 @@ def check_push_input(meta: MetadataStore, store: str, input_path: str, key_field
     input exists, is readable and has the key and value fields; it fits a value schema of the store, or one
     derived from it could be registered. Input only the job can read (a URL) is left to the job, but for a
     ZSTD_WITH_DICT store, which trains its dictionary from the input before the job (refused here)."""
-    from venice_core.controller import stores as store_ops
-
     info = store_ops.describe_store(meta, store)
     struct = read_input_schema(input_path)
     if info.settings.compression.needs_dictionary:

@@ -11,16 +11,16 @@ job reports).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from venice_core.config import ClusterConfig, load_config
+from venice_core.controller import stores as store_ops
 from venice_core.errors import ComponentError, MetadataStoreError, PushJobError, VeniceError
+from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.partitioner_config import load_partitioner
@@ -68,22 +68,10 @@ def run_in_session(
     """A job on a SparkSession of its own (spark-submit's). Not stopped here: spark-submit stops the active
     SparkContext once this process exits, where pyspark's own `stop` then waits up to half a second more for its
     accumulator server's loop (0.7 s of every push)."""
-    warm = threading.Thread(target=_import_metadata_modules, name="warm-imports", daemon=True)
-    warm.start()
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"{app}-{args.store}-v{args.version}").getOrCreate()
-    warm.join()
     return job(spark, load_config(), args)
-
-
-def _import_metadata_modules() -> None:
-    """The metadata store's modules (SQLAlchemy, the controller), imported while the JVM starts the SparkContext,
-    which the driver otherwise waits for idle: 0.7 s of imports off the job's path. A failure is left to the job's
-    own import, which raises it."""
-    with contextlib.suppress(Exception):
-        import venice_core.controller.stores
-        import venice_core.meta  # noqa: F401
 
 
 def writer_spec(
@@ -117,9 +105,6 @@ def writer_spec(
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process on one session; `run` on spark-submit's).
     Returns the per-partition record counts and the value schema id."""
-    from venice_core.controller import stores as store_ops
-    from venice_core.meta import MetadataStore
-
     meta = MetadataStore(config.metadata_db_url)
     try:
         info = store_ops.describe_store(meta, args.store)

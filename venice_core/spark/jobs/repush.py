@@ -4,8 +4,9 @@ Rebuilds a store from one of its version topics, each key compacted to its lates
 values re-compressed if the compression changed, and written with their write timestamps (`spark.tasks.repush_tasks`),
 in one of two plans:
 - map-only, when the new version has the source's partition count and partitioner (each key stays in its partition)
-  and no source partition holds more than `--max-records-per-mapper` records: one task per source partition reads it
-  whole, compacts it in memory and writes the keys in byte order (no shuffle; the records never enter the JVM);
+  and no source partition holds more than `--max-records-per-mapper` records: a task per core takes its share of
+  the source partitions, copying each while it reads it for as long as it is plain, else compacting it in memory
+  (`repush_tasks._repush_partition`; no shuffle, the records never enter the JVM);
 - shuffled, otherwise (a repush is how a store moves to another partition count or partitioner: `venice store
   update`, then a repush): each source partition is cut into offset ranges of at most `--max-records-per-mapper`
   records, read in parallel through the `venice_kafka` source and decoded (and combined per range with
@@ -21,10 +22,13 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from venice_core.config import ClusterConfig
+from venice_core.controller import stores as store_ops
+from venice_core.controller.store_description import StoreDescription, VersionDescription
 from venice_core.errors import PushJobError
+from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub.control import version_dictionary
@@ -39,9 +43,6 @@ from venice_core.spark.tasks.repush_tasks import (
     decode_batches,
     repush_partitions,
 )
-
-if TYPE_CHECKING:  # the metadata store's modules load in `run_on` (`push.run_in_session` warms them)
-    from venice_core.controller.store_description import StoreDescription, VersionDescription
 
 
 def run(args: argparse.Namespace) -> JobResult:
@@ -58,8 +59,6 @@ def _version(info: StoreDescription, number: int) -> VersionDescription:
 def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobResult:
     """The job on a given SparkSession (tests run it in-process); the per-partition record counts and what the
     compaction left out."""
-    from venice_core.controller import stores as store_ops
-    from venice_core.meta import MetadataStore
     from venice_core.spark.tasks.kafka_source import batch_ranges
 
     meta = MetadataStore(config.metadata_db_url)
@@ -100,9 +99,9 @@ def run_on(spark: Any, config: ClusterConfig, args: argparse.Namespace) -> JobRe
     )  # fixed here, on the driver: a retried task reads exactly the same records
     same_partitions = source.partition_count == partitions and source.partitioner == target.partitioner
     if same_partitions and all(r.end - r.start <= args.max_records_per_mapper for r in ranges):
-        # A task per core, each given its share of the source partitions (spark.range's ids index the ranges),
-        # reading the next while it writes one: every partition in flight at once within the job's cores, where a
-        # task per partition ran them in waves of as many as the cores.
+        # A task per core, each given its share of the source partitions (spark.range's ids index the ranges), one
+        # after the other: each partition is written while it is read, so a core is never idle waiting for a read,
+        # and a task's start is paid once per core, not once per partition.
         spec = replace(spec, ranges=tuple(SourceRange(r.partition, r.start, r.end) for r in ranges))
         slots = max(1, min(len(ranges), spark.sparkContext.defaultParallelism))
         tasks = spark.range(0, len(ranges), 1, slots)

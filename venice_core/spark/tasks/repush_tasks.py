@@ -234,8 +234,8 @@ def compact_and_write(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
 def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[Any]:
     """The map-only repush (mapInArrow over `spark.range`: each row an index into `spec.ranges`), for a source
     with the new version's partition count and partitioner (each key stays in its partition) and no
-    partition over `max.records.per.mapper`: each task reads its partitions in offset order from their ranges
-    (fixed on the driver, so a retried task reads the same records) and writes them compacted, keys in byte order
+    partition over `max.records.per.mapper`: each task reads its partitions one after the other, in offset order from
+    their ranges (fixed on the driver, so a retried task reads the same records), and writes them compacted
     (`_repush_partition`). No shuffle, and the records never pass through the JVM."""
     compactor = Compactor(spec)
     writer = task_writer(spec.writer)
@@ -247,74 +247,99 @@ def repush_partitions(batches: Iterable[Any], spec: RepushTaskSpec) -> Iterator[
 
 def _repush_partition(spec: RepushTaskSpec, source: SourceRange, compactor: Compactor, writer: PartitionWriter) -> None:
     """One source partition, copied while it is read for as long as it is plain (`SourceRecords`: PUTs only, keys
-    strictly increasing, as a push or an earlier repush wrote it): each consumed batch is written as it is stored
-    (TTL and re-compression applied) before the next is read, so the new version's regions ingest while the task
-    reads. A partition that is not plain is read whole, grouped by key in memory and compacted: written sorted if
-    nothing of it was copied yet (`_compact_partition`); otherwise `_amend_partition` says in the partition that the
-    rest comes unsorted and writes only what the copy got wrong."""
+    strictly increasing, as a push or an earlier repush wrote it), `COPY_UNIT` records at a time, so the new version's
+    regions ingest while the task reads. A partition that is not plain is read whole, grouped by key in memory and
+    compacted: written sorted if nothing of it was copied (`_compact_partition`); otherwise `_amend_partition` writes
+    only what the copy got wrong.
+
+    What is copied depends on the source alone, never on how its records came in consumed batches: whole units of
+    the partition's plain prefix (the records before the first that is not plain), or all of a plain partition. A
+    retried task (or a re-run job, under the same producer GUIDs) so sends the same messages in the same order, which
+    DIV needs to drop its copies of what an earlier attempt sent."""
     partition, before = source.partition, dict(compactor.stats)
-    records, copied = SourceRecords(), 0
-    batches = _data_batches(spec, partition, source.start, source.end)
-    for kafka_keys, values, offsets in batches:
+    records, written = SourceRecords(), 0
+    for kafka_keys, values, offsets in _data_batches(spec, partition, source.start, source.end):
         records.take(kafka_keys, values, offsets)
-        if not records.plain:
-            break
-        copied += _copy_plain(*records.uncopied(), partition, spec, compactor, writer)
-    else:
+        whole_units = records.plain_count - records.plain_count % COPY_UNIT
+        if whole_units > records.copied:
+            written += _copy_plain(*records.uncopied(whole_units), partition, spec, compactor, writer)
+    if records.plain:
+        written += _copy_plain(*records.uncopied(records.plain_count), partition, spec, compactor, writer)
         return
-    for kafka_keys, values, offsets in batches:  # the rest, read whole
-        records.take(kafka_keys, values, offsets)
     compactor.stats.update(before)  # what the copy left out is counted again, with the rest
-    if copied:
+    if written:
         _amend_partition(records, partition, spec, compactor, writer)
     else:
         _compact_partition(records, partition, spec, compactor, writer)
 
 
+# A partition's plain prefix is copied this many records at a time (and the rest of a plain partition at its end).
+COPY_UNIT = 10_000
+
+
 @dataclass
 class SourceRecords:
     """One source partition's data messages in offset order (control messages left out: the new version has its
-    own), and whether they are plain: well-formed PUTs of user schemas (no chunk, manifest or DELETE) whose keys
-    strictly increase, so no key appears twice. A plain partition's write timestamps are read with the check, and
-    `copied` counts its records handed out for copying (`uncopied`)."""
+    own), and how many of the first are plain: well-formed PUTs of user schemas (no chunk, manifest or DELETE) whose
+    keys strictly increase, so no key appears twice. The partition is plain while every record so far is. The plain
+    records' write timestamps are read with the check; `copied` counts the records handed out to be copied."""
 
     kafka_keys: list[bytes] = field(default_factory=list)
     values: list[bytes] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     plain: bool = True
-    stamps: list[np.ndarray] = field(default_factory=list)  # per consumed batch not yet copied, while plain
+    plain_count: int = 0
+    stamps: list[np.ndarray] = field(default_factory=list)  # of the plain records not yet handed out
     copied: int = 0
 
     def take(self, kafka_keys: list[bytes], values: list[bytes], offsets: list[int]) -> None:
         """One consumed batch's data messages: checked with a few numpy steps over their headers and one C-level
-        pass over their keys, not a Python step a record."""
+        pass over their keys, not a Python step a record (but in the one batch where the partition stops being
+        plain, where the first record that is not is looked for)."""
         if self.plain:
-            previous = self.kafka_keys[-1:]
-            heads = prefix_bytes(values)
-            if heads is None:
-                self.plain = False  # a message too short for an envelope: the general path says what is wrong
-            else:
-                prefix = heads.view(PREFIX).reshape(-1)
-                self.plain = bool(
-                    (prefix["version"] == PROTOCOL_VERSION).all()
-                    and (prefix["type"] == MessageType.PUT).all()
-                    and (prefix["schema_id"] > 0).all()
-                    and all(map(operator.lt, chain(previous, kafka_keys), kafka_keys if previous else kafka_keys[1:]))
-                )
-                if self.plain:  # read only for a plain partition's copy
-                    self.stamps.append(prefix["timestamp"].astype(np.int64))
+            plain, stamps = _plain_prefix(self.kafka_keys[-1:], kafka_keys, values)
+            self.plain = plain == len(kafka_keys)
+            self.plain_count += plain
+            self.stamps.append(stamps)
         self.kafka_keys += kafka_keys
         self.values += values
         self.offsets += offsets
 
-    def uncopied(self) -> tuple[list[bytes], list[bytes], np.ndarray]:
-        """A plain partition's records taken since the last call (Kafka keys, values, write timestamps), now
-        counted as copied."""
-        assert self.plain
-        start, self.copied = self.copied, len(self.kafka_keys)
+    def uncopied(self, end: int) -> tuple[list[bytes], list[bytes], np.ndarray]:
+        """The plain records from `copied` to `end` (Kafka keys, values, write timestamps), now counted as copied."""
+        assert self.copied <= end <= self.plain_count
+        start, self.copied = self.copied, end
         stamps = np.concatenate(self.stamps) if self.stamps else np.empty(0, np.int64)
-        self.stamps = []
-        return self.kafka_keys[start:], self.values[start:], stamps
+        self.stamps = [stamps[end - start :]]
+        return self.kafka_keys[start:end], self.values[start:end], stamps[: end - start]
+
+
+def _plain_prefix(previous: list[bytes], kafka_keys: list[bytes], values: list[bytes]) -> tuple[int, np.ndarray]:
+    """How many of a batch's first records are plain, following `previous` (the last key before them, if any),
+    and their write timestamps."""
+    heads = prefix_bytes(values)
+    if heads is not None:
+        prefix = heads.view(PREFIX).reshape(-1)
+        well_formed = (
+            (prefix["version"] == PROTOCOL_VERSION) & (prefix["type"] == MessageType.PUT) & (prefix["schema_id"] > 0)
+        )
+        ordered = all(map(operator.lt, chain(previous, kafka_keys), kafka_keys if previous else kafka_keys[1:]))
+        if ordered and well_formed.all():
+            return len(kafka_keys), prefix["timestamp"].astype(np.int64)
+    plain = 0  # the batch where plainness ends: its first record that is not plain, looked for one by one
+    last = previous[0] if previous else None
+    for kafka_key, value in zip(kafka_keys, values, strict=True):
+        if len(value) < DATA_PREFIX.size or (last is not None and not last < kafka_key):
+            break
+        version, mtype, *_, schema_id = DATA_PREFIX.unpack_from(value)
+        if version != PROTOCOL_VERSION or mtype != MessageType.PUT or schema_id <= 0:
+            break
+        plain, last = plain + 1, kafka_key
+    heads = prefix_bytes(values[:plain])
+    stamps = (
+        heads.view(PREFIX).reshape(-1)["timestamp"].astype(np.int64) if heads is not None else np.empty(0, np.int64)
+    )
+    return plain, stamps
 
 
 def _data_batches(
@@ -419,19 +444,19 @@ def _amend_partition(
     compactor: Compactor,
     writer: PartitionWriter,
 ) -> None:
-    """A partition found not plain after its first `records.copied` records were copied (sorted): START_OF_PUSH
-    again in the partition, saying the rest comes unsorted (ingestion makes what it holds so far visible and
-    takes plain writes from there on), then each key whose survivor is not what the copy wrote: the survivor
-    written over it, or a DELETE where nothing survives. What the new version holds is what `_compact_partition`
-    would have written; END_OF_PUSH's count is of PUTs sent, as ingestion counts them.
+    """A partition found not plain after its first `records.copied` records were copied (sorted): each key whose
+    survivor is not what the copy wrote gets the survivor written over it, or a DELETE where nothing survives, after
+    START_OF_PUSH again in the partition saying the rest comes unsorted (ingestion ingests the SST file it holds
+    and takes plain writes from there on). What the new version holds is what `_compact_partition` would have
+    written; END_OF_PUSH's count is of PUTs sent, as ingestion counts them (a key written twice counts twice).
 
-    One difference remains on a hybrid version: a copied key whose survivor has expired is deleted, but the write
-    timestamp its copy stored stays (an older nearline write to it is refused, where a compacted partition would
-    take it)."""
-    writer.start_of_push(partition, StartOfPush(False, True, spec.target_compression).to_json())
+    One difference remains on a hybrid version (which keeps write timestamps): a copied key with a write timestamp
+    whose survivor is written with timestamp 0 (a batch-marked record), or not at all (expired by TTL), keeps the
+    copy's timestamp, so a nearline write older than it is refused where a compacted partition would take it."""
     last_copied = records.offsets[records.copied - 1]
     ttl_start = compactor.ttl_start
     by_key = _by_key(records, partition)
+    unsorted_said = False
     for key in sorted(by_key):
         _check_partition(key, partition, spec.writer.partitions, spec.source_topic, spec.writer.partitioner)
         rows = by_key.pop(key)
@@ -443,10 +468,16 @@ def _amend_partition(
         resolved = compactor.resolve(rows)  # counted as the compaction counts it
         if final is not None and final[3:7] == first[3:7]:
             continue  # a retried writer's copy of the record the copy wrote: the same bytes and write timestamp
+        if resolved is None and not was_written:
+            continue
+        if not unsorted_said:
+            body = StartOfPush(sorted=False, chunked=True, compression=spec.target_compression).to_json()
+            writer.start_of_push(partition, body)
+            unsorted_said = True
         if resolved is not None:
             value, schema_id, timestamp = resolved
             writer.write_record(partition, key, value, schema_id, timestamp)
-        elif was_written:
+        else:
             writer.write_record(partition, key, None, first[4], 0)
 
 
