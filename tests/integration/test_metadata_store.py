@@ -135,3 +135,20 @@ def test_partitions_completed_at_once_complete_their_region(meta: MetadataStore,
             list(pool.map(report, range(partitions)))
         status = versions.job_status(meta, name, 1).regions["dc-0"].status
         assert status is ExecutionStatus.COMPLETED, (round_, status)
+
+
+def test_leases_run_on_the_databases_clock(meta: MetadataStore) -> None:
+    """`database_now` compiles for each database and reads its clock, and a lease written with it
+    is live, then, aged past its length by the same clock, not."""
+    import time
+
+    from venice_core.controller import instances
+    from venice_core.meta.db import database_time
+
+    with meta.session() as session:
+        first, second = database_time(session), database_time(session)
+    assert abs(first - time.time()) < 5 and first <= second
+    instances.register(meta, "dc-0", 0, "127.0.0.1", 7000, "elsewhere:1:x", 1, 5.0)
+    assert instances.liveness(meta, "dc-0", 5.0, 30.0) == {(0, True, True)}
+    instances.release(meta, "dc-0", 0, "elsewhere:1:x", 5.0)  # the lease ends now, by the database's clock
+    assert instances.liveness(meta, "dc-0", 5.0, 30.0) == {(0, False, True)}

@@ -18,7 +18,7 @@ from venice_core.controller import instances, placement, stores, versions
 from venice_core.controller.instances import InstanceAlreadyRunning
 from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
-from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
+from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus
 from venice_core.orchestration.airflow.run_following import describe_progress
 
@@ -299,3 +299,33 @@ def test_a_long_wait_for_ingestion_says_how_many_replicas_are_ready_and_which_in
     rollout = SimpleNamespace(meta=meta, store="users", config=replicated)
     inputs = SimpleNamespace(rollout=rollout, version=SimpleNamespace(number=1), in_region=REGION)
     assert _waiting_on(inputs) == "NEW, 0 of 4 replicas ready; instance 1 of the region down"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("skew", [45.0, -45.0])
+def test_leases_are_written_and_judged_by_the_databases_clock_not_the_callers(
+    meta: MetadataStore, replicated: ClusterConfig, monkeypatch: pytest.MonkeyPatch, skew: float
+) -> None:
+    """Processes whose clocks disagree agree on leases: each is written and judged by the metadata database's clock.
+    Here this process's clock (Python's `time.time`) is off by `skew`; SQLite's clock, the C library's, is not, as
+    a PostgreSQL server's would not be. A lease written by the skewed caller neither runs out early (-45 s: taken
+    over at once) nor late (+45 s: held 45 s past its end), and the skewed caller takes none early."""
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + skew)
+    _store(meta, replicated)
+    owners = _register(meta, 0, 1)
+    assert instances.renew(meta, REGION, 0, owners[0])
+    assert instances.hold_coordinator(meta, REGION, 0, owners[0], LEASE)
+    with meta.session() as session:
+        heartbeats = [row.heartbeat_at for row in session.scalars(select(RegionInstance))]
+        coordinator = session.scalars(select(RegionCoordinator)).one()
+    assert all(abs(at - real_time()) < 2 for at in heartbeats), (heartbeats, real_time())
+    assert abs(coordinator.expires_at - LEASE - real_time()) < 2
+    assert instances.liveness(meta, REGION, LEASE, 30) == {(0, True, True), (1, True, True)}
+    with pytest.raises(InstanceAlreadyRunning):  # neither taken early by the skewed caller
+        instances.register(meta, REGION, 1, "127.0.0.1", 7001, "elsewhere:9:x", 9, LEASE)
+    assert not instances.hold_coordinator(meta, REGION, 1, owners[1], LEASE)
+    assert placement.rebalance(meta, replicated, REGION, coordinator=owners[0]) > 0
+    assert {instance for instance, _epoch in _leaders(meta).values()} == {0, 1}  # both live, both lead
+    monkeypatch.setattr(time, "time", real_time)
+    _age(meta, 1, LEASE + 1)  # a lease that ran out by the database's clock is free, whoever's clock asks
+    assert instances.liveness(meta, REGION, LEASE, 30) == {(0, True, True), (1, False, True)}

@@ -16,7 +16,7 @@ import time
 from sqlalchemy import select
 
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import retry_on_conflict
+from venice_core.meta.db import database_now, database_time, retry_on_conflict
 from venice_core.meta.models import DaVinciInstance, Version
 from venice_core.model.status import ExecutionStatus
 
@@ -46,7 +46,7 @@ def heartbeat(
             row.status = status.value
         if serving is not None:
             row.serving = serving
-        row.heartbeat_at = time.time()
+        row.heartbeat_at = database_now()  # the database's clock, which `_live` judges by: not the client's
 
 
 @retry_on_conflict()
@@ -59,8 +59,8 @@ def deregister(meta: MetadataStore, store: str, region: str, instance_id: str) -
 
 
 def _live(meta: MetadataStore, store: str, region: str, now: float | None) -> list[DaVinciInstance]:
-    cutoff = (time.time() if now is None else now) - LIVE_SECONDS
     with meta.session() as session:
+        cutoff = (database_time(session) if now is None else now) - LIVE_SECONDS
         return list(
             session.scalars(
                 select(DaVinciInstance).where(
@@ -129,8 +129,8 @@ def gate_open(meta: MetadataStore, store: str, version: int, region: str) -> boo
 
 def instances(meta: MetadataStore, store: str | None = None, now: float | None = None) -> list[dict[str, object]]:
     """Every registered instance (of one store, or all), with its version, status and whether it is live."""
-    now = time.time() if now is None else now
     with meta.session() as session:
+        now = database_time(session) if now is None else now
         query = select(DaVinciInstance).order_by(
             DaVinciInstance.store_name, DaVinciInstance.region, DaVinciInstance.instance_id
         )

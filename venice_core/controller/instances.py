@@ -11,14 +11,15 @@ restarts at once, while a paused one (SIGSTOP) still holds its lease.
 The coordinator of a region (the instance that places replicas and picks leaders) holds a lease of the same kind in
 `region_coordinators`. Both are conditional UPDATEs in one transaction of the metadata database (row locks in
 PostgreSQL, the database's write lock in SQLite): the coordination Airflow's HA schedulers rely on, no protocol of
-our own.
+our own. Every lease time is the database's clock (`meta.db.database_now`), written and compared in SQL, never a
+caller's: processes on machines whose clocks disagree agree on when a lease runs out. A process judges its own
+lease only by durations on its monotonic clock (`server.membership`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from venice_core.errors import VeniceError
 from venice_core.host.pids import running
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import rows_matched
+from venice_core.meta.db import database_now, database_time, rows_matched
 from venice_core.meta.models import RegionCoordinator, RegionInstance, Replica
 
 
@@ -61,12 +62,13 @@ def register(
     meta: MetadataStore, region: str, instance: int, host: str, port: int, owner: str, pid: int, lease: float
 ) -> None:
     """Take the instance's registration for `owner`, unless another process holds a lease on it that still runs.
-    The conditional UPDATE comes first: it takes the database's write lock before anything is read."""
-    now = time.time()
+    The conditional UPDATE comes first: it takes the database's write lock before anything is read. Times are the
+    database's (`database_now`), as every lease's."""
     registration: dict[str, Any] = {
-        "host": host, "port": port, "owner": owner, "pid": pid, "started_at": now, "heartbeat_at": now, "spare": []
+        "host": host, "port": port, "owner": owner, "pid": pid, "started_at": database_now(),
+        "heartbeat_at": database_now(), "spare": [],
     }  # fmt: skip
-    mine = (RegionInstance.owner == owner) | (RegionInstance.heartbeat_at <= now - lease)
+    mine = (RegionInstance.owner == owner) | (RegionInstance.heartbeat_at <= database_now() - lease)
     with meta.session() as session:
         taken = session.execute(
             update(RegionInstance)
@@ -81,9 +83,10 @@ def register(
                 setattr(holder, field, value)
             return
         if holder is not None:
+            renewed = database_time(session) - holder.heartbeat_at
             raise InstanceAlreadyRunning(
                 f"instance {instance} of region {region} is already running (pid {holder.pid} on {holder.host}, "
-                f"lease renewed {now - holder.heartbeat_at:.1f}s ago): stop it first, or start another instance"
+                f"lease renewed {renewed:.1f}s ago): stop it first, or start another instance"
             )
     try:
         with meta.session() as session:
@@ -115,7 +118,7 @@ def renew(meta: MetadataStore, region: str, instance: int, owner: str) -> bool:
         result = session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == region, RegionInstance.instance == instance, RegionInstance.owner == owner)
-            .values(heartbeat_at=time.time())
+            .values(heartbeat_at=database_now())
         )
         return rows_matched(result) == 1
 
@@ -137,7 +140,7 @@ def release(meta: MetadataStore, region: str, instance: int, owner: str, lease: 
         session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == region, RegionInstance.instance == instance, RegionInstance.owner == owner)
-            .values(heartbeat_at=time.time() - lease)
+            .values(heartbeat_at=database_now() - lease)
         )
         session.execute(
             update(RegionCoordinator)
@@ -149,8 +152,8 @@ def release(meta: MetadataStore, region: str, instance: int, owner: str, lease: 
 def liveness(meta: MetadataStore, region: str, lease: float, grace: float) -> frozenset[tuple[int, bool, bool]]:
     """Each of the region's instances, whether its lease runs and whether it is within its offline grace period: what
     placement and routing read from the clock rather than from a change (renewals move no generation)."""
-    now = time.time()
     with meta.session() as session:
+        now = database_time(session)
         rows = session.execute(
             select(RegionInstance.instance, RegionInstance.heartbeat_at).where(RegionInstance.region == region)
         )
@@ -159,8 +162,8 @@ def liveness(meta: MetadataStore, region: str, lease: float, grace: float) -> fr
 
 def instances(meta: MetadataStore, lease: float, region: str | None = None) -> list[InstanceState]:
     """Every registered instance (of one region, or all), with whether its lease runs and its replica count."""
-    now = time.time()
     with meta.session() as session:
+        now = database_time(session)
         query = select(RegionInstance)
         counts_query = select(Replica.region, Replica.instance)
         if region is not None:
@@ -187,13 +190,12 @@ def instances(meta: MetadataStore, lease: float, region: str | None = None) -> l
 
 def hold_coordinator(meta: MetadataStore, region: str, instance: int, owner: str, lease: float) -> bool:
     """Take or renew the region's coordinator lease: True while this instance holds it."""
-    now = time.time()
-    mine = (RegionCoordinator.owner == owner) | (RegionCoordinator.expires_at <= now)
+    mine = (RegionCoordinator.owner == owner) | (RegionCoordinator.expires_at <= database_now())
     with meta.session(announce=False) as session:  # who coordinates is nothing the other instances sync
         taken = session.execute(
             update(RegionCoordinator)
             .where(RegionCoordinator.region == region, mine)
-            .values(owner=owner, instance=instance, expires_at=now + lease)
+            .values(owner=owner, instance=instance, expires_at=database_now() + lease)
         )
         if rows_matched(taken) == 1:
             return True
@@ -201,7 +203,8 @@ def hold_coordinator(meta: MetadataStore, region: str, instance: int, owner: str
             return False
     try:
         with meta.session(announce=False) as session:
-            session.add(RegionCoordinator(region=region, owner=owner, instance=instance, expires_at=now + lease))
+            expires_at = database_now() + lease
+            session.add(RegionCoordinator(region=region, owner=owner, instance=instance, expires_at=expires_at))
         return True
     except IntegrityError:
         return False  # another instance took it first

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from venice_core.config import ClusterConfig
 from venice_core.controller.versions import current_versions, hostable_versions
 from venice_core.meta import MetadataStore
-from venice_core.meta.db import rows_matched
+from venice_core.meta.db import database_now, database_time, rows_matched
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.partitioner_config import PartitionerConfig
@@ -102,7 +102,6 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
     """One round of the coordinator's work in `region`: replicas placed, moved and dropped, leaders picked. Returns
     how many rows it changed. `coordinator`: the lease holder's token, checked (and the lease's row locked) in the
     same transaction, so a coordinator whose lease another instance took meanwhile changes nothing."""
-    now = time.time()
     configured = config.region(region).instances
     with meta.session() as session:
         if coordinator is not None:
@@ -111,13 +110,14 @@ def rebalance(meta: MetadataStore, config: ClusterConfig, region: str, coordinat
                 .where(
                     RegionCoordinator.region == region,
                     RegionCoordinator.owner == coordinator,
-                    RegionCoordinator.expires_at > now,
+                    RegionCoordinator.expires_at > database_now(),
                 )
                 .values(expires_at=RegionCoordinator.expires_at)
                 .execution_options(announce=False)  # a lock on the lease's row, no change
             )
             if rows_matched(held) != 1:
                 return 0
+        now = database_time(session)  # leases and leaderships are judged by the database's clock, as written
         registered = [
             row
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))
@@ -402,9 +402,9 @@ def record_progress(
 
 def routing_tables(meta: MetadataStore, config: ClusterConfig, region: str) -> dict[str, RoutingTable]:
     """Every store's routing table in the region: its current version's ready replicas on live instances."""
-    now = time.time()
     current = current_versions(meta, region)
     with meta.session() as session:
+        now = database_time(session)
         addresses = {
             row.instance: f"{row.host}:{row.port}"
             for row in session.scalars(select(RegionInstance).where(RegionInstance.region == region))

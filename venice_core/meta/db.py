@@ -8,9 +8,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import CursorResult, Engine, Result, create_engine, event, inspect, text
+from sqlalchemy import CursorResult, Engine, Float, Result, create_engine, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import ORMExecuteState, Session, UOWTransaction, sessionmaker
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 
 from venice_core.errors import MetadataStoreError
 
@@ -26,6 +29,32 @@ def rows_matched(result: Result[Any]) -> int:
     """The rows an UPDATE or DELETE statement matched (its cursor's row count)."""
     assert isinstance(result, CursorResult)
     return result.rowcount
+
+
+class database_now(FunctionElement[float]):  # noqa: N801 - a SQL function, named as SQLAlchemy's `func.now`
+    """The metadata database's clock, in seconds since the epoch, as a SQL expression: what every lease is written
+    and judged by (`controller.instances`, `controller.placement`), so that processes whose clocks disagree still
+    agree on when a lease runs out. PostgreSQL's `clock_timestamp()`; SQLite's `julianday('now')`, to the
+    millisecond, which is the clock of the process that runs the statement (the embedded profile's processes share
+    one machine's)."""
+
+    type = Float()
+    inherit_cache = True
+
+
+@compiles(database_now)
+def _sqlite_now(_element: database_now, _compiler: SQLCompiler, **_kw: Any) -> str:
+    return "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+@compiles(database_now, "postgresql")
+def _postgresql_now(_element: database_now, _compiler: SQLCompiler, **_kw: Any) -> str:
+    return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"
+
+
+def database_time(session: Session) -> float:
+    """The metadata database's clock now (`database_now`), read in the session's transaction."""
+    return float(session.execute(select(database_now())).scalar_one())
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
