@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
-from sqlalchemy import make_url, select
+from sqlalchemy import create_engine, make_url, select, text
 
 from tests.support.ingestion import wait_for_ingestion
 from tests.support.leftovers import leaves_nothing, platform_parts
@@ -27,7 +28,7 @@ from tests.support.reads import wait_for
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.client.serving import wait_until_served
-from venice_core.controller import stores, versions
+from venice_core.controller import instances, stores, versions
 from venice_core.embedded import platform, servers
 from venice_core.errors import ComponentError
 from venice_core.meta.models import PartitionLeader, Replica
@@ -71,6 +72,58 @@ def replicated(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFacto
     finally:
         with leaves_nothing(*platform_parts(config)):
             platform.down(config, report=lambda _line: None)
+
+
+# A process started with this directory first on its PYTHONPATH and VENICE_TEST_CLOCK_SKEW_SECONDS set reads its
+# wall clock that far off (its `sitecustomize`); libfaketime breaks Python 3.11's sleeps.
+SKEWED_CLOCK = Path(__file__).parents[1] / "support" / "skewed_clock"
+SKEWS = {1: 45.0, 2: -45.0}  # dc-1's instance -> its wall clock's offset
+# Renewals through PostgreSQL take longer than SQLite's: a 2 s lease (a margin of 1 s kept locally) lapsed at every
+# renewal on this machine.
+SKEWED_LEASE_SECONDS = 4
+
+
+@pytest.fixture(scope="module")
+def skewed(
+    platform_env: PlatformEnv, postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PlatformEnv]:
+    """`replicated`'s layout on a PostgreSQL metadata store of its own (a database's clock every process shares,
+    where SQLite's is each process's), dc-1's instance 1 with its clock 45 s ahead and instance 2 45 s behind."""
+    database = f"skewed_{os.getpid()}"
+    server = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{database}"'))
+    url = make_url(postgres_url).set(database=database).render_as_string(hide_password=False)
+    broker = platform_env.config.kafka.bootstrap
+    extra = {
+        "regions": ",".join(REGIONS),
+        "kafka.embedded.enabled": "false",
+        "metadata.db.url": url,
+        "instance.lease.seconds": str(SKEWED_LEASE_SECONDS),
+        "instance.offline.grace.seconds": str(GRACE_SECONDS),
+    }
+    for region in REGIONS:
+        extra |= {
+            f"region.{region}.instances": str(INSTANCES),
+            f"region.{region}.kafka.bootstrap.servers": broker,
+            f"region.{region}.topic.prefix": f"skewed.{region}.",
+        }
+    env = make_platform_env(tmp_path_factory.mktemp("skewed") / "home", extra)
+    config = env.config
+    try:
+        platform.up(config, report=lambda _line: None)
+        for instance, skew in SKEWS.items():
+            servers.stop(config, "dc-1", instance)
+            path = os.pathsep.join(filter(None, [str(SKEWED_CLOCK), os.environ.get("PYTHONPATH")]))
+            servers.start(config, "dc-1", instance, {"PYTHONPATH": path, "VENICE_TEST_CLOCK_SKEW_SECONDS": str(skew)})
+        yield env
+    finally:
+        with leaves_nothing(*platform_parts(config)):
+            platform.down(config, report=lambda _line: None)
+        env.meta.dispose()
+        with server.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+        server.dispose()
 
 
 @dataclass
@@ -468,3 +521,92 @@ def test_status_and_up_tell_an_instance_they_did_not_start_and_one_no_longer_con
     status = PlatformEnv(replicated.home, fewer, {**replicated.env, "VENICE_CONFIG": str(fewer)}).cli("status")
     assert status.returncode == 1
     assert re.search(r"server-dc-1\.2 +DOWN +pid \d+, running but not in the config", status.stdout), status.stdout
+
+
+def _leader_epochs(env: PlatformEnv, store: str, region: str) -> dict[int, tuple[int, int]]:
+    """partition -> (leading instance, epoch)."""
+    with env.meta.session() as session:
+        return {
+            row.partition: (row.instance, row.epoch)
+            for row in session.scalars(
+                select(PartitionLeader).where(PartitionLeader.store_name == store, PartitionLeader.region == region)
+            )
+        }
+
+
+def _pause_outside_transactions(env: PlatformEnv, pid: int, attempts: int = 50) -> None:
+    """SIGSTOP `pid` at a moment none of its PostgreSQL sessions is inside a transaction: one paused there would
+    hold its row locks (the coordinator's lease row) and stall the other instances' coordination until it resumes.
+    The fault under test is a lease that runs out, not a database held."""
+    with env.meta.engine.connect() as connection:
+        for _ in range(attempts):
+            os.kill(pid, signal.SIGSTOP)
+            ports = [c.laddr.port for c in psutil.Process(pid).net_connections("tcp") if c.raddr]
+            busy = connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(:ports) "
+                    "AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')"
+                ),
+                {"ports": ports},
+            ).scalar_one()
+            connection.rollback()
+            if busy == 0:
+                return
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+    raise AssertionError(f"process {pid} was inside a transaction at each of {attempts} pauses")
+
+
+def _pause_until_led_elsewhere(env: PlatformEnv, store: str, region: str, instance: int) -> None:
+    """Pause the instance until the partitions it leads are led by others, then resume it: they move once its lease
+    runs out by the database's clock, not before, and not 45 s later."""
+    led = [p for p, (leader, _epoch) in _leader_epochs(env, store, region).items() if leader == instance]
+    pid = servers.process(env.config, region, instance).pid()
+    assert pid is not None
+    _pause_outside_transactions(env, pid)
+    paused_at = time.monotonic()
+    try:
+        wait_for(
+            f"instance {instance}'s leaderships ({led}) taken over",
+            lambda: all(_leader_epochs(env, store, region)[p][0] != instance for p in led),
+            timeout=SKEWED_LEASE_SECONDS + 20,
+            interval=0.1,
+        )
+        moved_after = time.monotonic() - paused_at
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not led or moved_after >= SKEWED_LEASE_SECONDS - 1, (instance, moved_after)  # not before its lease ran out
+    wait_for(
+        f"instance {instance} live again",
+        lambda: (instance, True, True) in instances.liveness(env.meta, region, SKEWED_LEASE_SECONDS, 60),
+    )
+
+
+@pytest.mark.postgres
+def test_instances_whose_clocks_are_45s_off_take_no_lease_early_and_keep_none_late(skewed: PlatformEnv) -> None:
+    """Leases are written and judged by the metadata database's clock (issue 44): dc-1's instance 1's wall clock
+    runs 45 s ahead and instance 2's 45 s behind (`SKEWED_CLOCK`, those processes alone). Both hold leases the
+    others see running, so leadership stays put while every instance runs (an instance behind would look dead at
+    once, and lose its leaderships over and over, if its own clock wrote its lease); paused, each loses its
+    leaderships once its lease runs out by the database's clock, not 45 s later or at once; the data is exact
+    everywhere."""
+    region, config = "dc-1", skewed.config
+    push = _start_push(skewed, "skew", 4000)
+    push.write(0, 0.5)
+    wait_for("dc-1's leaders", lambda: len(_leader_epochs(skewed, push.store, region)) == PARTITIONS)
+    live = {
+        instance
+        for instance, running, _ in instances.liveness(skewed.meta, region, SKEWED_LEASE_SECONDS, 60)
+        if running
+    }
+    assert live == {0, 1, 2}
+    settled = _leader_epochs(skewed, push.store, region)
+    time.sleep(3 * SKEWED_LEASE_SECONDS)  # no leadership moves while every instance renews its lease
+    assert _leader_epochs(skewed, push.store, region) == settled
+    for instance in SKEWS:
+        _pause_until_led_elsewhere(skewed, push.store, region, instance)
+    push.write(0.5, 1)
+    push.end()
+    _finish(push, timeout=GRACE_SECONDS + 120)
+    for r in REGIONS:
+        assert _read_all(ReadClient.for_region(config, r), push) == push.expected

@@ -4,6 +4,7 @@ instance of each region (`region.<r>.instances`, default 1)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from venice_core.client import serving
@@ -43,14 +44,15 @@ def label(config: ClusterConfig, region: str, instance: int = 0) -> str:
     return f"region server {region}" + (f" instance {instance}" if config.region(region).instances > 1 else "")
 
 
-def start(config: ClusterConfig, region: str, instance: int = 0) -> str:
+def start(config: ClusterConfig, region: str, instance: int = 0, extra_env: Mapping[str, str] | None = None) -> str:
+    """Start the instance unless it runs; `extra_env` is added to its environment (a test's LD_PRELOAD)."""
     proc = process(config, region, instance)
     what = label(config, region, instance)
     pid = proc.pid()
     if pid is not None:
         return f"{what} is already running (pid {pid})"
     command = [sys.executable, "-m", "venice_core.cli.main", "server", "--region", region, "--instance", str(instance)]
-    proc.start(command, env=process_env(config))
+    proc.start(command, env={**process_env(config), **(extra_env or {})})
     started = proc.pid()
     proc.wait_until_healthy(what, lambda: answered_by(config, region, instance, started), START_TIMEOUT_SECONDS, 0.3)
     return f"{what} started (pid {proc.pid()}) on {config.client_host}:{config.server_port(region, instance)}"
