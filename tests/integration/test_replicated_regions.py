@@ -31,7 +31,7 @@ from venice_core.client.serving import wait_until_served
 from venice_core.controller import instances, stores, versions
 from venice_core.embedded import platform, servers
 from venice_core.errors import ComponentError
-from venice_core.meta.models import PartitionLeader, Replica
+from venice_core.meta.models import PartitionLeader, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus, VersionStatus
 from venice_core.nearline.writer import OnlineWriter
 from venice_core.protocol import serde
@@ -78,8 +78,8 @@ def replicated(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFacto
 # wall clock that far off (its `sitecustomize`); libfaketime breaks Python 3.11's sleeps.
 SKEWED_CLOCK = Path(__file__).parents[1] / "support" / "skewed_clock"
 SKEWS = {1: 45.0, 2: -45.0}  # dc-1's instance -> its wall clock's offset
-# Renewals through PostgreSQL take longer than SQLite's: a 2 s lease (a margin of 1 s kept locally) lapsed at every
-# renewal on this machine.
+# Leases of 4 s: at 2 s (renewed every second, a second kept locally as a margin) a renewal through PostgreSQL found
+# the lease lapsed nearly every time on this machine.
 SKEWED_LEASE_SECONDS = 4
 
 
@@ -91,8 +91,12 @@ def skewed(
     where SQLite's is each process's), dc-1's instance 1 with its clock 45 s ahead and instance 2 45 s behind."""
     database = f"skewed_{os.getpid()}"
     server = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{database}"'))
+    try:
+        with server.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{database}"'))
+    except BaseException:
+        server.dispose()
+        raise
     url = make_url(postgres_url).set(database=database).render_as_string(hide_password=False)
     broker = platform_env.config.kafka.bootstrap
     extra = {
@@ -537,19 +541,23 @@ def _leader_epochs(env: PlatformEnv, store: str, region: str) -> dict[int, tuple
 def _pause_outside_transactions(env: PlatformEnv, pid: int, attempts: int = 50) -> None:
     """SIGSTOP `pid` at a moment none of its PostgreSQL sessions is inside a transaction: one paused there would
     hold its row locks (the coordinator's lease row) and stall the other instances' coordination until it resumes.
-    The fault under test is a lease that runs out, not a database held."""
+    The fault under test is a lease that runs out, not a database held. Its sessions are found by their client ports
+    (the platform connects over TCP); the process is resumed if the check itself fails."""
+    sessions = text(
+        "SELECT count(*), count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity "
+        "WHERE client_port = ANY(:ports) AND pid <> pg_backend_pid()"
+    )
     with env.meta.engine.connect() as connection:
         for _ in range(attempts):
             os.kill(pid, signal.SIGSTOP)
-            ports = [c.laddr.port for c in psutil.Process(pid).net_connections("tcp") if c.raddr]
-            busy = connection.execute(
-                text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(:ports) "
-                    "AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')"
-                ),
-                {"ports": ports},
-            ).scalar_one()
-            connection.rollback()
+            try:
+                ports = [c.laddr.port for c in psutil.Process(pid).net_connections("tcp") if c.raddr]
+                found, busy = connection.execute(sessions, {"ports": ports}).one()
+                connection.rollback()
+            except BaseException:
+                os.kill(pid, signal.SIGCONT)
+                raise
+            assert found > 0, f"no PostgreSQL session of process {pid} found by its ports {ports}"
             if busy == 0:
                 return
             os.kill(pid, signal.SIGCONT)
@@ -558,24 +566,37 @@ def _pause_outside_transactions(env: PlatformEnv, pid: int, attempts: int = 50) 
 
 
 def _pause_until_led_elsewhere(env: PlatformEnv, store: str, region: str, instance: int) -> None:
-    """Pause the instance until the partitions it leads are led by others, then resume it: they move once its lease
-    runs out by the database's clock, not before, and not 45 s later."""
-    led = [p for p, (leader, _epoch) in _leader_epochs(env, store, region).items() if leader == instance]
+    """Pause the instance until the partitions it leads are led by others, then resume it. They move once its lease
+    runs out by the database's clock (each new leader's `updated_at`, that clock's, is a lease past the paused
+    instance's last renewal), not before, and not 45 s later."""
+    led = wait_for(
+        f"instance {instance} leading a partition",
+        lambda: [p for p, (leader, _epoch) in _leader_epochs(env, store, region).items() if leader == instance],
+    )
     pid = servers.process(env.config, region, instance).pid()
     assert pid is not None
     _pause_outside_transactions(env, pid)
-    paused_at = time.monotonic()
     try:
+        with env.meta.session() as session:
+            row = session.get(RegionInstance, (region, instance))
+            assert row is not None
+            renewed = row.heartbeat_at  # its last renewal: it renews no more while paused
         wait_for(
             f"instance {instance}'s leaderships ({led}) taken over",
             lambda: all(_leader_epochs(env, store, region)[p][0] != instance for p in led),
             timeout=SKEWED_LEASE_SECONDS + 20,
             interval=0.1,
         )
-        moved_after = time.monotonic() - paused_at
+        with env.meta.session() as session:
+            leaders = select(PartitionLeader).where(
+                PartitionLeader.store_name == store, PartitionLeader.region == region
+            )
+            taken_at = [row.updated_at for row in session.scalars(leaders) if row.partition in led]
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert not led or moved_after >= SKEWED_LEASE_SECONDS - 1, (instance, moved_after)  # not before its lease ran out
+    assert len(taken_at) == len(led) and all(
+        renewed + SKEWED_LEASE_SECONDS - 0.01 <= at < renewed + SKEWED_LEASE_SECONDS + 15 for at in taken_at
+    ), (instance, renewed, taken_at)
     wait_for(
         f"instance {instance} live again",
         lambda: (instance, True, True) in instances.liveness(env.meta, region, SKEWED_LEASE_SECONDS, 60),

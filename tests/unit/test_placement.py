@@ -18,6 +18,7 @@ from venice_core.controller import instances, placement, stores, versions
 from venice_core.controller.instances import InstanceAlreadyRunning
 from venice_core.errors import ConfigError
 from venice_core.meta import MetadataStore
+from venice_core.meta.db import database_now
 from venice_core.meta.models import PartitionLeader, RegionCoordinator, RegionInstance, Replica
 from venice_core.model.status import ExecutionStatus
 from venice_core.orchestration.airflow.run_following import describe_progress
@@ -55,12 +56,12 @@ def owner_of(meta: MetadataStore, instance: int) -> str:
 
 
 def _age(meta: MetadataStore, instance: int, seconds: float) -> None:
-    """The instance's last renewal `seconds` ago (as if it stopped renewing then)."""
+    """The instance's last renewal `seconds` ago by the database's clock (as if it stopped renewing then)."""
     with meta.session() as session:
         session.execute(
             update(RegionInstance)
             .where(RegionInstance.region == REGION, RegionInstance.instance == instance)
-            .values(heartbeat_at=time.time() - seconds)
+            .values(heartbeat_at=database_now() - seconds)
         )
 
 
@@ -305,27 +306,48 @@ def test_a_long_wait_for_ingestion_says_how_many_replicas_are_ready_and_which_in
 def test_leases_are_written_and_judged_by_the_databases_clock_not_the_callers(
     meta: MetadataStore, replicated: ClusterConfig, monkeypatch: pytest.MonkeyPatch, skew: float
 ) -> None:
-    """Processes whose clocks disagree agree on leases: each is written and judged by the metadata database's clock.
-    Here this process's clock (Python's `time.time`) is off by `skew`; SQLite's clock, the C library's, is not, as
-    a PostgreSQL server's would not be. A lease written by the skewed caller neither runs out early (-45 s: taken
-    over at once) nor late (+45 s: held 45 s past its end), and the skewed caller takes none early."""
+    """Callers whose clocks disagree agree on leases: each is written and judged by the metadata database's clock.
+    A caller's clock here is Python's `time.time`, shifted; SQLite's clock, the C library's, is not, as a PostgreSQL
+    server's would not be. Leases written by a caller `skew` seconds off, and by one whose clock is right, are judged
+    the same by callers with either clock: running, none taken early; run out, each free at once, none held late."""
     real_time = time.time
-    monkeypatch.setattr(time, "time", lambda: real_time() + skew)
+
+    def clock(offset: float) -> None:
+        monkeypatch.setattr(time, "time", lambda: real_time() + offset)
+
+    def judged_by_every_clock(live: bool) -> None:
+        for offset in (0.0, skew, -skew):
+            clock(offset)
+            assert instances.liveness(meta, REGION, LEASE, 30) == {(0, live, True), (1, live, True)}, offset
+            if not live:
+                expire_coordinator()  # each caller finds it run out
+            assert instances.hold_coordinator(meta, REGION, 2, f"third:{offset}", LEASE) is not live, offset
+            if live:
+                with pytest.raises(InstanceAlreadyRunning):
+                    instances.register(meta, REGION, 0, "127.0.0.1", 7000, "elsewhere:9:x", 9, LEASE)
+
+    def expire_coordinator() -> None:
+        with meta.session() as session:
+            session.execute(update(RegionCoordinator).values(expires_at=database_now() - 1))
+
     _store(meta, replicated)
-    owners = _register(meta, 0, 1)
+    clock(skew)  # instance 0 and the coordinator's lease, written by a caller whose clock is off
+    owners = _register(meta, 0)
     assert instances.renew(meta, REGION, 0, owners[0])
     assert instances.hold_coordinator(meta, REGION, 0, owners[0], LEASE)
+    clock(0.0)  # instance 1, by a caller whose clock is right
+    owners |= _register(meta, 1)
     with meta.session() as session:
         heartbeats = [row.heartbeat_at for row in session.scalars(select(RegionInstance))]
-        coordinator = session.scalars(select(RegionCoordinator)).one()
-    assert all(abs(at - real_time()) < 2 for at in heartbeats), (heartbeats, real_time())
-    assert abs(coordinator.expires_at - LEASE - real_time()) < 2
-    assert instances.liveness(meta, REGION, LEASE, 30) == {(0, True, True), (1, True, True)}
-    with pytest.raises(InstanceAlreadyRunning):  # neither taken early by the skewed caller
-        instances.register(meta, REGION, 1, "127.0.0.1", 7001, "elsewhere:9:x", 9, LEASE)
-    assert not instances.hold_coordinator(meta, REGION, 1, owners[1], LEASE)
+        expires_at = session.scalars(select(RegionCoordinator)).one().expires_at
+    assert all(abs(at - real_time()) < 2 for at in heartbeats) and abs(expires_at - LEASE - real_time()) < 2
+    judged_by_every_clock(live=True)
+    clock(skew)
     assert placement.rebalance(meta, replicated, REGION, coordinator=owners[0]) > 0
     assert {instance for instance, _epoch in _leaders(meta).values()} == {0, 1}  # both live, both lead
-    monkeypatch.setattr(time, "time", real_time)
-    _age(meta, 1, LEASE + 1)  # a lease that ran out by the database's clock is free, whoever's clock asks
-    assert instances.liveness(meta, REGION, LEASE, 30) == {(0, True, True), (1, False, True)}
+
+    for instance in (0, 1):
+        _age(meta, instance, LEASE + 1)  # by the database's clock
+    judged_by_every_clock(live=False)  # the coordinator's lease taken by each caller in turn, at once
+    clock(-abs(skew))  # a caller whose clock is behind takes an instance whose lease ran out, at once
+    instances.register(meta, REGION, 0, "127.0.0.1", 7000, "elsewhere:9:x", 9, LEASE)

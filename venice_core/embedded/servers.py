@@ -45,7 +45,7 @@ def label(config: ClusterConfig, region: str, instance: int = 0) -> str:
 
 
 def start(config: ClusterConfig, region: str, instance: int = 0, extra_env: Mapping[str, str] | None = None) -> str:
-    """Start the instance unless it runs; `extra_env` is added to its environment (a test's LD_PRELOAD)."""
+    """Start the instance unless it runs; `extra_env` is added to its environment (a test's skewed clock)."""
     proc = process(config, region, instance)
     what = label(config, region, instance)
     pid = proc.pid()

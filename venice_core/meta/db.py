@@ -43,6 +43,13 @@ class database_now(FunctionElement[float]):  # noqa: N801 - a SQL function, name
 
 
 @compiles(database_now)
+def _unknown_now(_element: database_now, compiler: SQLCompiler, **_kw: Any) -> str:
+    raise NotImplementedError(
+        f"no clock of the {compiler.dialect.name} database: the metadata store is SQLite or PostgreSQL"
+    )
+
+
+@compiles(database_now, "sqlite")
 def _sqlite_now(_element: database_now, _compiler: SQLCompiler, **_kw: Any) -> str:
     return "((julianday('now') - 2440587.5) * 86400.0)"
 

@@ -21,8 +21,9 @@ from venice_core.meta import MetadataStore
 
 log = logging.getLogger("venice_core.server.region_server")  # the server's one logger: its lines as they were
 SYNC_INTERVAL_SECONDS = 1.0
-# A leader stops producing this long before its lease runs out in the metadata store: the clocks of two machines
-# and a renewal in flight differ by less.
+# A leader stops producing this long before its lease runs out in the metadata store (which judges it by the
+# database's clock): this process counts its lease on its monotonic clock from before the renewal, and the drift
+# between the two clocks over a lease, with a renewal's latency, is less.
 LEASE_SAFETY_SECONDS = 1.0
 
 
