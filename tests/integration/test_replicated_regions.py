@@ -48,22 +48,29 @@ LEASE_SECONDS = 2
 GRACE_SECONDS = 6
 
 
-@pytest.fixture(scope="module")
-def replicated(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
-    """Six region-server processes on the session's broker (no broker or Airflow of their own)."""
+def _regions_settings(platform_env: PlatformEnv, prefix: str, lease_seconds: float) -> dict[str, str]:
+    """REGIONS of INSTANCES region-server instances each, on the session's broker (no broker of their own), their
+    topics under `prefix`, with short leases."""
     broker = platform_env.config.kafka.bootstrap
-    extra = {
+    settings = {
         "regions": ",".join(REGIONS),
         "kafka.embedded.enabled": "false",
-        "instance.lease.seconds": str(LEASE_SECONDS),
+        "instance.lease.seconds": str(lease_seconds),
         "instance.offline.grace.seconds": str(GRACE_SECONDS),
     }
     for region in REGIONS:
-        extra |= {
+        settings |= {
             f"region.{region}.instances": str(INSTANCES),
             f"region.{region}.kafka.bootstrap.servers": broker,
-            f"region.{region}.topic.prefix": f"replicated.{region}.",
+            f"region.{region}.topic.prefix": f"{prefix}.{region}.",
         }
+    return settings
+
+
+@pytest.fixture(scope="module")
+def replicated(platform_env: PlatformEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
+    """Six region-server processes on the session's broker (no broker or Airflow of their own)."""
+    extra = _regions_settings(platform_env, "replicated", LEASE_SECONDS)
     env = make_platform_env(tmp_path_factory.mktemp("replicated") / "home", extra)
     config = env.config
     try:
@@ -98,20 +105,7 @@ def skewed(
         server.dispose()
         raise
     url = make_url(postgres_url).set(database=database).render_as_string(hide_password=False)
-    broker = platform_env.config.kafka.bootstrap
-    extra = {
-        "regions": ",".join(REGIONS),
-        "kafka.embedded.enabled": "false",
-        "metadata.db.url": url,
-        "instance.lease.seconds": str(SKEWED_LEASE_SECONDS),
-        "instance.offline.grace.seconds": str(GRACE_SECONDS),
-    }
-    for region in REGIONS:
-        extra |= {
-            f"region.{region}.instances": str(INSTANCES),
-            f"region.{region}.kafka.bootstrap.servers": broker,
-            f"region.{region}.topic.prefix": f"skewed.{region}.",
-        }
+    extra = {**_regions_settings(platform_env, "skewed", SKEWED_LEASE_SECONDS), "metadata.db.url": url}
     env = make_platform_env(tmp_path_factory.mktemp("skewed") / "home", extra)
     config = env.config
     try:

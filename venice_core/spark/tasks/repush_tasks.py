@@ -150,9 +150,13 @@ class Compactor:
             self.recompress = lambda value: compress(decompress(value))
         self.stats = {"tombstones": 0, "expired": 0, "deleted": 0, "superseded": 0}
 
+    def before_ttl(self, timestamp: int) -> bool:
+        """Written before the TTL's cut-off; batch-marked records (timestamp 0) never are."""
+        return self.ttl_start is not None and 0 < timestamp < self.ttl_start
+
     def expired(self, timestamp: int) -> bool:
-        """Written before the TTL's cut-off (counted); batch-marked records (timestamp 0) never are."""
-        if self.ttl_start is not None and 0 < timestamp < self.ttl_start:
+        """`before_ttl`, counted."""
+        if self.before_ttl(timestamp):
             self.stats["expired"] += 1
             return True
         return False
@@ -454,14 +458,13 @@ def _amend_partition(
     whose survivor is written with timestamp 0 (a batch-marked record), or not at all (expired by TTL), keeps the
     copy's timestamp, so a nearline write older than it is refused where a compacted partition would take it."""
     last_copied = records.offsets[records.copied - 1]
-    ttl_start = compactor.ttl_start
     by_key = _by_key(records, partition)
     unsorted_said = False
     for key in sorted(by_key):
         _check_partition(key, partition, spec.writer.partitions, spec.source_topic, spec.writer.partitioner)
         rows = by_key.pop(key)
         first = rows[0]  # a copied key's first record is the PUT the copy read (and wrote, unless expired)
-        was_written = first[2] <= last_copied and not (ttl_start is not None and 0 < first[5] < ttl_start)
+        was_written = first[2] <= last_copied and not compactor.before_ttl(first[5])  # as `_copy_plain` left out
         final = next(row for row in reversed(rows) if row[3] != CHUNK) if was_written else None
         if final is first:
             continue  # the copy's record survives (chunks alone, of a value never finished, do not count)
