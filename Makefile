@@ -6,7 +6,7 @@ UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 
-.PHONY: demo demo-replicated demo-cluster test test-cluster test-fast docs docs-build install system-deps test-system-deps spark-archive jars up down status lint typecheck lock clean
+.PHONY: demo demo-replicated demo-cluster demo-hosts test test-cluster test-fast docs docs-build install system-deps test-system-deps spark-archive jars up down status lint typecheck lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,12 @@ demo-replicated: install
 demo-cluster: install
 	scripts/install-system-packages.sh --with-cluster-deps
 	DEMO_PROFILE=cluster scripts/demo.sh
+
+# The cluster profile with every process on a host of its own (deploy/hosts.properties: a network namespace each on
+# the bridge venice0, 10.213.0.0/16), as root.
+demo-hosts: install
+	scripts/install-system-packages.sh --with-cluster-deps
+	DEMO_PROFILE=hosts scripts/demo.sh
 
 # Three workers, a test file each at a time, in file order: the Airflow files (mostly waiting on sensors and
 # restarts, the longest) start first, the rest fill in behind them. Each worker starts its own platform, Airflow and

@@ -11,8 +11,8 @@ venice=.venv/bin/venice
 if [ -n "${DEMO_PROFILE:-}" ]; then
   export VENICE_PROFILE="$DEMO_PROFILE"
 fi
-read -r home port < <(.venv/bin/python -c \
-  "from venice_core.config import load_config; c = load_config(); print(c.data_dir, c.airflow.port)")
+read -r home airflow_url < <(.venv/bin/python -c \
+  "from venice_core.config import load_config; c = load_config(); print(c.data_dir, c.airflow.api_url)")
 store=${DEMO_STORE:-demo_users}
 records=${DEMO_RECORDS:-1000000}
 data=$home/demo-data/users-$records
@@ -32,6 +32,6 @@ done
 $venice store show "$store" | tail -4
 if [ -n "${DEMO_PROFILE:-}" ]; then $venice status || true; fi  # every process: instances, replicas, brokers, workers
 echo
-echo "The platform keeps running (Airflow UI: http://127.0.0.1:$port, user admin, password in"
+echo "The platform keeps running (Airflow UI: $airflow_url, user admin, password in"
 echo "$home/airflow/simple_auth_manager_passwords.json.generated); stop it with:"
 echo "  ${VENICE_PROFILE:+VENICE_PROFILE=$VENICE_PROFILE }make down"

@@ -90,9 +90,9 @@ def test_a_parse_asked_for_twice_while_the_first_is_pending_is_the_same_request(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         env = make_platform_env(tmp_path / "home")
-        config = dataclasses.replace(
-            env.config, airflow=dataclasses.replace(env.config.airflow, port=server.server_address[1])
-        )
+        port = server.server_address[1]
+        airflow = dataclasses.replace(env.config.airflow, port=port, api_url=f"http://127.0.0.1:{port}")
+        config = dataclasses.replace(env.config, airflow=airflow)
         configuration.write_config(config)
         api = AirflowApi(config)
         api.request_parse("venice_streams.py")

@@ -1,6 +1,7 @@
-"""docker-compose.yaml and the cluster profile agree: the same services (one container per process the profile
-runs), the same ports, the same config keys and values (deploy/venice.properties against deploy/cluster.properties,
-host names aside), so neither can drift from the other."""
+"""docker-compose.yaml and the hosts profile agree: the same services (one container per process the profile runs, at
+its host's address), the same ports, the same config keys and values (deploy/venice.properties against
+deploy/hosts.properties), so neither can drift from the other. The hosts profile is the cluster profile with a host
+per process: their keys agree too."""
 
 from __future__ import annotations
 
@@ -26,20 +27,26 @@ EMBEDDED = re.compile(
 # Keys of compose's config only, for the same reason, and where it must differ (its containers bind to every
 # interface, its data dir is a volume's).
 COMPOSE_ONLY = re.compile(
-    r"^(region\.[^.]+\.(kafka\.bootstrap\.servers|topic\.prefix)|metadata\.db\.url|airflow\.db\.url|airflow\.celery\.broker\.url|server\.host)$"
+    r"^(region\.[^.]+\.(kafka\.bootstrap\.servers|topic\.prefix)|metadata\.db\.url|airflow\.db\.url|airflow\.celery\.broker\.url)$"
 )
-HOSTS_DIFFER = {"data.dir", "spark.master", "spark.standalone.workers"}
+HOSTS_DIFFER = {"data.dir", "spark.standalone.workers"}
+HOSTS_ONLY = re.compile(r"^hosts\.")  # the hosts profile's keys the cluster profile does not have
+CLUSTER_DIFFER = {"data.dir", "cluster.name", "spark.master"}  # the hosts profile's own, and its master's address
 
 
 def _settings(path: Path) -> dict[str, str]:
     return {key: s.value for key, s in parse_properties(path.read_text(), str(path)).items()}
 
 
-@pytest.fixture(scope="module")
-def profile() -> ClusterConfig:
-    path = profile_path("cluster")
+def _profile(name: str) -> ClusterConfig:
+    path = profile_path(name)
     assert path is not None
     return build_config(parse_properties(path.read_text(), str(path)), str(path), None)
+
+
+@pytest.fixture(scope="module")
+def profile() -> ClusterConfig:
+    return _profile("hosts")
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +77,32 @@ def test_each_service_listens_on_its_process_ports(profile: ClusterConfig) -> No
         assert published <= set(process.ports), process
 
 
+def test_the_hosts_profile_is_the_cluster_profile_with_a_host_per_process() -> None:
+    hosts, cluster = profile_path("hosts"), profile_path("cluster")
+    assert hosts is not None and cluster is not None
+    ours, theirs = _settings(hosts), _settings(cluster)
+    assert {k for k in ours if not HOSTS_ONLY.match(k)} == set(theirs)
+    assert {k for k in theirs if ours[k] != theirs[k]} == CLUSTER_DIFFER
+    assert ours["hosts.enabled"] == "true"
+    assert [p.name for p in platform.plan(_profile("hosts"))] == [p.name for p in platform.plan(_profile("cluster"))]
+
+
+def test_each_service_is_at_its_hosts_address(profile: ClusterConfig) -> None:
+    """The same addresses as the profile's hosts; the Celery workers (where the Spark drivers run) know their host."""
+    for process in platform.plan(profile):
+        service = SERVICES[_service(process.name)]
+        assert service["networks"]["hosts"]["ipv4_address"] == profile.hosts.address(process.name), process.name
+    subnet = COMPOSE["networks"]["hosts"]["ipam"]["config"][0]
+    assert (subnet["subnet"], subnet["gateway"]) == (profile.hosts.subnet, profile.hosts.gateway)
+    for n in range(profile.airflow.celery_workers):
+        name = f"airflow-celery-worker-{n}"
+        assert SERVICES[name]["environment"]["VENICE_HOST"] == name
+    for one_shot in ONE_SHOT:
+        assert SERVICES[one_shot]["networks"] == ["hosts"]
+
+
 def test_the_config_files_have_the_same_keys_and_values(profile: ClusterConfig) -> None:
-    path = profile_path("cluster")
+    path = profile_path("hosts")
     assert path is not None
     ours, theirs = _settings(path), _settings(COMPOSE_FILE)
     assert {k for k in ours if not EMBEDDED.match(k)} == {
@@ -82,8 +113,8 @@ def test_the_config_files_have_the_same_keys_and_values(profile: ClusterConfig) 
 
 
 def test_the_effective_settings_agree(profile: ClusterConfig, compose_config: ClusterConfig) -> None:
-    """Addresses aside: the same regions, instances and ports, Kafka brokers and topic settings, Spark master
-    port, Airflow executor and workers, database and broker ports."""
+    """The same regions, instances, addresses and ports, Kafka brokers and topic settings, Spark master, Airflow
+    executor, workers and URL, database and broker (compose's database has a password)."""
     ports = lambda text: [int(p) for p in re.findall(r":(\d+)", text)]  # noqa: E731
     assert compose_config.region_names == profile.region_names
     assert [compose_config.server_port(r, n) for r, n in profile.instances] == [
@@ -103,6 +134,16 @@ def test_the_effective_settings_agree(profile: ClusterConfig, compose_config: Cl
     assert compose_config.airflow.db_url and profile.airflow.db_url
     assert ports(compose_config.airflow.db_url) == ports(profile.airflow.db_url)
     assert ports(compose_config.airflow.celery_broker_url) == ports(profile.airflow.celery_broker_url)
+    assert [compose_config.server_addresses(r) for r in profile.region_names] == [
+        profile.server_addresses(r) for r in profile.region_names
+    ]
+    assert all(region.kafka_bootstrap == profile.kafka.bootstrap for region in compose_config.regions)
+    assert compose_config.spark.master == profile.spark.master
+    assert compose_config.airflow.api_url == profile.airflow.api_url
+    without_password = lambda url: url.replace("venice:venice@", "venice@")  # noqa: E731
+    assert without_password(compose_config.metadata_db_url) == profile.metadata_db_url
+    assert without_password(compose_config.airflow.db_url) == profile.airflow.db_url
+    assert compose_config.airflow.celery_broker_url == profile.airflow.celery_broker_url
 
 
 def test_the_services_run_with_the_profile_settings(profile: ClusterConfig) -> None:

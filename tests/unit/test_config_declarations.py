@@ -17,7 +17,14 @@ from venice_core.errors import ConfigError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # Fields set from other keys or several of them (regions from `regions` and `region.<r>.*`), not landed one to one.
-ASSEMBLED = {"cluster": {"regions", "source"}, "hooks": {"configs"}}
+ASSEMBLED = {
+    "cluster": {"regions", "source"},
+    "hooks": {"configs"},
+    "kafka": {"node_hosts"},  # each node's host address (the hosts layout's)
+    "postgres": {"host"},
+    "redis": {"host"},
+    "hosts": {"regions"},  # `regions`, given to the layout
+}
 
 
 def _group_fields() -> dict[str, set[str]]:

@@ -7,7 +7,7 @@ import json
 import typer
 
 from venice_core.cli.context import ProfileOption, use_profile
-from venice_core.config import ClusterConfig, load_config
+from venice_core.config import LOOPBACK, ClusterConfig, load_config
 from venice_core.embedded import platform
 
 
@@ -73,16 +73,19 @@ def status(
         typer.echo(json.dumps([c.__dict__ for c in components], indent=2))
     else:
         width = max([16, *(len(c.name) + 1 for c in components)])  # the names in a column
+        hosts = any(c.address for c in components)  # the hosts profile: each process's host address in a column
         for c in components:  # one line each (a driver's error may span several)
             detail = " ".join(c.detail.split())
-            typer.echo(f"{c.name:<{width}} {'healthy' if c.healthy else 'DOWN':<8} {detail}")
+            where = f"{c.address or '-':<15} " if hosts else ""
+            typer.echo(f"{c.name:<{width}} {'healthy' if c.healthy else 'DOWN':<8} {where}{detail}")
     if not all(c.healthy for c in components):
         raise typer.Exit(1)
 
 
 def metrics(
     serve: bool = typer.Option(False, "--serve", help="Serve the metrics over HTTP instead of printing them."),
-    port: int = typer.Option(9404, "--port", help="Port for --serve (bound to 127.0.0.1)."),
+    port: int = typer.Option(9404, "--port", help="Port for --serve."),
+    host: str = typer.Option(LOOPBACK, "--host", help="Address --serve binds (this machine's loopback by default)."),
 ) -> None:
     """Print the hook metrics (per hook class and function) in Prometheus format, or serve them on /metrics."""
     from venice_core.cli.context import metadata
@@ -106,5 +109,5 @@ def metrics(
             def log_message(self, *_args: object) -> None:
                 pass
 
-        typer.echo(f"serving hook metrics on http://127.0.0.1:{port}/metrics")
-        ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+        typer.echo(f"serving hook metrics on http://{host}:{port}/metrics")
+        ThreadingHTTPServer((host, port), Handler).serve_forever()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from venice_core.config.build import Setting, build_config, embedded_postgres_url
+from venice_core.config.build import Setting, build_config, embedded_postgres_url, kafka_node_name
 from venice_core.config.choice import (
     CONFIG_FILE_NAME,
     ENV_CONFIG,
@@ -27,6 +27,7 @@ from venice_core.config.choice import (
     process_env,
     profile_path,
 )
+from venice_core.config.hosts import ENV_HOST, GATEWAY, LOOPBACK, HostsSettings, server_host
 from venice_core.config.keys import DEFAULTS, ENV_PREFIX, HOOKS_CONFIGS_PREFIX, KEYS, Key
 from venice_core.config.kinds import parse_bool
 from venice_core.config.model import (
@@ -52,6 +53,12 @@ def conf_flag(confs: Mapping[str, object], key: str) -> bool:
 
 
 __all__ = [
+    "ENV_HOST",
+    "GATEWAY",
+    "LOOPBACK",
+    "HostsSettings",
+    "kafka_node_name",
+    "server_host",
     "FailurePolicy",
     "CONFIG_FILE_NAME",
     "DEFAULTS",

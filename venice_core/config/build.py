@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from venice_core.config import keys as K
+from venice_core.config.hosts import HostsSettings
 from venice_core.config.kinds import Integer
 from venice_core.config.model import (
     AirflowSettings,
@@ -72,10 +73,13 @@ def build_config(
     where = {name: s.where for name, s in settings.items()}
     cluster = values["cluster"]
     data_dir = Path(cluster["data_dir"] or DEFAULT_DATA_DIR)
-    postgres = EmbeddedServerConfig(**values["postgres"])
-    redis = EmbeddedServerConfig(**values["redis"])
-    kafka = KafkaSettings(**values["kafka"])
-    _derive(values, data_dir, postgres, redis)
+    hosts = HostsSettings(**values["hosts"], regions=cluster["regions"])
+    if hosts.enabled:
+        hosts.check(where[K.HOSTS_SUBNET])
+    postgres = EmbeddedServerConfig(**values["postgres"], host=hosts.address("postgres"))
+    redis = EmbeddedServerConfig(**values["redis"], host=hosts.address("redis"))
+    kafka = KafkaSettings(**values["kafka"], node_hosts=_kafka_hosts(hosts, values["kafka"]["brokers"]))
+    _derive(values, data_dir, postgres, redis, hosts)
     for check in _CHECKS:
         check(values, settings, where)
     return ClusterConfig(
@@ -94,27 +98,47 @@ def build_config(
         client=ClientSettings(**values["client"]),
         rollout=RolloutSettings(**values["rollout"]),
         hooks=HookSettings(**values["hooks"], configs=_hook_configs(settings)),
+        hosts=hosts,
         source=source,
     )
 
 
-def embedded_postgres_url(port: int, database: str) -> str:
-    """A database of the embedded PostgreSQL (its `venice` role trusts local connections)."""
-    return f"postgresql+psycopg2://venice@127.0.0.1:{port}/{database}"
+def embedded_postgres_url(host: str, port: int, database: str) -> str:
+    """A database of the embedded PostgreSQL (its `venice` role trusts the platform's connections)."""
+    return f"postgresql+psycopg2://venice@{host}:{port}/{database}"
+
+
+def kafka_node_name(brokers: int, node: int) -> str:
+    """An embedded Kafka node's process and host name: `kafka` alone, `kafka-<n>` in a cluster."""
+    return "kafka" if brokers == 1 else f"kafka-{node}"
+
+
+def _kafka_hosts(hosts: HostsSettings, brokers: int) -> tuple[str, ...]:
+    """Each node's address on a host of its own (none with hosts off: every node on `kafka.embedded.host`)."""
+    return tuple(hosts.address(kafka_node_name(brokers, n)) for n in range(brokers)) if hosts.enabled else ()
 
 
 def _derive(
-    values: dict[str, dict[str, Any]], data_dir: Path, postgres: EmbeddedServerConfig, redis: EmbeddedServerConfig
+    values: dict[str, dict[str, Any]],
+    data_dir: Path,
+    postgres: EmbeddedServerConfig,
+    redis: EmbeddedServerConfig,
+    hosts: HostsSettings,
 ) -> None:
     """The defaults that depend on other keys (`derived` in their declarations)."""
-    cluster, airflow = values["cluster"], values["airflow"]
+    cluster, airflow, spark = values["cluster"], values["airflow"], values["spark"]
     if cluster["metadata_db_url"] is None:
-        in_postgres = embedded_postgres_url(postgres.port, "venice")
+        in_postgres = embedded_postgres_url(postgres.host, postgres.port, "venice")
         cluster["metadata_db_url"] = in_postgres if postgres.enabled else f"sqlite:///{data_dir / 'metadata.db'}"
     if airflow["db_url"] is None and postgres.enabled:
-        airflow["db_url"] = embedded_postgres_url(postgres.port, "airflow")
+        airflow["db_url"] = embedded_postgres_url(postgres.host, postgres.port, "airflow")
     if airflow["celery_broker_url"] is None:
-        airflow["celery_broker_url"] = f"redis://127.0.0.1:{redis.port}/0"
+        airflow["celery_broker_url"] = f"redis://{redis.host}:{redis.port}/0"
+    if airflow["api_url"] is None:
+        airflow["api_url"] = f"http://{hosts.address('airflow-api-server')}:{airflow['port']}"
+    if hosts.enabled and spark["workers"]:  # the standalone master on its own host, at the port spark.master gives
+        port = spark["master"].rpartition(":")[2]
+        spark["master"] = f"spark://{hosts.address('spark-master')}:{port}"
 
 
 Check = Callable[[dict[str, dict[str, Any]], Mapping[str, Setting], Mapping[str, str]], None]

@@ -25,7 +25,12 @@ CONFIG_FILE_NAME = "venice.properties"
 # The profiles: each a config file in the project's deploy/ (None: the built-in defaults, the embedded platform).
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "deploy"
 PROFILES: Mapping[str, str | None] = MappingProxyType(
-    {"embedded": None, "replicated": "replicated.properties", "cluster": "cluster.properties"}
+    {
+        "embedded": None,
+        "replicated": "replicated.properties",
+        "cluster": "cluster.properties",
+        "hosts": "hosts.properties",
+    }
 )
 
 

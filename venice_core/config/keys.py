@@ -71,6 +71,27 @@ PARTITIONER_CLASSES = _declare(
     "The partitioner classes a store may name, besides the default (MD5, always allowed); loaded from this list only.",
 )
 
+# -- hosts (the hosts profile: each process in a network namespace of its own, `venice_core.config.hosts`)
+HOSTS_ENABLED = _declare(
+    "hosts.enabled",
+    Flag(),
+    "false",
+    "hosts.enabled",
+    "Whether `venice up` runs each process on a host of its own (a network namespace, root only).",
+)
+HOSTS_SUBNET = _declare(
+    "hosts.subnet",
+    Text(),
+    # A private /16 this project keeps for its hosts; the machine's namespace routes it `unreachable` when the
+    # bridge is down, so that no packet for a host ever leaves by the default route.
+    "10.213.0.0/16",
+    "hosts.subnet",
+    "The hosts' addresses (a private /16): each host's place in it is fixed by its role.",
+)
+HOSTS_BRIDGE = _declare(
+    "hosts.bridge", Text(), "venice0", "hosts.bridge", "The bridge joining the hosts (its links are named after it)."
+)
+
 # -- Kafka
 KAFKA_EMBEDDED_ENABLED = _declare(
     "kafka.embedded.enabled", Flag(), "true", "kafka.enabled", "Whether `venice up` runs the platform's own Kafka."
@@ -162,6 +183,14 @@ SPARK_STANDALONE_UI_PORT = _declare(
 # -- Airflow
 AIRFLOW_ENABLED = _declare("airflow.enabled", Flag(), "true", "airflow.enabled", "Whether `venice up` runs Airflow.")
 AIRFLOW_PORT = _declare("airflow.port", Integer(1), "8080", "airflow.port", "Airflow's API server and UI port.")
+AIRFLOW_API_URL = _declare(
+    "airflow.api.url",
+    Optional(Text()),
+    None,
+    "airflow.api_url",
+    "Where the CLI and the platform reach Airflow's API server and UI.",
+    "`http://<the API server's host>:<airflow.port>`",
+)
 AIRFLOW_EXECUTORS = ("LocalExecutor", "CeleryExecutor")
 AIRFLOW_EXECUTOR = _declare(
     "airflow.executor", Choice(AIRFLOW_EXECUTORS), "LocalExecutor", "airflow.executor", "Airflow's executor."

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from venice_core.config.hosts import LOOPBACK, HostsSettings, server_host
 from venice_core.errors import ConfigError
 
 
@@ -44,11 +45,15 @@ class KafkaSettings:
     topic_replication_factor: int
     topic_min_insync_replicas: int
     producer_compression: str = "lz4"  # librdkafka's compression.type for the platform's version-topic producers
+    node_hosts: tuple[str, ...] = ()  # each node's address, when each runs on a host of its own (else `host`)
 
     @property
     def producer_config(self) -> dict[str, str]:
         """What every producer of the platform adds to `pubsub.PRODUCER_CONFIG`."""
         return {"compression.type": self.producer_compression}
+
+    def node_host(self, node: int) -> str:
+        return self.node_hosts[node] if self.node_hosts else self.host
 
     def broker_port(self, node: int) -> int:
         return self.port + node
@@ -59,7 +64,7 @@ class KafkaSettings:
     @property
     def bootstrap(self) -> str:
         """Every broker's address, as clients are given them."""
-        return ",".join(f"{self.host}:{self.broker_port(n)}" for n in range(self.brokers))
+        return ",".join(f"{self.node_host(n)}:{self.broker_port(n)}" for n in range(self.brokers))
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class SparkSettings:
 class AirflowSettings:
     enabled: bool
     port: int
+    api_url: str  # where the CLI and the platform reach its API server
     executor: str  # LocalExecutor or CeleryExecutor
     celery_workers: int
     celery_broker_url: str
@@ -96,10 +102,11 @@ class AirflowSettings:
 
 @dataclass(frozen=True)
 class EmbeddedServerConfig:
-    """A server `venice up` runs itself on 127.0.0.1 (Redis, PostgreSQL)."""
+    """A server `venice up` runs itself (Redis, PostgreSQL), on its host's address."""
 
     enabled: bool = False
     port: int = 0
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,7 @@ class ClusterConfig:
     client: ClientSettings
     rollout: RolloutSettings
     hooks: HookSettings
+    hosts: HostsSettings
     source: str  # where the settings came from, for error messages
 
     def region(self, name: str) -> RegionConfig:
@@ -200,16 +208,22 @@ class ClusterConfig:
             )
         return instance
 
-    @property
-    def client_host(self) -> str:
-        """Where a client on this machine reaches a server bound to `server.host`."""
-        return "127.0.0.1" if self.server.host == "0.0.0.0" else self.server.host
+    def instance_host(self, region: str, instance: int = 0) -> str:
+        """Where a client reaches the instance: its host's address (hosts on), else where it is bound (`server.host`,
+        the loopback for an instance bound to every interface)."""
+        if self.hosts.enabled:
+            return self.hosts.address(server_host(region, self.check_instance(region, instance)))
+        return LOOPBACK if self.server.host == "0.0.0.0" else self.server.host
 
-    @property
-    def advertised_host(self) -> str:
+    def instance_bind_host(self, region: str, instance: int = 0) -> str:
+        """The address the instance binds: its host's (hosts on), else `server.host`."""
+        return self.instance_host(region, instance) if self.hosts.enabled else self.server.host
+
+    def advertised_host(self, region: str, instance: int = 0) -> str:
         """The address an instance registers for routing clients: its host name when bound to every interface (a
         container's, in docker-compose.yaml), else the address it is bound to."""
-        return socket.gethostname() if self.server.host == "0.0.0.0" else self.server.host
+        bound = self.instance_bind_host(region, instance)
+        return socket.gethostname() if bound == "0.0.0.0" else bound
 
     @property
     def instances(self) -> tuple[tuple[str, int], ...]:
@@ -218,7 +232,9 @@ class ClusterConfig:
 
     def server_addresses(self, region: str) -> list[tuple[str, int]]:
         """Every configured instance of the region, instance 0 first: where a routing client looks for one alive."""
-        return [(self.client_host, self.server_port(region, n)) for n in range(self.region(region).instances)]
+        return [
+            (self.instance_host(region, n), self.server_port(region, n)) for n in range(self.region(region).instances)
+        ]
 
     def instance_dir(self, region: str, instance: int = 0) -> Path:
         """An instance's partition storage (instance 0 keeps the single-instance layout)."""

@@ -9,6 +9,7 @@ from venice_core.config.keys import HOOKS_CONFIGS_PREFIX, KEYS, REGION_KEY_DOCS,
 
 _GROUP_TITLES = {
     "cluster": "The cluster",
+    "hosts": "Hosts (a network namespace per process)",
     "kafka": "Kafka",
     "spark": "Spark",
     "airflow": "Airflow",

@@ -21,7 +21,8 @@ def home(config: ClusterConfig) -> Path:
 
 
 def base_url(config: ClusterConfig) -> str:
-    return f"http://127.0.0.1:{config.airflow.port}"
+    """Where Airflow's API server and UI are reached (`airflow.api.url`)."""
+    return config.airflow.api_url.rstrip("/")
 
 
 def password(config: ClusterConfig) -> str:

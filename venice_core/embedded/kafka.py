@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from venice_core.config import ClusterConfig
-from venice_core.embedded.process import ManagedProcess, Starting, wait_until_healthy
+from venice_core.config import ClusterConfig, kafka_node_name
+from venice_core.embedded.process import ManagedProcess, Starting, host_of, wait_until_healthy
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.maven import fetch_jars
 from venice_core.host.programs import require_program
@@ -84,7 +84,7 @@ def node_dir(config: ClusterConfig, node: int = 0) -> Path:
 
 def name(config: ClusterConfig, node: int = 0) -> str:
     """The node's process name, as `venice status` shows it: `kafka` for the single broker, else `kafka-<n>`."""
-    return f"kafka-{_check_node(config, node)}" if _clustered(config) else "kafka"
+    return kafka_node_name(config.kafka.brokers, _check_node(config, node))
 
 
 def process(config: ClusterConfig, node: int = 0) -> ManagedProcess:
@@ -98,7 +98,7 @@ def processes(config: ClusterConfig) -> list[ManagedProcess]:
 
 def address(config: ClusterConfig, node: int = 0) -> str:
     """Where clients reach the node's broker."""
-    return f"{config.kafka.host}:{config.kafka.broker_port(_check_node(config, node))}"
+    return f"{config.kafka.node_host(node)}:{config.kafka.broker_port(_check_node(config, node))}"
 
 
 def _topic_settings(config: ClusterConfig) -> tuple[int, int]:
@@ -109,10 +109,10 @@ def _topic_settings(config: ClusterConfig) -> tuple[int, int]:
 
 def server_properties(config: ClusterConfig, node: int = 0) -> str:
     k = config.kafka
-    controller = f"{k.host}:{k.node_controller_port(_check_node(config, node))}"
+    controller = f"{k.node_host(node)}:{k.node_controller_port(_check_node(config, node))}"
     broker = address(config, node)
     if _clustered(config):
-        voters = ",".join(f"{n + 1}@{k.host}:{k.node_controller_port(n)}" for n in range(k.brokers))
+        voters = ",".join(f"{n + 1}@{k.node_host(n)}:{k.node_controller_port(n)}" for n in range(k.brokers))
         quorum = {"controller.quorum.voters": voters}
         internal_replicas, internal_isr = str(min(3, k.brokers)), str(min(2, k.brokers))
         replication_factor, min_insync = _topic_settings(config)
@@ -175,7 +175,7 @@ def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
     """The single broker answers; a cluster has all of its brokers registered."""
     k = config.kafka
     if not _clustered(config):
-        if not _port_open(k.host, k.port):
+        if not _port_open(k.node_host(0), k.port):
             return False
         from confluent_kafka.admin import AdminClient
 
@@ -187,7 +187,7 @@ def is_healthy(config: ClusterConfig, timeout: float = 5.0) -> bool:
             return True
         except Exception:  # noqa: BLE001 - any failure means "not healthy"
             return False
-    if not any(_port_open(k.host, k.broker_port(n)) for n in range(k.brokers)):
+    if not any(_port_open(k.node_host(n), k.broker_port(n)) for n in range(k.brokers)):
         return False
     return registered_brokers(k.bootstrap, timeout) == {n + 1 for n in range(k.brokers)}
 
@@ -198,7 +198,7 @@ def node_healthy(config: ClusterConfig, node: int, timeout: float = 5.0) -> bool
     killed a moment ago is still counted by the others until its session times out."""
     if not _clustered(config):
         return is_healthy(config, timeout)
-    if not _port_open(config.kafka.host, config.kafka.broker_port(_check_node(config, node))):
+    if not _port_open(config.kafka.node_host(node), config.kafka.broker_port(_check_node(config, node))):
         return False
     registered = registered_brokers(address(config, node), timeout)
     return registered is not None and node + 1 in registered
@@ -271,14 +271,18 @@ def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
 def _check_ports_free(config: ClusterConfig, nodes: Iterable[int]) -> None:
     k = config.kafka
     for node in nodes:
+        if host_of(config, name(config, node)) is not None:  # a host of its own has no other process
+            continue
         ports = {
             "kafka.embedded.port": k.broker_port(node),
             "kafka.embedded.controller.port": k.node_controller_port(node),
         }
         for key, port in ports.items():
-            if _port_open(k.host, port):
+            if _port_open(k.node_host(node), port):
                 whose = f" ({name(config, node)}'s)" if _clustered(config) else ""
-                raise ComponentError(f"port {k.host}:{port}{whose} is taken by another process: stop it or set {key}")
+                raise ComponentError(
+                    f"port {k.node_host(node)}:{port}{whose} is taken by another process: stop it or set {key}"
+                )
 
 
 def _log_tail(config: ClusterConfig, node: int, lines: int = 20) -> str:
@@ -331,7 +335,8 @@ def _start_nodes(config: ClusterConfig, nodes: list[int], healthy: Callable[[], 
     try:
         for node in nodes:
             jvm, props, _ = prepared[node]
-            process(config, node).start([*jvm, "kafka.Kafka", str(props)], cwd=node_dir(config, node))
+            host = host_of(config, name(config, node))
+            process(config, node).start([*jvm, "kafka.Kafka", str(props)], cwd=node_dir(config, node), host=host)
             started.append(node)
         timeout = CLUSTER_START_TIMEOUT_SECONDS if _clustered(config) else START_TIMEOUT_SECONDS
         what = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from venice_core.config import ClusterConfig
 from venice_core.deployment import airflow as deployment
-from venice_core.embedded import airflow, kafka, postgres, redis, servers, spark_cluster
+from venice_core.embedded import airflow, kafka, network, postgres, redis, servers, spark_cluster
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
@@ -19,6 +19,7 @@ class ComponentStatus:
     name: str
     healthy: bool
     detail: str
+    address: str = ""  # its host's address, when it runs on a host of its own (the hosts profile)
 
 
 def up(
@@ -32,6 +33,13 @@ def up(
     DAG files are written there: this layer knows no store)."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
+    if config.hosts.enabled:  # a network namespace per process, before any starts
+        made = not network.namespaces(config)
+        hosts = network.create(config, [process.name for process in plan(config)])
+        layout = config.hosts
+        report(f"hosts: {len(hosts)} on bridge {layout.bridge} ({layout.subnet}, gateway {layout.gateway})")
+        if made:
+            started.append(lambda: network.remove(config))
 
     def start(was_running: bool, begin: Callable[[], str], stop: Callable[[], object]) -> None:
         report(begin())
@@ -101,6 +109,10 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
             report(f"{name} stopped")
         elif enabled:
             report(f"{name} was not running")
+    if config.hosts.enabled or network.namespaces(config):  # the hosts, once nothing runs on them
+        count = len(network.namespaces(config))
+        if network.remove(config):
+            report(f"hosts removed: {count} namespaces and bridge {config.hosts.bridge}")
 
 
 def _server_status(config: ClusterConfig, region: str, instance: int) -> ComponentStatus:
@@ -164,12 +176,12 @@ def _serving_status(proc: ManagedProcess, where: str, healthy: Callable[[], bool
 
 
 def _postgres_status(config: ClusterConfig) -> ComponentStatus:
-    where = f"{postgres.HOST}:{config.postgres.port}"
+    where = postgres.server(config).address
     return _serving_status(postgres.process(config), where, lambda: postgres.is_healthy(config))
 
 
 def _redis_status(config: ClusterConfig) -> ComponentStatus:
-    return _serving_status(redis.process(config), f"{redis.HOST}:{config.redis.port}", lambda: redis.is_healthy(config))
+    return _serving_status(redis.process(config), redis.address(config), lambda: redis.is_healthy(config))
 
 
 def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
@@ -200,7 +212,30 @@ def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
     return lines
 
 
+def _with_addresses(config: ClusterConfig, components: list[ComponentStatus]) -> list[ComponentStatus]:
+    """Each process's line with its host's address (the hosts profile)."""
+    if not config.hosts.enabled:
+        return components
+    named = {
+        "airflow": "airflow-api-server",
+        "metadata-store": "postgres" if config.postgres.enabled else "",
+    }
+    result = []
+    for c in components:
+        host = named.get(c.name, c.name)
+        try:
+            address = config.hosts.address(host) if host else ""
+        except VeniceError:
+            address = ""
+        result.append(ComponentStatus(c.name, c.healthy, c.detail, address))
+    return result
+
+
 def status(config: ClusterConfig) -> list[ComponentStatus]:
+    return _with_addresses(config, _statuses(config))
+
+
+def _statuses(config: ClusterConfig) -> list[ComponentStatus]:
     components: list[ComponentStatus] = []
     if config.postgres.enabled:
         components.append(_postgres_status(config))

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from venice_core.config import ClusterConfig, embedded_postgres_url
-from venice_core.embedded.process import ManagedProcess
+from venice_core.config import LOOPBACK, ClusterConfig, embedded_postgres_url
+from venice_core.embedded.process import Host, ManagedProcess, host_of
 from venice_core.errors import ComponentError, MissingDependency
 from venice_core.host.cache import filling, staging
 from venice_core.host.programs import require_program
@@ -35,7 +35,6 @@ from venice_core.utils.waiting import poll_until
 
 ROLE = "venice"
 DATABASES = ("venice", "airflow")  # the metadata store's, Airflow's
-HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 60.0
 # Airflow's components each keep two pools (sync and async, up to 15 connections each), its Celery workers a result
@@ -105,10 +104,10 @@ def _runner(data_dir: Path) -> _Runner:
     return _Runner(user=account.pw_name) if _reaches(account, data_dir.parent) else _namespace(account)
 
 
-def _port_open(port: int) -> bool:
+def _port_open(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex((HOST, port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 @dataclass(frozen=True)
@@ -120,18 +119,25 @@ class Server:
     port: int
     databases: tuple[str, ...] = DATABASES
     name: str = "postgres"
+    host: str = LOOPBACK  # the address it listens on
+    on: Host | None = None  # the host it runs on (the hosts profile), None: this machine's network
+    trusted: str | None = None  # a network whose connections it trusts besides its own host's (the hosts' subnet)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     @property
     def process(self) -> ManagedProcess:
         return ManagedProcess(self.name, self.run_dir)
 
     def url(self, database: str = "postgres") -> str:
-        return embedded_postgres_url(self.port, database)
+        return embedded_postgres_url(self.host, self.port, database)
 
     def _connect(self, database: str, timeout: int = 5) -> Any:  # psycopg2's connection: psycopg2 ships no types
         import psycopg2
 
-        return psycopg2.connect(host=HOST, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout)
+        return psycopg2.connect(host=self.host, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout)
 
     def is_healthy(self, timeout: int = 2) -> bool:
         """The server accepts a connection and answers a query."""
@@ -148,7 +154,7 @@ class Server:
         """The server's settings, given on its command line."""
         socket_path = f"{self.data_dir}/.s.PGSQL.{self.port}"
         return {
-            "listen_addresses": HOST,
+            "listen_addresses": self.host,
             "port": str(self.port),
             # Inside the data dir (none when its path would be too long for a socket's: TCP still serves).
             "unix_socket_directories": f'"{self.data_dir}"' if len(socket_path.encode()) <= SOCKET_PATH_MAX else "",
@@ -162,21 +168,33 @@ class Server:
         proc = self.process
         pid = proc.pid()
         if pid is not None:
-            return f"postgres is already running (pid {pid}) on {HOST}:{self.port}"
+            return f"postgres is already running (pid {pid}) on {self.address}"
         bins = bin_dir()
-        if _port_open(self.port):
+        if self.on is None and _port_open(self.host, self.port):  # a host of its own has no other process
             raise ComponentError(
-                f"port {HOST}:{self.port} is taken by another process: stop it or set postgres.embedded.port"
+                f"port {self.address} is taken by another process: stop it or set postgres.embedded.port"
             )
         if not (self.data_dir / "PG_VERSION").exists():
             self._init(bins)
+        self._trust_network()
         runner = _runner(self.data_dir)
         settings = [arg for key, value in self.settings().items() for arg in ("-c", f"{key}={value}")]
-        proc.start([*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings], user=runner.user)
+        command = [*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings]
+        proc.start(command, user=runner.user, host=self.on)
         proc.wait_until_healthy("postgres", self.is_healthy, START_TIMEOUT_SECONDS, 0.05)
         created = self._create_databases()
         made = f", created {', '.join(created)}" if created else ""
-        return f"postgres started (pid {proc.pid()}) on {HOST}:{self.port}{made}"
+        return f"postgres started (pid {proc.pid()}) on {self.address}{made}"
+
+    def _trust_network(self) -> None:
+        """The hosts' subnet in pg_hba.conf (initdb's trusts the loopback only), once."""
+        if self.trusted is None:
+            return
+        hba = self.data_dir / "pg_hba.conf"
+        line = f"host all all {self.trusted} trust"
+        if line not in hba.read_text().splitlines():
+            with hba.open("a") as file:
+                file.write(f"# the platform's hosts (venice up)\n{line}\n")
 
     def _init(self, bins: Path) -> None:
         """`initdb` into a staging dir beside the data dir, renamed into place when whole. Without syncing to disk
@@ -254,7 +272,14 @@ class Server:
 
 
 def server(config: ClusterConfig) -> Server:
-    return Server(config.data_dir / "postgres", config.run_dir, config.postgres.port)
+    return Server(
+        config.data_dir / "postgres",
+        config.run_dir,
+        config.postgres.port,
+        host=config.postgres.host,
+        on=host_of(config, "postgres"),
+        trusted=config.hosts.subnet if config.hosts.enabled else None,
+    )
 
 
 def process(config: ClusterConfig) -> ManagedProcess:

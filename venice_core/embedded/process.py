@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from venice_core.config import ENV_HOST, ClusterConfig
 from venice_core.errors import ComponentError
 from venice_core.host.pids import running
+from venice_core.host.programs import require_program
 from venice_core.utils.waiting import poll_until
 
 
@@ -72,6 +74,24 @@ class _Tree:
 
 
 @dataclass(frozen=True)
+class Host:
+    """A host of the hosts profile a process starts on: its name and its network namespace."""
+
+    name: str
+    namespace: str
+
+    @property
+    def namespace_path(self) -> str:
+        return f"/run/netns/{self.namespace}"
+
+
+def host_of(config: ClusterConfig, name: str) -> Host | None:
+    """The host the process `name` runs on (None: the machine's own network, hosts off)."""
+    namespace = config.hosts.namespace(name)
+    return Host(name, namespace) if namespace is not None else None
+
+
+@dataclass(frozen=True)
 class ManagedProcess:
     name: str
     run_dir: Path
@@ -103,22 +123,32 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         user: str | None = None,
+        host: Host | None = None,
     ) -> int:
         """Start `argv` detached, its output appended to the log file; as `user` (with that user's group and no
-        other) when given, which needs root: PostgreSQL's server refuses to run as root."""
+        other) when given, which needs root: PostgreSQL's server refuses to run as root; on `host` (in its network
+        namespace, told its name in `$VENICE_HOST`) when given."""
         pid = self.pid()
         if pid is not None:
             raise ComponentError(f"{self.name} is already running (pid {pid})")
         self._clear_remains()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         account = pwd.getpwnam(user) if user is not None else None
+        command, environment = list(argv), dict(env) if env is not None else None
+        if host is not None:
+            # nsenter joins the namespace and execs the command: the pid recorded is the command's. It drops to
+            # `user` itself, after joining (which needs root): Popen's would drop before.
+            ids = [f"--setuid={account.pw_uid}", f"--setgid={account.pw_gid}"] if account is not None else []
+            command = [require_program("nsenter", "util-linux"), f"--net={host.namespace_path}", *ids, "--", *command]
+            environment = {**(environment if environment is not None else os.environ), ENV_HOST: host.name}
+            account = None
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
-                list(argv),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(env) if env is not None else None,
+                env=environment,
                 cwd=cwd,
                 start_new_session=True,  # its own process group: stopped as a whole, deaf to the shell's ^C
                 user=account.pw_uid if account is not None else None,

@@ -11,11 +11,10 @@ from __future__ import annotations
 import socket
 
 from venice_core.config import ClusterConfig
-from venice_core.embedded.process import ManagedProcess
+from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError
 from venice_core.host.programs import require_program
 
-HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 30.0
 INSTALL_HINT = "Redis (Debian: apt-get install redis-server; scripts/install-system-packages.sh --with-cluster-deps)"
 
@@ -24,10 +23,14 @@ def process(config: ClusterConfig) -> ManagedProcess:
     return ManagedProcess("redis", config.run_dir)
 
 
-def ping(port: int, timeout: float = 1.0) -> bool:
-    """Redis on `port` answers PING."""
+def address(config: ClusterConfig) -> str:
+    return f"{config.redis.host}:{config.redis.port}"
+
+
+def ping(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Redis at `host:port` answers PING."""
     try:
-        with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(b"*1\r\n$4\r\nPING\r\n")
             return sock.recv(64).startswith(b"+PONG")
     except OSError:
@@ -35,20 +38,23 @@ def ping(port: int, timeout: float = 1.0) -> bool:
 
 
 def is_healthy(config: ClusterConfig) -> bool:
-    return ping(config.redis.port)
+    return ping(config.redis.host, config.redis.port)
 
 
-def _port_open(port: int) -> bool:
+def _port_open(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex((HOST, port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 def command(config: ClusterConfig, server: str = "redis-server") -> list[str]:
     """The server's command line: every setting on it, no config file."""
     return [
         server,
-        *("--bind", HOST, "--port", str(config.redis.port), "--protected-mode", "yes"),
+        # Protected mode answers only the loopback while Redis has no password: on a host of its own, its clients are
+        # the other hosts (the subnet, which nothing outside this machine reaches).
+        *("--bind", config.redis.host, "--port", str(config.redis.port)),
+        *("--protected-mode", "no" if config.hosts.enabled else "yes"),
         *("--dir", str(config.data_dir / "redis"), "--save", "", "--appendonly", "no"),
         *("--daemonize", "no", "--logfile", ""),  # its log on stdout: the managed process's log file
     ]
@@ -58,16 +64,17 @@ def start(config: ClusterConfig) -> str:
     """Start the server and wait until it answers PING. Returns a line for the user."""
     proc = process(config)
     pid = proc.pid()
-    address = f"{HOST}:{config.redis.port}"
+    where = address(config)
     if pid is not None:
-        return f"redis is already running (pid {pid}) on {address}"
+        return f"redis is already running (pid {pid}) on {where}"
     server = require_program("redis-server", INSTALL_HINT)
-    if _port_open(config.redis.port):
-        raise ComponentError(f"port {address} is taken by another process: stop it or set redis.embedded.port")
+    host = host_of(config, proc.name)
+    if host is None and _port_open(config.redis.host, config.redis.port):  # a host of its own has no other process
+        raise ComponentError(f"port {where} is taken by another process: stop it or set redis.embedded.port")
     (config.data_dir / "redis").mkdir(parents=True, exist_ok=True)
-    proc.start(command(config, server), cwd=config.data_dir / "redis")
+    proc.start(command(config, server), cwd=config.data_dir / "redis", host=host)
     proc.wait_until_healthy("redis", lambda: is_healthy(config), START_TIMEOUT_SECONDS, 0.05)
-    return f"redis started (pid {proc.pid()}) on {address}"
+    return f"redis started (pid {proc.pid()}) on {where}"
 
 
 def stop(config: ClusterConfig) -> bool:

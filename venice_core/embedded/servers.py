@@ -8,15 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from venice_core.client import serving
-from venice_core.config import ClusterConfig, process_env
-from venice_core.embedded.process import ManagedProcess
+from venice_core.config import ClusterConfig, process_env, server_host
+from venice_core.embedded.process import ManagedProcess, host_of
 
 START_TIMEOUT_SECONDS = 60.0
 
 
 def name(region: str, instance: int = 0) -> str:
     """`server-<region>` for instance 0 (the single-instance name), `server-<region>.<n>` for the others."""
-    return f"server-{region}" if instance == 0 else f"server-{region}.{instance}"
+    return server_host(region, instance)
 
 
 def process(config: ClusterConfig, region: str, instance: int = 0) -> ManagedProcess:
@@ -25,7 +25,7 @@ def process(config: ClusterConfig, region: str, instance: int = 0) -> ManagedPro
 
 def health(config: ClusterConfig, region: str, instance: int = 0) -> dict[str, Any] | None:
     """The instance's `/health` document, None if it does not answer."""
-    return serving.health(config.client_host, config.server_port(region, instance), timeout=2)
+    return serving.health(config.instance_host(region, instance), config.server_port(region, instance), timeout=2)
 
 
 def is_healthy(config: ClusterConfig, region: str, instance: int = 0) -> bool:
@@ -52,10 +52,11 @@ def start(config: ClusterConfig, region: str, instance: int = 0, extra_env: Mapp
     if pid is not None:
         return f"{what} is already running (pid {pid})"
     command = [sys.executable, "-m", "venice_core.cli.main", "server", "--region", region, "--instance", str(instance)]
-    proc.start(command, env={**process_env(config), **(extra_env or {})})
+    proc.start(command, env={**process_env(config), **(extra_env or {})}, host=host_of(config, proc.name))
     started = proc.pid()
     proc.wait_until_healthy(what, lambda: answered_by(config, region, instance, started), START_TIMEOUT_SECONDS, 0.3)
-    return f"{what} started (pid {proc.pid()}) on {config.client_host}:{config.server_port(region, instance)}"
+    where = f"{config.instance_host(region, instance)}:{config.server_port(region, instance)}"
+    return f"{what} started (pid {proc.pid()}) on {where}"
 
 
 def stop(config: ClusterConfig, region: str, instance: int = 0) -> bool:

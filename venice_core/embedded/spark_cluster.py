@@ -23,7 +23,7 @@ from typing import Any
 
 from venice_core.config import ClusterConfig, process_env
 from venice_core.config.keys import SPARK_MASTER, SPARK_STANDALONE_UI_PORT, SPARK_STANDALONE_WORKERS
-from venice_core.embedded.process import ManagedProcess
+from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
 from venice_core.spark.python_path import spark_home
@@ -31,7 +31,6 @@ from venice_core.utils.waiting import poll_until
 
 MASTER = "spark-master"
 WORKER_PREFIX = "spark-worker-"
-HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 120.0
 DAEMON_MEMORY = "256m"
 DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -69,8 +68,13 @@ def _worker_pid_files(config: ClusterConfig) -> list[ManagedProcess]:
     return [ManagedProcess(f.stem, config.run_dir) for f in found]
 
 
+def host_address(config: ClusterConfig, name: str) -> str:
+    """Where the process `name` of the cluster listens (its host's address)."""
+    return config.hosts.address(name)
+
+
 def ui_url(config: ClusterConfig) -> str:
-    return f"http://{HOST}:{config.spark.ui_port}"
+    return f"http://{master_address(config)[0]}:{config.spark.ui_port}"
 
 
 def worker_ui_port(config: ClusterConfig, n: int) -> int:
@@ -133,10 +137,10 @@ def alive_workers(config: ClusterConfig) -> int:
     return len(_alive(config))
 
 
-def _port_open(port: int) -> bool:
+def _port_open(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex((HOST, port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 def _spark_class() -> list[str]:
@@ -146,11 +150,12 @@ def _spark_class() -> list[str]:
 
 def _env(config: ClusterConfig, worker: int | None = None) -> dict[str, str]:
     """A cluster process's environment: the config's (the executors a worker starts inherit it), Spark's home and
-    loopback address, its logs and work dir in the data dir."""
+    its host's address, its logs and work dir in the data dir."""
+    name = MASTER if worker is None else f"{WORKER_PREFIX}{worker}"
     env = {
         **process_env(config),
         "SPARK_HOME": str(spark_home()),
-        "SPARK_LOCAL_IP": HOST,
+        "SPARK_LOCAL_IP": master_address(config)[0] if worker is None else host_address(config, name),
         "SPARK_LOG_DIR": str(spark_dir(config) / "logs"),
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTIONS,
@@ -167,14 +172,15 @@ def _env(config: ClusterConfig, worker: int | None = None) -> dict[str, str]:
 def _start_master(config: ClusterConfig) -> ManagedProcess:
     host, port = master_address(config)
     ui_port = config.spark.ui_port
+    on = host_of(config, MASTER)
     for taken, key in ((port, SPARK_MASTER), (ui_port, SPARK_STANDALONE_UI_PORT)):
-        if _port_open(taken):
+        if on is None and _port_open(host, taken):  # a host of its own has no other process
             raise ComponentError(f"port {taken} is taken by another process: stop it or change {key}")
     argv = [*_spark_class(), "org.apache.spark.deploy.master.Master"]
     argv += ["--host", host, "--port", str(port), "--webui-port", str(ui_port)]
     proc = master_process(config)
     (spark_dir(config) / "logs").mkdir(parents=True, exist_ok=True)
-    proc.start(argv, env=_env(config), cwd=spark_dir(config))
+    proc.start(argv, env=_env(config), cwd=spark_dir(config), host=on)
     proc.wait_until_healthy("spark master", lambda: master_state(config) is not None, START_TIMEOUT_SECONDS, 0.3)
     return proc
 
@@ -182,18 +188,20 @@ def _start_master(config: ClusterConfig) -> ManagedProcess:
 def _start_worker(config: ClusterConfig, n: int) -> ManagedProcess:
     cluster = config.spark
     ui_port = worker_ui_port(config, n)
-    if _port_open(ui_port):
+    name = f"{WORKER_PREFIX}{n}"
+    on, address = host_of(config, name), host_address(config, name)
+    if on is None and _port_open(address, ui_port):
         raise ComponentError(
             f"port {ui_port} (spark worker {n}'s UI) is taken by another process: stop it or change "
             f"{SPARK_STANDALONE_UI_PORT}"
         )
     work = work_dir(config, n)
     work.mkdir(parents=True, exist_ok=True)
-    argv = [*_spark_class(), "org.apache.spark.deploy.worker.Worker", config.spark.master, "--host", HOST]
+    argv = [*_spark_class(), "org.apache.spark.deploy.worker.Worker", config.spark.master, "--host", address]
     argv += ["--cores", str(cluster.worker_cores), "--memory", cluster.worker_memory]
     argv += ["--webui-port", str(ui_port), "--work-dir", str(work)]
     proc = worker_process(config, n)
-    proc.start(argv, env=_env(config, n), cwd=work)
+    proc.start(argv, env=_env(config, n), cwd=work, host=on)
     return proc
 
 

@@ -121,10 +121,10 @@ class RegionServer:
 
     def run(self) -> None:
         gc_settings.tune_for_throughput()
-        host, port = self.config.server.host, self.config.server_port(self.region.name, self.instance)
-        self.register(
-            self.config.advertised_host, port
-        )  # refused, before anything is bound, while another process runs this instance
+        region, instance = self.region.name, self.instance
+        host, port = self.config.instance_bind_host(region, instance), self.config.server_port(region, instance)
+        # Refused, before anything is bound, while another process runs this instance.
+        self.register(self.config.advertised_host(region, instance), port)
         try:
             http_server = serve(self, host, port, self.config.server.limits)
         except OSError:

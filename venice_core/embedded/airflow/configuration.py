@@ -38,6 +38,9 @@ def sqlite_url(path: Path) -> str:
 BUNDLES_SETTING = ("dag_processor", "dag_bundle_config_list")  # the DAG bundles: `bundles`
 
 
+API_SERVER_HOST = "airflow-api-server"  # the API server's process and host name
+
+
 def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tuple[str, str], str]:
     """The platform's Airflow settings by (section, option): written into the home's `airflow.cfg` (so Airflow's
     own CLI run with AIRFLOW_HOME alone sees the Airflow the components run) and set in the components'
@@ -59,7 +62,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         ("core", "lazy_load_plugins"): "False",
         ("core", "execution_api_server_url"): f"{url}/execution/",
         ("database", "sql_alchemy_conn"): database_url(config),
-        ("api", "host"): "127.0.0.1",
+        ("api", "host"): config.hosts.address(API_SERVER_HOST),
         ("api", "port"): str(config.airflow.port),
         ("api", "base_url"): url,
         # The log servers of the workers and the triggerer, next to the API's port: Airflow's defaults (8793,

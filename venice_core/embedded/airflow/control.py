@@ -37,7 +37,7 @@ from venice_core.embedded.airflow.component_processes import (
 from venice_core.embedded.airflow.configuration import DB_FILE, STORE_SETTINGS, environment, write_config
 from venice_core.embedded.airflow.database import prepare_database, write_ahead_log
 from venice_core.embedded.airflow.health import answers, bundles_registered, log_size, ready
-from venice_core.embedded.process import ManagedProcess
+from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.cache import filling
 from venice_core.utils.waiting import poll_until
@@ -150,7 +150,7 @@ def start(config: ClusterConfig, dags_folder: Path | None = None) -> str:
             command = [airflow, *_component_command(config, name)]
             if config.airflow.db_url is not None:  # started again when it exits: `keepalive`
                 command = [sys.executable, "-m", "venice_core.embedded.keepalive", "--", *command]
-            proc.start(command, env=_component_env(name, env), cwd=home(config))
+            proc.start(command, env=_component_env(name, env), cwd=home(config), host=host_of(config, proc.name))
     _wait(config, procs, deadline, lambda c: ready(c, started))
     return f"airflow started (pids {_pid_list(config)}) on {base_url(config)} (user {USER})"
 

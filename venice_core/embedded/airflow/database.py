@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from venice_core.config import ClusterConfig, embedded_postgres_url
+from venice_core.config import ClusterConfig
 from venice_core.deployment.airflow import home
 from venice_core.embedded import postgres
 from venice_core.embedded.airflow.component_processes import processes
@@ -122,8 +122,9 @@ def _server_tables(url: str) -> tuple[str | None, int]:
 
 def _embedded_database(config: ClusterConfig) -> postgres.Server | None:
     """The embedded PostgreSQL, when it holds Airflow's database (`airflow.db.url` as the profile computes it)."""
-    if config.postgres.enabled and config.airflow.db_url == embedded_postgres_url(config.postgres.port, "airflow"):
-        return postgres.server(config)
+    server = postgres.server(config)
+    if config.postgres.enabled and config.airflow.db_url == server.url("airflow"):
+        return server
     return None
 
 
@@ -158,7 +159,7 @@ def _restore_or_fill_dump(server: postgres.Server, airflow: str, env: dict[str, 
     dump in the cache (per Airflow and PostgreSQL version), or else migrated and dumped there for the next ones."""
     bins = postgres.bin_dir()
     dump = cache_dir() / "airflow-db" / f"airflow-{_airflow_version()}-pg{bins.parent.name}.sql"
-    client = ["-h", postgres.HOST, "-p", str(server.port), "-U", postgres.ROLE]
+    client = ["-h", server.host, "-p", str(server.port), "-U", postgres.ROLE]
     if not dump.exists():
         with filling(dump):
             if not dump.exists():

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from venice_core.config import ClusterConfig, conf_flag, process_env
+from venice_core.config import LOOPBACK, ClusterConfig, conf_flag, process_env
 from venice_core.spark.python_path import DAEMON_CONFS
 from venice_core.spark.submit import class_archive, job_package
 
@@ -25,9 +25,6 @@ DRIVER_MEMORY = "2g"
 DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
-    # The driver's RPC and block manager listen on loopback, as every server of the platform does.
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "8",
     **DAEMON_CONFS,  # Python workers import pyspark compiled, not from Spark's zip
 }
@@ -48,7 +45,7 @@ def default_spark_confs() -> dict[str, str]:
 
 
 # A job submitted to a cluster (`spark://...`: the standalone cluster `venice up` runs) runs its driver here (client
-# mode: its result file and the driver's own reads are local; its executors, on this machine, reach it on 127.0.0.1)
+# mode: its result file and the driver's own reads are local; its executors reach it at its host's address)
 # and its tasks in executors the workers start, one core each: a push takes every free core, a streaming job one
 # (`spark.cores.max`), so that one running for good never starves the pushes. The class archive stays the driver's
 # (dumped for the driver's class path, not an executor's); the executors share its C1-only JIT, for the same reason.
@@ -130,11 +127,15 @@ def job_spec(
     job_confs: dict[str, str] | None = None,
     driver_memory: str = DRIVER_MEMORY,
     cores_max: int | None = None,
+    driver_host: str = LOOPBACK,
 ) -> SparkJobSpec:
-    """A job's spark-submit on `master`: the platform's Spark properties, its scratch dir (`scratch_dir`), the job's
-    own (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
+    """A job's spark-submit on `master`: the platform's Spark properties, its driver on `driver_host` (the address
+    of the host it runs on, which its executors reach), its scratch dir (`scratch_dir`), the job's own
+    (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
     every free one), then the request's `spark.*` confs over them all."""
-    conf = {**default_spark_confs(), **(job_confs or {})}
+    # The driver's RPC and block manager listen on its host's address alone, as every server of the platform does.
+    conf = {**default_spark_confs(), "spark.driver.bindAddress": driver_host, "spark.driver.host": driver_host}
+    conf.update(job_confs or {})
     conf["spark.local.dir"] = str(scratch)  # block managers'
     # The session's artifacts dir is made in the JVM's temporary dir.
     conf["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
@@ -280,6 +281,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         str(job),
         confs,
         scratch_dir(config),
+        driver_host=config.hosts.local_address(),
     )
 
 
@@ -383,4 +385,5 @@ def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: st
         STREAM_SPARK_CONFS,
         STREAM_DRIVER_MEMORY,
         cores_max=STREAM_CORES_MAX,
+        driver_host=config.hosts.local_address(),
     )

@@ -1,0 +1,122 @@
+"""The hosts profile's network (issue 44, points 1 and 3), on real namespaces, links and a bridge: a process started on
+a host runs in its namespace (127.0.0.1 there is that host alone) and is reached at its host's address; a host is cut
+by its link going down inside its namespace; with the bridge down a packet for the subnet fails here (the subnet's
+`unreachable` route) instead of leaving by the default route; nothing of it is left after `network.remove`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.platform import make_platform_env
+from venice_core.config import ClusterConfig, HostsSettings
+from venice_core.embedded import network
+from venice_core.embedded.process import ManagedProcess, host_of
+from venice_core.utils.waiting import poll_until
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+]
+PORT = 18555
+HOSTS = ("kafka-0", "server-dc-1.2")
+# A server that answers its host's name: which namespace it runs in, as its environment says.
+SERVER = """
+import http.server, os, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = os.environ.get("VENICE_HOST", "").encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()
+"""
+
+
+def _subnet() -> tuple[str, str]:
+    """A subnet and bridge of this test worker's own (xdist workers run side by side)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    return f"10.{230 + worker}.0.0/16", f"vnt{worker}"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Iterator[ClusterConfig]:
+    base = make_platform_env(tmp_path / "home").config
+    subnet, bridge = _subnet()
+    hosts = HostsSettings(enabled=True, subnet=subnet, bridge=bridge, regions=base.region_names)
+    config = dataclasses.replace(base, hosts=hosts)
+    network.remove(config)  # what a killed run of this test left
+    try:
+        yield config
+    finally:
+        network.remove(config)
+
+
+def _answer(address: str, port: int = PORT, timeout: float = 1.0) -> str | None:
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            return sock.recv(4096).decode().rpartition("\r\n\r\n")[2]
+    except OSError:
+        return None
+
+
+def _serve(config: ClusterConfig, host: str, bind: str, name: str) -> ManagedProcess:
+    proc = ManagedProcess(name, config.run_dir)
+    proc.start([sys.executable, "-c", SERVER, bind, str(PORT)], host=host_of(config, host))
+    return proc
+
+
+def _links(prefix: str) -> list[str]:
+    return [line for line in os.popen("ip -o link show").read().splitlines() if f" {prefix}" in line]
+
+
+def test_hosts_are_namespaces_joined_by_the_bridge_cut_by_their_link_and_removed_whole(config: ClusterConfig) -> None:
+    made = network.create(config, HOSTS)
+    assert [h.address for h in made] == [config.hosts.address(h) for h in HOSTS]
+    kafka, server = made
+    assert kafka.address.endswith(".2.1") and server.address.endswith(".11.3")
+    on_host = _serve(config, "kafka-0", kafka.address, "on-host")
+    on_its_loopback = _serve(config, "server-dc-1.2", "127.0.0.1", "on-loopback")
+    try:
+        # Reached at its host's address through the bridge; it runs in that host (told its name).
+        assert poll_until(lambda: _answer(kafka.address) == "kafka-0", timeout=20, interval=0.1)
+        # 127.0.0.1 inside a host is that host alone: neither this machine nor another host reaches it.
+        assert poll_until(lambda: on_its_loopback.pid() is not None, timeout=5, interval=0.1)
+        assert _answer("127.0.0.1") is None
+        assert _answer(server.address) is None
+        # A host has no route but the subnet's: nothing it sends can leave the machine.
+        inside = os.popen(f"ip -n {server.namespace} route get 192.0.2.1 2>&1").read()
+        assert "unreachable" in inside.lower(), inside
+
+        network.cut(config, "kafka-0")  # its process keeps running, off the network
+        assert network.is_cut(config, "kafka-0")
+        assert _answer(kafka.address, timeout=2.0) is None
+        assert on_host.pid() is not None
+        network.rejoin(config, "kafka-0")
+        assert poll_until(lambda: _answer(kafka.address) == "kafka-0", timeout=20, interval=0.2)
+
+        # The bridge down: a packet for a host fails here, by the subnet's unreachable route, not by the default one.
+        assert "unreachable" not in network.route_to(kafka.address)
+        os.system(f"ip link set {config.hosts.bridge} down")
+        try:
+            answer = network.route_to(kafka.address)
+            assert "unreachable" in answer.lower() or "no route to host" in answer.lower(), answer
+            assert _answer(kafka.address, timeout=2.0) is None
+        finally:
+            os.system(f"ip link set {config.hosts.bridge} up")
+    finally:
+        on_host.stop(timeout=5)
+        on_its_loopback.stop(timeout=5)
+
+    network.remove(config)
+    assert network.namespaces(config) == []
+    assert _links(config.hosts.bridge) == []
+    assert f"unreachable {config.hosts.subnet}" not in os.popen("ip route show").read()
+    answer = network.route_to(kafka.address)  # nothing of the subnet is left: the default route's, as before
+    assert "10." + config.hosts.subnet.split(".")[1] not in os.popen("ip route show").read(), answer
