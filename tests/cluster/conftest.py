@@ -1,6 +1,8 @@
 """The cluster profile, chosen by name as a user chooses it (`venice --profile cluster up`, on the profile's own
 ports, with a home of the tests' own for its data dir), started once for the cluster tests (`tests/cluster/`) and
-stopped at their end, and the dataset their pushes write."""
+stopped at their end, and the dataset their pushes write. Where network namespaces can be made (root), the tests run
+on the hosts profile instead (`venice --profile hosts up`: the same processes, each on a host of its own), the
+stricter form, and its network faults with them (`test_hosts_faults.py`)."""
 
 from __future__ import annotations
 
@@ -17,25 +19,30 @@ from scripts.generate_dataset import generate
 from tests.support.cluster import RECORDS
 from tests.support.inputs import expected_records
 from tests.support.platform import PlatformEnv
-from tests.support.profiles import as_a_user, assert_ports_free, profile_env, stopped_at_the_end
+from tests.support.profiles import CLUSTER_PROFILE, as_a_user, assert_ports_free, profile_env, stopped_at_the_end
 
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[PlatformEnv]:
-    """The cluster profile, up for the cluster tests (its home outside pytest's temp tree: PostgreSQL runs as its own
-    user). Started with the flag (`venice --profile cluster up`); the tests' commands name it by `VENICE_PROFILE`."""
+    """The cluster profile (or the hosts profile, `CLUSTER_PROFILE`), up for the cluster tests (its home outside
+    pytest's temp tree: PostgreSQL runs as its own user). Started with the flag (`venice --profile NAME up`); the
+    tests' commands name it by `VENICE_PROFILE`."""
     home = Path(tempfile.mkdtemp(prefix="venice-cluster-"))
     try:
         with as_a_user(home) as user:
-            env = profile_env(user, "cluster")
-            assert_ports_free(env.config, "cluster")
+            env = profile_env(user, CLUSTER_PROFILE)
+            assert_ports_free(env.config, CLUSTER_PROFILE)
             with stopped_at_the_end(env):
                 started = time.monotonic()
                 up = subprocess.run(
-                    ["venice", "--profile", "cluster", "up"], env=user, capture_output=True, text=True, timeout=600
+                    ["venice", "--profile", CLUSTER_PROFILE, "up"],
+                    env=user,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
                 )
                 assert up.returncode == 0, up.stdout + up.stderr
-                print(f"cluster profile up in {time.monotonic() - started:.0f} s")
+                print(f"{CLUSTER_PROFILE} profile up in {time.monotonic() - started:.0f} s")
                 yield env
     finally:
         shutil.rmtree(home, ignore_errors=True)

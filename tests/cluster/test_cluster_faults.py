@@ -5,15 +5,14 @@ step SIGKILLed, PostgreSQL restarted. Each push is checked exactly in every regi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.cluster import assert_exact, create_store, read_all, start_push
+from tests.support.cluster import assert_exact, celery_worker_running, create_store, read_all, start_push
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
 from venice_core.controller import stores
-from venice_core.embedded import airflow, kafka, postgres, spark_cluster
+from venice_core.embedded import kafka, postgres, spark_cluster
 from venice_core.embedded.process import members
 from venice_core.nearline.writer import OnlineWriter
 
@@ -97,22 +96,6 @@ def _shipped_package_on_executor_path(env: PlatformEnv) -> bool:
     return False
 
 
-def _celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
-    """The Celery worker whose processes include one whose command line matches `pattern`, or None."""
-    for worker in airflow.celery_workers(env.config):
-        pid = worker.pid()
-        if pid is None:
-            continue
-        for member in members(pid):
-            try:
-                command = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if pattern in command:
-                return worker
-    return None
-
-
 def test_the_celery_worker_running_the_spark_step_killed_retries_it_on_the_other(
     cluster: PlatformEnv, dataset: tuple[Path, dict[str, dict]]
 ) -> None:
@@ -123,7 +106,7 @@ def test_the_celery_worker_running_the_spark_step_killed_retries_it_on_the_other
     push = start_push(cluster, store, data)
     push.wait_for_writing()
     victim = wait_for(
-        "the Celery worker running the Spark step", lambda: _celery_worker_running(cluster, f"venice-push-{store}")
+        "the Celery worker running the Spark step", lambda: celery_worker_running(cluster, f"venice-push-{store}")
     )
     victim.kill()
     push.finish()

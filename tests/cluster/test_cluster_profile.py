@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from tests.support.cluster import RECORDS, assert_exact, master_apps, task_hosts
 from tests.support.inputs import expected_records
 from tests.support.platform import PlatformEnv
-from tests.support.profiles import REPO
+from tests.support.profiles import CLUSTER_PROFILE, REPO
 from venice_core.config import ENV_PROFILE
 from venice_core.embedded import airflow, platform
 from venice_core.pubsub import client_config
@@ -39,7 +39,7 @@ def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster
     demo = subprocess.run(
         ["scripts/demo.sh"],
         cwd=REPO,
-        env={**user, "DEMO_PROFILE": "cluster", "DEMO_RECORDS": str(RECORDS)},
+        env={**user, "DEMO_PROFILE": CLUSTER_PROFILE, "DEMO_RECORDS": str(RECORDS)},
         capture_output=True,
         text=True,
         timeout=1200,
@@ -54,9 +54,13 @@ def test_make_demo_cluster_pushes_through_airflow_on_every_engine_of_the_cluster
     # one line, `airflow`; its triggerer and each Celery worker on one of their own).
     status = cluster.venice("status")
     assert status.returncode == 0, status.stdout
-    listed = {line.split()[0] for line in status.stdout.splitlines() if line.strip()}
+    listed = {line.split()[0]: line.split() for line in status.stdout.splitlines() if line.strip()}
     core = {f"airflow-{name}" for name in airflow.COMPONENTS}
-    assert {p.name for p in platform.plan(config) if p.name not in core} | {"airflow"} <= listed, status.stdout
+    assert {p.name for p in platform.plan(config) if p.name not in core} | {"airflow"} <= set(listed), status.stdout
+    if config.hosts.enabled:  # the hosts profile: each process's line names its host's address
+        for process in platform.plan(config):
+            if process.name not in core:
+                assert listed[process.name][2] == config.hosts.address(process.name), status.stdout
     # The Spark job ran on the standalone cluster (in its two workers' executors), not in local mode.
     apps = master_apps(cluster)
     assert [app["state"] for app in apps["completedapps"] if app["name"].startswith(f"venice-push-{store}-")] == [

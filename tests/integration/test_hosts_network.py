@@ -72,10 +72,6 @@ def _serve(config: ClusterConfig, host: str, bind: str, name: str) -> ManagedPro
     return proc
 
 
-def _links(prefix: str) -> list[str]:
-    return [line for line in os.popen("ip -o link show").read().splitlines() if f" {prefix}" in line]
-
-
 def test_hosts_are_namespaces_joined_by_the_bridge_cut_by_their_link_and_removed_whole(config: ClusterConfig) -> None:
     made = network.create(config, HOSTS)
     assert [h.address for h in made] == [config.hosts.address(h) for h in HOSTS]
@@ -116,7 +112,7 @@ def test_hosts_are_namespaces_joined_by_the_bridge_cut_by_their_link_and_removed
 
     network.remove(config)
     assert network.namespaces(config) == []
-    assert _links(config.hosts.bridge) == []
+    assert [name for name in network.links() if name.startswith(config.hosts.bridge)] == []
     assert f"unreachable {config.hosts.subnet}" not in os.popen("ip route show").read()
     answer = network.route_to(kafka.address)  # nothing of the subnet is left: the default route's, as before
     assert "10." + config.hosts.subnet.split(".")[1] not in os.popen("ip route show").read(), answer

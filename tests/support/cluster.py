@@ -17,6 +17,8 @@ from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.controller import versions
+from venice_core.embedded import airflow, spark_cluster
+from venice_core.embedded.process import members
 from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.envelope import decode
 from venice_core.rollout.names import rollout_dag_id
@@ -83,8 +85,7 @@ def assert_exact(env: PlatformEnv, store: str, expected: dict[str, dict], number
 
 
 def master_apps(env: PlatformEnv) -> dict[str, Any]:
-    port = env.config.spark.ui_port
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5) as response:
+    with urllib.request.urlopen(f"{spark_cluster.ui_url(env.config)}/json/", timeout=5) as response:
         return json.load(response)
 
 
@@ -103,3 +104,19 @@ def task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
             return {row.task_id: row.hostname for row in rows}
     finally:
         engine.dispose()
+
+
+def celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
+    """The Celery worker whose processes include one whose command line matches `pattern`, or None."""
+    for worker in airflow.celery_workers(env.config):
+        pid = worker.pid()
+        if pid is None:
+            continue
+        for member in members(pid):
+            try:
+                command = Path(f"/proc/{member}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if pattern in command:
+                return worker
+    return None

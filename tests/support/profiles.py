@@ -6,6 +6,7 @@ uses (the sandboxes take theirs from 20000-32000). The jars already fetched are 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,13 +17,16 @@ import pytest
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import PlatformEnv
 from venice_core.config import ENV_CONFIG, ENV_DATA_DIR, ENV_PROFILE, ClusterConfig, profile_path
-from venice_core.embedded import platform
+from venice_core.embedded import network, platform
 from venice_core.host.cache import ENV_CACHE_DIR, cache_dir
 
 REPO = Path(__file__).parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 # What this process's environment must not pass on: a profile is chosen by name alone.
 CHOICES = (ENV_CONFIG, ENV_PROFILE, ENV_DATA_DIR)
+# The cluster tests' profile: the hosts profile (a host per process) where network namespaces can be made, the
+# stricter form of the cluster profile; else the cluster profile itself.
+CLUSTER_PROFILE = "hosts" if os.geteuid() == 0 and shutil.which("ip") and shutil.which("nsenter") else "cluster"
 
 
 @contextmanager
@@ -54,8 +58,15 @@ def profile_env(env: dict[str, str], profile: str) -> PlatformEnv:
 
 
 def assert_ports_free(config: ClusterConfig, profile: str) -> None:
-    """The profile's ports are free: a platform of the profile already up (someone's `make demo`) is named, rather
-    than met as a failed start."""
+    """The profile's ports (or its hosts) are free: a platform of the profile already up (someone's `make demo`) is
+    named, rather than met as a failed start."""
+    if config.hosts.enabled:
+        if network.namespaces(config):
+            pytest.fail(
+                f"the {profile} profile's hosts (bridge {config.hosts.bridge}) are in use: stop the platform running "
+                f"on them (`VENICE_PROFILE={profile} make down`) before these tests, which run that profile themselves"
+            )
+        return
     taken = [port for process in platform.plan(config) for port in process.ports if _listening(port)]
     if taken:
         pytest.fail(
@@ -79,3 +90,6 @@ def stopped_at_the_end(env: PlatformEnv) -> Iterator[None]:
     finally:
         with leaves_nothing(*platform_parts(config)):
             env.venice("down", timeout=600)
+        if config.hosts.enabled:  # and no namespace, link or bridge of its hosts
+            assert network.namespaces(config) == [], network.namespaces(config)
+            assert config.hosts.bridge not in network.links(), network.links()

@@ -114,6 +114,12 @@ def namespaces(config: ClusterConfig) -> list[str]:
     return sorted(p.name for p in NETNS_DIR.glob(f"{prefix}*")) if NETNS_DIR.is_dir() else []
 
 
+def links() -> list[str]:
+    """The names of the links of the machine's namespace (a veth's without its `@peer`)."""
+    listed = _ip("-o", "link", "show", check=False).stdout.splitlines()
+    return [line.split(":", 2)[1].strip().split("@", 1)[0] for line in listed if line.count(":") >= 2]
+
+
 def remove(config: ClusterConfig) -> list[str]:
     """Every namespace, link and route made for the config's bridge, and the bridge: what was removed."""
     require_root()
@@ -122,10 +128,8 @@ def remove(config: ClusterConfig) -> list[str]:
     for namespace in namespaces(config):
         _ip("netns", "del", namespace)  # its eth0 goes with it, and the veth's other end with that
         removed.append(namespace)
-    listed = _ip("-o", "link", "show", check=False).stdout.splitlines()
     prefix = f"{hosts.bridge[:8]}-"
-    for line in listed:
-        name = line.split(":", 2)[1].strip().split("@", 1)[0] if line.count(":") >= 2 else ""
+    for name in links():
         if name.startswith(prefix):
             _ip("link", "del", name, check=False)
             removed.append(name)

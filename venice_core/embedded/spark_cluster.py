@@ -12,7 +12,6 @@ do no work of their own: small heaps, the client compiler and the serial collect
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 import urllib.error
@@ -27,6 +26,7 @@ from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
 from venice_core.spark.python_path import spark_home
+from venice_core.spark.submit import standalone
 from venice_core.utils.waiting import poll_until
 
 MASTER = "spark-master"
@@ -100,12 +100,7 @@ def work_dir(config: ClusterConfig, n: int) -> Path:
 def master_state(config: ClusterConfig, timeout: float = 2.0) -> dict[str, Any] | None:
     """The master's state as its web UI reports it (`/json/`: workers, running and completed applications), or
     None while it does not answer."""
-    try:
-        with urllib.request.urlopen(f"{ui_url(config)}/json/", timeout=timeout) as response:
-            state = json.load(response)
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
+    return standalone.master_state(config, timeout=timeout)
 
 
 def _alive(config: ClusterConfig) -> set[int]:

@@ -14,7 +14,7 @@ from venice_core.hooks.builtin import ManualApproval
 from venice_core.meta.context import metadata
 from venice_core.rollout.steps import job_request
 from venice_core.spark.specs.job_result import JobResult, refusal
-from venice_core.spark.submit import push_job_spec
+from venice_core.spark.submit import push_job_spec, standalone
 from venice_plugin.rollout_dag.task_inputs import created_version, keep_failure, result_file, step_inputs
 
 
@@ -97,6 +97,11 @@ class PushJobOperator(SparkSubmitOperator):
         self.application_args, self._driver_memory = list(spec.args), spec.driver_memory
         self.py_files = ",".join(spec.py_files) or None  # the package the executors import, on a cluster
         self.master = spec.master
+        # An earlier try's application still on a standalone master (its driver's host cut off: nothing told the
+        # master) holds the executors this one needs: killed first.
+        killed = standalone.kill_applications(inputs.rollout.config, spec.master, spec.name)
+        if killed:
+            self.log.warning("killed the earlier try's Spark application %s: its executors' cores are free", killed)
         try:
             super().execute(context)
         except Exception as exc:
