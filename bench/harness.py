@@ -12,22 +12,30 @@ from pathlib import Path
 
 from tests.support.sandbox import write_cluster_config, write_sandbox_config
 from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
-from venice_core.embedded import platform
+from venice_core.embedded import network, platform
 from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore
 
 SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
 
 
+# The hosts profile's layout for a benchmark (apart from a user's `make demo-hosts` on 10.213.0.0/16).
+HOSTS_SANDBOX = {"hosts.enabled": "true", "hosts.subnet": "10.217.0.0/16", "hosts.bridge": "vnbhosts"}
+
+
 @contextmanager
 def sandbox_platform(
     extra: dict[str, str] | None = None, profile: str = "embedded"
 ) -> Iterator[tuple[ClusterConfig, MetadataStore, Path]]:
-    """A platform of its own (`profile`: the embedded one, or the cluster profile on free ports), up for the block."""
+    """A platform of its own (`profile`: the embedded one, or the cluster profile on free ports, or that profile with
+    a host per process on a subnet and bridge of the benchmarks' own: `hosts`, root only), up for the block."""
+    if profile == "hosts":
+        network.require_root()
+        extra = {**HOSTS_SANDBOX, **(extra or {})}
     with tempfile.TemporaryDirectory(prefix="venice-bench-") as tmp:
         home = Path(tmp)
         home.chmod(0o755)  # the cluster profile's PostgreSQL runs as its own user, in a folder of this one
-        write = write_cluster_config if profile == "cluster" else write_sandbox_config
+        write = write_cluster_config if profile in ("cluster", "hosts") else write_sandbox_config
         properties = write(home / "home", extra)
         os.environ[ENV_CONFIG] = str(properties)  # the processes the platform starts load the same config
         config = load_config()

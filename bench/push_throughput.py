@@ -3,7 +3,7 @@ consuming the same serialised bytes, and against the floor, in the same run. Als
 went, and the region servers' resident memory afterwards.
 
     .venv/bin/python -m bench.push_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2] [--marginal]
-                                              [--profile cluster] [--conf K=V] [--set K=V]
+                                              [--profile cluster|hosts] [--conf K=V] [--set K=V]
 
 The floor: `bench.raw_topology` (confluent-kafka alone doing the Kafka work such a rollout needs, no platform code)
 plus Spark's own start (`raw_topology.spark_start_seconds`). The last line is `platform / floor: N.NNx` (issue 34's
@@ -11,7 +11,8 @@ target: at most 1.5x, with three regions and with one). `--marginal` pushes 1M r
 and runs the floor at both: the last line is the marginal cost's ratio (target: at most 1.3x), with the push's fixed
 cost printed. `--profile cluster` runs the push on the embedded platform and on the cluster profile instead, and
 prints the cluster's overhead (no target on two cores: three brokers, a Spark cluster and nine region servers share
-them).
+them). `--profile hosts` (root) runs it on the cluster profile and on the hosts profile (the same processes, each on a
+host of its own) in the same run, and prints the hosts' ratio (no target).
 """
 
 from __future__ import annotations
@@ -126,10 +127,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=["embedded", "cluster"],
+        choices=["embedded", "cluster", "hosts"],
         default="embedded",
         help="cluster: the same push on the embedded platform and on the cluster profile, one after the other, and "
-        "the cluster's overhead as a ratio",
+        "the cluster's overhead as a ratio; hosts: on the cluster profile and on the hosts profile (root)",
     )
     parser.add_argument(
         "--marginal",
@@ -140,8 +141,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.marginal and args.records <= MARGINAL_BASE:
         parser.error(f"--marginal needs --records above {MARGINAL_BASE:,} (4000000, say)")
-    if args.profile == "cluster":
-        compare_profiles(args.records, dict(args.conf))
+    if args.profile in ("cluster", "hosts"):
+        pair = ("embedded", "cluster") if args.profile == "cluster" else ("cluster", "hosts")
+        compare_profiles(args.records, dict(args.conf), pair)
         return
     with sandbox_platform({"regions": args.regions, **dict(args.set)}) as (config, meta, home):
         data, records = bench_store(config, meta, home, args.records)
@@ -322,13 +324,14 @@ def _timed_push(
     return seconds, cpu
 
 
-def compare_profiles(count: int, confs: dict[str, str]) -> None:
-    """The same push on the embedded platform, then on the cluster profile (three brokers with topics of three
-    replicas, Spark standalone with two one-core workers, PostgreSQL, three instances per region with two replicas
-    of every partition; its Airflow off, as the push runs `venice push --local`'s steps in both), each on a platform
-    of its own, the dataset the same."""
+def compare_profiles(count: int, confs: dict[str, str], pair: tuple[str, str] = ("embedded", "cluster")) -> None:
+    """The same push on two profiles, one after the other: the embedded platform and the cluster profile (three
+    brokers with topics of three replicas, Spark standalone with two one-core workers, PostgreSQL, three instances
+    per region with two replicas of every partition), or the cluster profile and the hosts profile (the same, each
+    process on a host of its own); Airflow off, as the push runs `venice push --local`'s steps in each, each on a
+    platform of its own, the dataset the same."""
     results = {}
-    for profile in ("embedded", "cluster"):
+    for profile in pair:
         with sandbox_platform({"airflow.enabled": "false"}, profile=profile) as (config, meta, home):
             data, _records = bench_store(config, meta, home, count)
             push_seconds, cpu = _timed_push(config, meta, data, confs)
@@ -337,7 +340,8 @@ def compare_profiles(count: int, confs: dict[str, str]) -> None:
             print(f"  where its CPU went ({sum(cpu.values()):.0f} core-seconds on 2 cores):")
             for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
                 print(f"    {seconds:6.1f}s  {name}")
-    print(f"\ncluster / embedded: {results['cluster'] / results['embedded']:.2f}x")
+    first, second = pair
+    print(f"\n{second} / {first}: {results[second] / results[first]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -143,7 +143,15 @@ def spark_start_seconds(config: ClusterConfig) -> float:
     """Seconds of a `spark-submit`, with the jobs' master and settings, of an application that runs one trivial
     Python task per core (`bench/spark_noop.py`): what a push or repush submitted to Spark pays before its first
     record."""
-    spec = job_spec("venice-bench-noop", config.spark.master, [], str(SPARK_NOOP), {}, scratch_dir(config))
+    spec = job_spec(
+        "venice-bench-noop",
+        config.spark.master,
+        [],
+        str(SPARK_NOOP),
+        {},
+        scratch_dir(config),
+        driver_host=config.hosts.local_address(),
+    )
     started = time.perf_counter()
     done = subprocess.run(spec.argv(), env=submit_env(config), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

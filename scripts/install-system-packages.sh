@@ -24,6 +24,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ "$cluster" = 1 ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)  # the hosts profile's namespaces, links and routes
+  command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 fi
 if [ "$tests" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,6 +69,16 @@ def _answer(address: str, port: int = PORT, timeout: float = 1.0) -> str | None:
         return None
 
 
+def _answer_inside(namespace: str) -> str | None:
+    """What the host's own 127.0.0.1 answers, asked from inside its namespace."""
+    ask = f"import socket; s = socket.create_connection(('127.0.0.1', {PORT}), 1)"
+    ask += "; s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')"
+    ask += "; print(s.recv(4096).decode().rpartition('\\r\\n\\r\\n')[2])"
+    command = ["nsenter", f"--net=/run/netns/{namespace}", "--", sys.executable, "-c", ask]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
 def _serve(config: ClusterConfig, host: str, bind: str, name: str) -> ManagedProcess:
     proc = ManagedProcess(name, config.run_dir)
     proc.start([sys.executable, "-c", SERVER, bind, str(PORT)], host=host_of(config, host))
@@ -82,8 +95,9 @@ def test_hosts_are_namespaces_joined_by_the_bridge_cut_by_their_link_and_removed
     try:
         # Reached at its host's address through the bridge; it runs in that host (told its name).
         assert poll_until(lambda: _answer(kafka.address) == "kafka-0", timeout=20, interval=0.1)
-        # 127.0.0.1 inside a host is that host alone: neither this machine nor another host reaches it.
-        assert poll_until(lambda: on_its_loopback.pid() is not None, timeout=5, interval=0.1)
+        # 127.0.0.1 inside a host is that host alone: it answers there, and neither this machine nor another host
+        # reaches it.
+        assert poll_until(lambda: _answer_inside(server.namespace) == "server-dc-1.2", timeout=20, interval=0.2)
         assert _answer("127.0.0.1") is None
         assert _answer(server.address) is None
         # A host has no route but the subnet's: nothing it sends can leave the machine.
@@ -116,3 +130,28 @@ def test_hosts_are_namespaces_joined_by_the_bridge_cut_by_their_link_and_removed
     assert f"unreachable {config.hosts.subnet}" not in os.popen("ip route show").read()
     answer = network.route_to(kafka.address)  # nothing of the subnet is left: the default route's, as before
     assert "10." + config.hosts.subnet.split(".")[1] not in os.popen("ip route show").read(), answer
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux's setpriv runs the command as another user")
+def test_the_hosts_profile_without_root_says_so_in_one_line() -> None:
+    """`venice up --profile hosts` as a user who cannot make namespaces: one line naming what is needed, exit 1, and
+    no process started."""
+    with tempfile.TemporaryDirectory(prefix="venice-nonroot-") as folder:  # pytest's tmp_path is root's alone
+        Path(folder).chmod(0o755)
+        home = Path(folder) / "home"
+        home.mkdir()
+        os.chown(home, 65534, 65534)
+        _up_as_nobody(home)
+
+
+def _up_as_nobody(home: Path) -> None:
+    venice = Path(sys.executable).parent / "venice"
+    env = {"HOME": str(home), "PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"}
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(venice), "--profile", "hosts", "up"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: the hosts profile makes a network namespace per process, which needs root: run it as root (or use "
+        "--profile cluster, every process on this machine's loopback)"
+    ]
+    assert not list((home / ".venice-hosts" / "run").glob("*.pid"))

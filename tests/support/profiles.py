@@ -92,4 +92,6 @@ def stopped_at_the_end(env: PlatformEnv) -> Iterator[None]:
             env.venice("down", timeout=600)
         if config.hosts.enabled:  # and no namespace, link or bridge of its hosts
             assert network.namespaces(config) == [], network.namespaces(config)
-            assert config.hosts.bridge not in network.links(), network.links()
+            left = [name for name in network.links() if name.startswith(config.hosts.bridge[:8])]
+            assert left == [], left
+            assert network.route_to(config.hosts.gateway).find("unreachable") == -1  # the subnet's route went too

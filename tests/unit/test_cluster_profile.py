@@ -21,9 +21,7 @@ ONE_SHOT = {"migrate", "airflow-init"}  # run once before the others, no process
 COMPOSE_FILE = ROOT / "deploy" / "venice.properties"
 # The settings of the servers `venice up` runs itself (the profile's), which compose runs as services instead (its
 # config turns them off and gives their addresses: the regions' bootstrap servers, the database and broker URLs).
-EMBEDDED = re.compile(
-    r"^(kafka\.embedded\.|postgres\.embedded\.|redis\.embedded\.|spark\.standalone\.worker\.|spark\.standalone\.ui\.port$)"
-)
+EMBEDDED = re.compile(r"^(kafka\.embedded\.|postgres\.embedded\.|redis\.embedded\.|spark\.standalone\.worker\.)")
 # Keys of compose's config only, for the same reason, and where it must differ (its containers bind to every
 # interface, its data dir is a volume's).
 COMPOSE_ONLY = re.compile(
@@ -139,6 +137,7 @@ def test_the_effective_settings_agree(profile: ClusterConfig, compose_config: Cl
     ]
     assert all(region.kafka_bootstrap == profile.kafka.bootstrap for region in compose_config.regions)
     assert compose_config.spark.master == profile.spark.master
+    assert compose_config.spark.ui_port == profile.spark.ui_port  # where a retry finds an earlier try's application
     assert compose_config.airflow.api_url == profile.airflow.api_url
     without_password = lambda url: url.replace("venice:venice@", "venice@")  # noqa: E731
     assert without_password(compose_config.metadata_db_url) == profile.metadata_db_url

@@ -169,7 +169,7 @@ def test_source_resolution_and_its_refusals(meta: MetadataStore, config) -> None
         ),
         config.data_dir / "r.json",
     )
-    assert spec.application.endswith("repush.py") and spec.name == f"venice-repush-{store}"
+    assert spec.application.endswith("repush.py") and spec.name == f"venice-repush-{store}-v3"
     args = spec.args
     assert args[args.index("--source-version") + 1] == "1" and args[args.index("--max-records-per-mapper") + 1] == "7"
     assert args[args.index("--ttl-start-ms") + 1] == str(10_000_000 - 5_000)

@@ -16,12 +16,15 @@ import pytest
 
 from tests.support.platform import make_platform_env
 from venice_core.config import ClusterConfig
-from venice_core.spark.submit import standalone
+from venice_core.spark.specs.application import application_name
+from venice_core.spark.submit import PushJobRequest, push_job_spec, standalone
 
+OURS = application_name("push", "s", 2)  # the name the job gives its session and the spec gives spark-submit
 APPS = [
-    {"id": "app-1", "name": "venice-push-s-v2", "state": "RUNNING"},
-    {"id": "app-2", "name": "venice-push-other-v1", "state": "RUNNING"},
-    {"id": "app-3", "name": "venice-push-s-v2", "state": "WAITING"},
+    {"id": "app-1", "name": OURS, "state": "RUNNING"},
+    {"id": "app-2", "name": application_name("push", "other", 1), "state": "RUNNING"},
+    {"id": "app-3", "name": OURS, "state": "WAITING"},
+    {"id": "app-4", "name": application_name("push", "s", 1), "state": "RUNNING"},  # another version's: kept
 ]
 
 
@@ -63,13 +66,19 @@ def master(tmp_path: Path) -> Iterator[tuple[ClusterConfig, str]]:
 
 def test_the_live_applications_of_the_jobs_name_are_killed_and_no_other(master: tuple[ClusterConfig, str]) -> None:
     config, url = master
-    assert standalone.kill_applications(config, url, "venice-push-s-v2") == ["app-1", "app-3"]
+    assert standalone.kill_applications(config, url, OURS) == ["app-1", "app-3"]
     assert [(k["id"], k["terminate"]) for k in _Master.killed] == [(["app-1"], ["true"]), (["app-3"], ["true"])]
 
 
 def test_nothing_is_killed_on_a_local_master_or_one_that_does_not_answer(master: tuple[ClusterConfig, str]) -> None:
     config, _ = master
-    assert standalone.kill_applications(config, "local[2]", "venice-push-s-v2") == []
+    assert standalone.kill_applications(config, "local[2]", OURS) == []
     unanswered = dataclasses.replace(config, spark=dataclasses.replace(config.spark, ui_port=1))
-    assert standalone.kill_applications(unanswered, "spark://127.0.0.1:7077", "venice-push-s-v2") == []
+    assert standalone.kill_applications(unanswered, "spark://127.0.0.1:7077", OURS) is None  # said, not skipped
     assert _Master.killed == []
+
+
+def test_the_push_specs_name_is_the_applications(tmp_path: Path) -> None:
+    config = make_platform_env(tmp_path / "home").config
+    request = PushJobRequest("s", 2, str(tmp_path / "in"), "key", "value", "job-1")
+    assert push_job_spec(config, request, tmp_path / "r.json").name == OURS

@@ -18,7 +18,6 @@ from venice_core.errors import ConfigError
 LOOPBACK = "127.0.0.1"
 ENV_HOST = "VENICE_HOST"  # the host a process runs in (unset: the machine's own namespace)
 GATEWAY = "gateway"
-MAX_INTERFACE_NAME = 15  # Linux's IFNAMSIZ - 1
 
 # (third octet, fourth octet) in the subnet, by role: a host keeps its address when others are added.
 _FIXED: dict[str, tuple[int, int]] = {
@@ -71,6 +70,12 @@ class HostsSettings:
         return str(self.network.network_address + third * 256 + fourth)
 
     def _place(self, host: str) -> tuple[int, int]:
+        third, fourth = self._role_place(host)
+        if not (0 <= third <= 255 and 1 <= fourth <= 254):  # one role's block, never another's
+            raise ConfigError(f"host '{host}' is past its role's block of 254 addresses in the hosts layout")
+        return third, fourth
+
+    def _role_place(self, host: str) -> tuple[int, int]:
         if host in _FIXED:
             return _FIXED[host]
         for pattern, third, first in _NUMBERED:
@@ -104,9 +109,12 @@ class HostsSettings:
         return self.address(os.environ.get(ENV_HOST) or GATEWAY)
 
     def check(self, where: str) -> None:
-        network = self.network
-        if network.prefixlen > 16:
-            raise ConfigError(f"{where}: hosts.subnet {self.subnet} is smaller than a /16: the layout needs a /16")
+        try:
+            network = self.network
+        except ValueError as exc:
+            raise ConfigError(f"{where}: hosts.subnet {self.subnet!r} is not a network: {exc}") from None
+        if network.prefixlen != 16:
+            raise ConfigError(f"{where}: hosts.subnet {self.subnet} is not a /16: the layout is one /16, no more")
         if not network.is_private:
             raise ConfigError(f"{where}: hosts.subnet {self.subnet} is not a private range")
         if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", self.bridge):

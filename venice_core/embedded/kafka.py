@@ -1,5 +1,5 @@
-"""The embedded Apache Kafka 4: a KRaft cluster of `kafka.embedded.brokers` nodes on 127.0.0.1, each a broker and a
-controller at once.
+"""The embedded Apache Kafka 4: a KRaft cluster of `kafka.embedded.brokers` nodes, each a broker and a controller at
+once, on `kafka.embedded.host` (the loopback), or each on its host's address (the hosts profile).
 
 One node (the default) is the single broker the platform always ran: process `kafka`, data in `<home>/kafka`, its
 quorum formatted `--standalone`. Several are a cluster with a static quorum (`controller.quorum.voters`): node n

@@ -13,6 +13,7 @@ by a veth pair, with iproute2's `ip`, as root.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from venice_core.host.programs import require_program
 NETNS_DIR = Path("/run/netns")
 HOST_LINK = "eth0"  # a host's end of its link, inside its namespace
 UNREACHABLE_METRIC = 4242  # past the bridge's route (metric 0): used only while that route is gone
+MARK = "venice-hosts"  # the alias of every link made here (with the subnet): nothing without it is touched
 
 
 @dataclass(frozen=True)
@@ -65,15 +67,47 @@ def _exists(namespace: str) -> bool:
     return (NETNS_DIR / namespace).exists()
 
 
-def _link_exists(name: str, namespace: str | None = None) -> bool:
+def _link(name: str, namespace: str | None = None) -> dict[str, object] | None:
+    """`ip -j -d link show` of a link (None: there is none of that name)."""
     where = ("-n", namespace) if namespace else ()
-    return _ip(*where, "link", "show", name, check=False).returncode == 0
+    shown = _ip(*where, "-j", "-d", "link", "show", name, check=False)
+    found = json.loads(shown.stdout) if shown.returncode == 0 and shown.stdout.strip() else []
+    return found[0] if found else None
+
+
+def _mark(hosts: HostsSettings) -> str:
+    return f"{MARK} {hosts.subnet}"
+
+
+def _ours(link: dict[str, object] | None, hosts: HostsSettings) -> bool:
+    return link is not None and link.get("ifalias") == _mark(hosts)
+
+
+def _check_subnet_free(hosts: HostsSettings) -> None:
+    """No route or address of the machine's already falls in the subnet (a LAN's, a VPN's): a host's packets would
+    follow it out of the machine."""
+    routes = json.loads(_ip("-j", "-4", "route", "show", "root", hosts.subnet).stdout or "[]")
+    theirs = [r["dst"] for r in routes if r.get("metric") != UNREACHABLE_METRIC and r.get("dev") != hosts.bridge]
+    addresses = json.loads(_ip("-j", "-4", "addr", "show", "to", hosts.subnet).stdout or "[]")
+    theirs += [f"{a['ifname']}'s address" for a in addresses if a.get("ifname") != hosts.bridge]
+    if theirs:
+        raise ComponentError(
+            f"hosts.subnet {hosts.subnet} is in use on this machine ({', '.join(theirs)}): choose another private /16"
+        )
 
 
 def _bridge(hosts: HostsSettings) -> None:
-    """The bridge, up, with the gateway's address; the subnet's unreachable route beside its own."""
-    if not _link_exists(hosts.bridge):
+    """The bridge, up, with the gateway's address; the subnet's unreachable route beside its own. A link of the
+    bridge's name that this module did not make (a container engine's, say) is refused, never reused."""
+    bridge = _link(hosts.bridge)
+    if bridge is None:
+        _check_subnet_free(hosts)
         _ip("link", "add", hosts.bridge, "type", "bridge")
+        _ip("link", "set", hosts.bridge, "alias", _mark(hosts))
+    elif not _ours(bridge, hosts):
+        raise ComponentError(
+            f"a link named {hosts.bridge} exists and is not the platform's bridge for {hosts.subnet}: set hosts.bridge"
+        )
     prefix = hosts.network.prefixlen
     addresses = _ip("-o", "-4", "addr", "show", "dev", hosts.bridge).stdout
     if f" {hosts.gateway}/{prefix} " not in addresses:
@@ -87,10 +121,14 @@ def _host(hosts: HostsSettings, name: str) -> HostLink:
     host = host_link(hosts, name)
     if not _exists(host.namespace):
         _ip("netns", "add", host.namespace)
-    if not _link_exists(HOST_LINK, host.namespace):
-        if _link_exists(host.link):  # the machine's end, left without its peer
+    if _link(HOST_LINK, host.namespace) is None:
+        left = _link(host.link)
+        if left is not None:  # the machine's end, its peer gone with a namespace deleted by hand
+            if not _ours(left, hosts):
+                raise ComponentError(f"a link named {host.link} exists and is not the platform's: set hosts.bridge")
             _ip("link", "del", host.link)
         _ip("link", "add", host.link, "type", "veth", "peer", "name", HOST_LINK, "netns", host.namespace)
+        _ip("link", "set", host.link, "alias", _mark(hosts))
     _ip("link", "set", host.link, "master", hosts.bridge, "up")
     addresses = _ip("-n", host.namespace, "-o", "-4", "addr", "show", "dev", HOST_LINK).stdout
     if f" {host.address}/" not in addresses:
@@ -121,7 +159,8 @@ def links() -> list[str]:
 
 
 def remove(config: ClusterConfig) -> list[str]:
-    """Every namespace, link and route made for the config's bridge, and the bridge: what was removed."""
+    """Every namespace made for the config's bridge, every link this module made for it (marked with its subnet), the
+    subnet's unreachable route, and the bridge: what was removed."""
     require_root()
     hosts = config.hosts
     removed = []
@@ -130,10 +169,10 @@ def remove(config: ClusterConfig) -> list[str]:
         removed.append(namespace)
     prefix = f"{hosts.bridge[:8]}-"
     for name in links():
-        if name.startswith(prefix):
+        if name.startswith(prefix) and _ours(_link(name), hosts):
             _ip("link", "del", name, check=False)
             removed.append(name)
-    if _link_exists(hosts.bridge):
+    if _ours(_link(hosts.bridge), hosts):
         _ip("link", "del", hosts.bridge)
         removed.append(hosts.bridge)
     route = ("route", "del", "unreachable", hosts.subnet, "metric", str(UNREACHABLE_METRIC))

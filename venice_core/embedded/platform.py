@@ -33,13 +33,6 @@ def up(
     DAG files are written there: this layer knows no store)."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
-    if config.hosts.enabled:  # a network namespace per process, before any starts
-        made = not network.namespaces(config)
-        hosts = network.create(config, [process.name for process in plan(config)])
-        layout = config.hosts
-        report(f"hosts: {len(hosts)} on bridge {layout.bridge} ({layout.subnet}, gateway {layout.gateway})")
-        if made:
-            started.append(lambda: network.remove(config))
 
     def start(was_running: bool, begin: Callable[[], str], stop: Callable[[], object]) -> None:
         report(begin())
@@ -47,6 +40,12 @@ def up(
             started.append(stop)
 
     try:
+        if config.hosts.enabled:  # a network namespace per process, before any starts
+            if not network.namespaces(config):  # made here: removed again if this call fails
+                started.append(lambda: network.remove(config))
+            hosts = network.create(config, [process.name for process in plan(config)])
+            layout = config.hosts
+            report(f"hosts: {len(hosts)} on bridge {layout.bridge} ({layout.subnet}, gateway {layout.gateway})")
         if config.postgres.enabled:  # the metadata store's and Airflow's database
             running = postgres.process(config).pid() is not None
             start(running, lambda: postgres.start(config), lambda: postgres.stop(config))
@@ -109,7 +108,7 @@ def down(config: ClusterConfig, report: Callable[[str], None] = print) -> None:
             report(f"{name} stopped")
         elif enabled:
             report(f"{name} was not running")
-    if config.hosts.enabled or network.namespaces(config):  # the hosts, once nothing runs on them
+    if config.hosts.enabled:  # the hosts, once nothing runs on them (another profile's bridge is not this one's)
         count = len(network.namespaces(config))
         if network.remove(config):
             report(f"hosts removed: {count} namespaces and bridge {config.hosts.bridge}")
@@ -186,7 +185,8 @@ def _redis_status(config: ClusterConfig) -> ComponentStatus:
 
 def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
     """One line for Airflow itself (its API server, DAG processors and scheduler: healthy when all run and the API
-    reports a healthy scheduler), one for its triggerer and for each Celery worker when the config runs them."""
+    reports a healthy scheduler), one for its triggerer and for each Celery worker when the config runs them; on the
+    hosts profile, one for each of the scheduler and DAG processors too (each on its host)."""
     procs = dict(zip(airflow.components(config), airflow.processes(config), strict=True))
     running = {name: procs[name].pid() for name in airflow.COMPONENTS}
     pids = [pid for pid in running.values() if pid is not None]
@@ -198,6 +198,9 @@ def _airflow_status(config: ClusterConfig) -> list[ComponentStatus]:
     lines = [ComponentStatus("airflow", healthy, detail)]
     for name, proc in procs.items():
         if name in airflow.COMPONENTS:
+            if config.hosts.enabled and name != airflow.COMPONENTS[0]:  # on a host of its own: a line of its own
+                pid = running[name]
+                lines.append(ComponentStatus(proc.name, pid is not None, f"pid {pid}" if pid else "not running"))
             continue
         pid = proc.pid()
         if pid is None:

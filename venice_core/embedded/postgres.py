@@ -3,7 +3,8 @@
 profile.
 
 Its data dir is `<home>/postgres`, made by `initdb` at its first start (role `venice`, trusted: the server listens on
-127.0.0.1 only, and on a Unix socket inside its data dir), its databases created then. The `postgres` binary runs in
+its host's address only, the loopback unless it runs on a host of its own, where it trusts the hosts' subnet too, and
+on a Unix socket inside its data dir), its databases created then. The `postgres` binary runs in
 the foreground as a managed process (`run/postgres.{pid,log}`), stopped by a fast shutdown (its clients cut off, a
 checkpoint, exit); its settings are on its command line, none written into the data dir.
 

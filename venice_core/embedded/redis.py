@@ -1,7 +1,8 @@
 """The embedded Redis: Debian's `redis-server`, run by `venice up` when `redis.embedded.enabled`, the broker of
 Airflow's CeleryExecutor in the cluster profile.
 
-On 127.0.0.1 only, in the foreground as a managed process (`run/redis.{pid,log}`), its working dir `<home>/redis`.
+On its host's address only (the loopback, unless it runs on a host of its own), in the foreground as a managed
+process (`run/redis.{pid,log}`), its working dir `<home>/redis`.
 Nothing is persisted (no snapshot, no append-only file): the broker holds only the tasks the scheduler sent that no
 worker has taken yet, and the scheduler sends one lost with a restart again (`[scheduler] task_queued_timeout`).
 """

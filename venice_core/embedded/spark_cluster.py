@@ -2,7 +2,8 @@
 `spark.master` (spark://host:port, its web UI on `spark.standalone.ui.port`) and that many workers (worker n's UI on
 the port after the master's plus n), each started from pyspark's own `bin/spark-class` (SPARK_HOME: the installed
 pyspark package) as a managed process (`spark-master`, `spark-worker-<n>`: pid files and logs in the run dir), bound
-to 127.0.0.1 (SPARK_LOCAL_IP: the web UIs and the executors the workers start, too).
+to its host's address (SPARK_LOCAL_IP: the web UIs and the executors the workers start, too; the loopback unless
+each runs on a host of its own, the hosts profile).
 
 Each worker has `spark.standalone.worker.cores` cores and `.memory` for the executors of the jobs submitted to it
 (`spark.submit`: every job goes to `spark.master`), its own work dir under `<data.dir>/spark/` (an application's

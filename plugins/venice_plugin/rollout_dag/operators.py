@@ -100,7 +100,9 @@ class PushJobOperator(SparkSubmitOperator):
         # An earlier try's application still on a standalone master (its driver's host cut off: nothing told the
         # master) holds the executors this one needs: killed first.
         killed = standalone.kill_applications(inputs.rollout.config, spec.master, spec.name)
-        if killed:
+        if killed is None:
+            self.log.warning("the Spark master's web UI does not answer: an earlier try's application is not killed")
+        elif killed:
             self.log.warning("killed the earlier try's Spark application %s: its executors' cores are free", killed)
         try:
             super().execute(context)

@@ -28,6 +28,7 @@ from venice_core.pubsub.control import version_dictionary
 from venice_core.spark.inputs.input_files import check_readable, input_format
 from venice_core.spark.inputs.input_schema import input_value, match_value_schema
 from venice_core.spark.jobs.avro_columns import jvm_serialized
+from venice_core.spark.specs.application import application_name
 from venice_core.spark.specs.job_result import JobResult
 from venice_core.spark.specs.task_specs import PushTaskSpec, WriterSpec
 from venice_core.spark.tasks.push_tasks import record_counts, serialize_batches, write_batches, write_sorted
@@ -59,18 +60,18 @@ def read_input(spark: Any, path: str, fmt: str) -> Any:
 
 def run(args: argparse.Namespace) -> JobResult:
     """The job as `spark-submit` runs it: a SparkSession of its own, the cluster config from the environment."""
-    return run_in_session("venice-push", run_on, args)
+    return run_in_session("push", run_on, args)
 
 
 def run_in_session(
-    app: str, job: Callable[[Any, ClusterConfig, argparse.Namespace], JobResult], args: argparse.Namespace
+    kind: str, job: Callable[[Any, ClusterConfig, argparse.Namespace], JobResult], args: argparse.Namespace
 ) -> JobResult:
     """A job on a SparkSession of its own (spark-submit's). Not stopped here: spark-submit stops the active
     SparkContext once this process exits, where pyspark's own `stop` then waits up to half a second more for its
     accumulator server's loop (0.7 s of every push)."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(f"{app}-{args.store}-v{args.version}").getOrCreate()
+    spark = SparkSession.builder.appName(application_name(kind, args.store, args.version)).getOrCreate()
     return job(spark, load_config(), args)
 
 

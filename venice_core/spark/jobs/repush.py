@@ -46,7 +46,7 @@ from venice_core.spark.tasks.repush_tasks import (
 
 
 def run(args: argparse.Namespace) -> JobResult:
-    return push_job.run_in_session("venice-repush", run_on, args)
+    return push_job.run_in_session("repush", run_on, args)
 
 
 def _version(info: StoreDescription, number: int) -> VersionDescription:

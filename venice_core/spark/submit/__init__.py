@@ -14,6 +14,7 @@ from typing import Any
 
 from venice_core.config import LOOPBACK, ClusterConfig, conf_flag, process_env
 from venice_core.spark.python_path import DAEMON_CONFS
+from venice_core.spark.specs.application import application_name
 from venice_core.spark.submit import class_archive, job_package
 
 # The programs spark-submit runs are files of `spark.jobs` (a script, its folder first on the driver's path).
@@ -25,6 +26,9 @@ DRIVER_MEMORY = "2g"
 DEFAULT_SPARK_CONFS: dict[str, str] = {
     "spark.pyspark.python": sys.executable,
     "spark.ui.enabled": "false",
+    # The driver's RPC and block manager on loopback unless a job's spec names its host's address (`job_spec`).
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.driver.host": LOOPBACK,
     "spark.sql.shuffle.partitions": "8",
     **DAEMON_CONFS,  # Python workers import pyspark compiled, not from Spark's zip
 }
@@ -275,7 +279,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
     repush = rc.is_repush(confs)
     kind, args, job = ("repush", repush_job_args, REPUSH_JOB_FILE) if repush else ("push", job_args, JOB_FILE)
     return job_spec(
-        f"venice-{kind}-{request.store}",
+        application_name(kind, request.store, request.number),
         master_of(config, confs),
         [*args(config, request), "--result-file", str(result_file)],
         str(job),

@@ -24,7 +24,7 @@ LIVE_STATES = frozenset({"RUNNING", "WAITING", "SUBMITTED"})
 def ui_url(config: ClusterConfig, master: str | None = None) -> str | None:
     """The web UI of the standalone master at `master` (default `spark.master`), None for another kind of master."""
     url = master or config.spark.master
-    if not url.startswith("spark://"):
+    if not url.startswith("spark://") or "," in url:  # a master with standbys: whichever is active is not known here
         return None
     host = url.removeprefix("spark://").rpartition(":")[0]
     return f"http://{host}:{config.spark.ui_port}"
@@ -44,13 +44,15 @@ def master_state(config: ClusterConfig, master: str | None = None, timeout: floa
     return state if isinstance(state, dict) else None
 
 
-def kill_applications(config: ClusterConfig, master: str, name: str, timeout: float = 5.0) -> list[str]:
+def kill_applications(config: ClusterConfig, master: str, name: str, timeout: float = 5.0) -> list[str] | None:
     """Kill the master's live applications named `name` (an earlier try's): their executors release their cores.
-    Returns the ids killed (none when the master is no standalone one or does not answer)."""
+    Returns the ids killed (none for a master that is no standalone one), None when its web UI does not answer."""
     base = ui_url(config, master)
-    state = master_state(config, master, timeout)
-    if base is None or state is None:
+    if base is None:
         return []
+    state = master_state(config, master, timeout)
+    if state is None:
+        return None
     killed = []
     for app in state.get("activeapps", []):
         if app.get("name") == name and app.get("state") in LIVE_STATES:
