@@ -236,8 +236,7 @@ def test_a_leader_that_reaches_kafka_but_not_the_database_stops_leading_within_i
         f"leaderships moved after {moved_after:.1f} s (lease {lease:.0f} s)"
     )
     assert traffic.failures == [], traffic.failures[:5]
-    log = _log(config, REGION, victim)
-    assert f"cannot renew the lease of instance {victim}" in log, log[-3000:]
+    # Its renewal fails or hangs (a cut-off connection is not reset): either way its lease ran out on its own clock.
     wait_for(  # the database back: it renews, and trusts none of its leaderships until it has read them afresh
         "the instance renewing its lease again",
         lambda: f"instance {victim}'s lease ran out before this renewal" in _log(config, REGION, victim),

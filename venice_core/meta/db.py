@@ -86,7 +86,20 @@ def make_engine(url: str, immediate: bool = False) -> Engine:
         if immediate:
             event.listen(engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN IMMEDIATE"))
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, connect_args=POSTGRES_CONNECT_ARGS if "postgresql" in url else {})
+
+
+# A database cut off the network resets nothing: without these a statement on an open connection waits for TCP to give
+# up (~15 minutes), a lease renewal with it. libpq drops a connection whose data goes unacknowledged for 10 s, or that
+# is idle and silent for 11 s (keepalives), and gives up connecting after 10 s; the next use opens a new one.
+POSTGRES_CONNECT_ARGS = {
+    "connect_timeout": 10,
+    "tcp_user_timeout": 10_000,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
 
 
 class TrackedSession(Session):
