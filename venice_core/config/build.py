@@ -23,6 +23,7 @@ from venice_core.config.model import (
     KafkaSettings,
     RegionConfig,
     RolloutSettings,
+    SecuritySettings,
     ServerLimits,
     ServerSettings,
     SparkSettings,
@@ -99,6 +100,7 @@ def build_config(
         rollout=RolloutSettings(**values["rollout"]),
         hooks=HookSettings(**values["hooks"], configs=_hook_configs(settings)),
         hosts=hosts,
+        security=SecuritySettings(**values["security"]),
         source=source,
     )
 

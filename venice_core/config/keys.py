@@ -242,6 +242,31 @@ POSTGRES_EMBEDDED_PORT = _declare(
     "postgres.embedded.port", Integer(1), "5432", "postgres.port", "The embedded PostgreSQL's port."
 )
 
+# -- security (issue 45)
+SECURITY_ENABLED = _declare(
+    "security.enabled",
+    Flag(),
+    "false",
+    "security.enabled",
+    "Whether the platform makes (or uses) its CA and a certificate for each host and client role at `venice up`.",
+)
+SECURITY_CA_CERT = _declare(
+    "security.ca.cert",
+    Optional(Folder()),
+    None,
+    "security.ca_cert",
+    "Your own CA's certificate (PEM), with security.ca.key; used as it is, never written.",
+    "the platform's own, made in `<data.dir>/security`",
+)
+SECURITY_CA_KEY = _declare(
+    "security.ca.key",
+    Optional(Folder()),
+    None,
+    "security.ca_key",
+    "Your own CA's private key (PEM, unencrypted, readable by the platform alone).",
+    "the platform's own",
+)
+
 # -- region servers
 SERVER_HOST = _declare("server.host", Text(), "127.0.0.1", "server.host", "The address region servers bind.")
 SERVER_PORT_BASE = _declare(

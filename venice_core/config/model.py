@@ -163,6 +163,15 @@ class HookSettings:
 
 
 @dataclass(frozen=True)
+class SecuritySettings:
+    """The platform's CA and certificates (`security.*`): the operator's CA when both files are given."""
+
+    enabled: bool = False
+    ca_cert: Path | None = None
+    ca_key: Path | None = None
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     cluster_name: str
     data_dir: Path
@@ -180,6 +189,7 @@ class ClusterConfig:
     rollout: RolloutSettings
     hooks: HookSettings
     hosts: HostsSettings
+    security: SecuritySettings
     source: str  # where the settings came from, for error messages
 
     def region(self, name: str) -> RegionConfig:

@@ -10,6 +10,7 @@ from venice_core.config.keys import HOOKS_CONFIGS_PREFIX, KEYS, REGION_KEY_DOCS,
 _GROUP_TITLES = {
     "cluster": "The cluster",
     "hosts": "Hosts (a network namespace per process)",
+    "security": "Security",
     "kafka": "Kafka",
     "spark": "Spark",
     "airflow": "Airflow",

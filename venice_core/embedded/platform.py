@@ -12,6 +12,7 @@ from venice_core.embedded import airflow, kafka, network, postgres, redis, serve
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.security import ca as certificates
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ def up(
             started.append(stop)
 
     try:
+        if config.security.enabled:  # the CA and every host's and role's certificate, before any process needs one
+            ca, issued = certificates.issue_all(config, [process.name for process in plan(config)])
+            expires = f"{ca.certificate.not_valid_after_utc:%Y-%m-%d}"
+            where = certificates.folder(config)
+            report(f"certificates: {len(issued)} in {where}, issued by {ca.cert_path} (expires {expires})")
         if config.hosts.enabled:  # a network namespace per process, before any starts
             if not network.namespaces(config):  # made here: removed again if this call fails
                 started.append(lambda: network.remove(config))
@@ -235,7 +241,26 @@ def _with_addresses(config: ClusterConfig, components: list[ComponentStatus]) ->
 
 
 def status(config: ClusterConfig) -> list[ComponentStatus]:
-    return _with_addresses(config, _statuses(config))
+    lines = _with_addresses(config, _statuses(config))
+    return lines + _certificate_statuses(config) if config.security.enabled else lines
+
+
+def _certificate_statuses(config: ClusterConfig) -> list[ComponentStatus]:
+    """The CA's and each issued certificate's expiry (healthy while more than the renewal margin is left)."""
+    found = [config.security.ca_cert or certificates.folder(config) / "ca.pem"]
+    found += sorted((certificates.folder(config) / "certs").glob("*.pem"))
+    lines = []
+    for path in found:
+        name = "certificate-ca" if path == found[0] else f"certificate-{path.stem}"
+        if not path.exists():
+            lines.append(ComponentStatus(name, False, f"{path}: missing (venice up issues it)"))
+            continue
+        left = certificates.time_left(path)
+        detail = (
+            f"expires {certificates.load_certificate(path).not_valid_after_utc:%Y-%m-%d} ({left.days} days), {path}"
+        )
+        lines.append(ComponentStatus(name, left > certificates.RENEW_BEFORE, detail))
+    return lines
 
 
 def _statuses(config: ClusterConfig) -> list[ComponentStatus]:
