@@ -191,8 +191,9 @@ def rejoin(config: ClusterConfig, name: str) -> None:
 
 
 def is_cut(config: ClusterConfig, name: str) -> bool:
-    shown = _ip("-n", host_link(config.hosts, name).namespace, "-o", "link", "show", HOST_LINK).stdout
-    return "state UP" not in shown and ",UP" not in shown and "<UP" not in shown
+    """Whether the host's link is down (administratively: `cut`)."""
+    link = _link(HOST_LINK, host_link(config.hosts, name).namespace)
+    return link is None or "UP" not in link.get("flags", [])  # type: ignore[operator]  # ip's JSON: a list of flags
 
 
 def route_to(address: str) -> str:

@@ -40,16 +40,17 @@ def up(
         if not was_running:
             started.append(stop)
 
+    names = [process.name for process in plan(config)]  # each process's name is its host's
     try:
         if config.security.enabled:  # the CA and every host's and role's certificate, before any process needs one
-            ca, issued = certificates.issue_all(config, [process.name for process in plan(config)])
+            ca, issued = certificates.issue_all(config, names)
             expires = f"{ca.certificate.not_valid_after_utc:%Y-%m-%d}"
             where = certificates.folder(config)
             report(f"certificates: {len(issued)} in {where}, issued by {ca.cert_path} (expires {expires})")
         if config.hosts.enabled:  # a network namespace per process, before any starts
             if not network.namespaces(config):  # made here: removed again if this call fails
                 started.append(lambda: network.remove(config))
-            hosts = network.create(config, [process.name for process in plan(config)])
+            hosts = network.create(config, names)
             layout = config.hosts
             report(f"hosts: {len(hosts)} on bridge {layout.bridge} ({layout.subnet}, gateway {layout.gateway})")
         if config.postgres.enabled:  # the metadata store's and Airflow's database
@@ -255,10 +256,9 @@ def _certificate_statuses(config: ClusterConfig) -> list[ComponentStatus]:
         if not path.exists():
             lines.append(ComponentStatus(name, False, f"{path}: missing (venice up issues it)"))
             continue
-        left = certificates.time_left(path)
-        detail = (
-            f"expires {certificates.load_certificate(path).not_valid_after_utc:%Y-%m-%d} ({left.days} days), {path}"
-        )
+        expires = certificates.load_certificate(path).not_valid_after_utc
+        left = certificates.time_left(expires)
+        detail = f"expires {expires:%Y-%m-%d} ({left.days} days), {path}"
         lines.append(ComponentStatus(name, left > certificates.RENEW_BEFORE, detail))
     return lines
 

@@ -124,8 +124,9 @@ class Authority:
         `addresses` (IP alternative names), for TLS clients and, with `server`, servers; kept while still good."""
         cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
         wanted = {ipaddress.ip_address(a) for a in addresses}
-        if cert_path.exists() and key_path.exists() and self._still_good(cert_path, wanted):
-            return Issued(name, cert_path, key_path, load_certificate(cert_path).not_valid_after_utc)
+        kept = self._still_good(cert_path, wanted) if key_path.exists() else None
+        if kept is not None:
+            return Issued(name, cert_path, key_path, kept.not_valid_after_utc)
         key = ec.generate_private_key(ec.SECP256R1())
         now = _now()
         names: list[x509.GeneralName] = [x509.DNSName(name), *(x509.IPAddress(a) for a in sorted(wanted, key=str))]
@@ -151,22 +152,23 @@ class Authority:
         _write_public(cert_path, certificate.public_bytes(serialization.Encoding.PEM))
         return Issued(name, cert_path, key_path, certificate.not_valid_after_utc)
 
-    def _still_good(self, cert_path: Path, addresses: set[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> bool:
+    def _still_good(
+        self, cert_path: Path, addresses: set[ipaddress.IPv4Address | ipaddress.IPv6Address]
+    ) -> x509.Certificate | None:
+        """The certificate at `cert_path` when it can be kept (this CA's, naming `addresses`, not near its end)."""
         try:
             certificate = load_certificate(cert_path)
             certificate.verify_directly_issued_by(self.certificate)
-        except Exception:  # noqa: BLE001 - any doubt (unreadable, another CA's, no alternative names): issue it again
-            return False
-        covered = set(
-            certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-                x509.IPAddress
-            )
-        )
-        return addresses <= covered and certificate.not_valid_after_utc - _now() > RENEW_BEFORE
+            alternative = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except Exception:  # noqa: BLE001 - any doubt (missing, unreadable, another CA's, no alternative names): again
+            return None
+        covered = set(alternative.get_values_for_type(x509.IPAddress))
+        good = addresses <= covered and time_left(certificate.not_valid_after_utc) > RENEW_BEFORE
+        return certificate if good else None
 
 
-def time_left(path: Path) -> datetime.timedelta:
-    return load_certificate(path).not_valid_after_utc - _now()
+def time_left(expires: datetime.datetime) -> datetime.timedelta:
+    return expires - _now()
 
 
 def folder(config: ClusterConfig) -> Path:
