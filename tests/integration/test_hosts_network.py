@@ -21,6 +21,7 @@ from tests.support.platform import make_platform_env
 from venice_core.config import ClusterConfig, HostsSettings
 from venice_core.embedded import network
 from venice_core.embedded.process import ManagedProcess, host_of
+from venice_core.errors import ComponentError
 from venice_core.utils.waiting import poll_until
 
 pytestmark = [
@@ -155,3 +156,29 @@ def _up_as_nobody(home: Path) -> None:
         "--profile cluster, every process on this machine's loopback)"
     ]
     assert not list((home / ".venice-hosts" / "run").glob("*.pid"))
+
+
+def test_a_bridge_name_or_a_subnet_the_machine_already_uses_is_refused_and_left_as_it_was(
+    config: ClusterConfig,
+) -> None:
+    """A link of the bridge's name that the platform did not make (a container engine's, say) is neither reused nor
+    deleted; a subnet the machine already routes is refused before anything is made."""
+    bridge, worker = config.hosts.bridge, config.hosts.bridge.removeprefix("vnt")
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)  # a bridge, not ours
+    try:
+        with pytest.raises(ComponentError, match=f"a link named {bridge} exists and is not the platform's bridge"):
+            network.create(config, HOSTS)
+        network.remove(config)
+        assert bridge in network.links() and network.namespaces(config) == []
+    finally:
+        subprocess.run(["ip", "link", "del", bridge], check=True)
+    theirs, inside = f"vntd{worker}", config.hosts.address("kafka-0").rpartition(".")[0] + ".200/24"
+    subprocess.run(["ip", "link", "add", theirs, "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", inside, "dev", theirs], check=True)
+        subprocess.run(["ip", "link", "set", theirs, "up"], check=True)
+        with pytest.raises(ComponentError, match=f"hosts.subnet {config.hosts.subnet} is in use on this machine"):
+            network.create(config, HOSTS)
+        assert bridge not in network.links() and network.namespaces(config) == []
+    finally:
+        subprocess.run(["ip", "link", "del", theirs], check=True)

@@ -96,6 +96,16 @@ def test_hook_keys_verbatim_and_configs_prefix_clipped(tmp_path: Path) -> None:
         ("venice.store.lifecycle.hooks.failure.policy=retry\n", r"venice.properties:1: .*must be one of"),
         ("regions=DC_0\n", r"venice.properties:1: invalid region name 'DC_0'"),
         ("rollout.step.retries=-1\n", r"venice.properties:1: rollout.step.retries must be at least 0"),
+        (
+            "hosts.enabled=true\nhosts.subnet=10.213.5.0/16\n",
+            r"venice.properties:2: hosts.subnet '10.213.5.0/16' is not a network",
+        ),
+        ("hosts.enabled=true\nhosts.subnet=10.0.0.0/8\n", r"venice.properties:2: hosts.subnet 10.0.0.0/8 is not a /16"),
+        (
+            "hosts.enabled=true\nhosts.subnet=8.8.0.0/16\n",
+            r"venice.properties:2: hosts.subnet 8.8.0.0/16 is not a private",
+        ),
+        ("hosts.enabled=true\nhosts.bridge=docker-0\n", r"venice.properties:2: hosts.bridge 'docker-0' must be 1-8"),
     ],
 )
 def test_bad_keys_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:

@@ -76,7 +76,7 @@ def build_config(
     data_dir = Path(cluster["data_dir"] or DEFAULT_DATA_DIR)
     hosts = HostsSettings(**values["hosts"], regions=cluster["regions"])
     if hosts.enabled:
-        hosts.check(where[K.HOSTS_SUBNET])
+        hosts.check(where[K.HOSTS_SUBNET], where[K.HOSTS_BRIDGE])
     postgres = EmbeddedServerConfig(**values["postgres"], host=hosts.address("postgres"))
     redis = EmbeddedServerConfig(**values["redis"], host=hosts.address("redis"))
     kafka = KafkaSettings(**values["kafka"], node_hosts=_kafka_hosts(hosts, values["kafka"]["brokers"]))

@@ -108,7 +108,8 @@ class HostsSettings:
         namespace)."""
         return self.address(os.environ.get(ENV_HOST) or GATEWAY)
 
-    def check(self, where: str) -> None:
+    def check(self, where: str, bridge_where: str) -> None:
+        """The subnet (set at `where`) and the bridge's name (set at `bridge_where`): one error naming each."""
         try:
             network = self.network
         except ValueError as exc:
@@ -118,4 +119,4 @@ class HostsSettings:
         if not network.is_private:
             raise ConfigError(f"{where}: hosts.subnet {self.subnet} is not a private range")
         if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", self.bridge):
-            raise ConfigError(f"{where}: hosts.bridge '{self.bridge}' must be 1-8 lower-case letters and digits")
+            raise ConfigError(f"{bridge_where}: hosts.bridge '{self.bridge}' must be 1-8 lower-case letters and digits")
