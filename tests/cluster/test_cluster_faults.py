@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import assert_exact, celery_worker_running, create_store, read_all, start_push
+from tests.support.cluster import assert_exact, create_store, read_all, spark_step_worker, start_push
 from tests.support.platform import PlatformEnv
 from tests.support.reads import wait_for
 from venice_core.controller import stores
@@ -105,9 +105,7 @@ def test_the_celery_worker_running_the_spark_step_killed_retries_it_on_the_other
     store = create_store(cluster, "celerykill")
     push = start_push(cluster, store, data)
     push.wait_for_writing()
-    victim = wait_for(
-        "the Celery worker running the Spark step", lambda: celery_worker_running(cluster, f"venice-push-{store}")
-    )
+    victim = spark_step_worker(cluster, store)
     victim.kill()
     push.finish()
     assert_exact(cluster, store, expected)

@@ -3,9 +3,7 @@ exact reads, and where its engines ran the work."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,11 +12,12 @@ import sqlalchemy
 
 from tests.support.airflow_runs import failed_attempts, wait_for_data_in_version_topic
 from tests.support.platform import SCHEMAS, PlatformEnv
+from tests.support.reads import wait_for
 from tests.support.topics import read_partition, through_end_of_push
 from venice_core.client import ReadClient
 from venice_core.controller import versions
 from venice_core.embedded import airflow, spark_cluster
-from venice_core.embedded.process import members
+from venice_core.embedded.process import ManagedProcess, members
 from venice_core.model.status import ExecutionStatus
 from venice_core.protocol.envelope import decode
 from venice_core.rollout.names import rollout_dag_id
@@ -85,8 +84,10 @@ def assert_exact(env: PlatformEnv, store: str, expected: dict[str, dict], number
 
 
 def master_apps(env: PlatformEnv) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{spark_cluster.ui_url(env.config)}/json/", timeout=5) as response:
-        return json.load(response)
+    """The standalone master's state: its workers, live and completed applications."""
+    state = spark_cluster.master_state(env.config, timeout=5)
+    assert state is not None, f"the Spark master's UI ({spark_cluster.ui_url(env.config)}) does not answer"
+    return state
 
 
 def task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
@@ -106,7 +107,14 @@ def task_hosts(env: PlatformEnv, store: str) -> dict[str, str]:
         engine.dispose()
 
 
-def celery_worker_running(env: PlatformEnv, pattern: str) -> Any:
+def spark_step_worker(env: PlatformEnv, store: str) -> ManagedProcess:
+    """The Celery worker running the store's Spark step (its spark-submit among the worker's processes), once found."""
+    found = wait_for("the Celery worker running the Spark step", lambda: _worker_running(env, f"venice-push-{store}"))
+    assert found is not None
+    return found
+
+
+def _worker_running(env: PlatformEnv, pattern: str) -> ManagedProcess | None:
     """The Celery worker whose processes include one whose command line matches `pattern`, or None."""
     for worker in airflow.celery_workers(env.config):
         pid = worker.pid()
