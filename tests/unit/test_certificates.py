@@ -18,6 +18,7 @@ from venice_core.config import ClusterConfig
 from venice_core.embedded import platform
 from venice_core.errors import ConfigError
 from venice_core.security import ca
+from venice_core.security import files as security_files
 
 HOSTS = ["kafka-0", "server-dc-1.2", "postgres"]
 
@@ -35,7 +36,7 @@ def test_the_ca_and_each_hosts_and_roles_certificate_are_made_once_keys_private(
     config = _config(tmp_path)
     authority, issued = ca.issue_all(config, HOSTS)
     assert [i.name for i in issued] == [*HOSTS, *ca.CLIENT_ROLES]
-    assert authority.cert_path == ca.folder(config) / "ca.pem"
+    assert authority.cert_path == security_files.folder(config) / "ca.pem"
     assert _mode(authority.key_path) == 0o600
     assert all(_mode(i.key) == 0o600 for i in issued)
     for host, cert in zip(HOSTS, issued, strict=False):
@@ -89,7 +90,7 @@ def test_an_operators_ca_is_used_and_never_written(tmp_path: Path) -> None:
     config = _config(tmp_path, **{"security.ca.cert": str(own.cert_path), "security.ca.key": str(own.key_path)})
     authority, issued = ca.issue_all(config, HOSTS)
     assert authority.cert_path == own.cert_path
-    assert not (ca.folder(config) / "ca.pem").exists()
+    assert not (security_files.folder(config) / "ca.pem").exists()
     for cert in issued:
         ca.load_certificate(cert.cert).verify_directly_issued_by(own.certificate)
     assert (own.cert_path.read_bytes(), own.key_path.read_bytes()) == before
@@ -119,7 +120,7 @@ def test_an_operators_bad_ca_files_are_refused_by_name(tmp_path: Path) -> None:
         config = _config(tmp_path / f"case-{n}", **settings)
         with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
             ca.issue_all(config, HOSTS)
-        assert not (ca.folder(config) / "certs").exists()  # nothing issued by a CA refused
+        assert not (security_files.folder(config) / "certs").exists()  # nothing issued by a CA refused
 
 
 def test_status_shows_each_certificates_expiry(tmp_path: Path) -> None:

@@ -7,11 +7,12 @@ import os
 
 import typer
 
-from venice_core.config import ENV_PROFILE, PROFILES, profile_path
-from venice_core.errors import ConfigError
+from venice_core.config import ENV_KAFKA_CLIENT, ENV_PROFILE, PROFILES, load_config, profile_path
+from venice_core.errors import ConfigError, VeniceError
 from venice_core.meta.context import metadata
+from venice_core.security import principals
 
-__all__ = ["ProfileOption", "metadata", "parse_key_values", "use_profile"]
+__all__ = ["ProfileOption", "metadata", "parse_key_values", "use_kafka_principal", "use_profile"]
 
 
 def use_profile(name: str | None) -> None:
@@ -19,6 +20,21 @@ def use_profile(name: str | None) -> None:
     if name is not None:
         profile_path(name)  # an unknown one is refused here, naming the profiles
         os.environ[ENV_PROFILE] = name
+
+
+def use_kafka_principal(principal: str = principals.ADMIN, replace: bool = False) -> None:
+    """This command's Kafka clients act as `principal` on a secured platform (an operator's command as the platform's
+    admin), unless the process was started as another (`replace`: whatever it was started as). The path of the
+    credentials file goes into this process's environment, never the secret; a config that cannot be read is left
+    for the command to report."""
+    if os.environ.get(ENV_KAFKA_CLIENT) and not replace:
+        return
+    try:
+        config = load_config()
+    except VeniceError:
+        return
+    if config.security.enabled:
+        os.environ[ENV_KAFKA_CLIENT] = str(principals.client_path(config, principal))
 
 
 ProfileOption = typer.Option(

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 
-from venice_core.cli.context import metadata
+from venice_core.cli.context import metadata, use_kafka_principal
 from venice_core.host import gc_settings
+from venice_core.security import principals
 
 davinci_app = typer.Typer(
     help="Da Vinci clients: a store's full local copy in DuckDB or RocksDB.", no_args_is_help=True
@@ -74,6 +75,7 @@ def run(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    use_kafka_principal(principals.DAVINCI, replace=True)  # a Da Vinci client reads, and may write nothing
     client = DaVinciClient(
         store,
         region,

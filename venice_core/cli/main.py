@@ -20,7 +20,7 @@ import typer.main
 from typer.core import TyperGroup
 
 from venice_core.cli import airflow, data, platform
-from venice_core.cli.context import ProfileOption, use_profile
+from venice_core.cli.context import ProfileOption, use_kafka_principal, use_profile
 from venice_core.cli.davinci import davinci_app
 from venice_core.cli.rollout import rollout_app
 from venice_core.cli.stores import schema_app, store_app
@@ -44,6 +44,7 @@ app = typer.Typer(
 def _common(profile: str | None = ProfileOption) -> None:
     """A Venice-style derived-data platform: stores, pushes, rollouts, reads."""
     use_profile(profile)
+    use_kafka_principal()
 
 
 app.command("up")(platform.up)

@@ -18,6 +18,7 @@ from venice_core.config.choice import (
     CONFIG_FILE_NAME,
     ENV_CONFIG,
     ENV_DATA_DIR,
+    ENV_KAFKA_CLIENT,
     ENV_PROFILE,
     PROFILES,
     PROFILES_DIR,
@@ -55,6 +56,7 @@ def conf_flag(confs: Mapping[str, object], key: str) -> bool:
 
 __all__ = [
     "ENV_HOST",
+    "ENV_KAFKA_CLIENT",
     "GATEWAY",
     "LOOPBACK",
     "HostsSettings",

@@ -20,6 +20,9 @@ from venice_core.errors import ConfigError
 ENV_CONFIG = "VENICE_CONFIG"
 ENV_PROFILE = "VENICE_PROFILE"  # `venice --profile NAME`: the config file of a profile the project ships
 ENV_DATA_DIR = K.KEYS[K.DATA_DIR].env  # `data.dir`'s override, and where a config file is looked for
+# The Kafka credentials file of the process's principal (security.principals): set by whoever starts the process,
+# for that process alone, never inherited through `process_env`.
+ENV_KAFKA_CLIENT = "VENICE_KAFKA_CLIENT"
 CONFIG_FILE_NAME = "venice.properties"
 
 # The profiles: each a config file in the project's deploy/ (None: the built-in defaults, the embedded platform).
@@ -97,9 +100,10 @@ def process_env(config: ClusterConfig) -> dict[str, str]:
     reaches it as one choice, its file (`$VENICE_CONFIG`), however this process chose it: a profile named by `venice
     --profile` or `$VENICE_PROFILE` is passed on as the file it names, never beside it (a process that imports the
     project from elsewhere, a Spark job's shipped package, would find the profile's file somewhere else). The
-    `VENICE__` overrides are inherited as they are."""
+    `VENICE__` overrides are inherited as they are; this process's Kafka principal is not."""
     env = dict(os.environ)
     env.pop(ENV_PROFILE, None)
+    env.pop(ENV_KAFKA_CLIENT, None)  # each process's starter names its principal
     if Path(config.source).is_file():
         env[ENV_CONFIG] = str(Path(config.source).resolve())
     else:

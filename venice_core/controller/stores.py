@@ -41,7 +41,7 @@ from venice_core.model.hybrid import DEFAULT_OFFSET_LAG_THRESHOLD
 from venice_core.model.status import HOSTABLE, ExecutionStatus, VersionStatus
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig, load_partitioner
-from venice_core.pubsub import admin
+from venice_core.pubsub import acls, admin
 from venice_core.pubsub.admin import TopicAdmin
 from venice_core.schedules.calendar import CalendarUpdate
 from venice_core.schedules.push import PushSchedule, check_input_template
@@ -357,6 +357,8 @@ def update_store(
                 region.replication_factor,
                 region.min_insync_replicas,
             )
+        if config.security.enabled:  # its nearline writers' principal may write them
+            acls.grant_real_time(config, name)
     with meta.session() as session:
         store = get_store(session, name)
         _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile
@@ -484,6 +486,8 @@ def delete_store(meta: MetadataStore, config: ClusterConfig, name: str, topics: 
     for region in config.regions:
         names = [region.version_topic(name, number) for number in range(1, largest + 1)]
         topics.delete_topics(region.kafka_bootstrap, [*names, region.real_time_topic(name)])
+    if config.security.enabled:  # its principals go with it: a store made again under this name starts with none
+        acls.revoke_store(config, name)
     with meta.session() as session:
         store = get_store(session, name)
         for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):

@@ -34,7 +34,7 @@ from venice_core.model.hybrid import HybridSettings
 from venice_core.model.status import IN_FLIGHT, ExecutionStatus, JobStatus, RegionJobStatus, VersionStatus, aggregate
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.protocol.partitioner_config import PartitionerConfig
-from venice_core.pubsub import admin
+from venice_core.pubsub import acls, admin
 from venice_core.pubsub.admin import TopicAdmin
 
 
@@ -161,6 +161,8 @@ def create_version(
             ]
             for done in created:
                 done.result()
+        if config.security.enabled:  # who writes the new topics: the store's push job, each region's leaders
+            acls.grant_version(config, store_name, number, placed)
     except VeniceError as exc:
         set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")
         raise

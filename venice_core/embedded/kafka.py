@@ -29,8 +29,13 @@ from venice_core.embedded.process import ManagedProcess, Starting, host_of, wait
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.maven import fetch_jars
 from venice_core.host.programs import require_program
+from venice_core.security import principals
+from venice_core.security.files import folder as certificate_folder
+from venice_core.security.files import write_private
 
 POM = Path(__file__).with_name("kafka-pom.xml")
+SECURED_MARK = "secured"  # in a node's folder: its storage was formatted with the SCRAM users of a secured cluster
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 START_TIMEOUT_SECONDS = 90.0
 CLUSTER_START_TIMEOUT_SECONDS = 150.0  # several JVMs starting at once on few cores
 STOP_TIMEOUT_SECONDS = 60.0
@@ -124,15 +129,17 @@ def server_properties(config: ClusterConfig, node: int = 0) -> str:
         quorum = {"controller.quorum.bootstrap.servers": controller, "metadata.max.idle.interval.ms": "0"}
         internal_replicas = internal_isr = "1"
         topic_defaults = {}
+    clients, controllers = ("SASL_SSL", "SSL") if config.security.enabled else ("PLAINTEXT", "PLAINTEXT")
     settings = {
         "process.roles": "broker,controller",
         "node.id": str(node + 1),
         **quorum,
-        "listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
-        "advertised.listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
+        "listeners": f"{clients}://{broker},CONTROLLER://{controller}",
+        "advertised.listeners": f"{clients}://{broker},CONTROLLER://{controller}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name": clients,
+        "listener.security.protocol.map": f"CONTROLLER:{controllers},{clients}:{clients}",
+        **(_security_settings(config, node) if config.security.enabled else {}),
         "log.dirs": str(node_dir(config, node) / "data"),
         "num.partitions": "1",
         **topic_defaults,
@@ -150,6 +157,37 @@ def server_properties(config: ClusterConfig, node: int = 0) -> str:
         "auto.create.topics.enable": "false",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def keystore(config: ClusterConfig, node: int) -> Path:
+    """The node's key and certificate in one PEM file (Kafka's PEM key store, KIP-651)."""
+    return node_dir(config, node) / "keystore.pem"
+
+
+def _security_settings(config: ClusterConfig, node: int) -> dict[str, str]:
+    """SCRAM-SHA-512 over TLS for clients and between brokers, TLS between controllers; every connection presents a
+    certificate of the platform's CA (another CA's is refused in the handshake), and KRaft's authorizer allows only
+    what `pubsub.acls` grants. The controllers know each other by their certificates' names (`kafka`, `kafka-<n>`);
+    the brokers by the `broker` principal's password, which makes this file private."""
+    ca = config.security.ca_cert or certificate_folder(config) / "ca.pem"
+    jaas = f'username="{principals.BROKER}" password="{principals.password(config, principals.BROKER)}"'
+    nodes = [f"User:{name(config, n)}" for n in range(config.kafka.brokers)]
+    return {
+        "sasl.enabled.mechanisms": principals.MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": principals.MECHANISM,
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required {jaas};",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore(config, node)),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca),
+        # A SASL_SSL listener asks for a client certificate only when told so by its own name (KIP-684).
+        "listener.name.sasl_ssl.ssl.client.auth": "required",
+        "listener.name.controller.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": ";".join([*(f"User:{p}" for p in principals.SUPER_USERS), *nodes]),
+    }
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -204,31 +242,51 @@ def node_healthy(config: ClusterConfig, node: int, timeout: float = 5.0) -> bool
     return registered is not None and node + 1 in registered
 
 
-def _format_command(jvm: list[str], props: Path, cluster_id: str, standalone: bool) -> list[str]:
+def _format_command(
+    jvm: list[str], props: Path, cluster_id: str, standalone: bool, users: dict[str, str] | None = None
+) -> list[str]:
     """The id goes as `--cluster-id=<id>`: a random base64 id starts with '-' one time in 64, and as a separate
-    argument the tool would take it for an option."""
+    argument the tool would take it for an option. `users` (SCRAM users and their passwords, the brokers' own and the
+    admin's: a broker cannot authenticate to another before its metadata holds them) are written into the cluster's
+    first metadata."""
     quorum = ["--standalone"] if standalone else []  # a cluster's voters are in its properties
-    return [*jvm, "kafka.tools.StorageTool", "format", *quorum, f"--cluster-id={cluster_id}", "-c", str(props)]
+    scram = [f"--add-scram={principals.MECHANISM}=[name={u},password={p}]" for u, p in (users or {}).items()]
+    return [*jvm, "kafka.tools.StorageTool", "format", *quorum, f"--cluster-id={cluster_id}", "-c", str(props), *scram]
+
+
+def _private_argv(command: list[str], folder: Path) -> tuple[list[str], Path]:
+    """`command` as `java @file`, its arguments in a file of mode 0600 (the caller deletes it): the passwords in a
+    format's arguments stay off the process table, which anyone on the machine can read."""
+    argfile = folder / ".format.args"
+    quoted = ('"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"' for arg in command[1:])
+    write_private(argfile, "\n".join(quoted).encode())
+    return [command[0], f"@{argfile}"], argfile
 
 
 def format_storage(jvm: list[str], props: Path, cluster_id: str, standalone: bool = True) -> None:
     """Format the KRaft storage once."""
-    result = subprocess.run(_format_command(jvm, props, cluster_id, standalone), capture_output=True, text=True)
-    if result.returncode != 0:
-        raise ComponentError(f"cannot format Kafka storage for {props}: {result.stdout}{result.stderr}")
+    _format_all({str(props): _format_command(jvm, props, cluster_id, standalone)})
 
 
-def _format_all(commands: dict[str, list[str]]) -> None:
-    """Run the nodes' storage formats at once (a JVM each): one error naming every node that failed."""
-    running = {
-        label: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for label, c in commands.items()
-    }
-    failures = []
-    for label, proc in running.items():
-        output, _ = proc.communicate()
-        if proc.returncode != 0:
-            failures.append(f"{label}: {output.strip()}")
+def _format_all(commands: dict[str, list[str]], private: bool = False) -> None:
+    """Run the nodes' storage formats at once (a JVM each): one error naming every node that failed. `private`: the
+    commands hold passwords, and run from argument files."""
+    argfiles: list[Path] = []
+    running = {}
+    try:
+        for label, command in commands.items():
+            if private:
+                command, argfile = _private_argv(command, Path(command[command.index("-c") + 1]).parent)
+                argfiles.append(argfile)
+            running[label] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        failures = []
+        for label, proc in running.items():
+            output, _ = proc.communicate()
+            if proc.returncode != 0:
+                failures.append(f"{label}: {output.strip()}")
+    finally:
+        for argfile in argfiles:
+            argfile.unlink(missing_ok=True)
     if failures:
         raise ComponentError("cannot format Kafka storage of " + "\n".join(failures))
 
@@ -304,10 +362,26 @@ def _prepare(config: ClusterConfig, node: int, libs: Path) -> tuple[list[str], P
     folder = node_dir(config, node)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     props = folder / "server.properties"
-    props.write_text(server_properties(config, node))
+    write_private(props, server_properties(config, node).encode())  # with security, it holds the broker's password
     log4j = folder / "log4j2.properties"
     log4j.write_text(LOG4J2_PROPERTIES.format(log_dir=folder / "logs"))
-    return jvm_command(config, libs, log4j), props, not (folder / "data" / "meta.properties").exists()
+    unformatted = not (folder / "data" / "meta.properties").exists()
+    if config.security.enabled:
+        if not unformatted and not (folder / SECURED_MARK).exists():
+            raise ConfigError(
+                f"the Kafka storage in {folder / 'data'} was formatted without security.enabled: it holds no SCRAM "
+                f"users for the brokers. Run `venice down`, delete {_data_dir(config)} (its topics are lost) and "
+                "`venice up` again, or keep security.enabled=false"
+            )
+        cert = certificate_folder(config) / "certs"
+        pem = (cert / f"{name(config, node)}.key").read_bytes() + (cert / f"{name(config, node)}.pem").read_bytes()
+        write_private(keystore(config, node), pem)
+    return jvm_command(config, libs, log4j), props, unformatted
+
+
+def _bootstrap_users(config: ClusterConfig) -> dict[str, str]:
+    """The SCRAM users a secured cluster's storage is formatted with: those who authenticate before any ACL exists."""
+    return {user: principals.password(config, user) for user in principals.SUPER_USERS}
 
 
 def _start_nodes(config: ClusterConfig, nodes: list[int], healthy: Callable[[], bool]) -> None:
@@ -318,18 +392,20 @@ def _start_nodes(config: ClusterConfig, nodes: list[int], healthy: Callable[[], 
     libs = ensure_jars()
     prepared = {node: _prepare(config, node, libs) for node in nodes}
     to_format = {node: (jvm, props) for node, (jvm, props, unformatted) in prepared.items() if unformatted}
-    if _clustered(config):
-        if to_format:
-            cluster_id = _cluster_id(config)
-            _format_all(
-                {
-                    name(config, n): _format_command(jvm, props, cluster_id, False)
-                    for n, (jvm, props) in to_format.items()
-                }
-            )
-    elif to_format:
-        jvm, props = to_format[0]
-        format_storage(jvm, props, _new_cluster_id())
+    if to_format:
+        clustered = _clustered(config)
+        cluster_id = _cluster_id(config) if clustered else _new_cluster_id()
+        users = _bootstrap_users(config) if config.security.enabled else None
+        _format_all(
+            {
+                name(config, n): _format_command(jvm, props, cluster_id, not clustered, users)
+                for n, (jvm, props) in to_format.items()
+            },
+            private=users is not None,
+        )
+        if users is not None:
+            for n in to_format:
+                (node_dir(config, n) / SECURED_MARK).touch()
 
     started: list[int] = []
     try:

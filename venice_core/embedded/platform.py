@@ -12,7 +12,10 @@ from venice_core.embedded import airflow, kafka, network, postgres, redis, serve
 from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import VeniceError
 from venice_core.meta import MetadataStore
+from venice_core.pubsub import acls
 from venice_core.security import ca as certificates
+from venice_core.security import files as security_files
+from venice_core.security import principals
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ def up(
     the ones this call started are stopped again before the error is raised: a failed `venice up` leaves nothing
     half-started behind. `before_airflow` runs before Airflow starts, told whether it runs already (the stores'
     DAG files are written there: this layer knows no store)."""
+    with principals.acting_as(config, principals.ADMIN):  # its Kafka health checks and grants
+        _up(config, report, before_airflow)
+
+
+def _up(config: ClusterConfig, report: Callable[[str], None], before_airflow: Callable[[bool], None] | None) -> None:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     started: list[Callable[[], object]] = []  # how to stop what this call started, in start order
 
@@ -45,8 +53,10 @@ def up(
         if config.security.enabled:  # the CA and every host's and role's certificate, before any process needs one
             ca, issued = certificates.issue_all(config, names)
             expires = f"{ca.certificate.not_valid_after_utc:%Y-%m-%d}"
-            where = certificates.folder(config)
+            where = security_files.folder(config)
             report(f"certificates: {len(issued)} in {where}, issued by {ca.cert_path} (expires {expires})")
+            for principal in principals.static(config):  # each principal's credentials file, for its processes
+                principals.client_file(config, principal)
         if config.hosts.enabled:  # a network namespace per process, before any starts
             if not network.namespaces(config):  # made here: removed again if this call fails
                 started.append(lambda: network.remove(config))
@@ -61,6 +71,8 @@ def up(
         if config.kafka.enabled:  # the nodes not running (a lost one is brought back), and only those stopped again
             down = [n for n, proc in enumerate(kafka.processes(config)) if proc.pid() is None]
             start(not down, lambda: kafka.start(config), lambda: kafka.stop_nodes(config, down))
+        if config.security.enabled and config.kafka.enabled:  # what each principal may read, before any reader starts
+            report(f"kafka ACLs: {acls.grant_platform(config)} granted to {', '.join(principals.static(config)[1:])}")
         meta = MetadataStore(config.metadata_db_url)
         try:
             meta.migrate()
@@ -242,14 +254,15 @@ def _with_addresses(config: ClusterConfig, components: list[ComponentStatus]) ->
 
 
 def status(config: ClusterConfig) -> list[ComponentStatus]:
-    lines = _with_addresses(config, _statuses(config))
+    with principals.acting_as(config, principals.ADMIN):  # the brokers are asked as the admin
+        lines = _with_addresses(config, _statuses(config))
     return lines + _certificate_statuses(config) if config.security.enabled else lines
 
 
 def _certificate_statuses(config: ClusterConfig) -> list[ComponentStatus]:
     """The CA's and each issued certificate's expiry (healthy while more than the renewal margin is left)."""
-    found = [config.security.ca_cert or certificates.folder(config) / "ca.pem"]
-    found += sorted((certificates.folder(config) / "certs").glob("*.pem"))
+    found = [config.security.ca_cert or security_files.folder(config) / "ca.pem"]
+    found += sorted((security_files.folder(config) / "certs").glob("*.pem"))
     lines = []
     for path in found:
         name = "certificate-ca" if path == found[0] else f"certificate-{path.stem}"

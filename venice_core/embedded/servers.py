@@ -10,6 +10,7 @@ from typing import Any
 from venice_core.client import serving
 from venice_core.config import ClusterConfig, process_env, server_host
 from venice_core.embedded.process import ManagedProcess, host_of
+from venice_core.security import principals
 
 START_TIMEOUT_SECONDS = 60.0
 
@@ -52,7 +53,8 @@ def start(config: ClusterConfig, region: str, instance: int = 0, extra_env: Mapp
     if pid is not None:
         return f"{what} is already running (pid {pid})"
     command = [sys.executable, "-m", "venice_core.cli.main", "server", "--region", region, "--instance", str(instance)]
-    proc.start(command, env={**process_env(config), **(extra_env or {})}, host=host_of(config, proc.name))
+    env = {**process_env(config), **principals.client_env(config, principals.region(region)), **(extra_env or {})}
+    proc.start(command, env=env, host=host_of(config, proc.name))
     started = proc.pid()
     proc.wait_until_healthy(what, lambda: answered_by(config, region, instance, started), START_TIMEOUT_SECONDS, 0.3)
     where = f"{config.instance_host(region, instance)}:{config.server_port(region, instance)}"

@@ -30,6 +30,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitio
 from venice_core.protocol.partitioner_config import load_partitioner
 from venice_core.pubsub import admin
 from venice_core.pubsub.writer import VersionTopicWriter
+from venice_core.security import principals
 
 if TYPE_CHECKING:  # SQLAlchemy only where the metadata store is read (`resolve_target`): not on executors
     from venice_core.meta import MetadataStore
@@ -63,6 +65,7 @@ class WriterTarget:
     key_schema: Any  # the decoded JSON of the Avro schema
     value_schemas: tuple[tuple[int, Any], ...]  # (schema id, decoded JSON), by id
     partitioner: VenicePartitioner = DEFAULT_PARTITIONER  # the store's (that of the versions reading the topic)
+    identity: str | None = None  # the store's nearline principal's Kafka credentials file, with security
 
 
 def resolve_target(
@@ -94,6 +97,7 @@ def resolve_target(
                 key_schema,
                 tuple((s.schema_id, json.loads(s.schema)) for s in value_schemas(session, store)),
                 load_partitioner(row.partitioner, key_schema, config.partitioner_classes, f"store '{store}'"),
+                str(principals.client_file(config, principals.nearline(store))) if config.security.enabled else None,
             )
     finally:
         if own_meta:
@@ -189,7 +193,12 @@ class OnlineWriter:
                 f"{target.partition_count}"
             )
         self._writer = VersionTopicWriter(
-            target.bootstrap, target.topic, target.partition_count, self.guid, producer_config=producer_config
+            target.bootstrap,
+            target.topic,
+            target.partition_count,
+            self.guid,
+            producer_config=producer_config,
+            identity=Path(target.identity) if target.identity else None,
         )
         self._last_timestamp: dict[int, int] = {}  # the partitions with an open segment: their last write's time
         self._closed = False

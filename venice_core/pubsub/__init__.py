@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+from pathlib import Path
 from typing import Any
+
+from venice_core.config import ENV_KAFKA_CLIENT
+from venice_core.errors import ConfigError
 
 # librdkafka's own log lines go through Python logging: to a region server's log file, and not onto a CLI
 # user's terminal (the package logger has a NullHandler), where errors are reported as one line.
@@ -40,5 +46,24 @@ CONSUMER_CONFIG: dict[str, Any] = {
 
 
 def client_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
-    """The config of every Kafka client the platform creates."""
-    return {"bootstrap.servers": bootstrap, "logger": KAFKA_LOGGER, **settings}
+    """The config of every Kafka client the platform creates: as the principal whose credentials file
+    `$VENICE_KAFKA_CLIENT` names (none: a platform without security); a caller acting as another principal passes
+    that one's `identity_settings` among `settings`."""
+    path = os.environ.get(ENV_KAFKA_CLIENT)
+    credentials = identity_settings(Path(path)) if path else {}
+    return {"bootstrap.servers": bootstrap, "logger": KAFKA_LOGGER, **credentials, **settings}
+
+
+@functools.cache
+def identity_settings(path: Path) -> dict[str, str]:
+    """A principal's librdkafka properties (`security.principals.client_file`), read once per process."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the Kafka credentials in {path} (${ENV_KAFKA_CLIENT}): {exc.strerror}"
+        ) from None
+    settings = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+    if "sasl.username" not in settings:
+        raise ConfigError(f"{path} (${ENV_KAFKA_CLIENT}) names no sasl.username: not a Kafka credentials file")
+    return settings

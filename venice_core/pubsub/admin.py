@@ -57,13 +57,27 @@ def refused(bootstrap: str, connect_timeout: float = 2.0) -> str | None:
     return "; ".join(reasons)
 
 
+# What librdkafka reports when a broker refuses who the client says it is (credentials, certificate, protocol).
+_REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL)
+
+
 def check_reachable(bootstrap: str, timeout: float = 10.0) -> None:
+    """The brokers answer this client: ComponentError naming why not (a refused connection, credentials or a
+    certificate the brokers refused, no answer in `timeout`)."""
     reason = refused(bootstrap)
     if reason:
         raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {reason}")
+    seen: list[KafkaError] = []
+    settings = client_config(bootstrap, **{"socket.timeout.ms": 10000, "error_cb": seen.append})
+    client = AdminClient(settings)
     try:
-        admin_client(bootstrap).list_topics(timeout=timeout)
+        client.list_topics(timeout=timeout)
     except KafkaException as exc:
+        client.poll(0)  # the errors seen meanwhile reach `error_cb` here
+        refusal = next((error for error in seen if error.code() in _REFUSALS), None)
+        if refusal is not None:
+            who = settings.get("sasl.username", "a client without credentials")
+            raise ComponentError(f"Kafka at {bootstrap} refused {who}: {refusal.str()}") from None
         raise ComponentError(f"Kafka broker at {bootstrap} is unreachable: {exc.args[0].str()}") from None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from venice_core.protocol.envelope import (
     encode_put,
 )
 from venice_core.protocol.partitioner import DEFAULT_PARTITIONER, VenicePartitioner
-from venice_core.pubsub import PRODUCER_CONFIG, client_config
+from venice_core.pubsub import PRODUCER_CONFIG, client_config, identity_settings
 
 # Where the sequence number lies in the header (protocol version, type, GUID, segment before it), and the header's
 # end from there (sequence number, timestamp) as a numpy record: a run's tails built at once.
@@ -52,6 +53,7 @@ class VersionTopicWriter:
         max_chunk_bytes: int = chunking.DEFAULT_MAX_CHUNK_BYTES,
         producer_config: dict[str, Any] | None = None,
         partitioner: VenicePartitioner = DEFAULT_PARTITIONER,  # the topic's version's: where a record given none goes
+        identity: Path | None = None,  # the Kafka principal's credentials file (`client_config`)
     ) -> None:
         self.topic = topic
         self.partition_count = partition_count
@@ -62,6 +64,7 @@ class VersionTopicWriter:
         self._producer = Producer(
             client_config(
                 bootstrap,
+                **(identity_settings(identity) if identity is not None else {}),
                 **{
                     **PRODUCER_CONFIG,
                     # A delivery callback for failed messages only: one per message would cost the hot path.

@@ -56,7 +56,8 @@ def run_spark_job(config: ClusterConfig, request: PushJobRequest) -> JobResult:
         if unreachable:
             raise PushFailed(f"{job} job failed: {unreachable}")
         output = on_failure.enter_context((scratch / "output.log").open("w+"))
-        proc = subprocess.Popen(spec.argv(), env=submit_env(config), stdout=output, stderr=subprocess.STDOUT, text=True)
+        env = {**submit_env(config), **spec.env}
+        proc = subprocess.Popen(spec.argv(), env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
         on_failure.pop_all()  # from here `_reap` closes and removes them
     try:
         while proc.poll() is None:

@@ -22,13 +22,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError
+from venice_core.security.files import folder, write_private
 
-KEY_MODE = 0o600
 CA_DAYS = 3650
 LEAF_DAYS = 397  # what browsers accept for a server certificate
 RENEW_BEFORE = datetime.timedelta(days=30)
-# The client roles, each a principal of its own (the ACLs of issue 45's later points name them).
-CLIENT_ROLES = ("admin", "push-job", "nearline-writer", "davinci-client", "reader")
+# The client roles' certificates (security.principals says which principal presents which).
+CLIENT_ROLES = ("admin", "region-server", "push-job", "nearline-writer", "davinci-client", "reader")
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,6 @@ class Issued:
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """`data` into `path`, mode 0600 from its first byte, whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.unlink(missing_ok=True)
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_MODE)
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(data)
-    os.replace(partial, path)
 
 
 def _write_public(path: Path, data: bytes) -> None:
@@ -169,11 +158,6 @@ class Authority:
 
 def time_left(expires: datetime.datetime) -> datetime.timedelta:
     return expires - _now()
-
-
-def folder(config: ClusterConfig) -> Path:
-    """Where the platform keeps its CA (when it made it) and the certificates it issued."""
-    return config.data_dir / "security"
 
 
 def authority(config: ClusterConfig) -> Authority:

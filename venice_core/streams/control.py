@@ -21,6 +21,7 @@ from venice_core.embedded.process import ManagedProcess
 from venice_core.errors import ConfigError, StreamInputError, VeniceError
 from venice_core.meta import MetadataStore
 from venice_core.nearline.writer import resolve_target
+from venice_core.pubsub import acls
 from venice_core.spark.jobs.stream_transforms import TransformSpec
 from venice_core.spark.submit import StreamJobRequest, master_of, master_unreachable, stream_job_spec, submit_env
 from venice_core.utils.waiting import poll_until
@@ -122,9 +123,11 @@ def start(
             f"stream {request.name}: drained by run {previous.run_id}; starting with fresh state from its offsets "
             f"{request.starting_offsets}"
         )
+    if config.security.enabled:  # the job runs as the store's nearline principal: it reads its source topic
+        acls.grant_source(config, request.source_bootstrap, request.source_topic, request.store)
     record = streams.new_run(meta, request.name, request.store, request.region, request.source_topic, request.to_json())
     spec = stream_job_spec(config, request, record.run_id, checkpoint_dir(config, request.name))
-    env = {**submit_env(config), "PYTHONHASHSEED": "0"}
+    env = {**submit_env(config), **spec.env, "PYTHONHASHSEED": "0"}
     try:
         pid = proc.start(spec.argv(), env=env)
     except Exception as exc:

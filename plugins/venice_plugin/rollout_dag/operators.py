@@ -97,6 +97,7 @@ class PushJobOperator(SparkSubmitOperator):
         self.application_args, self._driver_memory = list(spec.args), spec.driver_memory
         self.py_files = ",".join(spec.py_files) or None  # the package the executors import, on a cluster
         self.master = spec.master
+        self.env_vars = spec.env or None  # the job's Kafka credentials file (a path), for its driver
         # An earlier try's application still on a standalone master (its driver's host cut off: nothing told the
         # master) holds the executors this one needs: killed first.
         killed = standalone.kill_applications(inputs.rollout.config, spec.master, spec.name)

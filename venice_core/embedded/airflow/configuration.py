@@ -26,6 +26,7 @@ from venice_core.deployment.airflow import (
 )
 from venice_core.embedded.airflow.component_processes import CELERY, CELERY_CONCURRENCY
 from venice_core.host.cache import staging
+from venice_core.security import principals
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DB_FILE = "airflow.db"
@@ -175,7 +176,7 @@ def spark_connection(config: ClusterConfig) -> str:
 
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
     """The environment of every `airflow` process the platform runs: its components and `venice airflow`."""
-    env = process_env(config)
+    env = {**process_env(config), **principals.client_env(config, principals.ADMIN)}  # its tasks run the controller
     env.update({f"AIRFLOW__{s.upper()}__{o.upper()}": v for (s, o), v in settings(config, dags_folder).items()})
     env.update(
         {

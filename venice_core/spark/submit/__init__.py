@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from venice_core.config import LOOPBACK, ClusterConfig, conf_flag, process_env
+from venice_core.config import ENV_KAFKA_CLIENT, LOOPBACK, ClusterConfig, conf_flag, process_env
+from venice_core.security import principals
 from venice_core.spark.python_path import DAEMON_CONFS
 from venice_core.spark.specs.application import application_name
 from venice_core.spark.submit import class_archive, job_package
@@ -100,6 +101,7 @@ class SparkJobSpec:
     application: str = str(JOB_FILE)
     driver_memory: str = DRIVER_MEMORY
     py_files: list[str] = field(default_factory=list)  # what executors import (`job_package`), on a cluster
+    env: dict[str, str] = field(default_factory=dict)  # spark-submit's, over the platform's (`submit_env`)
 
     def argv(self) -> list[str]:
         """The command line, as Airflow's SparkSubmitHook builds it."""
@@ -132,11 +134,13 @@ def job_spec(
     driver_memory: str = DRIVER_MEMORY,
     cores_max: int | None = None,
     driver_host: str = LOOPBACK,
+    kafka_client: Path | None = None,
 ) -> SparkJobSpec:
     """A job's spark-submit on `master`: the platform's Spark properties, its driver on `driver_host` (the address
     of the host it runs on, which its executors reach), its scratch dir (`scratch_dir`), the job's own
     (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
-    every free one), then the request's `spark.*` confs over them all."""
+    every free one), then the request's `spark.*` confs over them all. `kafka_client`: the credentials file of the
+    job's Kafka principal, named to its driver and executors by path (`security.principals`)."""
     # The driver's RPC and block manager listen on its host's address alone, as every server of the platform does.
     conf = {**default_spark_confs(), "spark.driver.bindAddress": driver_host, "spark.driver.host": driver_host}
     conf.update(job_confs or {})
@@ -154,7 +158,10 @@ def job_spec(
     if "spark.jars" in requested:  # a request's jars join the platform's (the push job's functions need them)
         requested["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), requested["spark.jars"]]))
     conf.update(requested)
-    return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files)
+    env = {}
+    if kafka_client is not None:
+        env[ENV_KAFKA_CLIENT] = conf[f"spark.executorEnv.{ENV_KAFKA_CLIENT}"] = str(kafka_client)
+    return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files, env)
 
 
 def master_of(config: ClusterConfig, confs: dict[str, str]) -> str:
@@ -286,7 +293,13 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         confs,
         scratch_dir(config),
         driver_host=config.hosts.local_address(),
+        kafka_client=kafka_client(config, principals.push(request.store)),
     )
+
+
+def kafka_client(config: ClusterConfig, principal: str) -> Path | None:
+    """The principal's Kafka credentials file for a job, None on a platform without security."""
+    return principals.client_file(config, principal) if config.security.enabled else None
 
 
 STREAM_JOB_FILE = JOBS_DIR / "stream.py"
@@ -390,4 +403,5 @@ def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: st
         STREAM_DRIVER_MEMORY,
         cores_max=STREAM_CORES_MAX,
         driver_host=config.hosts.local_address(),
+        kafka_client=kafka_client(config, principals.nearline(request.store)),
     )

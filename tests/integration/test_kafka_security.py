@@ -1,0 +1,194 @@
+"""Kafka on a secured platform (`security.enabled=true`, issue 45's point 2), on a broker of its own with two regions:
+SCRAM-SHA-512 over TLS, a certificate of the platform's CA required of every client, KRaft's StandardAuthorizer,
+and a principal per role with only its ACLs. A push (spark-submit, as the store's push principal), nearline writes
+(as the store's nearline principal) and reads in both regions work; an intruder is refused at each door, each
+refusal logged by the broker, and nothing it tried reaches a region."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AclOperation, AdminClient
+
+from tests.support.leftovers import leaves_nothing, platform_parts
+from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig
+from venice_core.embedded import kafka, platform
+from venice_core.errors import ComponentError
+from venice_core.pubsub import acls, admin, client_config, identity_settings
+from venice_core.security import principals
+from venice_core.security.ca import Authority
+from venice_core.security.files import folder
+from venice_core.security.secrets import every_secret
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+ANN = {"name": "ann", "age": 30, "score": 1.0}
+ANN_NEARLINE = {"name": "ann-nearline", "age": 31, "score": 2.0}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlatformEnv]:
+    """The secured platform, with store `users` (hybrid) pushed once by `venice push --local` (spark-submit) and
+    written nearline once, and store `other` (hybrid, never pushed); this process acts as the admin."""
+    home = tmp_path_factory.mktemp("secured")
+    env = make_platform_env(home, {"security.enabled": "true", "regions": "dc-0,dc-1"})
+    config = env.config
+    try:
+        platform.up(config, report=lambda _line: None)
+        key, value = str(SCHEMAS / "user_key.avsc"), str(SCHEMAS / "user_value_v1.avsc")
+        for store in ("users", "other"):
+            env.venice("store", "create", store, "--key-schema", key, "--value-schema", value, check=True)
+            env.venice("store", "update", store, "--hybrid-rewind-seconds", "3600", check=True)
+        records = home / "users.jsonl"
+        records.write_text(json.dumps({"id": "ann", **ANN}) + "\n" + json.dumps({"id": "bob", **ANN, "age": 40}))
+        env.venice("push", "users", "--input", str(records), "--key-field", "id", check=True)
+        env.venice("write", "users", "ann", json.dumps(ANN_NEARLINE), check=True)
+        with principals.acting_as(config, principals.ADMIN):
+            yield env
+    finally:
+        with leaves_nothing(*platform_parts(config)):
+            platform.down(config, report=lambda _line: None)
+
+
+def _read(env: PlatformEnv, key: str, region: str) -> Any:
+    answer = env.venice("get", "users", key, "--region", region, check=True)
+    return json.loads(answer.stdout)
+
+
+def _broker_log(config: ClusterConfig) -> str:
+    return (kafka.node_dir(config) / "logs" / "server.log").read_text()
+
+
+def _as(config: ClusterConfig, principal: str, **settings: Any) -> dict[str, Any]:
+    """A client config of `principal`, with its own credentials file."""
+    own = identity_settings(principals.client_file(config, principal))
+    return client_config(config.kafka.bootstrap, **own, **settings)
+
+
+def _produce(settings: dict[str, Any], topic: str) -> KafkaError | None:
+    """One record to `topic` (partition 0): the delivery's error, None if written."""
+    errors: list[KafkaError | None] = []
+    producer = Producer({**settings, "message.timeout.ms": 8000, "enable.idempotence": False, "acks": "all"})
+    producer.produce(topic, b"intruder", b"intruder", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    return errors[0] if errors else KafkaError(KafkaError._MSG_TIMED_OUT)
+
+
+def _refused(settings: dict[str, Any]) -> bool:
+    try:
+        AdminClient({**settings, "socket.timeout.ms": 4000}).list_topics(timeout=6)
+    except KafkaException:
+        return True
+    return False
+
+
+def test_a_push_nearline_writes_and_reads_work_each_as_its_principal(secured: PlatformEnv) -> None:
+    config = secured.config
+    for region in ("dc-0", "dc-1"):
+        assert _read(secured, "ann", region) == ANN_NEARLINE  # the push, then the nearline write, in both regions
+        assert _read(secured, "bob", region)["age"] == 40
+    granted = {(b.name, b.operation) for b in acls.bindings_of(config.kafka.bootstrap, principals.push("users"))}
+    for region in config.regions:
+        assert (region.version_topic("users", 1), AclOperation.WRITE) in granted
+    assert not any(name.endswith("_rt") for name, _ in granted)  # the push job writes version topics only
+
+
+def test_a_client_without_the_platforms_credentials_is_refused(secured: PlatformEnv, tmp_path: Path) -> None:
+    config = secured.config
+    bootstrap = config.kafka.bootstrap
+    admin_settings = _as(config, principals.ADMIN)
+    before = _broker_log(config).count("Failed authentication")
+    assert _refused({"bootstrap.servers": bootstrap})  # PLAINTEXT
+    no_credentials = {k: v for k, v in admin_settings.items() if not k.startswith("sasl.user") and k != "sasl.password"}
+    assert _refused(no_credentials)
+    assert _refused({**admin_settings, "sasl.password": "not-the-password"})
+    other = Authority.make(tmp_path / "other-ca.pem", tmp_path / "other-ca.key", "another CA")
+    stranger = other.issue(tmp_path, "admin", server=False)  # a certificate of the admin's name, from another CA
+    assert _refused(
+        {**admin_settings, "ssl.certificate.location": str(stranger.cert), "ssl.key.location": str(stranger.key)}
+    )
+    no_certificate = {
+        k: v for k, v in admin_settings.items() if k not in ("ssl.certificate.location", "ssl.key.location")
+    }
+    assert _refused(no_certificate)
+    assert not _refused(admin_settings)  # the admin's own, for contrast
+    assert _broker_log(config).count("Failed authentication") >= before + 4  # each refusal logged by the broker
+    os.environ[ENV_KAFKA_CLIENT] = str(_wrong_password_file(config, tmp_path))
+    try:  # the platform's own clients say it in one line
+        with pytest.raises(ComponentError, match=f"Kafka at {bootstrap} refused admin: .*invalid credentials"):
+            admin.check_reachable(bootstrap, timeout=5)
+    finally:
+        os.environ[ENV_KAFKA_CLIENT] = str(principals.client_path(config, principals.ADMIN))
+
+
+def _wrong_password_file(config: ClusterConfig, tmp_path: Path) -> Path:
+    settings = {**principals.client_settings(config, principals.ADMIN), "sasl.password": "wrong"}
+    path = tmp_path / "wrong.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return path
+
+
+def test_each_principal_writes_only_what_it_must(secured: PlatformEnv) -> None:
+    config = secured.config
+    region = config.region("dc-0")
+    ends = _ends(config)
+    nearline = _as(config, principals.nearline("users"))
+    denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _code(_produce(nearline, region.real_time_topic("other"))) == denied  # another store's real-time topic
+    assert _code(_produce(nearline, region.version_topic("users", 1))) == denied  # any version topic
+    davinci = _as(config, principals.DAVINCI)
+    assert _code(_produce(davinci, region.version_topic("users", 1))) == denied  # a Da Vinci client produces nothing
+    assert _code(_produce(davinci, region.real_time_topic("users"))) == denied
+    push = _as(config, principals.push("users"))
+    assert _code(_produce(push, region.real_time_topic("other"))) == denied  # a push job, another store's topics
+    log = _broker_log(config)
+    for who, topic in (
+        (principals.nearline("users"), region.real_time_topic("other")),
+        (principals.nearline("users"), region.version_topic("users", 1)),
+        (principals.DAVINCI, region.version_topic("users", 1)),
+    ):
+        assert f"Principal = User:{who} is Denied operation" in log and f"Topic:LITERAL:{topic}" in log
+    assert _ends(config) == ends  # nothing the intruders tried reached a topic
+    for name in ("dc-0", "dc-1"):
+        assert _read(secured, "ann", name) == ANN_NEARLINE  # nor a region
+
+
+def _code(error: KafkaError | None) -> int | None:
+    return None if error is None else error.code()
+
+
+def _ends(config: ClusterConfig) -> dict[str, list[int]]:
+    """Each topic's end offsets: the version and real-time topics of `users`, and `other`'s real-time topics."""
+    topics = []
+    for region in config.regions:
+        topics += [region.version_topic("users", 1), region.real_time_topic("users"), region.real_time_topic("other")]
+    return {topic: admin.end_offsets(config.kafka.bootstrap, topic, 4) for topic in topics}
+
+
+def test_no_secret_on_a_command_line_or_in_a_log(secured: PlatformEnv) -> None:
+    config = secured.config
+    found = every_secret(config)
+    assert {f"kafka-{p}" for p in (*principals.SUPER_USERS, principals.push("users"))} <= set(found)
+    command_lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command_lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    kept = folder(config)  # the secrets' own files and the principals' credentials files, all 0600
+    for name, value in found.items():
+        assert not any(value in line for line in command_lines), f"{name} is on a command line"
+        for path in config.data_dir.rglob("*"):
+            if not path.is_file() or path.suffix in (".db", ".duckdb"):
+                continue
+            if value in path.read_text(errors="replace"):
+                private = path.is_relative_to(kept) or path.name == "server.properties"
+                assert private, f"{name} is in {path}"
+                assert path.stat().st_mode & 0o077 == 0, f"{path} holds {name} and others may read it"

@@ -1,0 +1,27 @@
+"""Where the platform keeps its security material, and how a private file is written."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from venice_core.config import ClusterConfig
+
+KEY_MODE = 0o600
+
+
+def folder(config: ClusterConfig) -> Path:
+    """Where the platform keeps its CA (when it made it) and the certificates it issued."""
+    return config.data_dir / "security"
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """`data` into `path`, mode 0600 from its first byte, whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")  # writers at once
+    partial.unlink(missing_ok=True)
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_MODE)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(data)
+    os.replace(partial, path)
