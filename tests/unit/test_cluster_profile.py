@@ -27,7 +27,7 @@ EMBEDDED = re.compile(r"^(kafka\.embedded\.|postgres\.embedded\.|redis\.embedded
 COMPOSE_ONLY = re.compile(
     r"^(region\.[^.]+\.(kafka\.bootstrap\.servers|topic\.prefix)|metadata\.db\.url|airflow\.db\.url|airflow\.celery\.broker\.url)$"
 )
-HOSTS_DIFFER = {"data.dir", "spark.standalone.workers"}
+HOSTS_DIFFER = {"data.dir", "spark.standalone.workers", "security.enabled"}  # (compose: not secured yet)
 HOSTS_ONLY = re.compile(r"^hosts\.")  # the hosts profile's keys the cluster profile does not have
 CLUSTER_DIFFER = {"data.dir", "cluster.name", "spark.master"}  # the hosts profile's own, and its master's address
 

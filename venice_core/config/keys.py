@@ -248,7 +248,8 @@ SECURITY_ENABLED = _declare(
     Flag(),
     "false",
     "security.enabled",
-    "Whether the platform makes (or uses) its CA and a certificate for each host and client role at `venice up`.",
+    "Whether the platform is secured: its CA and a certificate per host and client role, Kafka over SASL_SSL with a "
+    "principal per role and its ACLs (docs/operations/security.md).",
 )
 SECURITY_CA_CERT = _declare(
     "security.ca.cert",
