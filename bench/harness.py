@@ -15,6 +15,7 @@ from venice_core.config import ENV_CONFIG, ClusterConfig, load_config
 from venice_core.embedded import network, platform
 from venice_core.embedded.process import ManagedProcess
 from venice_core.meta import MetadataStore
+from venice_core.security import principals
 
 SCHEMAS = Path(__file__).parents[1] / "examples" / "schemas"
 
@@ -45,7 +46,8 @@ def sandbox_platform(
             platform.up(config, report=lambda line: print(f"  {line}"))
             meta = MetadataStore(config.metadata_db_url)
             try:
-                yield config, meta, home
+                with principals.acting_as(config, principals.ADMIN):  # the benchmark drives the controller
+                    yield config, meta, home
             finally:
                 meta.dispose()
         finally:

@@ -3,16 +3,18 @@ consuming the same serialised bytes, and against the floor, in the same run. Als
 went, and the region servers' resident memory afterwards.
 
     .venv/bin/python -m bench.push_throughput [--records 1000000] [--regions dc-0,dc-1,dc-2] [--marginal]
-                                              [--profile cluster|hosts] [--conf K=V] [--set K=V]
+                                              [--profile cluster|hosts|security] [--conf K=V] [--set K=V]
 
 The floor: `bench.raw_topology` (confluent-kafka alone doing the Kafka work such a rollout needs, no platform code)
 plus Spark's own start (`raw_topology.spark_start_seconds`). The last line is `platform / floor: N.NNx` (issue 34's
 target: at most 1.5x, with three regions and with one). `--marginal` pushes 1M records and then --records (4M, say),
 and runs the floor at both: the last line is the marginal cost's ratio (target: at most 1.3x), with the push's fixed
-cost printed. `--profile cluster` runs the push on the embedded platform and on the cluster profile instead, and
-prints the cluster's overhead (no target on two cores: three brokers, a Spark cluster and nine region servers share
-them). `--profile hosts` (root) runs it on the cluster profile and on the hosts profile (the same processes, each on a
-host of its own) in the same run, and prints the hosts' ratio (no target).
+cost printed. `--profile cluster` runs the push on the embedded platform and on the cluster profile (without
+security) instead, and prints the cluster's overhead (no target on two cores: three brokers, a Spark cluster and nine
+region servers share them). `--profile hosts` (root) runs it on the cluster profile and on the hosts profile (the same
+processes, each on a host of its own) in the same run, and prints the hosts' ratio (no target). `--profile security`
+runs it on the cluster profile without security and with it, and prints the secured one's ratio (issue 45's target:
+at most 1.25x).
 """
 
 from __future__ import annotations
@@ -127,10 +129,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=["embedded", "cluster", "hosts"],
+        choices=["embedded", *PROFILE_PAIRS],
         default="embedded",
         help="cluster: the same push on the embedded platform and on the cluster profile, one after the other, and "
-        "the cluster's overhead as a ratio; hosts: on the cluster profile and on the hosts profile (root)",
+        "the cluster's overhead as a ratio; hosts: on the cluster profile and on the hosts profile (root); "
+        "security: on the cluster profile without security and with it (issue 45's target: at most 1.25x)",
     )
     parser.add_argument(
         "--marginal",
@@ -141,9 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.marginal and args.records <= MARGINAL_BASE:
         parser.error(f"--marginal needs --records above {MARGINAL_BASE:,} (4000000, say)")
-    if args.profile in ("cluster", "hosts"):
-        pair = ("embedded", "cluster") if args.profile == "cluster" else ("cluster", "hosts")
-        compare_profiles(args.records, dict(args.conf), pair)
+    if args.profile in PROFILE_PAIRS:
+        compare_profiles(args.records, dict(args.conf), PROFILE_PAIRS[args.profile])
         return
     with sandbox_platform({"regions": args.regions, **dict(args.set)}) as (config, meta, home):
         data, records = bench_store(config, meta, home, args.records)
@@ -324,23 +326,36 @@ def _timed_push(
     return seconds, cpu
 
 
-def compare_profiles(count: int, confs: dict[str, str], pair: tuple[str, str] = ("embedded", "cluster")) -> None:
-    """The same push on two profiles, one after the other: the embedded platform and the cluster profile (three
+# A run: its label, its profile, its settings over the profile's.
+Run = tuple[str, str, dict[str, str]]
+PROFILE_PAIRS: dict[str, tuple[Run, Run]] = {
+    "cluster": (("embedded", "embedded", {}), ("cluster", "cluster", {"security.enabled": "false"})),
+    "hosts": (("cluster", "cluster", {}), ("hosts", "hosts", {})),
+    "security": (
+        ("cluster without security", "cluster", {"security.enabled": "false"}),
+        ("cluster with security", "cluster", {}),
+    ),
+}
+
+
+def compare_profiles(count: int, confs: dict[str, str], pair: tuple[Run, Run]) -> None:
+    """The same push on two platforms, one after the other: the embedded platform and the cluster profile (three
     brokers with topics of three replicas, Spark standalone with two one-core workers, PostgreSQL, three instances
-    per region with two replicas of every partition), or the cluster profile and the hosts profile (the same, each
-    process on a host of its own); Airflow off, as the push runs `venice push --local`'s steps in each, each on a
-    platform of its own, the dataset the same."""
+    per region with two replicas of every partition), the cluster profile and the hosts profile (the same, each
+    process on a host of its own), or the cluster profile without and with security (Kafka over SASL_SSL with its
+    ACLs); Airflow off, as the push runs `venice push --local`'s steps in each, each on a platform of its own, the
+    dataset the same."""
     results = {}
-    for profile in pair:
-        with sandbox_platform({"airflow.enabled": "false"}, profile=profile) as (config, meta, home):
+    for label, profile, settings in pair:
+        with sandbox_platform({"airflow.enabled": "false", **settings}, profile=profile) as (config, meta, home):
             data, _records = bench_store(config, meta, home, count)
             push_seconds, cpu = _timed_push(config, meta, data, confs)
-            results[profile] = push_seconds
-            print(f"\n{profile}: {count} records pushed to {len(config.regions)} regions in {push_seconds:.1f}s")
+            results[label] = push_seconds
+            print(f"\n{label}: {count} records pushed to {len(config.regions)} regions in {push_seconds:.1f}s")
             print(f"  where its CPU went ({sum(cpu.values()):.0f} core-seconds on 2 cores):")
             for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
                 print(f"    {seconds:6.1f}s  {name}")
-    first, second = pair
+    (first, *_), (second, *_) = pair
     print(f"\n{second} / {first}: {results[second] / results[first]:.2f}x")
 
 

@@ -20,6 +20,7 @@ import typer.main
 from typer.core import TyperGroup
 
 from venice_core.cli import airflow, data, platform
+from venice_core.cli.access import acl_app, security_app
 from venice_core.cli.context import ProfileOption, use_kafka_principal, use_profile
 from venice_core.cli.davinci import davinci_app
 from venice_core.cli.rollout import rollout_app
@@ -58,11 +59,13 @@ app.command("write")(data.write)
 app.command("delete")(data.delete)
 app.command("server")(data.server)
 app.command("airflow", context_settings=airflow.CONTEXT_SETTINGS, options_metavar="[--help] ARGS...")(airflow.airflow)
+store_app.add_typer(acl_app, name="acl")
 app.add_typer(store_app, name="store")
 app.add_typer(schema_app, name="schema")
 app.add_typer(rollout_app, name="rollout")
 app.add_typer(stream_app, name="stream")
 app.add_typer(davinci_app, name="davinci")
+app.add_typer(security_app, name="security")
 
 
 class Terminated(KeyboardInterrupt):

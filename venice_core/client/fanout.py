@@ -111,7 +111,10 @@ class _InFlight:
         `answered` and each failed read to `failed`, then `tick(now)`."""
         parts = self.parts
         while not done() and parts:
-            events = self._poller.poll(max(0, math.ceil((wake() - time.monotonic()) * 1000)))
+            # Over TLS, a part may hold decrypted bytes its socket no longer shows: read without waiting.
+            ready = [part.fd for part in parts.values() if part.conn.pending()]
+            timeout = 0 if ready else max(0, math.ceil((wake() - time.monotonic()) * 1000))
+            events = [(fd, 0) for fd in ready] or self._poller.poll(timeout)
             # the parts as polled: a part that replaces one closed meanwhile may reuse its fd, and is not readable
             for part in [parts.get(fd) for fd, _ in events]:
                 if part is not None and parts.get(part.fd) is part:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 from collections.abc import Sequence
 from time import monotonic
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from venice_core.errors import ComponentError, NoCurrentVersion, StoreNotFound, 
 from venice_core.protocol import batch_get, serde
 from venice_core.protocol.partitioner import VenicePartitioner
 from venice_core.protocol.partitioner_config import PartitionerConfig, VersionPartitioner
+from venice_core.security.tls import client_context
 
 if TYPE_CHECKING:
     from venice_core.config import ClusterConfig
@@ -49,7 +51,8 @@ class ReadClient:
     `ReadClient.for_region(config, region)`: through any of several. `long_tail_retry_ms`: a read not answered
     within it is sent to another replica too (0: never). `partitioner_classes`: the partitioner classes the client
     routes with besides the default (`venice.partitioner.classes`: the config's for `for_region`, else its default);
-    a version pinned to another is refused at its first read."""
+    a version pinned to another is refused at its first read. `tls`: the platform's (`security.tls.client_context`:
+    `for_region` takes the config's), whose certificate names the client's principal to the servers."""
 
     def __init__(
         self,
@@ -61,6 +64,7 @@ class ReadClient:
         long_tail_retry_ms: float = DEFAULT_LONG_TAIL_RETRY_MS,
         region: str = "",
         partitioner_classes: Sequence[str] = DEFAULT_PARTITIONER_CLASSES,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if (host is None) == (seeds is None) or (host is not None and port is None):
             raise ValueError("a ReadClient takes a host and port, or seeds")
@@ -70,7 +74,8 @@ class ReadClient:
         self.region = region
         long_tail = max(0.0, long_tail_retry_ms) / 1000
         wait = long_tail or timeout
-        self._pool = Pool(timeout, wait, timeout if len(addresses) == 1 else min(timeout, CONNECT_TIMEOUT_SECONDS))
+        connect_timeout = timeout if len(addresses) == 1 else min(timeout, CONNECT_TIMEOUT_SECONDS)
+        self._pool = Pool(timeout, wait, connect_timeout, tls)
         self._router = Router(addresses, self._fetch_route, region)
         self._routed = RoutedReads(self._router, self._pool, timeout, long_tail)
         # ZSTD_WITH_DICT values come compressed: each version's dictionary fetched once, from any instance
@@ -89,6 +94,7 @@ class ReadClient:
             long_tail_retry_ms=config.client.long_tail_retry_ms,
             region=region,
             partitioner_classes=config.partitioner_classes,
+            tls=client_context(config),
         )
 
     # requests to one instance, and to any

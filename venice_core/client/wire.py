@@ -1,5 +1,6 @@
-"""The thin client's HTTP/1.1: keep-alive connections over plain sockets, responses parsed by httptools (http.client's
-header parsing alone cost a tenth of a millisecond per read), one connection per (thread, instance).
+"""The thin client's HTTP/1.1: keep-alive connections over plain sockets (TLS ones on a secured platform), responses
+parsed by httptools (http.client's header parsing alone cost a tenth of a millisecond per read), one connection per
+(thread, instance).
 
 A connection's socket waits `wait` seconds at most per recv: the long-tail retry delay for a routing client, so a
 read that has not answered by then comes back to it (`TimeoutError`, the response so far kept) to be sent to another
@@ -9,6 +10,7 @@ response was not read to its end (the other replica answered first) is closed, n
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 
@@ -59,7 +61,14 @@ class Connection:
 
     __slots__ = ("address", "sock", "closed", "response", "received", "served", "timeout", "wait")
 
-    def __init__(self, address: Address, timeout: float, wait: float, connect_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        address: Address,
+        timeout: float,
+        wait: float,
+        connect_timeout: float | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.address = address
         self.timeout, self.wait = timeout, wait
         self.closed = False
@@ -69,10 +78,16 @@ class Connection:
         self.sock = socket.create_connection(address, timeout=connect_timeout or timeout)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:  # the handshake within the connect timeout; the server's address checked
+                self.sock = tls.wrap_socket(self.sock, server_hostname=address[0])
             self.sock.settimeout(wait)
         except OSError:
             self.close()
             raise
+
+    def pending(self) -> bool:
+        """Bytes already decrypted and waiting (over TLS), which polling the socket would not show."""
+        return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
 
     def send(self, request: bytes) -> None:
         self.response = Response()
@@ -144,8 +159,9 @@ class Connection:
 class Pool:
     """One keep-alive connection per (thread, instance). Sockets wait `wait` seconds per recv (see the module)."""
 
-    def __init__(self, timeout: float, wait: float, connect_timeout: float) -> None:
+    def __init__(self, timeout: float, wait: float, connect_timeout: float, tls: ssl.SSLContext | None = None) -> None:
         self.timeout, self.wait, self.connect_timeout = timeout, wait, connect_timeout
+        self.tls = tls  # the platform's TLS (`security.tls.client_context`), None without security
         self._local = threading.local()
 
     def connections(self) -> dict[Address, Connection]:
@@ -157,7 +173,7 @@ class Pool:
 
     def open(self, address: Address) -> Connection:
         """A new connection to the instance (OSError if it cannot be reached), not kept by the pool."""
-        return Connection(address, self.timeout, self.wait, self.connect_timeout)
+        return Connection(address, self.timeout, self.wait, self.connect_timeout, self.tls)
 
     def get(self, address: Address) -> Connection:
         """This thread's idle connection to the instance, a new one if it has none open (OSError if the instance

@@ -268,6 +268,24 @@ SECURITY_CA_KEY = _declare(
     "the platform's own",
 )
 
+SECURITY_CLIENT_CERT = _declare(
+    "security.client.cert",
+    Optional(Folder()),
+    None,
+    "security.client_cert",
+    "The certificate (PEM) this process presents to the region servers, with security.client.key: its principal is "
+    "the certificate's common name.",
+    "the platform's `admin` certificate",
+)
+SECURITY_CLIENT_KEY = _declare(
+    "security.client.key",
+    Optional(Folder()),
+    None,
+    "security.client_key",
+    "The private key (PEM, unencrypted) of security.client.cert.",
+    "the platform's `admin` key",
+)
+
 # -- region servers
 SERVER_HOST = _declare("server.host", Text(), "127.0.0.1", "server.host", "The address region servers bind.")
 SERVER_PORT_BASE = _declare(

@@ -169,6 +169,8 @@ class SecuritySettings:
     enabled: bool = False
     ca_cert: Path | None = None
     ca_key: Path | None = None
+    client_cert: Path | None = None  # what this process presents to the region servers (None: the admin's)
+    client_key: Path | None = None
 
 
 @dataclass(frozen=True)

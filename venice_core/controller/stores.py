@@ -33,6 +33,7 @@ from venice_core.meta.models import (
     PartitionStatus,
     RegionCurrentVersion,
     Store,
+    StoreReader,
     ValueSchema,
     Version,
     VersionRegionStatus,
@@ -349,6 +350,8 @@ def update_store(
         partition_count = updates.get("partition_count", store.partition_count)
         becomes_hybrid = store.hybrid is None and updates.get("hybrid_rewind_seconds") is not None
     if becomes_hybrid:
+        if config.security.enabled:  # its nearline writers' principal may write the topics, before they exist
+            acls.grant_real_time(config, name)
         for region in config.regions:
             topics.create_topic(
                 region.kafka_bootstrap,
@@ -357,8 +360,6 @@ def update_store(
                 region.replication_factor,
                 region.min_insync_replicas,
             )
-        if config.security.enabled:  # its nearline writers' principal may write them
-            acls.grant_real_time(config, name)
     with meta.session() as session:
         store = get_store(session, name)
         _check_fixed_partitions(store, updates)  # again: another update may have made it hybrid meanwhile
@@ -490,7 +491,7 @@ def delete_store(meta: MetadataStore, config: ClusterConfig, name: str, topics: 
         acls.revoke_store(config, name)
     with meta.session() as session:
         store = get_store(session, name)
-        for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema):
+        for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema, StoreReader):
             session.execute(delete(model).where(model.store_name == name))
         session.delete(store)
 

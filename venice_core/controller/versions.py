@@ -147,6 +147,8 @@ def create_version(
     # once: each waits for its partitions' leaders.
     try:
         placed = [config.region(region) for region in dict.fromkeys([config.source_region, *target_regions])]
+        if config.security.enabled:  # who writes the topics (the store's push job, each region's leaders), before
+            acls.grant_version(config, store_name, number, placed)  # any of them finds a topic to write
         with ThreadPoolExecutor(max_workers=len(placed), thread_name_prefix="create-topic") as pool:
             created = [
                 pool.submit(
@@ -161,8 +163,6 @@ def create_version(
             ]
             for done in created:
                 done.result()
-        if config.security.enabled:  # who writes the new topics: the store's push job, each region's leaders
-            acls.grant_version(config, store_name, number, placed)
     except VeniceError as exc:
         set_version_status(meta, store_name, number, VersionStatus.ERROR, f"topic creation failed: {exc}")
         raise

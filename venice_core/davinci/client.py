@@ -50,6 +50,8 @@ from venice_core.protocol import serde
 from venice_core.protocol.compression import CompressionStrategy, compressor, decompressor
 from venice_core.protocol.partitioner_config import VersionPartitioner
 from venice_core.pubsub import admin
+from venice_core.security import tls
+from venice_core.security.principals import DAVINCI
 from venice_core.storage.api import PartitionStore
 from venice_core.storage.ingestion_checkpoint import IngestionCheckpoint
 from venice_core.utils.waiting import poll_until
@@ -142,6 +144,7 @@ class DaVinciClient:
         self.store = store
         self.config = config or load_config()
         self.region = self.config.region(region)  # an unknown region: ConfigError naming the configured ones
+        self._tls = tls.client_context(self.config, DAVINCI)  # its schemas and dictionaries, as a Da Vinci client
         self.base_dir = Path(base_dir)
         self.backend = local_backend(
             transformer, self.store, self.base_dir, lambda number: self.region.version_topic(store, number)
@@ -212,9 +215,9 @@ class DaVinciClient:
         RegionServerUnreachable if none does."""
         tried = []
         for host, port in self.config.server_addresses(self.region.name):
-            url = f"http://{host}:{port}{path}"
+            url = f"{tls.scheme(self.config)}://{host}:{port}{path}"
             try:
-                with urlrequest.urlopen(url, timeout=timeout) as response:
+                with urlrequest.urlopen(url, timeout=timeout, context=self._tls) as response:
                     return cast(bytes, response.read())
             except urlerror.HTTPError:
                 raise

@@ -10,7 +10,7 @@ from typing import Any
 from venice_core.client import serving
 from venice_core.config import ClusterConfig, process_env, server_host
 from venice_core.embedded.process import ManagedProcess, host_of
-from venice_core.security import principals
+from venice_core.security import principals, tls
 
 START_TIMEOUT_SECONDS = 60.0
 
@@ -26,7 +26,8 @@ def process(config: ClusterConfig, region: str, instance: int = 0) -> ManagedPro
 
 def health(config: ClusterConfig, region: str, instance: int = 0) -> dict[str, Any] | None:
     """The instance's `/health` document, None if it does not answer."""
-    return serving.health(config.instance_host(region, instance), config.server_port(region, instance), timeout=2)
+    host, port = config.instance_host(region, instance), config.server_port(region, instance)
+    return serving.health(host, port, timeout=2, tls=tls.client_context(config))
 
 
 def is_healthy(config: ClusterConfig, region: str, instance: int = 0) -> bool:

@@ -72,6 +72,17 @@ class Store(Base):
         )
 
 
+class StoreReader(Base):
+    """A principal that may read a store from the region servers (`venice store acl grant STORE --principal P
+    --read`); the platform's own principals read every store."""
+
+    __tablename__ = "store_readers"
+
+    store_name: Mapped[str] = mapped_column(ForeignKey("stores.name", ondelete="CASCADE"), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(255), primary_key=True)
+    granted_at: Mapped[float] = mapped_column(Float, default=now)
+
+
 class ValueSchema(Base):
     __tablename__ = "value_schemas"
 

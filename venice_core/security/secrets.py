@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import secrets as random
+import threading
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
@@ -33,7 +34,7 @@ def secret(config: ClusterConfig, name: str) -> str:
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    partial = path.with_name(f".{name}.{os.getpid()}.partial")
+    partial = path.with_name(f".{name}.{os.getpid()}.{threading.get_ident()}.partial")  # one per writer
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, KEY_MODE)
     with os.fdopen(descriptor, "w") as file:
         file.write(random.token_urlsafe(SECRET_BYTES) + "\n")

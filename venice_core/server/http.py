@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
+import logging
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -55,17 +58,20 @@ from venice_core.config import ServerLimits
 from venice_core.errors import VeniceError
 from venice_core.protocol import batch_get, compression
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.security.tls import principal_of
+from venice_core.server.tls_protocol import secured
 from venice_core.utils.metrics import LatencySummary, PartitionIngestion, render, render_summary
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
 ERROR_HEADER = "X-Venice-Error"
 VERSION_HEADER = "X-Venice-Version"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Content Too Large", 500: "Internal Server Error"}
-_REASONS |= {202: "Accepted", 503: "Service Unavailable"}
+_REASONS |= {202: "Accepted", 403: "Forbidden", 503: "Service Unavailable"}
 _BATCH_CONTENT_TYPE = batch_get.BATCH_CONTENT_TYPE.encode()
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([^\r\n]*)", re.IGNORECASE)
 _SUPPORTED_COMPRESSION = compression.SUPPORTED_HEADER.lower().encode()
 _WITH_DICT = str(int(CompressionStrategy.ZSTD_WITH_DICT)).encode()
+log = logging.getLogger(__name__)
 
 
 def _response(
@@ -105,6 +111,7 @@ class _Connection(asyncio.Protocol):
         self.refused = False  # answered and closing: the rest of the request is not parsed
         self.received = b""  # the start of the request, for naming a malformed Content-Length
         self.idle: asyncio.TimerHandle | None = None
+        self.principal: str | None = None  # the caller's certificate's name, over TLS
 
     # connection life
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -114,6 +121,8 @@ class _Connection(asyncio.Protocol):
             transport.close()
             return
         self.counted = True
+        if self.server.tls is not None:
+            self.principal = principal_of(transport.get_extra_info("peercert"))
         self.server.open_connections += 1
         self.server.connections.add(self)
         self._arm_idle_timer()
@@ -205,7 +214,11 @@ class _Connection(asyncio.Protocol):
         self.received = b""
         method = self.parser.get_method()
         path = self.url.decode("latin-1").split("?", 1)[0]
-        if method == b"GET":
+        refusal = self.server.authorize(self.principal, path) if self.server.authorize is not None else None
+        if refusal is not None:
+            log.warning("refused %s: %s %s (%s)", self.principal, method.decode(), path, refusal)
+            response = _error(403, "forbidden", refusal)
+        elif method == b"GET":
             response = self.server.handle_get(path, self.compressed_ok)
         elif method == b"POST":
             binary = self.content_type == _BATCH_CONTENT_TYPE
@@ -215,6 +228,10 @@ class _Connection(asyncio.Protocol):
         self.transport.write(response)
         if not self.parser.should_keep_alive():
             self.transport.close()
+
+
+# A request's authorisation: its caller's principal (None without TLS) and path -> None if allowed, else why not.
+Authorize = Callable[[str | None, str], str | None]
 
 
 class _Refused(Exception):
@@ -264,9 +281,18 @@ class RoutedBackend(ReadBackend, Protocol):
 class ReadServer:
     """The HTTP front of a region server (any `ReadBackend`), on an event loop in a daemon thread."""
 
-    def __init__(self, region: ReadBackend, host: str, port: int, limits: ServerLimits) -> None:
+    def __init__(
+        self,
+        region: ReadBackend,
+        host: str,
+        port: int,
+        limits: ServerLimits,
+        tls: ssl.SSLContext | None = None,
+        authorize: Authorize | None = None,
+    ) -> None:
         self.region = region
         self.limits = limits
+        self.tls, self.authorize = tls, authorize
         # A replicated region's backend (`RoutedBackend`) answers /routing and names its version in each read.
         self._routing_table: Callable[[str], dict[str, Any]] | None = getattr(region, "routing_table", None)
         self._serving_version: Callable[[str], int] | None = getattr(region, "serving_version", None)
@@ -278,9 +304,13 @@ class ReadServer:
         self.latency: dict[tuple[tuple[str, str], ...], LatencySummary] = {}
         self._rates: dict[tuple[str, int, int], tuple[float, int]] = {}
         self.loop = uvloop.new_event_loop()
+        self.loop.set_exception_handler(_log_loop_error)
         # backlog: a burst of connects must not wait out TCP retries
+        connection: Callable[[], asyncio.Protocol] = functools.partial(_Connection, self)
+        if tls is not None:  # behind TLS, each caller known by its certificate
+            connection = secured(tls, connection, self.loop)
         self._server = self.loop.run_until_complete(
-            self.loop.create_server(lambda: _Connection(self), host, port, backlog=1024, reuse_address=True)
+            self.loop.create_server(connection, host, port, backlog=1024, reuse_address=True)
         )
         # uvloop's Server has asyncio.Server's `sockets` (create_server is typed as returning an AbstractServer).
         listening = cast(asyncio.Server, self._server).sockets
@@ -461,5 +491,23 @@ def _stored_headers(number: int, strategy: CompressionStrategy) -> dict[str, str
     return {VERSION_HEADER: str(number), compression.HEADER: str(int(strategy))}
 
 
-def serve(region: ReadBackend, host: str, port: int, limits: ServerLimits) -> ReadServer:
-    return ReadServer(region, host, port, limits)
+def serve(
+    region: ReadBackend,
+    host: str,
+    port: int,
+    limits: ServerLimits,
+    tls: ssl.SSLContext | None = None,
+    authorize: Authorize | None = None,
+) -> ReadServer:
+    return ReadServer(region, host, port, limits, tls, authorize)
+
+
+def _log_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's errors in one line each: above all a caller refused at the TLS handshake (no certificate, another
+    CA's), which the caller sees as a closed connection."""
+    peer = ""
+    transport = context.get("transport")
+    if transport is not None:
+        address = transport.get_extra_info("peername")
+        peer = f" from {address[0]}:{address[1]}" if address else ""
+    log.warning("%s%s: %s", context.get("message", "error"), peer, context.get("exception", ""))

@@ -27,13 +27,16 @@ import signal
 import threading
 import time
 from typing import Any
+from urllib.parse import unquote
 
-from venice_core.config import ClusterConfig
-from venice_core.controller import placement
+from venice_core.config import ClusterConfig, server_host
+from venice_core.controller import placement, store_readers
 from venice_core.controller import versions as controller
 from venice_core.host import gc_settings
 from venice_core.meta import MetadataStore
 from venice_core.protocol.compression import CompressionStrategy
+from venice_core.security import tls
+from venice_core.security.principals import DAVINCI
 from venice_core.server.hosting import HostedVersion, Hosting
 from venice_core.server.http import serve
 from venice_core.server.membership import SYNC_INTERVAL_SECONDS, Membership
@@ -45,6 +48,7 @@ SYNC_GAP_SECONDS = 0.05
 # A sync reads the whole metadata store at least this often, though nothing moved its generation: a safety net, not a
 # schedule (every change bumps the generation; a lease's renewal is seen through `Membership.observe`).
 FULL_SYNC_SECONDS = 10.0
+STORE_ENDPOINTS = frozenset({"storage", "schema", "dictionary", "routing"})  # each names its store next
 
 
 class RegionServer:
@@ -74,6 +78,7 @@ class RegionServer:
             lambda store, number: self.reads.required_dictionary(store, number),
         )
         self.reads = Reads(self.region, self.instance, self.meta, self.hosting.hosted)
+        self.readers: dict[str, frozenset[str]] = {}  # each store's readers besides the platform's principals
 
     @property
     def hosted(self) -> dict[tuple[str, int], HostedVersion]:
@@ -117,6 +122,8 @@ class RegionServer:
         known = controller.store_names(self.meta)
         routing = placement.routing_tables(self.meta, self.config, region)
         self.reads.update(current, known, routing, set(wanted))
+        if self.config.security.enabled:
+            self.readers = store_readers.every_reader(self.meta)
         self.hosting.drop_unwanted(wanted)
 
     def run(self) -> None:
@@ -126,7 +133,9 @@ class RegionServer:
         # Refused, before anything is bound, while another process runs this instance.
         self.register(self.config.advertised_host(region, instance), port)
         try:
-            http_server = serve(self, host, port, self.config.server.limits)
+            context = tls.server_context(self.config, server_host(region, instance))  # None without security
+            authorize = self.authorize if context is not None else None
+            http_server = serve(self, host, port, self.config.server.limits, context, authorize)
         except OSError:
             self.membership.release()
             raise
@@ -156,6 +165,27 @@ class RegionServer:
     def _stop(self) -> None:
         self.stopping.set()
         self._wake.set()
+
+    def authorize(self, principal: str | None, path: str) -> str | None:
+        """Whether `principal` may ask for `path` (None: yes; else why not). The platform's principals may ask
+        anything; `/health` anyone with a certificate of the platform's CA; a store's reads, schemas, dictionaries
+        and routing table its readers (`venice store acl`), and the schemas and dictionaries a Da Vinci client (it
+        reads every topic already); `/sync` and `/metrics` no one else."""
+        if principal in tls.PLATFORM_PRINCIPALS:
+            return None
+        _, _, rest = path.partition("/")
+        endpoint, _, rest = rest.partition("/")
+        if endpoint == "health":
+            return None
+        if endpoint in STORE_ENDPOINTS:
+            store = unquote(rest.partition("/")[0])
+            if principal == DAVINCI and endpoint in ("schema", "dictionary"):
+                return None
+            if principal is not None and principal in self.readers.get(store, ()):
+                return None
+            grant = f"venice store acl grant {store} --principal {principal} --read"
+            return f"{principal} may not read store '{store}' ({grant})"
+        return f"/{endpoint} is for the platform's principals only"
 
     # the HTTP front's backend (`http.RoutedBackend`)
     def request_sync(self) -> None:

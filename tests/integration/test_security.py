@@ -1,14 +1,18 @@
-"""Kafka on a secured platform (`security.enabled=true`, issue 45's point 2), on a broker of its own with two regions:
-SCRAM-SHA-512 over TLS, a certificate of the platform's CA required of every client, KRaft's StandardAuthorizer,
-and a principal per role with only its ACLs. A push (spark-submit, as the store's push principal), nearline writes
-(as the store's nearline principal) and reads in both regions work; an intruder is refused at each door, each
-refusal logged by the broker, and nothing it tried reaches a region."""
+"""A secured platform (`security.enabled=true`, issue 45's points 2 and 3), on a broker of its own with two regions.
+
+Kafka: SCRAM-SHA-512 over TLS, a certificate of the platform's CA required of every client, KRaft's
+StandardAuthorizer, and a principal per role with only its ACLs. Region servers: HTTPS with a client certificate of
+the platform's CA, reads authorised per store. A push (spark-submit, as the store's push principal), nearline writes
+(as the store's nearline principal), reads in both regions and a Da Vinci client work; an intruder is refused at each
+door, each refusal logged by the server it knocked at, and nothing it tried reaches a region."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
-from collections.abc import Iterator
+import ssl
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +22,16 @@ from confluent_kafka.admin import AclOperation, AdminClient
 
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from venice_core.client import ReadClient
 from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig
 from venice_core.embedded import kafka, platform
-from venice_core.errors import ComponentError
+from venice_core.errors import ComponentError, VeniceError
 from venice_core.pubsub import acls, admin, client_config, identity_settings
-from venice_core.security import principals
+from venice_core.security import principals, tls
 from venice_core.security.ca import Authority
 from venice_core.security.files import folder
 from venice_core.security.secrets import every_secret
+from venice_core.utils.waiting import poll_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -192,3 +198,94 @@ def test_no_secret_on_a_command_line_or_in_a_log(secured: PlatformEnv) -> None:
                 private = path.is_relative_to(kept) or path.name == "server.properties"
                 assert private, f"{name} is in {path}"
                 assert path.stat().st_mode & 0o077 == 0, f"{path} holds {name} and others may read it"
+
+
+def _reader(config: ClusterConfig, certificate: tuple[Path, Path] | None = None) -> ReadClient:
+    """A client of dc-0 presenting `certificate` (default: the platform's `reader` one)."""
+    cert, key = certificate or tls.certificate(config, "reader")
+    context = ssl.create_default_context(cafile=str(tls.ca_path(config)))
+    context.load_cert_chain(str(cert), str(key))
+    return ReadClient(seeds=config.server_addresses("dc-0"), timeout=5, region="dc-0", tls=context)
+
+
+def _https(config: ClusterConfig, method: str, path: str, certificate: str | None) -> int:
+    """The status of one request to dc-0's first instance, as `certificate`'s principal (None: without one)."""
+    host, port = config.server_addresses("dc-0")[0]
+    context = ssl.create_default_context(cafile=str(tls.ca_path(config)))
+    if certificate is not None:
+        context.load_cert_chain(*(str(p) for p in tls.certificate(config, certificate)))
+    conn = http.client.HTTPSConnection(host, port, timeout=5, context=context)
+    try:
+        conn.request(method, path)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def _server_log(config: ClusterConfig) -> str:
+    return (config.run_dir / "server-dc-0.log").read_text()
+
+
+def test_a_region_server_reads_for_the_stores_readers_alone(secured: PlatformEnv, tmp_path: Path) -> None:
+    config = secured.config
+    host, port = config.server_addresses("dc-0")[0]
+    with pytest.raises(ConnectionError):  # plain HTTP: the server speaks TLS alone
+        plain = http.client.HTTPConnection(host, port, timeout=5)
+        plain.request("GET", "/health")
+        plain.getresponse()
+    with pytest.raises((ssl.SSLError, ConnectionError)):  # no certificate
+        _https(config, "GET", "/health", None)
+    other = Authority.make(tmp_path / "other-ca.pem", tmp_path / "other-ca.key", "another CA")
+    stranger = other.issue(tmp_path, "admin", server=False)  # the admin's name, from another CA
+    with pytest.raises(ComponentError, match="is unreachable"):
+        _reader(config, (stranger.cert, stranger.key)).get("users", "ann")
+    assert _server_log(config).count("at the TLS handshake") >= 3  # each refused caller logged, with its address
+    reader = _reader(config)
+    with pytest.raises(VeniceError, match="403.*reader may not read store 'users'"):
+        reader.get("users", "ann")
+    assert "refused reader: GET /schema/users" in _server_log(config)  # the principal and what it asked for
+    secured.venice("store", "acl", "grant", "users", "--principal", "reader", "--read", check=True)
+    assert _eventually(lambda: _read_as(reader, "ann")) == ANN_NEARLINE  # each instance syncs the grant
+    listed = secured.venice("store", "acl", "list", "users", "--json", check=True)
+    assert json.loads(listed.stdout) == {"store": "users", "read": ["reader"]}
+    assert _https(config, "POST", "/sync", "reader") == 403  # the platform's endpoints: its principals alone
+    assert _https(config, "GET", "/metrics", "reader") == 403
+    assert _https(config, "POST", "/sync", "admin") == 202
+    secured.venice("store", "acl", "revoke", "users", "--principal", "reader", "--read", check=True)
+    assert _eventually(lambda: _read_as(reader, "ann") is None)  # refused again
+    reader.close()
+
+
+def _read_as(reader: ReadClient, key: str) -> Any:
+    """The value, None if the server refused the reader."""
+    try:
+        return reader.get("users", key)
+    except VeniceError as exc:
+        if "403" not in str(exc):
+            raise
+        return None
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    return poll_until(check, timeout=timeout, interval=0.2)
+
+
+def test_a_da_vinci_client_reads_as_its_principal(secured: PlatformEnv, tmp_path: Path) -> None:
+    """`venice davinci run` as `davinci-client`: the store's version topics from Kafka, its schemas over HTTPS."""
+    process = secured.venice_background(
+        "davinci", "run", "users", "--region", "dc-1", "--duckdb", str(tmp_path / "users.duckdb"),
+        "--progress-seconds", "1",
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if "serving v1" in line:
+                break
+        assert any("serving v1" in line for line in lines), "".join(lines)
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    denied = [line for line in _broker_log(secured.config).splitlines() if "User:davinci-client is Denied" in line]
+    assert denied == [] or all("WRITE" in line or "IDEMPOTENT" in line for line in denied)
