@@ -4,10 +4,12 @@ that crosses processes, a raw loopback TCP round trip between two Python process
 a reply of a value's size back, no HTTP, no storage), also in the same run: on a shared 2-core VM its p99 moves
 from run to run, and the project's get p99 with it.
 
-    .venv/bin/python -m bench.read_latency [--records 200000] [--reads 20000] [--instances 3]
+    .venv/bin/python -m bench.read_latency [--records 200000] [--reads 20000] [--instances 3] [--security]
 
 The client is the routing client (`ReadClient.for_region`); with `--instances N` the source region is a replicated
 one of N instances (replication factor 2, the only region, so no other region's servers share the two cores).
+`--security` reads the same way from a platform without security and from one with it (HTTPS, a client certificate
+of the platform's CA, reads authorised per store), in the same run, and prints both and their ratio.
 """
 
 from __future__ import annotations
@@ -92,8 +94,17 @@ def main() -> None:
         "--batches", type=int, default=2_000, help="batch gets of 100 keys (drawn from the reads' keys)"
     )
     parser.add_argument("--instances", type=int, default=1, help="region-server instances of the region read")
+    parser.add_argument(
+        "--security",
+        action="store_true",
+        help="the reads on a platform without security and on one with it (HTTPS with client certificates), in "
+        "the same run, and their ratio (issue 45's targets over TLS: get p99 < 1.5 ms, batch p99 < 3 ms)",
+    )
     args = parser.parse_args()
-    extra = {"regions": "dc-0", "region.dc-0.instances": str(args.instances)} if args.instances > 1 else None
+    extra = {"regions": "dc-0", "region.dc-0.instances": str(args.instances)} if args.instances > 1 else {}
+    if args.security:
+        compare_security(args, extra)
+        return
     with sandbox_platform(extra) as (config, meta, home):
         data = generate(home / "data", args.records, files=2)
         stores.create_store(
@@ -157,6 +168,53 @@ def main() -> None:
     print(f"  machine floor, a raw loopback round trip between two processes: p50 {l50:.3f} ms, p99 {l99:.3f} ms")
     print(f"  targets: get p99 < 1 ms ({verdict[g99 < 1]}), batch p99 < 2 ms ({verdict[b99 < 2]})")
     print(f"  ratio p99 (client / in-process RocksDB): get {g99 / r99:.0f}x, batch of {BATCH} {b99 / rb99:.1f}x")
+
+
+def client_percentiles(
+    args: argparse.Namespace, extra: dict[str, str]
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(get p50, p99) and (batch p50, p99) in ms of the routing client on a platform of its own with `extra`."""
+    with sandbox_platform(extra) as (config, meta, home):
+        data = generate(home / "data", args.records, files=2)
+        key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
+        stores.create_store(meta, config, "bench", key, value, partitions=4)
+        push(config, meta, "bench", str(data), progress=lambda _line: None)
+        rng = random.Random(7)
+        keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
+        batches = [[keys[(b * BATCH + i) % len(keys)] for i in range(BATCH)] for b in range(args.batches)]
+        client = ReadClient.for_region(config, config.source_region)
+        for key_ in keys[:1000]:  # warm up: connections (their TLS handshakes), schemas, caches
+            client.get("bench", key_)
+        gc.collect()
+        gc.freeze()
+        try:
+            gets = timed(lambda k: client.get("bench", k), keys)
+            batch_gets = timed(lambda b: client.batch_get("bench", b), batches)
+        finally:
+            gc.unfreeze()
+            client.close()
+        return percentiles(gets), percentiles(batch_gets)
+
+
+def compare_security(args: argparse.Namespace, extra: dict[str, str]) -> None:
+    """The same reads without security and with it (each on a platform of its own, the dataset the same size)."""
+    plain = client_percentiles(args, {**extra, "security.enabled": "false"})
+    secured = client_percentiles(args, {**extra, "security.enabled": "true"})
+    (pg50, pg99), (pb50, pb99) = plain
+    (sg50, sg99), (sb50, sb99) = secured
+    report(
+        f"read latency without and with security, {args.records} records, {args.reads} gets, {args.batches} batch "
+        f"gets of {BATCH} (ms; project: with security, baseline: without)",
+        [
+            ("get p50", f"{sg50:.3f}", f"{pg50:.3f}"),
+            ("get p99", f"{sg99:.3f}", f"{pg99:.3f}"),
+            ("batch get p50", f"{sb50:.3f}", f"{pb50:.3f}"),
+            ("batch get p99", f"{sb99:.3f}", f"{pb99:.3f}"),
+        ],
+    )
+    verdict = {True: "met", False: "missed"}
+    print(f"  targets over TLS: get p99 < 1.5 ms ({verdict[sg99 < 1.5]}), batch p99 < 3 ms ({verdict[sb99 < 3]})")
+    print(f"  ratio p99 (with / without security): get {sg99 / pg99:.2f}x, batch of {BATCH} {sb99 / pb99:.2f}x")
 
 
 if __name__ == "__main__":
