@@ -20,6 +20,7 @@ from tests.support.cluster import RECORDS
 from tests.support.inputs import expected_records
 from tests.support.platform import PlatformEnv
 from tests.support.profiles import CLUSTER_PROFILE, as_a_user, assert_ports_free, profile_env, stopped_at_the_end
+from venice_core.security import principals
 
 
 @pytest.fixture(scope="package")
@@ -43,7 +44,8 @@ def cluster() -> Iterator[PlatformEnv]:
                 )
                 assert up.returncode == 0, up.stdout + up.stderr
                 print(f"{CLUSTER_PROFILE} profile up in {time.monotonic() - started:.0f} s")
-                yield env
+                with principals.acting_as(env.config, principals.ADMIN):  # the tests read its topics as the admin
+                    yield env
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -26,6 +26,7 @@ from venice_core.config.keys import SPARK_MASTER, SPARK_STANDALONE_UI_PORT, SPAR
 from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
+from venice_core.security import spark as spark_security
 from venice_core.spark.python_path import spark_home
 from venice_core.spark.submit import standalone
 from venice_core.utils.waiting import poll_until
@@ -157,6 +158,7 @@ def _env(config: ClusterConfig, worker: int | None = None) -> dict[str, str]:
         "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTIONS,
         "PYSPARK_PYTHON": sys.executable,
     }
+    env.update(spark_security.env(config))  # a secured platform's: authenticated, encrypted RPC
     if worker is None:
         env["SPARK_MASTER_OPTS"] = MASTER_OPTIONS
     else:

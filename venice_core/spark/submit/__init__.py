@@ -14,6 +14,7 @@ from typing import Any
 
 from venice_core.config import ENV_KAFKA_CLIENT, LOOPBACK, ClusterConfig, conf_flag, process_env
 from venice_core.security import principals
+from venice_core.security import spark as spark_security
 from venice_core.spark.python_path import DAEMON_CONFS
 from venice_core.spark.specs.application import application_name
 from venice_core.spark.submit import class_archive, job_package
@@ -135,12 +136,14 @@ def job_spec(
     cores_max: int | None = None,
     driver_host: str = LOOPBACK,
     kafka_client: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> SparkJobSpec:
     """A job's spark-submit on `master`: the platform's Spark properties, its driver on `driver_host` (the address
     of the host it runs on, which its executors reach), its scratch dir (`scratch_dir`), the job's own
     (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
     every free one), then the request's `spark.*` confs over them all. `kafka_client`: the credentials file of the
-    job's Kafka principal, named to its driver and executors by path (`security.principals`)."""
+    job's Kafka principal, named to its driver and executors by path (`security.principals`). `env`: spark-submit's own
+    (a secured cluster's `SPARK_CONF_DIR`)."""
     # The driver's RPC and block manager listen on its host's address alone, as every server of the platform does.
     conf = {**default_spark_confs(), "spark.driver.bindAddress": driver_host, "spark.driver.host": driver_host}
     conf.update(job_confs or {})
@@ -158,7 +161,7 @@ def job_spec(
     if "spark.jars" in requested:  # a request's jars join the platform's (the push job's functions need them)
         requested["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), requested["spark.jars"]]))
     conf.update(requested)
-    env = {}
+    env = dict(env or {})
     if kafka_client is not None:
         env[ENV_KAFKA_CLIENT] = conf[f"spark.executorEnv.{ENV_KAFKA_CLIENT}"] = str(kafka_client)
     return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files, env)
@@ -294,6 +297,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         scratch_dir(config),
         driver_host=config.hosts.local_address(),
         kafka_client=kafka_client(config, principals.push(request.store)),
+        env=spark_security.env(config, master_of(config, confs)),
     )
 
 
@@ -404,4 +408,5 @@ def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: st
         cores_max=STREAM_CORES_MAX,
         driver_host=config.hosts.local_address(),
         kafka_client=kafka_client(config, principals.nearline(request.store)),
+        env=spark_security.env(config, master_of(config, request.confs)),
     )

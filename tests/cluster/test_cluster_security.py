@@ -1,0 +1,209 @@
+"""An intruder on the secured cluster profile (issue 45): on the hosts profile, from a host of its own on the same
+bridge (`intruder-0`, 10.213.200.1), knowing every address and port and holding the platform's public CA
+certificate, but none of its secrets. Kafka refuses it without credentials, with a wrong password, with another CA's
+certificate, and in PLAINTEXT; the region servers refuse it without a certificate and in plain HTTP; the Spark master
+never runs an application submitted without the cluster's secret. Each refusal is logged by the server it knocked
+at, with the intruder's address; nothing it tried changed anything. (On the cluster profile, where no host can be
+made, the intruder is a process of this machine.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import master_apps
+from tests.support.platform import PlatformEnv
+from tests.support.profiles import CLUSTER_PROFILE, REPO
+from venice_core.embedded import kafka, network
+from venice_core.security import tls
+from venice_core.security.ca import Authority
+from venice_core.security.files import folder
+from venice_core.security.secrets import every_secret
+from venice_core.security.spark import ENV_CONF_DIR
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.spark,
+    pytest.mark.airflow,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.cluster,
+]
+
+INTRUDER = "intruder-0"
+
+# What the intruder tries, each a verdict: "refused: <why>" or "allowed". It knows the addresses and the CA.
+ATTEMPTS = textwrap.dedent(
+    """
+    import http.client, json, ssl, sys
+    from confluent_kafka.admin import AdminClient
+    args = json.loads(sys.argv[1])
+    found = {}
+
+    def kafka(name, **settings):
+        try:
+            AdminClient({"bootstrap.servers": args["bootstrap"], "socket.timeout.ms": 4000, **settings}).list_topics(
+                timeout=8
+            )
+            found[name] = "allowed"
+        except Exception as exc:
+            found[name] = f"refused: {exc}"
+
+    secured = {"security.protocol": "SASL_SSL", "ssl.ca.location": args["ca"], "sasl.mechanisms": "SCRAM-SHA-512"}
+    kafka("kafka plaintext")
+    kafka("kafka no credentials", **{"security.protocol": "SSL", "ssl.ca.location": args["ca"]})
+    kafka("kafka wrong password", **secured, **{"sasl.username": "admin", "sasl.password": "guess"})
+    kafka("kafka another CA", **secured, **{"sasl.username": "admin", "sasl.password": "guess",
+        "ssl.certificate.location": args["stranger_cert"], "ssl.key.location": args["stranger_key"]})
+
+    def server(name, context):
+        host, port = args["server"]
+        try:
+            conn = (http.client.HTTPConnection(host, port, timeout=5) if context is None
+                    else http.client.HTTPSConnection(host, port, timeout=5, context=context))
+            conn.request("GET", "/health")
+            found[name] = f"allowed: {conn.getresponse().status}"
+        except Exception as exc:
+            found[name] = f"refused: {exc!r}"
+
+    server("server plain http", None)
+    server("server no certificate", ssl.create_default_context(cafile=args["ca"]))
+    stranger = ssl.create_default_context(cafile=args["ca"])
+    stranger.load_cert_chain(args["stranger_cert"], args["stranger_key"])
+    server("server another CA", stranger)
+    print(json.dumps(found))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def intruder(cluster: PlatformEnv) -> Iterator[Callable[[list[str]], subprocess.CompletedProcess[str]]]:
+    """Runs a command as the intruder: in its own host on the bridge (the hosts profile), else on this machine."""
+    config = cluster.config
+    if CLUSTER_PROFILE == "hosts":
+        network.create(config, [INTRUDER])  # removed with the others at the platform's `venice down`
+        prefix = ["nsenter", f"--net=/run/netns/{config.hosts.namespace(INTRUDER)}"]
+    else:
+        prefix = []
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in cluster.env.items() if k not in ("VENICE_KAFKA_CLIENT", ENV_CONF_DIR)}
+        return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+
+    yield run
+
+
+@pytest.fixture(scope="module")
+def stranger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("another-ca")
+    other = Authority.make(folder / "ca.pem", folder / "ca.key", "another CA")
+    issued = other.issue(folder, "admin", server=False)  # the admin's name, signed by another CA
+    return issued.cert, issued.key
+
+
+def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal_is_logged(
+    cluster: PlatformEnv, intruder: Callable[[list[str]], subprocess.CompletedProcess[str]], stranger: tuple[Path, Path]
+) -> None:
+    config = cluster.config
+    args: dict[str, Any] = {
+        "bootstrap": config.kafka.bootstrap,
+        "ca": str(tls.ca_path(config)),
+        "stranger_cert": str(stranger[0]),
+        "stranger_key": str(stranger[1]),
+        "server": list(config.server_addresses("dc-0")[0]),
+    }
+    attempt = intruder([sys.executable, "-c", ATTEMPTS, json.dumps(args)])
+    assert attempt.returncode == 0, attempt.stderr
+    found = json.loads(attempt.stdout.splitlines()[-1])
+    assert set(found) == {
+        "kafka plaintext",
+        "kafka no credentials",
+        "kafka wrong password",
+        "kafka another CA",
+        "server plain http",
+        "server no certificate",
+        "server another CA",
+    }
+    allowed = {name: verdict for name, verdict in found.items() if not verdict.startswith("refused")}
+    assert allowed == {}
+    whence = config.hosts.address(INTRUDER) if CLUSTER_PROFILE == "hosts" else ""
+    brokers = "".join(
+        (kafka.node_dir(config, n) / "logs" / "server.log").read_text() for n in range(config.kafka.brokers)
+    )
+    assert f"Failed authentication with /{whence}" in brokers
+    servers = (config.run_dir / "server-dc-0.log").read_text()
+    assert f"refused a connection from {whence}" in servers
+
+
+TINY_APP = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.appName("venice-intruder").getOrCreate()
+    Path(sys.argv[1]).write_text(str(spark.sparkContext.parallelize(range(10)).sum()))
+    spark.stop()
+    """
+)
+
+
+def test_the_spark_master_never_runs_an_application_without_the_clusters_secret(
+    cluster: PlatformEnv, intruder: Callable[[list[str]], subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    config = cluster.config
+    app, ran = tmp_path / "tiny.py", tmp_path / "ran"
+    app.write_text(TINY_APP)
+    spark_submit = str(Path(sys.executable).with_name("spark-submit"))
+    try:
+        attempt = intruder(
+            [
+                "timeout", "90", spark_submit, "--master", config.spark.master,
+                "--conf", "spark.driver.host=" + (config.hosts.address(INTRUDER) if CLUSTER_PROFILE == "hosts"
+                                                  else "127.0.0.1"),
+                str(app), str(ran),
+            ]
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        attempt = None
+    assert not ran.exists()  # nothing of it ran
+    assert attempt is None or attempt.returncode != 0
+    state = master_apps(cluster)
+    listed = [app.get("name") for key in ("activeapps", "completedapps") for app in state.get(key, [])]
+    assert "venice-intruder" not in listed  # the master never took it
+
+
+def test_no_secret_on_a_command_line_or_in_a_log_after_a_full_push(cluster: PlatformEnv) -> None:
+    """After the demo's push through Airflow (`test_cluster_profile.py`, first in the package) and the intruder's
+    tries: no secret of the platform on any process's command line, nor in any file of the data dir (the platform's
+    logs, Airflow's task logs, the Spark workers' application logs) but the private ones that keep it."""
+    config = cluster.config
+    found = every_secret(config)
+    assert {"kafka-admin", "kafka-broker", "spark-authenticate"} <= set(found)
+    command_lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command_lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    for name, value in found.items():
+        assert not any(value in line for line in command_lines), f"{name} is on a command line"
+    keeping = [folder(config)] + [kafka.node_dir(config, n) / "server.properties" for n in range(config.kafka.brokers)]
+    skipped = [config.data_dir / "postgres", *(kafka.node_dir(config, n) / "data" for n in range(config.kafka.brokers))]
+    scanned = 0
+    for path in config.data_dir.rglob("*"):
+        if not path.is_file() or any(path.is_relative_to(s) for s in skipped) or path.stat().st_size > 50_000_000:
+            continue
+        text = path.read_text(errors="replace")
+        scanned += 1
+        for name, value in found.items():
+            if value in text:
+                assert any(path == k or path.is_relative_to(k) for k in keeping), f"{name} is in {path}"
+                assert path.stat().st_mode & 0o077 == 0, f"{path} holds {name} and others may read it"
+    assert scanned > 50  # the logs were there to look at
