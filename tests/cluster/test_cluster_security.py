@@ -21,6 +21,7 @@ import pytest
 from tests.support.cluster import master_apps
 from tests.support.platform import PlatformEnv
 from tests.support.profiles import CLUSTER_PROFILE, REPO
+from venice_core.deployment.airflow import home as airflow_home
 from venice_core.embedded import kafka, network
 from venice_core.security import tls
 from venice_core.security.ca import Authority
@@ -185,7 +186,7 @@ def test_no_secret_on_a_command_line_or_in_a_log_after_a_full_push(cluster: Plat
     logs, Airflow's task logs, the Spark workers' application logs) but the private ones that keep it."""
     config = cluster.config
     found = every_secret(config)
-    assert {"kafka-admin", "kafka-broker", "spark-authenticate"} <= set(found)
+    assert {"kafka-admin", "kafka-broker", "spark-authenticate", "redis"} <= set(found)
     command_lines = []
     for proc in Path("/proc").iterdir():
         try:
@@ -194,7 +195,8 @@ def test_no_secret_on_a_command_line_or_in_a_log_after_a_full_push(cluster: Plat
             continue
     for name, value in found.items():
         assert not any(value in line for line in command_lines), f"{name} is on a command line"
-    keeping = [folder(config)] + [kafka.node_dir(config, n) / "server.properties" for n in range(config.kafka.brokers)]
+    keeping = [folder(config), airflow_home(config) / "airflow.cfg", config.data_dir / "redis" / "redis.conf"]
+    keeping += [kafka.node_dir(config, n) / "server.properties" for n in range(config.kafka.brokers)]
     skipped = [config.data_dir / "postgres", *(kafka.node_dir(config, n) / "data" for n in range(config.kafka.brokers))]
     scanned = 0
     for path in config.data_dir.rglob("*"):

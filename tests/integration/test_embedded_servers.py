@@ -11,6 +11,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,21 @@ def test_redis_answers_ping_and_leaves_nothing_when_stopped(config: ClusterConfi
     assert pid is not None
     assert redis.stop(config)
     assert not redis.is_healthy(config) and not members(pid) and not _listening(config.redis.port)
+
+
+def test_a_secured_platforms_redis_asks_for_its_password_which_no_command_line_shows(config: ClusterConfig) -> None:
+    secured = replace(config, security=replace(config.security, enabled=True))
+    redis.start(secured)
+    try:
+        password = redis.password(secured)
+        assert password is not None
+        assert redis.is_healthy(secured)  # AUTH, then PING
+        assert not redis.ping(config.redis.host, config.redis.port)  # without it: NOAUTH
+        assert not redis.ping(config.redis.host, config.redis.port, secret_="a guess")
+        pid = redis.process(secured).pid()
+        assert password not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        conf = secured.data_dir / "redis" / "redis.conf"
+        assert conf.stat().st_mode & 0o077 == 0 and password in conf.read_text()
+        assert redis.broker_url(secured) == f"redis://:{password}@{config.redis.host}:{config.redis.port}/0"
+    finally:
+        redis.stop(secured)

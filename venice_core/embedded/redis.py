@@ -15,6 +15,8 @@ from venice_core.config import ClusterConfig
 from venice_core.embedded.process import ManagedProcess, host_of
 from venice_core.errors import ComponentError
 from venice_core.host.programs import require_program
+from venice_core.security.files import write_private
+from venice_core.security.secrets import secret
 
 START_TIMEOUT_SECONDS = 30.0
 INSTALL_HINT = "Redis (Debian: apt-get install redis-server; scripts/install-system-packages.sh --with-cluster-deps)"
@@ -28,18 +30,39 @@ def address(config: ClusterConfig) -> str:
     return f"{config.redis.host}:{config.redis.port}"
 
 
-def ping(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Redis at `host:port` answers PING."""
+def password(config: ClusterConfig) -> str | None:
+    """The server's password on a secured platform (one of its generated secrets), else None."""
+    return secret(config, "redis") if config.security.enabled else None
+
+
+def broker_url(config: ClusterConfig) -> str:
+    """The Celery broker's URL: the config's, with the embedded server's password on a secured platform."""
+    url, secured = config.airflow.celery_broker_url, password(config)
+    if secured is None or not config.redis.enabled or not url.startswith("redis://") or "@" in url:
+        return url
+    return f"redis://:{secured}@{url.removeprefix('redis://')}"
+
+
+def _command(*parts: str) -> bytes:
+    return f"*{len(parts)}\r\n".encode() + b"".join(f"${len(p)}\r\n{p}\r\n".encode() for p in parts)
+
+
+def ping(host: str, port: int, timeout: float = 1.0, secret_: str | None = None) -> bool:
+    """Redis at `host:port` answers PING (after AUTH with `secret_`, when given)."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            if secret_ is not None:
+                sock.sendall(_command("AUTH", secret_))
+                if not sock.recv(64).startswith(b"+OK"):
+                    return False
+            sock.sendall(_command("PING"))
             return sock.recv(64).startswith(b"+PONG")
     except OSError:
         return False
 
 
 def is_healthy(config: ClusterConfig) -> bool:
-    return ping(config.redis.host, config.redis.port)
+    return ping(config.redis.host, config.redis.port, secret_=password(config))
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -49,11 +72,19 @@ def _port_open(host: str, port: int) -> bool:
 
 
 def command(config: ClusterConfig, server: str = "redis-server") -> list[str]:
-    """The server's command line: every setting on it, no config file."""
+    """The server's command line: every setting on it, but a secured platform's password, which is in a config file
+    of mode 0600 it names first (never on the command line)."""
+    secured = password(config)
+    conf: list[str] = []
+    if secured is not None:
+        path = config.data_dir / "redis" / "redis.conf"
+        write_private(path, f"requirepass {secured}\n".encode())
+        conf = [str(path)]
     return [
         server,
+        *conf,
         # Protected mode answers only the loopback while Redis has no password: on a host of its own, its clients are
-        # the other hosts (the subnet, which nothing outside this machine reaches).
+        # the other hosts (the subnet, which nothing outside this machine reaches); with a password it asks for it.
         *("--bind", config.redis.host, "--port", str(config.redis.port)),
         *("--protected-mode", "no" if config.hosts.enabled else "yes"),
         *("--dir", str(config.data_dir / "redis"), "--save", "", "--appendonly", "no"),

@@ -24,6 +24,7 @@ from venice_core.deployment.airflow import (
     read_config,
     stores_folder,
 )
+from venice_core.embedded import redis
 from venice_core.embedded.airflow.component_processes import CELERY, CELERY_CONCURRENCY
 from venice_core.host.cache import staging
 from venice_core.security import principals
@@ -109,7 +110,7 @@ TASK_HEARTBEAT_TIMEOUT_SECONDS = 30
 def _celery_settings(config: ClusterConfig) -> dict[tuple[str, str], str]:
     """The CeleryExecutor's settings: its broker, its results in Airflow's database, the workers' slots."""
     return {
-        ("celery", "broker_url"): config.airflow.celery_broker_url,
+        ("celery", "broker_url"): redis.broker_url(config),  # with its password on a secured platform
         ("celery", "result_backend"): f"db+{config.airflow.db_url}",
         ("celery", "worker_concurrency"): str(CELERY_CONCURRENCY),
         # The result backend's connections checked before use: after a database restart, a stale one failed the
