@@ -23,7 +23,7 @@ from tests.support.platform import PlatformEnv
 from tests.support.profiles import CLUSTER_PROFILE, REPO
 from venice_core.deployment.airflow import home as airflow_home
 from venice_core.embedded import kafka, network
-from venice_core.security import tls
+from venice_core.security import principals, tls
 from venice_core.security.ca import Authority
 from venice_core.security.files import folder
 from venice_core.security.secrets import every_secret
@@ -39,13 +39,14 @@ pytestmark = [
 ]
 
 INTRUDER = "intruder-0"
+Intruder = Callable[..., subprocess.CompletedProcess[str]]  # (command, its standard input) -> its run
 
 # What the intruder tries, each a verdict: "refused: <why>" or "allowed". It knows the addresses and the CA.
 ATTEMPTS = textwrap.dedent(
     """
     import http.client, json, ssl, sys
     from confluent_kafka.admin import AdminClient
-    args = json.loads(sys.argv[1])
+    args = json.load(sys.stdin)  # (a password on the command line is what the platform must never do)
     found = {}
 
     def kafka(name, **settings):
@@ -61,7 +62,7 @@ ATTEMPTS = textwrap.dedent(
     kafka("kafka plaintext")
     kafka("kafka no credentials", **{"security.protocol": "SSL", "ssl.ca.location": args["ca"]})
     kafka("kafka wrong password", **secured, **{"sasl.username": "admin", "sasl.password": "guess"})
-    kafka("kafka another CA", **secured, **{"sasl.username": "admin", "sasl.password": "guess",
+    kafka("kafka another CA", **secured, **{"sasl.username": "admin", "sasl.password": args["admin_password"],
         "ssl.certificate.location": args["stranger_cert"], "ssl.key.location": args["stranger_key"]})
 
     def server(name, context):
@@ -85,7 +86,7 @@ ATTEMPTS = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def intruder(cluster: PlatformEnv) -> Iterator[Callable[[list[str]], subprocess.CompletedProcess[str]]]:
+def intruder(cluster: PlatformEnv) -> Iterator[Intruder]:
     """Runs a command as the intruder: in its own host on the bridge (the hosts profile), else on this machine."""
     config = cluster.config
     if CLUSTER_PROFILE == "hosts":
@@ -94,9 +95,11 @@ def intruder(cluster: PlatformEnv) -> Iterator[Callable[[list[str]], subprocess.
     else:
         prefix = []
 
-    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    def run(command: list[str], given: str = "") -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in cluster.env.items() if k not in ("VENICE_KAFKA_CLIENT", ENV_CONF_DIR)}
-        return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+        return subprocess.run(
+            [*prefix, *command], input=given, capture_output=True, text=True, timeout=300, env=env, cwd=REPO
+        )
 
     yield run
 
@@ -110,7 +113,7 @@ def stranger(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal_is_logged(
-    cluster: PlatformEnv, intruder: Callable[[list[str]], subprocess.CompletedProcess[str]], stranger: tuple[Path, Path]
+    cluster: PlatformEnv, intruder: Intruder, stranger: tuple[Path, Path]
 ) -> None:
     config = cluster.config
     args: dict[str, Any] = {
@@ -119,8 +122,10 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
         "stranger_cert": str(stranger[0]),
         "stranger_key": str(stranger[1]),
         "server": list(config.server_addresses("dc-0")[0]),
+        # Even with the admin's password (stolen, say), another CA's certificate is refused at the handshake.
+        "admin_password": principals.password(config, principals.ADMIN),
     }
-    attempt = intruder([sys.executable, "-c", ATTEMPTS, json.dumps(args)])
+    attempt = intruder([sys.executable, "-c", ATTEMPTS], json.dumps(args))
     assert attempt.returncode == 0, attempt.stderr
     found = json.loads(attempt.stdout.splitlines()[-1])
     assert set(found) == {
@@ -156,7 +161,7 @@ TINY_APP = textwrap.dedent(
 
 
 def test_the_spark_master_never_runs_an_application_without_the_clusters_secret(
-    cluster: PlatformEnv, intruder: Callable[[list[str]], subprocess.CompletedProcess[str]], tmp_path: Path
+    cluster: PlatformEnv, intruder: Intruder, tmp_path: Path
 ) -> None:
     config = cluster.config
     app, ran = tmp_path / "tiny.py", tmp_path / "ran"

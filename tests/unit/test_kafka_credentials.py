@@ -16,7 +16,7 @@ from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig, process_env
 from venice_core.embedded import kafka
 from venice_core.errors import ConfigError
 from venice_core.pubsub import client_config, identity_settings
-from venice_core.security import principals
+from venice_core.security import ca, principals
 from venice_core.security.secrets import every_secret, secret
 
 
@@ -68,14 +68,17 @@ def test_a_principals_credentials_file_is_private_and_names_its_certificate(secu
 def test_a_process_acts_as_the_principal_it_was_started_as_and_passes_it_to_no_other(
     secured: ClusterConfig, clean_env: None
 ) -> None:
-    assert "sasl.username" not in client_config("host:1")  # no principal: a platform without security
+    platform = secured.kafka.bootstrap
+    assert "sasl.username" not in client_config(platform)  # no principal: a platform without security
     with principals.acting_as(secured, principals.ADMIN):
-        assert client_config("host:1")["sasl.username"] == "admin"
+        assert client_config(platform)["sasl.username"] == "admin"
+        assert "sasl.username" not in client_config("elsewhere:9092")  # another cluster is offered no credentials
+        assert "venice.brokers" not in client_config(platform)  # the platform's own key stays out of librdkafka's
         assert ENV_KAFKA_CLIENT not in process_env(secured)  # each process's starter names its own
         davinci = identity_settings(principals.client_file(secured, principals.DAVINCI))
-        assert client_config("host:1", **davinci)["sasl.username"] == "davinci-client"  # a caller acting as another
+        assert client_config(platform, **davinci)["sasl.username"] == "davinci-client"  # a caller acting as another
         with principals.acting_as(secured, principals.DAVINCI):  # started as the admin: stays the admin
-            assert client_config("host:1")["sasl.username"] == "admin"
+            assert client_config(platform)["sasl.username"] == "admin"
     assert ENV_KAFKA_CLIENT not in os.environ
 
 
@@ -129,3 +132,30 @@ def test_storage_formatted_without_security_is_refused_by_a_secured_broker(secur
     with pytest.raises(ConfigError, match="formatted without security.enabled: it holds no SCRAM users"):
         kafka._prepare(secured, 0, Path("/nonexistent-libs"))
     assert _private(kafka.node_dir(secured) / "server.properties")  # it holds the broker's password
+
+
+class _Stop(Exception):
+    """Ends a start before any JVM runs."""
+
+
+def test_a_secured_brokers_first_start_formats_it_from_a_private_argument_file(
+    secured: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca.issue_all(secured, ["kafka"])  # the node's certificate, for its key store
+    formats: list[tuple[dict[str, list[str]], bool]] = []
+
+    def format_all(commands: dict[str, list[str]], private: bool = False) -> None:
+        formats.append((commands, private))
+        raise _Stop
+
+    monkeypatch.setattr(kafka, "_format_all", format_all)
+    monkeypatch.setattr(kafka, "ensure_jars", lambda: Path("/nonexistent-libs"))
+    monkeypatch.setattr(kafka, "_check_ports_free", lambda *_args: None)
+    with pytest.raises(_Stop):
+        kafka._start_nodes(secured, [0], lambda: True)
+    ((commands, private),) = formats
+    assert private  # the passwords below go through a 0600 argument file, never onto the process table
+    (command,) = commands.values()
+    broker = principals.password(secured, principals.BROKER)
+    assert f"--add-scram=SCRAM-SHA-512=[name=broker,password={broker}]" in command
+    assert _private(kafka.keystore(secured, 0))

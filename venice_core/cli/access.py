@@ -10,8 +10,9 @@ import typer
 
 from venice_core.cli.context import metadata
 from venice_core.controller import store_readers
+from venice_core.embedded.platform import plan
 from venice_core.errors import ConfigError
-from venice_core.security import ca
+from venice_core.security import ca, principals
 from venice_core.security.files import folder
 
 acl_app = typer.Typer(help="Who may read a store from the region servers (a secured platform).", no_args_is_help=True)
@@ -69,5 +70,8 @@ def certificate(
     with metadata() as (config, _):
         if not config.security.enabled:
             raise ConfigError("this platform is not secured (security.enabled=false): it issues no certificates")
+        reserved = {*ca.CLIENT_ROLES, *principals.SUPER_USERS, *(p.name for p in plan(config))}
+        if principal in reserved or principal.startswith(("kafka", "region-", "push.", "nearline.")):
+            raise ConfigError(f"{principal!r} is a name of the platform's own: choose another for a reader")
         issued = ca.authority(config).issue(out or folder(config) / "certs", principal, server=False)
     typer.echo(f"certificate {issued.cert}\nkey {issued.key} (mode 0600)\nexpires {issued.not_after:%Y-%m-%d}")

@@ -488,7 +488,7 @@ def delete_store(meta: MetadataStore, config: ClusterConfig, name: str, topics: 
         names = [region.version_topic(name, number) for number in range(1, largest + 1)]
         topics.delete_topics(region.kafka_bootstrap, [*names, region.real_time_topic(name)])
     if config.security.enabled:  # its principals go with it: a store made again under this name starts with none
-        acls.revoke_store(config, name)
+        acls.revoke_store(config, name, largest)
     with meta.session() as session:
         store = get_store(session, name)
         for model in (PartitionStatus, VersionRegionStatus, RegionCurrentVersion, Version, ValueSchema, StoreReader):

@@ -10,6 +10,7 @@ from typing import Any
 
 from venice_core.config import ENV_KAFKA_CLIENT
 from venice_core.errors import ConfigError
+from venice_core.security.principals import BROKERS_KEY
 
 # librdkafka's own log lines go through Python logging: to a region server's log file, and not onto a CLI
 # user's terminal (the package logger has a NullHandler), where errors are reported as one line.
@@ -47,16 +48,26 @@ CONSUMER_CONFIG: dict[str, Any] = {
 
 def client_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
     """The config of every Kafka client the platform creates: as the principal whose credentials file
-    `$VENICE_KAFKA_CLIENT` names (none: a platform without security); a caller acting as another principal passes
-    that one's `identity_settings` among `settings`."""
+    `$VENICE_KAFKA_CLIENT` names (none: a platform without security) when `bootstrap` is one of the platform's
+    clusters (another cluster, a stream's source say, is not offered the platform's credentials); a caller acting as
+    another principal passes that one's `identity_settings` among `settings`."""
     path = os.environ.get(ENV_KAFKA_CLIENT)
-    credentials = identity_settings(Path(path)) if path else {}
+    credentials = {}
+    if path:
+        own, brokers = _identity(Path(path))
+        if not brokers or not brokers.isdisjoint(server.strip() for server in bootstrap.split(",")):
+            credentials = own
     return {"bootstrap.servers": bootstrap, "logger": KAFKA_LOGGER, **credentials, **settings}
 
 
-@functools.cache
 def identity_settings(path: Path) -> dict[str, str]:
-    """A principal's librdkafka properties (`security.principals.client_file`), read once per process."""
+    """A principal's librdkafka settings (`security.principals.client_file`), read once per process."""
+    return _identity(path)[0]
+
+
+@functools.cache
+def _identity(path: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """The settings of a credentials file, and the brokers they are for (`venice.brokers`: the platform's)."""
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
@@ -66,4 +77,5 @@ def identity_settings(path: Path) -> dict[str, str]:
     settings = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
     if "sasl.username" not in settings:
         raise ConfigError(f"{path} (${ENV_KAFKA_CLIENT}) names no sasl.username: not a Kafka credentials file")
-    return settings
+    brokers = frozenset(b.strip() for b in settings.pop(BROKERS_KEY, "").split(",") if b.strip())
+    return settings, brokers

@@ -14,12 +14,11 @@ Readers also get READ on every consumer group (the platform's consumers name one
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public, re-exported implicitly
     AclBinding,
     AclBindingFilter,
@@ -68,6 +67,8 @@ def _wait(bootstrap: str, what: str, futures: Iterable[Future[Any]]) -> None:
             future.result(timeout=TIMEOUT_SECONDS)
         except KafkaException as exc:
             raise ComponentError(f"cannot {what} at {bootstrap}: {exc.args[0].str()}") from None
+        except TimeoutError:
+            raise ComponentError(f"cannot {what} at {bootstrap}: no answer within {TIMEOUT_SECONDS:.0f}s") from None
 
 
 def ensure_users(config: ClusterConfig, bootstrap: str, users: Iterable[str]) -> None:
@@ -145,19 +146,34 @@ def grant_source(config: ClusterConfig, bootstrap: str, topic: str, store: str) 
     return True
 
 
-def revoke_store(config: ClusterConfig, store: str) -> None:
-    """When a store is deleted: its principals' ACLs and SCRAM users, in every region's Kafka."""
+def revoke_store(config: ClusterConfig, store: str, largest_version: int) -> None:
+    """When a store is deleted: every ACL on its topics (versions 1 to `largest_version` and the real-time ones, in
+    every region, whoever they name: its regions' write grants too), its principals' ACLs and SCRAM users, and their
+    secrets and credentials files, so that a store made again under its name starts with none."""
     owned = [principals.push(store), principals.nearline(store)]
-    for bootstrap in _bootstraps(config.regions):
+    for bootstrap, placed in _bootstraps(config.regions).items():
         admin = admin_client(bootstrap)
-        filters = [_naming(principal) for principal in owned]
+        topics = [r.version_topic(store, n) for r in placed for n in range(1, largest_version + 1)]
+        topics += [r.real_time_topic(store) for r in placed]
+        filters = [*(_on_topic(topic) for topic in topics), *(_naming(principal) for principal in owned)]
         _wait(bootstrap, "revoke Kafka ACLs", admin.delete_acls(filters, request_timeout=TIMEOUT_SECONDS).values())
-        deletions: list[UserScramCredentialAlteration] = [
-            UserScramCredentialDeletion(p, ScramMechanism.SCRAM_SHA_512) for p in owned
-        ]
+        sha512 = ScramMechanism.SCRAM_SHA_512
+        deletions: list[UserScramCredentialAlteration] = [UserScramCredentialDeletion(p, sha512) for p in owned]
         for future in admin.alter_user_scram_credentials(deletions, request_timeout=TIMEOUT_SECONDS).values():
-            with contextlib.suppress(KafkaException):  # a principal that never was (a store never pushed, never hybrid)
+            try:
                 future.result(timeout=TIMEOUT_SECONDS)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.RESOURCE_NOT_FOUND:  # a principal that never was
+                    raise ComponentError(f"cannot remove Kafka users at {bootstrap}: {exc.args[0].str()}") from None
+    for principal in owned:
+        principals.forget(config, principal)
+
+
+def _on_topic(topic: str) -> AclBindingFilter:
+    """Every ACL on the literal topic, whoever it names."""
+    anything: Any = None
+    pattern, operation, permission = ResourcePatternType.LITERAL, AclOperation.ANY, AclPermissionType.ANY
+    return AclBindingFilter(ResourceType.TOPIC, topic, pattern, anything, anything, operation, permission)
 
 
 def bindings_of(bootstrap: str, principal: str) -> list[AclBinding]:

@@ -26,9 +26,11 @@ from pathlib import Path
 
 from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig
 from venice_core.security.files import folder, write_private
+from venice_core.security.secrets import forget as forget_secret
 from venice_core.security.secrets import secret
 
 MECHANISM = "SCRAM-SHA-512"
+BROKERS_KEY = "venice.brokers"
 
 BROKER = "broker"
 ADMIN = "admin"
@@ -80,6 +82,8 @@ def client_settings(config: ClusterConfig, principal: str) -> dict[str, str]:
         "ssl.ca.location": str(ca),
         "ssl.certificate.location": str(certs / f"{role}.pem"),
         "ssl.key.location": str(certs / f"{role}.key"),
+        # Not librdkafka's: the brokers these credentials are for (`pubsub.client_config` offers them to no other).
+        BROKERS_KEY: ",".join(dict.fromkeys(b.strip() for r in config.regions for b in r.kafka_bootstrap.split(","))),
     }
 
 
@@ -117,3 +121,9 @@ def acting_as(config: ClusterConfig, principal: str) -> Iterator[None]:
         yield
     finally:
         os.environ.pop(ENV_KAFKA_CLIENT, None)
+
+
+def forget(config: ClusterConfig, principal: str) -> None:
+    """The principal's password and credentials file, gone (its store was deleted)."""
+    forget_secret(config, f"kafka-{principal}")
+    client_path(config, principal).unlink(missing_ok=True)

@@ -60,3 +60,9 @@ def every_secret(config: ClusterConfig) -> dict[str, str]:
     if not found.is_dir():
         return {}
     return {path.name: _read(path) for path in sorted(found.iterdir()) if not path.name.startswith(".")}
+
+
+def forget(config: ClusterConfig, name: str) -> None:
+    """The secret's file, gone (the next ask makes a new one)."""
+    if NAME_PATTERN.fullmatch(name):
+        (secrets_folder(config) / name).unlink(missing_ok=True)

@@ -41,6 +41,9 @@ def server_context(config: ClusterConfig, host: str) -> ssl.SSLContext | None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca_path(config)))
     context.verify_mode = ssl.CERT_REQUIRED
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # No session tickets: the platform's clients keep their connections rather than resume sessions, and a ticket
+    # arriving alone made a client's poll wake for bytes that held no answer.
+    context.num_tickets = 0
     cert, key = certificate(config, host)
     _load(context, cert, key)
     return context
@@ -49,11 +52,13 @@ def server_context(config: ClusterConfig, host: str) -> ssl.SSLContext | None:
 def client_context(config: ClusterConfig, role: str = ADMIN) -> ssl.SSLContext | None:
     """What this process calls the region servers with: the config's client certificate (`security.client.cert`),
     else the platform's certificate of `role` (the operator's commands and Airflow's tasks: `admin`; a Da Vinci
-    client: `davinci-client`); None without security. One per process and certificate: its session cache lets a new
-    connection resume a session instead of a full handshake."""
+    client: `davinci-client`); None without security. One per process and certificate (connections are kept, so a
+    handshake is paid per connection, not per request)."""
     if not config.security.enabled:
         return None
     cert, key = config.security.client_cert, config.security.client_key
+    if (cert is None) != (key is None):
+        raise ConfigError("security.client.cert and security.client.key are set together (a certificate and its key)")
     if cert is None or key is None:
         cert, key = certificate(config, role)
     return _client_context(str(ca_path(config)), str(cert), str(key))

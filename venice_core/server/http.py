@@ -63,7 +63,7 @@ from venice_core.errors import VeniceError
 from venice_core.protocol import batch_get, compression
 from venice_core.protocol.compression import CompressionStrategy
 from venice_core.security.tls import principal_of
-from venice_core.server.tls_protocol import secured
+from venice_core.server.tls_protocol import Pending, secured
 from venice_core.utils.metrics import LatencySummary, PartitionIngestion, render, render_summary
 
 SCHEMA_ID_HEADER = "X-Venice-Schema-Id"
@@ -121,6 +121,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream server's: asyncio's signature names the base
         if self.server.open_connections >= self.server.limits.max_connections:
+            self.refused = True  # what the caller sent is not read (over TLS, it may have come with the handshake)
             self.transport.write(_error(503, "too-many-connections", "too many connections", close=True))
             transport.close()
             return
@@ -308,11 +309,11 @@ class ReadServer:
         self.latency: dict[tuple[tuple[str, str], ...], LatencySummary] = {}
         self._rates: dict[tuple[str, int, int], tuple[float, int]] = {}
         self.loop = uvloop.new_event_loop()
-        self.loop.set_exception_handler(_log_loop_error)
         # backlog: a burst of connects must not wait out TCP retries
         connection: Callable[[], asyncio.Protocol] = functools.partial(_Connection, self)
+        self.handshaking = Pending(limits.max_connections)
         if tls is not None:  # behind TLS, each caller known by its certificate
-            connection = secured(tls, connection, self.loop)
+            connection = secured(tls, connection, self.loop, self.handshaking)
         self._server = self.loop.run_until_complete(
             self.loop.create_server(connection, host, port, backlog=1024, reuse_address=True)
         )
@@ -329,6 +330,7 @@ class ReadServer:
 
         async def close() -> None:
             self._server.close()
+            self.handshaking.close_all()
             for connection in list(self.connections):
                 connection._close()
             await self._server.wait_closed()
@@ -504,14 +506,3 @@ def serve(
     authorize: Authorize | None = None,
 ) -> ReadServer:
     return ReadServer(region, host, port, limits, tls, authorize)
-
-
-def _log_loop_error(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """The loop's errors in one line each: above all a caller refused at the TLS handshake (no certificate, another
-    CA's), which the caller sees as a closed connection."""
-    peer = ""
-    transport = context.get("transport")
-    if transport is not None:
-        address = transport.get_extra_info("peername")
-        peer = f" from {address[0]}:{address[1]}" if address else ""
-    log.warning("%s%s: %s", context.get("message", "error"), peer, context.get("exception", ""))

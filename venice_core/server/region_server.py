@@ -122,9 +122,9 @@ class RegionServer:
         known = controller.store_names(self.meta)
         routing = placement.routing_tables(self.meta, self.config, region)
         self.reads.update(current, known, routing, set(wanted))
-        if self.config.security.enabled:
-            self.readers = store_readers.every_reader(self.meta)
         self.hosting.drop_unwanted(wanted)
+        if self.config.security.enabled:  # after the rest: a failure here leaves the hosting synced
+            self.readers = store_readers.every_reader(self.meta)
 
     def run(self) -> None:
         gc_settings.tune_for_throughput()
@@ -134,6 +134,8 @@ class RegionServer:
         self.register(self.config.advertised_host(region, instance), port)
         try:
             context = tls.server_context(self.config, server_host(region, instance))  # None without security
+            if context is not None:  # the stores' readers known from the first request on
+                self.readers = store_readers.every_reader(self.meta)
             authorize = self.authorize if context is not None else None
             http_server = serve(self, host, port, self.config.server.limits, context, authorize)
         except OSError:

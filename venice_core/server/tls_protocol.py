@@ -51,38 +51,48 @@ class _TlsTransport:
 class TlsProtocol(asyncio.Protocol):
     """One connection: the TLS server side of `context`, then `inner`'s protocol on the decrypted stream."""
 
-    def __init__(self, context: ssl.SSLContext, inner: asyncio.Protocol, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, context: ssl.SSLContext, inner: asyncio.Protocol, loop: asyncio.AbstractEventLoop, pending: Pending
+    ) -> None:
         self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self.tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
-        self.inner, self.loop = inner, loop
+        self.inner, self.loop, self.pending = inner, loop, pending
         self.transport: asyncio.Transport | None = None
         self.secured = False
         self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        if len(self.pending.handshaking) >= self.pending.limit:  # callers that never finish theirs hold no more
+            self._refuse(f"{self.pending.limit} connections are already in their handshake")
+            return
+        self.pending.handshaking.add(self)
         self._deadline = self.loop.call_later(HANDSHAKE_SECONDS, self._too_slow)
 
     def data_received(self, data: bytes) -> None:
         self._incoming.write(data)
         if not self.secured and not self._handshake():
             return
-        received = []
+        received, ended = [], False
         while True:
             try:
                 chunk = self.tls.read(_READ_BYTES)
             except ssl.SSLWantReadError:
                 break
-            except (ssl.SSLZeroReturnError, ssl.SSLError):
-                self._flush()
-                self.close()
+            except ssl.SSLZeroReturnError:  # the caller's close_notify: what came before it is still answered
+                ended = True
+                break
+            except ssl.SSLError:  # a broken session: nothing more can be read or written on it
+                self.abort()
                 return
             if not chunk:
                 break
             received.append(chunk)
-        self._flush()  # a TLS 1.3 key update, a close_notify
+        self._flush()  # a TLS 1.3 key update
         if received:
             self.inner.data_received(b"".join(received))
+        if ended:
+            self.close()
 
     def _handshake(self) -> bool:
         """One step of the handshake; True once done (the inner protocol then has its connection)."""
@@ -97,6 +107,7 @@ class TlsProtocol(asyncio.Protocol):
             return False
         self._flush()
         self.secured = True
+        self.pending.handshaking.discard(self)
         if self._deadline is not None:
             self._deadline.cancel()
         self.inner.connection_made(cast(asyncio.Transport, _TlsTransport(self)))
@@ -140,6 +151,7 @@ class TlsProtocol(asyncio.Protocol):
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.pending.handshaking.discard(self)
         if self._deadline is not None:
             self._deadline.cancel()
         if self.secured:
@@ -153,8 +165,21 @@ class TlsProtocol(asyncio.Protocol):
         self.inner.resume_writing()
 
 
+class Pending:
+    """The connections still in their handshake (at most `limit`), which a server's shutdown closes too."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.handshaking: set[TlsProtocol] = set()
+
+    def close_all(self) -> None:
+        for protocol in list(self.handshaking):
+            protocol.abort()
+        self.handshaking.clear()
+
+
 def secured(
-    context: ssl.SSLContext, inner: Callable[[], asyncio.Protocol], loop: asyncio.AbstractEventLoop
+    context: ssl.SSLContext, inner: Callable[[], asyncio.Protocol], loop: asyncio.AbstractEventLoop, pending: Pending
 ) -> Callable[[], asyncio.Protocol]:
-    """A protocol factory: `inner`'s protocol behind TLS with `context`."""
-    return lambda: TlsProtocol(context, inner(), loop)
+    """A protocol factory: `inner`'s protocol behind TLS with `context`, its handshakes counted in `pending`."""
+    return lambda: TlsProtocol(context, inner(), loop, pending)

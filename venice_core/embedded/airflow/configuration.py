@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 import sys
 from collections.abc import Callable
@@ -26,8 +25,8 @@ from venice_core.deployment.airflow import (
 )
 from venice_core.embedded import redis
 from venice_core.embedded.airflow.component_processes import CELERY, CELERY_CONCURRENCY
-from venice_core.host.cache import staging
 from venice_core.security import principals
+from venice_core.security.files import write_private
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DB_FILE = "airflow.db"
@@ -224,8 +223,4 @@ def write_config(config: ClusterConfig, dags_folder: Path | None = None) -> None
     )
     if path.exists() and path.read_text() == text:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = staging(path)
-    partial.write_text(text)
-    partial.chmod(0o600)
-    os.replace(partial, path)
+    write_private(path, text.encode())  # its secrets (the Fernet key, a broker's password): 0600 from the first byte
