@@ -29,7 +29,9 @@ from typing import TypeVar
 from bench.harness import SCHEMAS, report, sandbox_platform
 from scripts.generate_dataset import generate
 from venice_core.client import ReadClient
+from venice_core.config import ClusterConfig
 from venice_core.controller import stores
+from venice_core.meta import MetadataStore
 from venice_core.protocol import serde
 from venice_core.protocol.envelope import SCHEMA_ID
 from venice_core.rollout.local import push
@@ -106,26 +108,7 @@ def main() -> None:
         compare_security(args, extra)
         return
     with sandbox_platform(extra) as (config, meta, home):
-        data = generate(home / "data", args.records, files=2)
-        stores.create_store(
-            meta,
-            config,
-            "bench",
-            (SCHEMAS / "user_key.avsc").read_text(),
-            (SCHEMAS / "user_value_v1.avsc").read_text(),
-            partitions=4,
-        )
-        push(config, meta, "bench", str(data), progress=lambda _line: None)
-        rng = random.Random(7)
-        keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
-        batches = [[keys[(b * BATCH + i) % len(keys)] for i in range(BATCH)] for b in range(args.batches)]
-        client = ReadClient.for_region(config, config.source_region)
-        for key in keys[:1000]:  # warm up: connection, schemas, caches
-            client.get("bench", key)
-        # This process also holds the platform harness and the dataset: keep the garbage collector's full passes
-        # over them out of the client's figures (a service using the client would not carry them).
-        gc.collect()
-        gc.freeze()
+        data, keys, batches, client = pushed_and_warm(config, meta, home, args)
         get_samples = timed(lambda k: client.get("bench", k), keys)
         loopback = echo_round_trips(len(keys))
         batch_samples = timed(lambda b: client.batch_get("bench", b), batches)
@@ -170,23 +153,34 @@ def main() -> None:
     print(f"  ratio p99 (client / in-process RocksDB): get {g99 / r99:.0f}x, batch of {BATCH} {b99 / rb99:.1f}x")
 
 
+def pushed_and_warm(
+    config: ClusterConfig, meta: MetadataStore, home: Path, args: argparse.Namespace
+) -> tuple[Path, list[str], list[list[str]], ReadClient]:
+    """The store `bench` pushed with `args.records` records, the keys of the gets and batch gets, and a routing
+    client of the source region warmed up on them; the dataset's path first."""
+    data = generate(home / "data", args.records, files=2)
+    key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
+    stores.create_store(meta, config, "bench", key, value, partitions=4)
+    push(config, meta, "bench", str(data), progress=lambda _line: None)
+    rng = random.Random(7)
+    keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
+    batches = [[keys[(b * BATCH + i) % len(keys)] for i in range(BATCH)] for b in range(args.batches)]
+    client = ReadClient.for_region(config, config.source_region)
+    for key_ in keys[:1000]:  # warm up: connections (over TLS, their handshakes), schemas, caches
+        client.get("bench", key_)
+    # This process also holds the platform harness and the dataset: keep the garbage collector's full passes over
+    # them out of the client's figures (a service using the client would not carry them).
+    gc.collect()
+    gc.freeze()
+    return data, keys, batches, client
+
+
 def client_percentiles(
     args: argparse.Namespace, extra: dict[str, str]
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """(get p50, p99) and (batch p50, p99) in ms of the routing client on a platform of its own with `extra`."""
     with sandbox_platform(extra) as (config, meta, home):
-        data = generate(home / "data", args.records, files=2)
-        key, value = (SCHEMAS / "user_key.avsc").read_text(), (SCHEMAS / "user_value_v1.avsc").read_text()
-        stores.create_store(meta, config, "bench", key, value, partitions=4)
-        push(config, meta, "bench", str(data), progress=lambda _line: None)
-        rng = random.Random(7)
-        keys = [f"user-{rng.randrange(args.records):09d}" for _ in range(args.reads)]
-        batches = [[keys[(b * BATCH + i) % len(keys)] for i in range(BATCH)] for b in range(args.batches)]
-        client = ReadClient.for_region(config, config.source_region)
-        for key_ in keys[:1000]:  # warm up: connections (their TLS handshakes), schemas, caches
-            client.get("bench", key_)
-        gc.collect()
-        gc.freeze()
+        _data, keys, batches, client = pushed_and_warm(config, meta, home, args)
         try:
             gets = timed(lambda k: client.get("bench", k), keys)
             batch_gets = timed(lambda b: client.batch_get("bench", b), batches)

@@ -21,11 +21,12 @@ import pytest
 from tests.support.cluster import master_apps
 from tests.support.platform import PlatformEnv
 from tests.support.profiles import CLUSTER_PROFILE, REPO
+from tests.support.secrets_scan import assert_secrets_kept
 from venice_core.deployment.airflow import home as airflow_home
 from venice_core.embedded import kafka, network
-from venice_core.security import principals, tls
+from venice_core.security import principals
 from venice_core.security.ca import Authority
-from venice_core.security.files import folder
+from venice_core.security.files import ca_path, folder
 from venice_core.security.secrets import every_secret
 from venice_core.security.spark import ENV_CONF_DIR
 
@@ -118,7 +119,7 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
     config = cluster.config
     args: dict[str, Any] = {
         "bootstrap": config.kafka.bootstrap,
-        "ca": str(tls.ca_path(config)),
+        "ca": str(ca_path(config)),
         "stranger_cert": str(stranger[0]),
         "stranger_key": str(stranger[1]),
         "server": list(config.server_addresses("dc-0")[0]),
@@ -192,25 +193,8 @@ def test_no_secret_on_a_command_line_or_in_a_log_after_a_full_push(cluster: Plat
     config = cluster.config
     found = every_secret(config)
     assert {"kafka-admin", "kafka-broker", "spark-authenticate", "redis"} <= set(found)
-    command_lines = []
-    for proc in Path("/proc").iterdir():
-        try:
-            command_lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    for name, value in found.items():
-        assert not any(value in line for line in command_lines), f"{name} is on a command line"
     keeping = [folder(config), airflow_home(config) / "airflow.cfg", config.data_dir / "redis" / "redis.conf"]
     keeping += [kafka.node_dir(config, n) / "server.properties" for n in range(config.kafka.brokers)]
     skipped = [config.data_dir / "postgres", *(kafka.node_dir(config, n) / "data" for n in range(config.kafka.brokers))]
-    scanned = 0
-    for path in config.data_dir.rglob("*"):
-        if not path.is_file() or any(path.is_relative_to(s) for s in skipped) or path.stat().st_size > 50_000_000:
-            continue
-        text = path.read_text(errors="replace")
-        scanned += 1
-        for name, value in found.items():
-            if value in text:
-                assert any(path == k or path.is_relative_to(k) for k in keeping), f"{name} is in {path}"
-                assert path.stat().st_mode & 0o077 == 0, f"{path} holds {name} and others may read it"
+    scanned = assert_secrets_kept(config, keeping, skipped, largest=50_000_000)
     assert scanned > 50  # the logs were there to look at

@@ -22,14 +22,16 @@ from confluent_kafka.admin import AclOperation, AdminClient
 
 from tests.support.leftovers import leaves_nothing, platform_parts
 from tests.support.platform import SCHEMAS, PlatformEnv, make_platform_env
+from tests.support.secrets_scan import assert_secrets_kept
 from venice_core.client import ReadClient
 from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig
 from venice_core.embedded import kafka, platform
 from venice_core.errors import ComponentError, VeniceError
 from venice_core.pubsub import acls, admin, client_config, identity_settings
-from venice_core.security import principals, tls
+from venice_core.security import files as security_files
+from venice_core.security import principals
 from venice_core.security.ca import Authority
-from venice_core.security.files import folder
+from venice_core.security.files import ca_path, folder
 from venice_core.security.secrets import every_secret
 from venice_core.utils.waiting import poll_until
 
@@ -183,28 +185,14 @@ def test_no_secret_on_a_command_line_or_in_a_log(secured: PlatformEnv) -> None:
     config = secured.config
     found = every_secret(config)
     assert {f"kafka-{p}" for p in (*principals.SUPER_USERS, principals.push("users"))} <= set(found)
-    command_lines = []
-    for proc in Path("/proc").iterdir():
-        try:
-            command_lines.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            continue
-    kept = folder(config)  # the secrets' own files and the principals' credentials files, all 0600
-    for name, value in found.items():
-        assert not any(value in line for line in command_lines), f"{name} is on a command line"
-        for path in config.data_dir.rglob("*"):
-            if not path.is_file() or path.suffix in (".db", ".duckdb"):
-                continue
-            if value in path.read_text(errors="replace"):
-                private = path.is_relative_to(kept) or path.name == "server.properties"
-                assert private, f"{name} is in {path}"
-                assert path.stat().st_mode & 0o077 == 0, f"{path} holds {name} and others may read it"
+    kept = [folder(config), kafka.node_dir(config) / "server.properties"]  # the secrets' own files, all 0600
+    assert_secrets_kept(config, kept, skipped_suffixes=(".db", ".duckdb"))
 
 
 def _reader(config: ClusterConfig, certificate: tuple[Path, Path] | None = None) -> ReadClient:
     """A client of dc-0 presenting `certificate` (default: the platform's `reader` one)."""
-    cert, key = certificate or tls.certificate(config, "reader")
-    context = ssl.create_default_context(cafile=str(tls.ca_path(config)))
+    cert, key = certificate or security_files.certificate(config, "reader")
+    context = ssl.create_default_context(cafile=str(ca_path(config)))
     context.load_cert_chain(str(cert), str(key))
     return ReadClient(seeds=config.server_addresses("dc-0"), timeout=5, region="dc-0", tls=context)
 
@@ -212,9 +200,9 @@ def _reader(config: ClusterConfig, certificate: tuple[Path, Path] | None = None)
 def _https(config: ClusterConfig, method: str, path: str, certificate: str | None) -> int:
     """The status of one request to dc-0's first instance, as `certificate`'s principal (None: without one)."""
     host, port = config.server_addresses("dc-0")[0]
-    context = ssl.create_default_context(cafile=str(tls.ca_path(config)))
+    context = ssl.create_default_context(cafile=str(ca_path(config)))
     if certificate is not None:
-        context.load_cert_chain(*(str(p) for p in tls.certificate(config, certificate)))
+        context.load_cert_chain(*(str(p) for p in security_files.certificate(config, certificate)))
     conn = http.client.HTTPSConnection(host, port, timeout=5, context=context)
     try:
         conn.request(method, path)

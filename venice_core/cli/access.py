@@ -13,7 +13,7 @@ from venice_core.controller import store_readers
 from venice_core.embedded.platform import plan
 from venice_core.errors import ConfigError
 from venice_core.security import ca, principals
-from venice_core.security.files import folder
+from venice_core.security.files import certificates_folder
 
 acl_app = typer.Typer(help="Who may read a store from the region servers (a secured platform).", no_args_is_help=True)
 security_app = typer.Typer(help="The platform's certificates for principals.", no_args_is_help=True)
@@ -73,5 +73,5 @@ def certificate(
         reserved = {*ca.CLIENT_ROLES, *principals.SUPER_USERS, *(p.name for p in plan(config))}
         if principal in reserved or principal.startswith(("kafka", "region-", "push.", "nearline.")):
             raise ConfigError(f"{principal!r} is a name of the platform's own: choose another for a reader")
-        issued = ca.authority(config).issue(out or folder(config) / "certs", principal, server=False)
+        issued = ca.authority(config).issue(out or certificates_folder(config), principal, server=False)
     typer.echo(f"certificate {issued.cert}\nkey {issued.key} (mode 0600)\nexpires {issued.not_after:%Y-%m-%d}")

@@ -30,8 +30,7 @@ from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.maven import fetch_jars
 from venice_core.host.programs import require_program
 from venice_core.security import principals
-from venice_core.security.files import folder as certificate_folder
-from venice_core.security.files import write_private
+from venice_core.security.files import ca_path, certificate, write_private
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 SECURED_MARK = "secured"  # in a node's folder: its storage was formatted with the SCRAM users of a secured cluster
@@ -169,7 +168,6 @@ def _security_settings(config: ClusterConfig, node: int) -> dict[str, str]:
     certificate of the platform's CA (another CA's is refused in the handshake), and KRaft's authorizer allows only
     what `pubsub.acls` grants. The controllers know each other by their certificates' names (`kafka`, `kafka-<n>`);
     the brokers by the `broker` principal's password, which makes this file private."""
-    ca = config.security.ca_cert or certificate_folder(config) / "ca.pem"
     jaas = f'username="{principals.BROKER}" password="{principals.password(config, principals.BROKER)}"'
     nodes = [f"User:{name(config, n)}" for n in range(config.kafka.brokers)]
     return {
@@ -179,7 +177,7 @@ def _security_settings(config: ClusterConfig, node: int) -> dict[str, str]:
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(keystore(config, node)),
         "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca),
+        "ssl.truststore.location": str(ca_path(config)),
         # A SASL_SSL listener asks for a client certificate only when told so by its own name (KIP-684).
         "listener.name.sasl_ssl.ssl.client.auth": "required",
         "listener.name.controller.ssl.client.auth": "required",
@@ -373,9 +371,8 @@ def _prepare(config: ClusterConfig, node: int, libs: Path) -> tuple[list[str], P
                 f"users for the brokers. Run `venice down`, delete {_data_dir(config)} (its topics are lost) and "
                 "`venice up` again, or keep security.enabled=false"
             )
-        cert = certificate_folder(config) / "certs"
-        pem = (cert / f"{name(config, node)}.key").read_bytes() + (cert / f"{name(config, node)}.pem").read_bytes()
-        write_private(keystore(config, node), pem)
+        cert, key = certificate(config, name(config, node))
+        write_private(keystore(config, node), key.read_bytes() + cert.read_bytes())
     return jvm_command(config, libs, log4j), props, unformatted
 
 

@@ -261,8 +261,7 @@ def status(config: ClusterConfig) -> list[ComponentStatus]:
 
 def _certificate_statuses(config: ClusterConfig) -> list[ComponentStatus]:
     """The CA's and each issued certificate's expiry (healthy while more than the renewal margin is left)."""
-    found = [config.security.ca_cert or security_files.folder(config) / "ca.pem"]
-    found += sorted((security_files.folder(config) / "certs").glob("*.pem"))
+    found = [security_files.ca_path(config), *sorted(security_files.certificates_folder(config).glob("*.pem"))]
     lines = []
     for path in found:
         name = "certificate-ca" if path == found[0] else f"certificate-{path.stem}"

@@ -22,7 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError
-from venice_core.security.files import folder, write_private
+from venice_core.security.files import certificates_folder, folder, write_private
 
 CA_DAYS = 3650
 LEAF_DAYS = 397  # what browsers accept for a server certificate
@@ -179,7 +179,7 @@ def authority(config: ClusterConfig) -> Authority:
 def issue_all(config: ClusterConfig, hosts: Iterable[str]) -> tuple[Authority, list[Issued]]:
     """The CA, a certificate for each host (its address) and one for each client role."""
     ca = authority(config)
-    certs = folder(config) / "certs"
+    certs = certificates_folder(config)
     issued = [ca.issue(certs, host, [config.hosts.address(host)]) for host in hosts]
     issued += [ca.issue(certs, role, server=False) for role in CLIENT_ROLES]
     return ca, issued

@@ -16,6 +16,21 @@ def folder(config: ClusterConfig) -> Path:
     return config.data_dir / "security"
 
 
+def ca_path(config: ClusterConfig) -> Path:
+    """The CA certificate every certificate of the platform is checked against: the operator's, or its own."""
+    return config.security.ca_cert or folder(config) / "ca.pem"
+
+
+def certificate(config: ClusterConfig, name: str) -> tuple[Path, Path]:
+    """The certificate and key the platform issued `name` (a host or a client role)."""
+    certs = certificates_folder(config)
+    return certs / f"{name}.pem", certs / f"{name}.key"
+
+
+def certificates_folder(config: ClusterConfig) -> Path:
+    return folder(config) / "certs"
+
+
 def write_private(path: Path, data: bytes) -> None:
     """`data` into `path`, mode 0600 from its first byte, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -25,3 +40,14 @@ def write_private(path: Path, data: bytes) -> None:
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
     os.replace(partial, path)
+
+
+def keep_private(path: Path, text: str) -> Path:
+    """`text` in `path` (mode 0600), written only when it is not there already: a file many processes read."""
+    try:
+        if path.read_text() == text:
+            return path
+    except OSError:
+        pass
+    write_private(path, text.encode())
+    return path

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from venice_core.config import ENV_KAFKA_CLIENT, ClusterConfig
-from venice_core.security.files import folder, write_private
+from venice_core.security.files import ca_path, certificate, folder, keep_private
 from venice_core.security.secrets import forget as forget_secret
 from venice_core.security.secrets import secret
 
@@ -71,17 +71,15 @@ def certificate_name(principal: str) -> str:
 
 def client_settings(config: ClusterConfig, principal: str) -> dict[str, str]:
     """librdkafka's settings for `principal`: SCRAM over TLS, the platform's CA, the principal's certificate."""
-    certs = folder(config) / "certs"
-    role = certificate_name(principal)
-    ca = config.security.ca_cert or folder(config) / "ca.pem"
+    cert, key = certificate(config, certificate_name(principal))
     return {
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": MECHANISM,
         "sasl.username": principal,
         "sasl.password": password(config, principal),
-        "ssl.ca.location": str(ca),
-        "ssl.certificate.location": str(certs / f"{role}.pem"),
-        "ssl.key.location": str(certs / f"{role}.key"),
+        "ssl.ca.location": str(ca_path(config)),
+        "ssl.certificate.location": str(cert),
+        "ssl.key.location": str(key),
         # Not librdkafka's: the brokers these credentials are for (`pubsub.client_config` offers them to no other).
         BROKERS_KEY: ",".join(dict.fromkeys(b.strip() for r in config.regions for b in r.kafka_bootstrap.split(","))),
     }
@@ -93,15 +91,8 @@ def client_path(config: ClusterConfig, principal: str) -> Path:
 
 def client_file(config: ClusterConfig, principal: str) -> Path:
     """The principal's librdkafka properties file (written when missing or changed), for `$VENICE_KAFKA_CLIENT`."""
-    path = client_path(config, principal)
     text = "".join(f"{key}={value}\n" for key, value in client_settings(config, principal).items())
-    try:
-        if path.read_text() == text:
-            return path
-    except OSError:
-        pass
-    write_private(path, text.encode())
-    return path
+    return keep_private(client_path(config, principal), text)
 
 
 def client_env(config: ClusterConfig, principal: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
-from venice_core.security.files import folder, write_private
+from venice_core.security.files import folder, keep_private
 from venice_core.security.secrets import secret
 
 ENV_CONF_DIR = "SPARK_CONF_DIR"
@@ -29,14 +29,7 @@ def conf_dir(config: ClusterConfig) -> Path:
         "spark.authenticate.secret": secret(config, "spark-authenticate"),
         "spark.network.crypto.enabled": "true",
     }
-    text = "".join(f"{key} {value}\n" for key, value in settings.items())
-    defaults = folder_ / "spark-defaults.conf"
-    try:
-        if defaults.read_text() == text:
-            return folder_
-    except OSError:
-        pass
-    write_private(defaults, text.encode())
+    keep_private(folder_ / "spark-defaults.conf", "".join(f"{key} {value}\n" for key, value in settings.items()))
     folder_.chmod(0o700)
     return folder_
 

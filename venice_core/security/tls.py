@@ -16,22 +16,12 @@ from typing import Any
 
 from venice_core.config import ClusterConfig
 from venice_core.errors import ConfigError
-from venice_core.security.files import folder
+from venice_core.security.files import ca_path, certificate
 
 ADMIN = "admin"
 REGION_SERVER = "region-server"
 # Who may call the internal endpoints (`/sync`, `/metrics`) and read every store: the platform's own processes.
 PLATFORM_PRINCIPALS = frozenset({ADMIN, REGION_SERVER})
-
-
-def ca_path(config: ClusterConfig) -> Path:
-    return config.security.ca_cert or folder(config) / "ca.pem"
-
-
-def certificate(config: ClusterConfig, name: str) -> tuple[Path, Path]:
-    """The certificate and key the platform issued `name` (a host or a client role)."""
-    certs = folder(config) / "certs"
-    return certs / f"{name}.pem", certs / f"{name}.key"
 
 
 def server_context(config: ClusterConfig, host: str) -> ssl.SSLContext | None:
