@@ -3,7 +3,9 @@ bridge (`intruder-0`, 10.213.200.1), knowing every address and port and holding 
 certificate, but none of its secrets. Kafka refuses it without credentials, with a wrong password, with another CA's
 certificate, and in PLAINTEXT; the region servers refuse it without a certificate and in plain HTTP; the Spark master
 never runs an application submitted without the cluster's secret. Each refusal is logged by the server it knocked
-at, with the intruder's address; nothing it tried changed anything. (On the cluster profile, where no host can be
+at, with the intruder's address; nothing it tried changed anything. PostgreSQL refuses it in plain TCP, without a
+certificate and with another CA's (even with the stolen password); Redis in plain TCP, without a certificate and with
+another CA's. (On the cluster profile, where no host can be
 made, the intruder is a process of this machine.)"""
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from venice_core.embedded import kafka, network
 from venice_core.security import principals
 from venice_core.security.ca import Authority
 from venice_core.security.files import ca_path, folder
-from venice_core.security.secrets import every_secret
+from venice_core.security.secrets import every_secret, secret
 from venice_core.security.spark import ENV_CONF_DIR
 
 pytestmark = [
@@ -81,6 +83,37 @@ ATTEMPTS = textwrap.dedent(
     stranger = ssl.create_default_context(cafile=args["ca"])
     stranger.load_cert_chain(args["stranger_cert"], args["stranger_key"])
     server("server another CA", stranger)
+
+    def database(name, **settings):
+        import psycopg2
+        host, port = args["postgres"]
+        try:
+            psycopg2.connect(host=host, port=port, user="venice", dbname="venice", connect_timeout=5,
+                             **settings).close()
+            found[name] = "allowed"
+        except Exception as exc:
+            found[name] = f"refused: {exc}"
+
+    database("postgres plain", sslmode="disable", password=args["postgres_password"])
+    database("postgres no certificate", sslmode="verify-full", sslrootcert=args["ca"], password="guess")
+    database("postgres another CA", sslmode="verify-full", sslrootcert=args["ca"], password=args["postgres_password"],
+             sslcert=args["stranger_cert"], sslkey=args["stranger_key"])
+
+    def broker(name, context, password):
+        import socket
+        host, port = args["redis"]
+        try:
+            with socket.create_connection((host, port), timeout=5) as plain:
+                sock = context.wrap_socket(plain, server_hostname=host) if context else plain
+                sock.sendall(f"*2\r\n$4\r\nAUTH\r\n${len(password)}\r\n{password}\r\n".encode())
+                answer = sock.recv(64)
+            found[name] = f"allowed: {answer!r}" if answer.startswith(b"+OK") else f"refused: {answer!r}"
+        except Exception as exc:
+            found[name] = f"refused: {exc!r}"
+
+    broker("redis plain", None, args["redis_password"])
+    broker("redis no certificate", ssl.create_default_context(cafile=args["ca"]), args["redis_password"])
+    broker("redis another CA", stranger, args["redis_password"])
     print(json.dumps(found))
     """
 )
@@ -123,8 +156,13 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
         "stranger_cert": str(stranger[0]),
         "stranger_key": str(stranger[1]),
         "server": list(config.server_addresses("dc-0")[0]),
-        # Even with the admin's password (stolen, say), another CA's certificate is refused at the handshake.
+        # Even with the admin's password (stolen, say), another CA's certificate is refused at the handshake; so are
+        # PostgreSQL's and Redis's passwords without a certificate of the platform's CA.
         "admin_password": principals.password(config, principals.ADMIN),
+        "postgres": [config.postgres.host, config.postgres.port],
+        "postgres_password": secret(config, "postgres"),
+        "redis": [config.redis.host, config.redis.port],
+        "redis_password": secret(config, "redis"),
     }
     attempt = intruder([sys.executable, "-c", ATTEMPTS], json.dumps(args))
     assert attempt.returncode == 0, attempt.stderr
@@ -137,6 +175,12 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
         "server plain http",
         "server no certificate",
         "server another CA",
+        "postgres plain",
+        "postgres no certificate",
+        "postgres another CA",
+        "redis plain",
+        "redis no certificate",
+        "redis another CA",
     }
     allowed = {name: verdict for name, verdict in found.items() if not verdict.startswith("refused")}
     assert allowed == {}
@@ -147,6 +191,13 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
     assert f"Failed authentication with /{whence}" in brokers
     servers = (config.run_dir / "server-dc-0.log").read_text()
     assert f"refused a connection from {whence}" in servers
+    database = (config.run_dir / "postgres.log").read_text()
+    assert (
+        f'no pg_hba.conf entry for host "{whence or "127.0.0.1"}", user "venice", database "venice", no encryption'
+        in (database)
+    )
+    broker = (config.run_dir / "redis.log").read_text()
+    assert f"Accepted {whence or '127.0.0.1'}:" in broker and "Error accepting a client connection" in broker
 
 
 TINY_APP = textwrap.dedent(
@@ -192,9 +243,10 @@ def test_no_secret_on_a_command_line_or_in_a_log_after_a_full_push(cluster: Plat
     logs, Airflow's task logs, the Spark workers' application logs) but the private ones that keep it."""
     config = cluster.config
     found = every_secret(config)
-    assert {"kafka-admin", "kafka-broker", "spark-authenticate", "redis"} <= set(found)
+    assert {"kafka-admin", "kafka-broker", "spark-authenticate", "redis", "postgres"} <= set(found)
     keeping = [folder(config), airflow_home(config) / "airflow.cfg", config.data_dir / "redis" / "redis.conf"]
     keeping += [kafka.node_dir(config, n) / "server.properties" for n in range(config.kafka.brokers)]
+    # PostgreSQL's data dir: its tables' files (the password is kept there only as a SCRAM verifier).
     skipped = [config.data_dir / "postgres", *(kafka.node_dir(config, n) / "data" for n in range(config.kafka.brokers))]
     scanned = assert_secrets_kept(config, keeping, skipped, largest=50_000_000)
     assert scanned > 50  # the logs were there to look at

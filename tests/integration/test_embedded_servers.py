@@ -8,10 +8,10 @@ import os
 import pwd
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,9 @@ from tests.support.sandbox import free_ports
 from venice_core.config import ClusterConfig
 from venice_core.embedded import postgres, redis
 from venice_core.embedded.process import members
+from venice_core.errors import ComponentError
+from venice_core.security import ca
+from venice_core.security.files import ca_path
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -113,19 +116,99 @@ def test_redis_answers_ping_and_leaves_nothing_when_stopped(config: ClusterConfi
     assert not redis.is_healthy(config) and not members(pid) and not _listening(config.redis.port)
 
 
-def test_a_secured_platforms_redis_asks_for_its_password_which_no_command_line_shows(config: ClusterConfig) -> None:
-    secured = replace(config, security=replace(config.security, enabled=True))
+@pytest.fixture
+def secured(config: ClusterConfig) -> ClusterConfig:
+    """The same servers on a secured platform (`security.enabled`), their certificates issued as `venice up` does."""
+    home = config.data_dir
+    extra = {
+        "postgres.embedded.enabled": "true",
+        "postgres.embedded.port": str(config.postgres.port),
+        "redis.embedded.enabled": "true",
+        "redis.embedded.port": str(config.redis.port),
+        "security.enabled": "true",
+    }
+    secured = make_platform_env(home, extra).config
+    ca.issue_all(secured, ["postgres", "redis"])
+    return secured
+
+
+def _refused(config: ClusterConfig, **changes: str) -> str:
+    """How the secured server answers a connection with libpq's parameters changed (its error message)."""
+    import psycopg2
+
+    server = postgres.server(config)
+    assert server.secured is not None
+    client = {**server.secured.client, **changes}
+    client = {key: value for key, value in client.items() if value}
+    with pytest.raises(psycopg2.OperationalError) as refused:
+        psycopg2.connect(
+            host=server.host, port=server.port, user="venice", dbname="venice", connect_timeout=5, **client
+        )
+    return str(refused.value)
+
+
+def test_a_secured_platforms_postgres_lets_in_only_tls_with_a_certificate_and_the_password(
+    secured: ClusterConfig,
+) -> None:
+    postgres.start(secured)
+    server = postgres.server(secured)
+    assert server.secured is not None
+    password = server.secured.password
+    _count(secured, "venice", "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1); SELECT 1")
+    assert secured.metadata_db_url == server.url("venice")  # the platform's clients connect as the test does
+    hba = (secured.data_dir / "postgres" / "pg_hba.conf").read_text().splitlines()
+    rules = [line.split() for line in hba if line and not line.startswith("#")]
+    assert rules and all(rule[-1] == "clientcert=verify-ca" or rule[0] == "local" for rule in rules)
+    assert all("trust" not in rule for rule in rules)
+
+    assert "no encryption" in _refused(secured, sslmode="disable")  # plain TCP: no line lets it in
+    assert "certificate" in _refused(secured, sslcert="", sslkey="")  # TLS, the password, but no certificate
+    wrong = secured.data_dir / "wrong.pgpass"
+    wrong.write_text(f"*:*:*:venice:{password}x\n")
+    wrong.chmod(0o600)
+    assert "password authentication failed" in _refused(secured, passfile=str(wrong))
+    log = (secured.run_dir / "postgres.log").read_text()
+    assert 'no pg_hba.conf entry for host "127.0.0.1", user "venice", database "venice", no encryption' in log
+    assert 'password authentication failed for user "venice"' in log
+
+    pid = postgres.process(secured).pid()
+    assert password not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    assert password not in log
+    assert _count(secured, "venice", "SELECT count(*) FROM kept") == 1  # nothing the refused ones tried changed it
+    postgres.restart(secured)  # its material in place: it starts again as it is
+    assert _count(secured, "venice", "SELECT count(*) FROM kept") == 1
+
+
+def test_a_data_dir_made_without_security_is_refused_by_a_secured_platform(
+    config: ClusterConfig, secured: ClusterConfig
+) -> None:
+    postgres.start(config)
+    postgres.stop(config)
+    with pytest.raises(ComponentError, match="was made without security"):
+        postgres.start(secured)
+    assert postgres.process(secured).pid() is None
+
+
+def test_a_secured_platforms_redis_speaks_tls_only_and_asks_for_its_password(secured: ClusterConfig) -> None:
     redis.start(secured)
     try:
         password = redis.password(secured)
-        assert password is not None
-        assert redis.is_healthy(secured)  # AUTH, then PING
-        assert not redis.ping(config.redis.host, config.redis.port)  # without it: NOAUTH
-        assert not redis.ping(config.redis.host, config.redis.port, secret_="a guess")
+        tls = redis.client_context(secured)
+        assert password is not None and tls is not None
+        host, port = secured.redis.host, secured.redis.port
+        assert redis.is_healthy(secured)  # TLS, AUTH, then PING
+        assert not redis.ping(host, port, secret_=password)  # plain TCP, even with the password
+        assert not redis.ping(host, port, tls=tls)  # without the password: NOAUTH
+        assert not redis.ping(host, port, secret_="a guess", tls=tls)
+        anonymous = ssl.create_default_context(cafile=str(ca_path(secured)))  # no client certificate
+        assert not redis.ping(host, port, secret_=password, tls=anonymous)
         pid = redis.process(secured).pid()
         assert password not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         conf = secured.data_dir / "redis" / "redis.conf"
         assert conf.stat().st_mode & 0o077 == 0 and password in conf.read_text()
-        assert redis.broker_url(secured) == f"redis://:{password}@{config.redis.host}:{config.redis.port}/0"
+        assert redis.broker_url(secured) == f"rediss://:{password}@{host}:{port}/0"
+        log = (secured.run_dir / "redis.log").read_text()
+        assert "Error accepting a client connection" in log and password not in log
+        assert f"Accepted {host}:" in log  # each connection's address, the refused ones' too
     finally:
         redis.stop(secured)

@@ -116,3 +116,36 @@ def test_stop_finds_the_airflow_processes_the_config_no_longer_names(tmp_path: P
     assert names == [
         *(f"airflow-{c}" for c in airflow.COMPONENTS), "airflow-celery-worker-3", "airflow-triggerer", "airflow",
     ]  # fmt: skip
+
+
+def test_a_secured_platforms_airflow_reaches_postgres_and_redis_over_tls_naming_files_not_secrets(
+    tmp_path: Path,
+) -> None:
+    secured = make_platform_env(
+        tmp_path / "home", {"airflow.enabled": "true", **CLUSTER, "security.enabled": "true"}
+    ).config
+    security = tmp_path / "home" / "security"
+    settings = airflow.settings(secured)
+    sync = settings[("database", "sql_alchemy_conn")]
+    assert sync.startswith("postgresql+psycopg2://venice@127.0.0.1:5832/airflow?sslmode=verify-full&")
+    for name in ("sslrootcert=" + str(security / "ca.pem"), "passfile=" + str(security / "postgres.pgpass")):
+        assert name in sync
+    assert secured.metadata_db_url == sync.replace("/airflow?", "/venice?")
+    # asyncpg (Airflow's async engine) takes its own keywords, and the TLS files from the environment only.
+    assert settings[("database", "sql_alchemy_conn_async")] == (
+        "postgresql+asyncpg://venice@127.0.0.1:5832/airflow"
+        f"?passfile={str(security / 'postgres.pgpass').replace('/', '%2F')}&ssl=verify-full"
+    )
+    env = airflow.environment(secured)
+    assert env["PGSSLROOTCERT"] == str(security / "ca.pem")
+    assert env["PGSSLCERT"] == str(security / "certs" / "database-client.pem")
+    assert env["PGSSLKEY"] == str(security / "certs" / "database-client.key")
+    broker = settings[("celery", "broker_url")]
+    assert broker.startswith("rediss://:") and broker.endswith("@127.0.0.1:6779/0")
+    assert settings[("celery", "ssl_active")] == "True"
+    assert settings[("celery", "ssl_cacert")] == str(security / "ca.pem")
+    assert settings[("celery", "ssl_cert")] == str(security / "certs" / "admin.pem")
+    # Unsecured: none of it (Airflow derives the async URL itself).
+    plain = make_platform_env(tmp_path / "plain", {"airflow.enabled": "true", **CLUSTER}).config
+    assert ("database", "sql_alchemy_conn_async") not in airflow.settings(plain)
+    assert "PGSSLROOTCERT" not in airflow.environment(plain)

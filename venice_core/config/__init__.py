@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from venice_core.config.build import Setting, build_config, embedded_postgres_url, kafka_node_name
+from venice_core.config.build import (
+    Setting,
+    build_config,
+    embedded_postgres_url,
+    kafka_node_name,
+    postgres_client_files,
+)
 from venice_core.config.choice import (
     CONFIG_FILE_NAME,
     ENV_CONFIG,
@@ -91,6 +97,7 @@ __all__ = [
     "conf_flag",
     "config_path",
     "embedded_postgres_url",
+    "postgres_client_files",
     "load_config",
     "parse_bool",
     "parse_properties",

@@ -5,6 +5,7 @@ depend on other keys, and the checks that span keys."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from venice_core.config.model import (
     ServerSettings,
     SparkSettings,
 )
+from venice_core.config.security_layout import DATABASE_CLIENT, ca_file, certificate_files, postgres_passfile
 from venice_core.errors import ConfigError
 
 DEFAULT_DATA_DIR = Path.home() / ".venice"
@@ -105,9 +107,25 @@ def build_config(
     )
 
 
-def embedded_postgres_url(host: str, port: int, database: str) -> str:
-    """A database of the embedded PostgreSQL (its `venice` role trusts the platform's connections)."""
-    return f"postgresql+psycopg2://venice@{host}:{port}/{database}"
+def embedded_postgres_url(host: str, port: int, database: str, query: Mapping[str, str] | None = None) -> str:
+    """A database of the embedded PostgreSQL as its `venice` role: trusted on an unsecured platform, else with
+    `query`, libpq's parameters that name the files it connects with (`postgres_client_files`), never a secret."""
+    url = f"postgresql+psycopg2://venice@{host}:{port}/{database}"
+    return f"{url}?{urllib.parse.urlencode(query, safe='/')}" if query else url
+
+
+def postgres_client_files(data_dir: Path, own_ca: Path | None) -> dict[str, str]:
+    """How a client reaches the embedded PostgreSQL of a secured platform (libpq's connection parameters): TLS with
+    the server's certificate checked against the platform's CA and its address, a certificate of that CA presented
+    (the server requires one), and the password read from a file of mode 0600."""
+    cert, key = certificate_files(data_dir, DATABASE_CLIENT)
+    return {
+        "sslmode": "verify-full",
+        "sslrootcert": str(ca_file(data_dir, own_ca)),
+        "sslcert": str(cert),
+        "sslkey": str(key),
+        "passfile": str(postgres_passfile(data_dir)),
+    }
 
 
 def kafka_node_name(brokers: int, node: int) -> str:
@@ -129,11 +147,13 @@ def _derive(
 ) -> None:
     """The defaults that depend on other keys (`derived` in their declarations)."""
     cluster, airflow, spark = values["cluster"], values["airflow"], values["spark"]
+    security = values["security"]
+    query = postgres_client_files(data_dir, security["ca_cert"]) if security["enabled"] else None
     if cluster["metadata_db_url"] is None:
-        in_postgres = embedded_postgres_url(postgres.host, postgres.port, "venice")
+        in_postgres = embedded_postgres_url(postgres.host, postgres.port, "venice", query)
         cluster["metadata_db_url"] = in_postgres if postgres.enabled else f"sqlite:///{data_dir / 'metadata.db'}"
     if airflow["db_url"] is None and postgres.enabled:
-        airflow["db_url"] = embedded_postgres_url(postgres.host, postgres.port, "airflow")
+        airflow["db_url"] = embedded_postgres_url(postgres.host, postgres.port, "airflow", query)
     if airflow["celery_broker_url"] is None:
         airflow["celery_broker_url"] = f"redis://{redis.host}:{redis.port}/0"
     if airflow["api_url"] is None:

@@ -2,9 +2,12 @@
 `postgres.embedded.enabled`, the database of Airflow (`airflow`) and of the metadata store (`venice`) in the cluster
 profile.
 
-Its data dir is `<home>/postgres`, made by `initdb` at its first start (role `venice`, trusted: the server listens on
-its host's address only, the loopback unless it runs on a host of its own, where it trusts the hosts' subnet too, and
-on a Unix socket inside its data dir), its databases created then. The `postgres` binary runs in
+Its data dir is `<home>/postgres`, made by `initdb` at its first start (role `venice`), its databases created then.
+The server listens on its host's address only (the loopback unless it runs on a host of its own) and on a Unix
+socket inside its data dir. Unsecured, it trusts those connections (and the hosts' subnet on the hosts profile).
+On a secured platform (`security.enabled`) every connection, from any address, is TLS with a client certificate of
+the platform's CA and the role's password (scram-sha-256), the password set by `initdb` from a file, the pg_hba.conf
+the platform's own: no `trust` line at all. A data dir made without security is refused. The `postgres` binary runs in
 the foreground as a managed process (`run/postgres.{pid,log}`), stopped by a fast shutdown (its clients cut off, a
 checkpoint, exit); its settings are on its command line, none written into the data dir.
 
@@ -23,15 +26,18 @@ import pwd
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from venice_core.config import LOOPBACK, ClusterConfig, embedded_postgres_url
+from venice_core.config import LOOPBACK, ClusterConfig, embedded_postgres_url, postgres_client_files
 from venice_core.embedded.process import Host, ManagedProcess, host_of
 from venice_core.errors import ComponentError, MissingDependency
 from venice_core.host.cache import filling, staging
 from venice_core.host.programs import require_program
+from venice_core.security.files import ca_path, certificate, keep_private, write_private
+from venice_core.security.secrets import secret
 from venice_core.utils.waiting import poll_until
 
 ROLE = "venice"
@@ -111,6 +117,29 @@ def _port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+SECURED_MARKER = "venice.secured"  # in a data dir made with a password (by a secured platform)
+# The whole pg_hba.conf of a secured server: TLS, a certificate of the platform's CA and the password, whoever calls.
+SECURED_HBA = (
+    "# Written by venice up (security.enabled): every connection TLS with a client certificate of the platform's CA\n"
+    "# and the role's password (scram-sha-256); nothing is trusted, nothing else is let in.\n"
+    "local all all scram-sha-256\n"
+    "hostssl all all 0.0.0.0/0 scram-sha-256 clientcert=verify-ca\n"
+    "hostssl all all ::/0 scram-sha-256 clientcert=verify-ca\n"
+)
+
+
+@dataclass(frozen=True)
+class Secured:
+    """A secured server's material: the CA its clients' certificates are checked against, its own certificate and key,
+    the role's password, and how its clients connect (libpq's parameters: `config.build.postgres_client_files`)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    password: str
+    client: dict[str, str]
+
+
 @dataclass(frozen=True)
 class Server:
     """One PostgreSQL server: its data dir, where its pid file and log go, its port, the databases it has."""
@@ -123,6 +152,7 @@ class Server:
     host: str = LOOPBACK  # the address it listens on
     on: Host | None = None  # the host it runs on (the hosts profile), None: this machine's network
     trusted: str | None = None  # a network whose connections it trusts besides its own host's (the hosts' subnet)
+    secured: Secured | None = None  # a secured platform's server: TLS and passwords, no trust
 
     @property
     def address(self) -> str:
@@ -133,12 +163,15 @@ class Server:
         return ManagedProcess(self.name, self.run_dir)
 
     def url(self, database: str = "postgres") -> str:
-        return embedded_postgres_url(self.host, self.port, database)
+        return embedded_postgres_url(self.host, self.port, database, self.secured.client if self.secured else None)
 
     def _connect(self, database: str, timeout: int = 5) -> Any:  # psycopg2's connection: psycopg2 ships no types
         import psycopg2
 
-        return psycopg2.connect(host=self.host, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout)
+        client = self.secured.client if self.secured else {}
+        return psycopg2.connect(
+            host=self.host, port=self.port, user=ROLE, dbname=database, connect_timeout=timeout, **client
+        )
 
     def is_healthy(self, timeout: int = 2) -> bool:
         """The server accepts a connection and answers a query."""
@@ -161,6 +194,18 @@ class Server:
             "unix_socket_directories": f'"{self.data_dir}"' if len(socket_path.encode()) <= SOCKET_PATH_MAX else "",
             "max_connections": str(MAX_CONNECTIONS),
             "logging_collector": "off",  # its log on stderr: the managed process's log file
+            **(self._tls_settings() if self.secured else {}),
+        }
+
+    def _tls_settings(self) -> dict[str, str]:
+        """Its certificate, key and CA: copies inside its data dir, which its account can read (`_secure`)."""
+        return {
+            "ssl": "on",
+            "ssl_cert_file": str(self.data_dir / "server.crt"),
+            "ssl_key_file": str(self.data_dir / "server.key"),
+            "ssl_ca_file": str(self.data_dir / "root.crt"),
+            "ssl_min_protocol_version": "TLSv1.2",
+            "password_encryption": "scram-sha-256",
         }
 
     def start(self) -> str:
@@ -177,7 +222,10 @@ class Server:
             )
         if not (self.data_dir / "PG_VERSION").exists():
             self._init(bins)
-        self._trust_network()
+        if self.secured is not None:
+            self._secure(self.secured)
+        else:
+            self._trust_network()
         runner = _runner(self.data_dir)
         settings = [arg for key, value in self.settings().items() for arg in ("-c", f"{key}={value}")]
         command = [*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings]
@@ -196,6 +244,27 @@ class Server:
         if line not in hba.read_text().splitlines():
             with hba.open("a") as file:
                 file.write(f"# the platform's hosts (venice up)\n{line}\n")
+
+    def _secure(self, secured: Secured) -> None:
+        """What a secured server reads, in its data dir and owned like it (PostgreSQL reads a key only its account
+        owns, mode 0600): its certificate, key and CA, and the platform's pg_hba.conf; its clients' password file."""
+        if not (self.data_dir / SECURED_MARKER).exists():
+            raise ComponentError(
+                f"{self.data_dir} was made without security (its role has no password, its connections are trusted): "
+                "move it away (or delete it) to make it again with security.enabled=true"
+            )
+        owner = self.data_dir.stat()
+        for name, text in (
+            ("server.crt", secured.cert.read_text()),
+            ("server.key", secured.key.read_text()),
+            ("root.crt", secured.ca.read_text()),
+            ("pg_hba.conf", SECURED_HBA),
+        ):
+            path = keep_private(self.data_dir / name, text)
+            if os.geteuid() == 0:
+                os.chown(path, owner.st_uid, owner.st_gid)
+        passfile = Path(secured.client["passfile"])
+        keep_private(passfile, f"{self.host}:{self.port}:*:{ROLE}:{secured.password}\n")
 
     def _init(self, bins: Path) -> None:
         """`initdb` into a staging dir beside the data dir, renamed into place when whole. Without syncing to disk
@@ -216,18 +285,41 @@ class Server:
                 account = pwd.getpwnam(runner.user)
                 os.chown(partial, account.pw_uid, account.pw_gid)
                 ids = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
-            initdb = [str(bins / "initdb"), "-D", str(partial), "-U", ROLE, "--auth=trust", "-E", "UTF8", "--locale=C"]
-            result = subprocess.run(
-                [*runner.prefix, *initdb, "--no-sync"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                cwd=partial,
-                **ids,
-            )
+            initdb = [str(bins / "initdb"), "-D", str(partial), "-U", ROLE, "-E", "UTF8", "--locale=C", "--no-sync"]
+            with self._password_file(ids) as pwfile:
+                if pwfile is None:
+                    initdb.append("--auth=trust")
+                else:  # the role's password from a file its account reads (never on the command line)
+                    initdb += ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
+                result = subprocess.run(
+                    [*runner.prefix, *initdb],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    cwd=partial,
+                    **ids,
+                )
             if result.returncode != 0:
                 raise ComponentError(f"initdb failed for {self.data_dir}:\n{result.stdout}{result.stderr}")
+            if self.secured is not None:
+                (partial / SECURED_MARKER).touch()
             os.replace(partial, self.data_dir)
+
+    @contextlib.contextmanager
+    def _password_file(self, ids: _RunAs) -> Iterator[Path | None]:
+        """A secured server's password for `initdb --pwfile`, beside the data dir, readable by its account alone,
+        removed once read; None unsecured."""
+        if self.secured is None:
+            yield None
+            return
+        path = self.data_dir.parent / f".{self.data_dir.name}.pwfile"
+        write_private(path, f"{self.secured.password}\n".encode())
+        try:
+            if "user" in ids:
+                os.chown(path, ids["user"], ids["group"])
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
 
     def _create_databases(self) -> list[str]:
         """Create the databases the server does not have yet; returns their names."""
@@ -280,7 +372,17 @@ def server(config: ClusterConfig) -> Server:
         host=config.postgres.host,
         on=host_of(config, "postgres"),
         trusted=config.hosts.subnet if config.hosts.enabled else None,
+        secured=secured(config),
     )
+
+
+def secured(config: ClusterConfig) -> Secured | None:
+    """A secured platform's server material (its certificate the `postgres` host's), None unsecured."""
+    if not config.security.enabled:
+        return None
+    cert, key = certificate(config, "postgres")
+    client = postgres_client_files(config.data_dir, config.security.ca_cert)
+    return Secured(ca_path(config), cert, key, secret(config, "postgres"), client)
 
 
 def process(config: ClusterConfig) -> ManagedProcess:

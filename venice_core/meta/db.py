@@ -228,7 +228,8 @@ class MetadataStore:
 
     @property
     def safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        # Without its query: on a secured platform, only the paths of the files it connects with.
+        return self.engine.url.set(query={}).render_as_string(hide_password=True)
 
     @contextmanager
     def session(self, announce: bool = True) -> Iterator[Session]:

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from venice_core.config import ClusterConfig
+from venice_core.config.security_layout import DATABASE_CLIENT
 from venice_core.errors import ConfigError
 from venice_core.security.files import certificates_folder, folder, write_private
 
@@ -28,7 +29,7 @@ CA_DAYS = 3650
 LEAF_DAYS = 397  # what browsers accept for a server certificate
 RENEW_BEFORE = datetime.timedelta(days=30)
 # The client roles' certificates (security.principals says which principal presents which).
-CLIENT_ROLES = ("admin", "region-server", "push-job", "nearline-writer", "davinci-client", "reader")
+CLIENT_ROLES = ("admin", "region-server", "push-job", "nearline-writer", "davinci-client", "reader", DATABASE_CLIENT)
 
 
 @dataclass(frozen=True)

@@ -7,28 +7,28 @@ import threading
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
+from venice_core.config.security_layout import ca_file, certificate_files, certificates_dir, security_dir
 
 KEY_MODE = 0o600
 
 
 def folder(config: ClusterConfig) -> Path:
     """Where the platform keeps its CA (when it made it) and the certificates it issued."""
-    return config.data_dir / "security"
+    return security_dir(config.data_dir)
 
 
 def ca_path(config: ClusterConfig) -> Path:
     """The CA certificate every certificate of the platform is checked against: the operator's, or its own."""
-    return config.security.ca_cert or folder(config) / "ca.pem"
+    return ca_file(config.data_dir, config.security.ca_cert)
 
 
 def certificate(config: ClusterConfig, name: str) -> tuple[Path, Path]:
     """The certificate and key the platform issued `name` (a host or a client role)."""
-    certs = certificates_folder(config)
-    return certs / f"{name}.pem", certs / f"{name}.key"
+    return certificate_files(config.data_dir, name)
 
 
 def certificates_folder(config: ClusterConfig) -> Path:
-    return folder(config) / "certs"
+    return certificates_dir(config.data_dir)
 
 
 def write_private(path: Path, data: bytes) -> None:

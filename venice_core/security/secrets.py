@@ -11,8 +11,9 @@ import threading
 from pathlib import Path
 
 from venice_core.config import ClusterConfig
+from venice_core.config.security_layout import secrets_dir
 from venice_core.errors import ConfigError
-from venice_core.security.files import KEY_MODE, folder
+from venice_core.security.files import KEY_MODE
 
 # The secret's name is part of a file name: a principal, `kafka-push.<store>`, a store's name is letters, digits, '_'
 # and '-' (controller.stores.check_name).
@@ -21,7 +22,7 @@ SECRET_BYTES = 24  # 192 bits, URL-safe: no quoting in a JAAS line, a properties
 
 
 def secrets_folder(config: ClusterConfig) -> Path:
-    return folder(config) / "secrets"
+    return secrets_dir(config.data_dir)
 
 
 def secret(config: ClusterConfig, name: str) -> str:

@@ -63,6 +63,7 @@ def settings(config: ClusterConfig, dags_folder: Path | None = None) -> dict[tup
         ("core", "lazy_load_plugins"): "False",
         ("core", "execution_api_server_url"): f"{url}/execution/",
         ("database", "sql_alchemy_conn"): database_url(config),
+        **({("database", "sql_alchemy_conn_async"): async_url} if (async_url := async_database_url(config)) else {}),
         ("api", "host"): config.hosts.address(API_SERVER_HOST),
         ("api", "port"): str(config.airflow.port),
         ("api", "base_url"): url,
@@ -110,6 +111,9 @@ def _celery_settings(config: ClusterConfig) -> dict[tuple[str, str], str]:
     """The CeleryExecutor's settings: its broker, its results in Airflow's database, the workers' slots."""
     return {
         ("celery", "broker_url"): redis.broker_url(config),  # with its password on a secured platform
+        # Secured: TLS to the embedded Redis, the admin's certificate presented (Airflow's own settings for it).
+        **({("celery", "ssl_active"): "True"} if (tls := redis.client_tls_files(config)) else {}),
+        **{("celery", option): path for option, path in tls.items()},
         ("celery", "result_backend"): f"db+{config.airflow.db_url}",
         ("celery", "worker_concurrency"): str(CELERY_CONCURRENCY),
         # The result backend's connections checked before use: after a database restart, a stale one failed the
@@ -133,6 +137,33 @@ SERVER_DATABASE_SETTINGS = {("database", "max_db_retries"): "10"}
 def database_url(config: ClusterConfig) -> str:
     """Airflow's database: `airflow.db.url`, else SQLite in the Airflow home."""
     return config.airflow.db_url or sqlite_url(home(config) / DB_FILE)
+
+
+# libpq's TLS files, which asyncpg (Airflow's async engine) takes from the environment alone: SQLAlchemy hands a URL's
+# query to `asyncpg.connect` as keywords, and it has none for them.
+ASYNCPG_TLS_ENV = {"sslrootcert": "PGSSLROOTCERT", "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY"}
+
+
+def async_database_url(config: ClusterConfig) -> str | None:
+    """Airflow's async engine's URL when its database is reached with libpq's TLS parameters (the secured embedded
+    PostgreSQL's): asyncpg's scheme, its own keywords for the password file and the TLS mode, the files in
+    `async_database_env`. None otherwise: Airflow derives it from the sync URL."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url(config))
+    if url.get_backend_name() != "postgresql" or "sslmode" not in url.query:
+        return None
+    query = {"ssl": url.query["sslmode"], **({"passfile": url.query["passfile"]} if "passfile" in url.query else {})}
+    async_url = url.set(drivername="postgresql+asyncpg", query=query)
+    return async_url.render_as_string(hide_password=False)
+
+
+def async_database_env(config: ClusterConfig) -> dict[str, str]:
+    """The environment that gives asyncpg the TLS files of `async_database_url`."""
+    from sqlalchemy.engine import make_url
+
+    query = make_url(database_url(config)).query
+    return {env: str(query[key]) for key, env in ASYNCPG_TLS_ENV.items() if key in query and async_database_url(config)}
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
@@ -177,6 +208,7 @@ def spark_connection(config: ClusterConfig) -> str:
 def environment(config: ClusterConfig, dags_folder: Path | None = None) -> dict[str, str]:
     """The environment of every `airflow` process the platform runs: its components and `venice airflow`."""
     env = {**process_env(config), **principals.client_env(config, principals.ADMIN)}  # its tasks run the controller
+    env.update(async_database_env(config))
     env.update({f"AIRFLOW__{s.upper()}__{o.upper()}": v for (s, o), v in settings(config, dags_folder).items()})
     env.update(
         {
