@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from venice_plugin import run_listener
+from venice_plugin import run_listener, secret_masking
 from venice_plugin.rollout_page import URL_PREFIX, LazyApp
 from venice_plugin.timetables import BusinessHoursTimetable
 
@@ -18,7 +18,8 @@ ROLLOUT_PAGE = f"{URL_PREFIX}/rollout/{{DAG_ID}}"
 class VenicePlugin(AirflowPlugin):
     name = "venice"
     timetables = [BusinessHoursTimetable]
-    listeners = [run_listener]  # a run an operator marks failed or success by hand ends its push at once
+    # A run an operator marks failed or success by hand ends its push at once; every task's log masks the secrets.
+    listeners = [run_listener, secret_masking]
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Venice rollouts"}]
     external_views = [
         {

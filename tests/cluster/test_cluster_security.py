@@ -105,7 +105,7 @@ ATTEMPTS = textwrap.dedent(
         try:
             with socket.create_connection((host, port), timeout=5) as plain:
                 sock = context.wrap_socket(plain, server_hostname=host) if context else plain
-                sock.sendall(f"*2\r\n$4\r\nAUTH\r\n${len(password)}\r\n{password}\r\n".encode())
+                sock.sendall(f"*2\\r\\n$4\\r\\nAUTH\\r\\n${len(password)}\\r\\n{password}\\r\\n".encode())
                 answer = sock.recv(64)
             found[name] = f"allowed: {answer!r}" if answer.startswith(b"+OK") else f"refused: {answer!r}"
         except Exception as exc:

@@ -165,6 +165,12 @@ class Server:
     def url(self, database: str = "postgres") -> str:
         return embedded_postgres_url(self.host, self.port, database, self.secured.client if self.secured else None)
 
+    def client_env(self) -> dict[str, str]:
+        """libpq's environment for the server's own programs as clients (`psql`, `pg_dump`): its TLS files and
+        password file on a secured platform, nothing else."""
+        client = self.secured.client if self.secured else {}
+        return {f"PG{key.upper()}": value for key, value in client.items()}
+
     def _connect(self, database: str, timeout: int = 5) -> Any:  # psycopg2's connection: psycopg2 ships no types
         import psycopg2
 

@@ -165,15 +165,18 @@ def _restore_or_fill_dump(server: postgres.Server, airflow: str, env: dict[str, 
             if not dump.exists():
                 _migrate(airflow, env, url, cwd=cwd)
                 partial = staging(dump)
-                _run([str(bins / "pg_dump"), *client, "--no-owner", "--no-privileges", "-f", str(partial), "airflow"])
+                dump_args = ["--no-owner", "--no-privileges", "-f", str(partial), "airflow"]
+                _run([str(bins / "pg_dump"), *client, *dump_args], server.client_env())
                 os.replace(partial, dump)
                 return
     # One transaction: a restore cut short leaves the database empty, as it was.
     _run([str(bins / "psql"), *client, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-d", "airflow",
-          "-f", str(dump)])  # fmt: skip
+          "-f", str(dump)], server.client_env())  # fmt: skip
 
 
-def _run(argv: list[str]) -> None:
-    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+def _run(argv: list[str], client_env: dict[str, str]) -> None:
+    """A PostgreSQL client program, with libpq's environment for the embedded server (its TLS and password files)."""
+    env = {**os.environ, **client_env}
+    result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, env=env)
     if result.returncode != 0:
         raise ComponentError(f"{Path(argv[0]).name} failed:\n{result.stdout}{result.stderr}")
