@@ -21,16 +21,18 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import master_apps
-from tests.support.platform import PlatformEnv
+from tests.support.platform import SCHEMAS, PlatformEnv
 from tests.support.profiles import CLUSTER_PROFILE, REPO
 from tests.support.secrets_scan import assert_secrets_kept
 from venice_core.deployment.airflow import home as airflow_home
 from venice_core.embedded import kafka, network
+from venice_core.security import files as security_files
 from venice_core.security import principals
 from venice_core.security.ca import Authority
 from venice_core.security.files import ca_path, folder
 from venice_core.security.secrets import every_secret, secret
 from venice_core.security.spark import ENV_CONF_DIR
+from venice_core.utils.waiting import poll_until
 
 pytestmark = [
     pytest.mark.kafka,
@@ -42,6 +44,7 @@ pytestmark = [
 ]
 
 INTRUDER = "intruder-0"
+ANN = {"name": "ann", "age": 30, "score": 1.0}
 Intruder = Callable[..., subprocess.CompletedProcess[str]]  # (command, its standard input) -> its run
 
 # What the intruder tries, each a verdict: "refused: <why>" or "allowed". It knows the addresses and the CA.
@@ -198,6 +201,64 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
     )
     broker = (config.run_dir / "redis.log").read_text()
     assert f"Accepted {whence or '127.0.0.1'}:" in broker and "Error accepting a client connection" in broker
+
+
+# A reader on the intruder's host with a certificate the operator issued it, but not (yet) on the store's ACL.
+READER = textwrap.dedent(
+    """
+    import http.client, json, ssl, sys
+    from venice_core.client import ReadClient
+    from venice_core.errors import VeniceError
+    args = json.load(sys.stdin)
+    context = ssl.create_default_context(cafile=args["ca"])
+    context.load_cert_chain(args["cert"], args["private_key"])
+    found = {}
+    client = ReadClient(seeds=[tuple(seed) for seed in args["seeds"]], timeout=5, region="dc-0", tls=context)
+    try:
+        found["read"] = client.get(args["store"], args["record"])
+    except VeniceError as exc:
+        found["read"] = f"refused: {exc}"
+    host, port = args["seeds"][0]
+    conn = http.client.HTTPSConnection(host, port, timeout=5, context=context)
+    conn.request("POST", "/sync")
+    found["sync"] = conn.getresponse().status
+    print(json.dumps(found))
+    """
+)
+
+
+def test_a_reader_on_another_host_reads_a_store_only_once_granted_and_never_syncs(
+    cluster: PlatformEnv, intruder: Intruder, tmp_path: Path
+) -> None:
+    config, store = cluster.config, "guarded"
+    key_schema, value_schema = str(SCHEMAS / "user_key.avsc"), str(SCHEMAS / "user_value_v1.avsc")
+    cluster.venice("store", "create", store, "--key-schema", key_schema, "--value-schema", value_schema, check=True)
+    records = tmp_path / "guarded.jsonl"
+    records.write_text(json.dumps({"id": "ann", **ANN}) + "\n")
+    cluster.venice("push", store, "--input", str(records), "--key-field", "id", "--local", check=True)
+    cluster.venice("security", "certificate", "outsider", check=True)  # the operator issues it a certificate
+    cert, key = security_files.certificate(config, "outsider")
+    args: dict[str, Any] = {
+        "ca": str(ca_path(config)),
+        "cert": str(cert),
+        "private_key": str(key),
+        "store": store,
+        "record": "ann",
+    }
+    args["seeds"] = [list(address) for address in config.server_addresses("dc-0")]
+
+    def attempt() -> dict[str, Any]:
+        run = intruder([sys.executable, "-c", READER], json.dumps(args))
+        assert run.returncode == 0, run.stderr
+        return dict(json.loads(run.stdout.splitlines()[-1]))
+
+    refused = attempt()
+    assert "403" in refused["read"] and "outsider may not read store 'guarded'" in refused["read"], refused
+    assert refused["sync"] == 403  # the platform's endpoints: its principals alone
+    assert f"refused outsider: GET /schema/{store}" in (config.run_dir / "server-dc-0.log").read_text()
+    cluster.venice("store", "acl", "grant", store, "--principal", "outsider", "--read", check=True)
+    granted = poll_until(lambda: (found := attempt())["read"] == ANN and found, timeout=30, interval=1)
+    assert granted["sync"] == 403  # a reader of a store, still not the platform
 
 
 TINY_APP = textwrap.dedent(
