@@ -98,7 +98,8 @@ ATTEMPTS = textwrap.dedent(
             found[name] = f"refused: {exc}"
 
     database("postgres plain", sslmode="disable", password=args["postgres_password"])
-    database("postgres no certificate", sslmode="verify-full", sslrootcert=args["ca"], password="guess")
+    database("postgres no certificate", sslmode="verify-full", sslrootcert=args["ca"],
+             password=args["postgres_password"])
     database("postgres another CA", sslmode="verify-full", sslrootcert=args["ca"], password=args["postgres_password"],
              sslcert=args["stranger_cert"], sslkey=args["stranger_key"])
 
@@ -187,6 +188,13 @@ def test_an_intruder_is_refused_by_kafka_and_the_region_servers_and_each_refusal
     }
     allowed = {name: verdict for name, verdict in found.items() if not verdict.startswith("refused")}
     assert allowed == {}
+    # Refused for the reason each tried, not merely unanswered (a timeout or an unreachable host would "refuse" too).
+    assert "no pg_hba.conf entry" in found["postgres plain"] and "no encryption" in found["postgres plain"]
+    assert "requires a valid client certificate" in found["postgres no certificate"]
+    assert "SSL" in found["postgres another CA"] or "certificate" in found["postgres another CA"]
+    for broker in ("redis no certificate", "redis another CA"):
+        assert "SSLError" in found[broker] or "ConnectionResetError" in found[broker], found[broker]
+    assert "timed out" not in found["redis plain"], found["redis plain"]
     whence = config.hosts.address(INTRUDER) if CLUSTER_PROFILE == "hosts" else ""
     brokers = "".join(
         (kafka.node_dir(config, n) / "logs" / "server.log").read_text() for n in range(config.kafka.brokers)

@@ -23,6 +23,7 @@ from venice_core.embedded import postgres, redis
 from venice_core.embedded.process import members
 from venice_core.errors import ComponentError
 from venice_core.security import ca
+from venice_core.security import files as security_files
 from venice_core.security.files import ca_path
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -128,7 +129,7 @@ def secured(config: ClusterConfig) -> ClusterConfig:
         "security.enabled": "true",
     }
     secured = make_platform_env(home, extra).config
-    ca.issue_all(secured, ["postgres", "redis"])
+    ca.issue_all(secured, ["postgres", "redis"])  # and the client roles' (venice, reader...)
     return secured
 
 
@@ -153,12 +154,12 @@ def test_a_secured_platforms_postgres_lets_in_only_tls_with_a_certificate_and_th
     postgres.start(secured)
     server = postgres.server(secured)
     assert server.secured is not None
-    password = server.secured.password
+    password = server.secured.password()
     _count(secured, "venice", "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1); SELECT 1")
     assert secured.metadata_db_url == server.url("venice")  # the platform's clients connect as the test does
     hba = (secured.data_dir / "postgres" / "pg_hba.conf").read_text().splitlines()
     rules = [line.split() for line in hba if line and not line.startswith("#")]
-    assert rules and all(rule[-1] == "clientcert=verify-ca" or rule[0] == "local" for rule in rules)
+    assert rules and all(rule[-1] == "clientcert=verify-full" or rule[0] == "local" for rule in rules)
     assert all("trust" not in rule for rule in rules)
 
     assert "no encryption" in _refused(secured, sslmode="disable")  # plain TCP: no line lets it in
@@ -167,9 +168,12 @@ def test_a_secured_platforms_postgres_lets_in_only_tls_with_a_certificate_and_th
     wrong.write_text(f"*:*:*:venice:{password}x\n")
     wrong.chmod(0o600)
     assert "password authentication failed" in _refused(secured, passfile=str(wrong))
+    reader_cert, reader_key = security_files.certificate(secured, "reader")  # the CA's, but not the database's
+    _refused(secured, sslcert=str(reader_cert), sslkey=str(reader_key))  # with the right password
     log = (secured.run_dir / "postgres.log").read_text()
     assert 'no pg_hba.conf entry for host "127.0.0.1", user "venice", database "venice", no encryption' in log
     assert 'password authentication failed for user "venice"' in log
+    assert 'certificate validation (clientcert=verify-full) failed for user "venice": CN mismatch' in log
 
     pid = postgres.process(secured).pid()
     assert password not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
@@ -179,14 +183,37 @@ def test_a_secured_platforms_postgres_lets_in_only_tls_with_a_certificate_and_th
     assert _count(secured, "venice", "SELECT count(*) FROM kept") == 1
 
 
-def test_a_data_dir_made_without_security_is_refused_by_a_secured_platform(
+def test_a_data_dir_made_without_security_is_secured_in_place_and_never_goes_back(
     config: ClusterConfig, secured: ClusterConfig
 ) -> None:
+    """A platform made before security (the cluster profile before issue 45): its role is given the password in
+    place, its data kept; a secured data dir is refused by an unsecured platform, by name."""
     postgres.start(config)
+    _count(config, "venice", "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1); SELECT 1")
     postgres.stop(config)
-    with pytest.raises(ComponentError, match="was made without security"):
-        postgres.start(secured)
-    assert postgres.process(secured).pid() is None
+    postgres.start(secured)
+    assert _count(secured, "venice", "SELECT count(*) FROM kept") == 1
+    assert "no encryption" in _refused(secured, sslmode="disable")
+    log = (secured.run_dir / "postgres.log").read_text()
+    password = postgres.server(secured).secured.password()  # type: ignore[union-attr]
+    assert password not in log  # the server was given a verifier, never the password
+    postgres.stop(secured)
+    with pytest.raises(ComponentError, match="was made by a secured platform"):
+        postgres.start(config)
+    assert postgres.process(config).pid() is None
+
+
+def test_a_secured_postgres_in_a_home_its_user_can_reach_reads_its_key_as_that_user(secured: ClusterConfig) -> None:
+    """The server run as Debian's `postgres` user (root, a home every folder above which is searchable): its key's
+    copy is that user's and 0600, and initdb's password file is gone."""
+    secured.data_dir.parent.chmod(0o755)
+    postgres.start(secured)
+    _count(secured, "venice", "SELECT 1")
+    data_dir = secured.data_dir / "postgres"
+    key = (data_dir / "server.key").stat()
+    owner = pwd.getpwnam("postgres").pw_uid if os.geteuid() == 0 else os.geteuid()
+    assert data_dir.stat().st_uid == key.st_uid == owner and key.st_mode & 0o077 == 0
+    assert not list(secured.data_dir.glob(".postgres.pwfile"))
 
 
 def test_a_secured_platforms_redis_speaks_tls_only_and_asks_for_its_password(secured: ClusterConfig) -> None:

@@ -138,13 +138,14 @@ def test_a_secured_platforms_airflow_reaches_postgres_and_redis_over_tls_naming_
     )
     env = airflow.environment(secured)
     assert env["PGSSLROOTCERT"] == str(security / "ca.pem")
-    assert env["PGSSLCERT"] == str(security / "certs" / "database-client.pem")
-    assert env["PGSSLKEY"] == str(security / "certs" / "database-client.key")
+    assert env["PGSSLCERT"] == str(security / "certs" / "venice.pem")
+    assert env["PGSSLKEY"] == str(security / "certs" / "venice.key")
     broker = settings[("celery", "broker_url")]
     assert broker.startswith("rediss://:") and broker.endswith("@127.0.0.1:6779/0")
     assert settings[("celery", "ssl_active")] == "True"
     assert settings[("celery", "ssl_cacert")] == str(security / "ca.pem")
     assert settings[("celery", "ssl_cert")] == str(security / "certs" / "admin.pem")
+    assert settings[("celery", "ssl_key")] == str(security / "certs" / "admin.key")
     # Unsecured: none of it (Airflow derives the async URL itself).
     plain = make_platform_env(tmp_path / "plain", {"airflow.enabled": "true", **CLUSTER}).config
     assert ("database", "sql_alchemy_conn_async") not in airflow.settings(plain)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The client role whose certificate the embedded PostgreSQL's clients present (each process of the platform).
-DATABASE_CLIENT = "database-client"
+# The client role whose certificate the embedded PostgreSQL's clients present (each process of the platform): its
+# common name is the database role's, which the server checks (`clientcert=verify-full`).
+DATABASE_CLIENT = "venice"
 
 
 def security_dir(data_dir: Path) -> Path:

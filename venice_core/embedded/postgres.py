@@ -5,9 +5,10 @@ profile.
 Its data dir is `<home>/postgres`, made by `initdb` at its first start (role `venice`), its databases created then.
 The server listens on its host's address only (the loopback unless it runs on a host of its own) and on a Unix
 socket inside its data dir. Unsecured, it trusts those connections (and the hosts' subnet on the hosts profile).
-On a secured platform (`security.enabled`) every connection, from any address, is TLS with a client certificate of
-the platform's CA and the role's password (scram-sha-256), the password set by `initdb` from a file, the pg_hba.conf
-the platform's own: no `trust` line at all. A data dir made without security is refused. The `postgres` binary runs in
+On a secured platform (`security.enabled`) every network connection, from any address, is TLS with the platform's
+`venice` certificate (the role's name) and the role's password (scram-sha-256); the Unix socket in the 0700 data dir
+takes the password. The password is set by `initdb` from a file (or, in a data dir made without security, once, as a
+SCRAM verifier); the pg_hba.conf is the platform's own: no `trust` line at all. The `postgres` binary runs in
 the foreground as a managed process (`run/postgres.{pid,log}`), stopped by a fast shutdown (its clients cut off, a
 checkpoint, exit); its settings are on its command line, none written into the data dir.
 
@@ -19,19 +20,25 @@ root's privileges. A data dir keeps the way it was made (its owner says which).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
+import functools
 import glob
+import hashlib
+import hmac
 import os
 import pwd
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 from venice_core.config import LOOPBACK, ClusterConfig, embedded_postgres_url, postgres_client_files
+from venice_core.config.security_layout import DATABASE_CLIENT
 from venice_core.embedded.process import Host, ManagedProcess, host_of
 from venice_core.errors import ComponentError, MissingDependency
 from venice_core.host.cache import filling, staging
@@ -40,7 +47,7 @@ from venice_core.security.files import ca_path, certificate, keep_private, write
 from venice_core.security.secrets import secret
 from venice_core.utils.waiting import poll_until
 
-ROLE = "venice"
+ROLE = DATABASE_CLIENT  # the role, and the common name of the certificate its clients present
 DATABASES = ("venice", "airflow")  # the metadata store's, Airflow's
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 60.0
@@ -117,14 +124,16 @@ def _port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-SECURED_MARKER = "venice.secured"  # in a data dir made with a password (by a secured platform)
-# The whole pg_hba.conf of a secured server: TLS, a certificate of the platform's CA and the password, whoever calls.
+SECURED_MARKER = "venice.secured"  # in a data dir whose role has the platform's password (a secured platform's)
+# The whole pg_hba.conf of a secured server: over the network, TLS with a certificate of the platform's CA whose
+# common name is the role's (the platform's `venice` client certificate, `clientcert=verify-full`) and the password;
+# on the Unix socket in the 0700 data dir, the password.
 SECURED_HBA = (
-    "# Written by venice up (security.enabled): every connection TLS with a client certificate of the platform's CA\n"
-    "# and the role's password (scram-sha-256); nothing is trusted, nothing else is let in.\n"
+    "# Written by venice up (security.enabled): over the network, TLS with the platform's certificate of the role's\n"
+    "# name and the role's password (scram-sha-256); nothing is trusted, nothing else is let in.\n"
     "local all all scram-sha-256\n"
-    "hostssl all all 0.0.0.0/0 scram-sha-256 clientcert=verify-ca\n"
-    "hostssl all all ::/0 scram-sha-256 clientcert=verify-ca\n"
+    "hostssl all all 0.0.0.0/0 scram-sha-256 clientcert=verify-full\n"
+    "hostssl all all ::/0 scram-sha-256 clientcert=verify-full\n"
 )
 
 
@@ -136,7 +145,7 @@ class Secured:
     ca: Path
     cert: Path
     key: Path
-    password: str
+    password: Callable[[], str]  # made the first time a start asks for it (not by a status check)
     client: dict[str, str]
 
 
@@ -228,18 +237,44 @@ class Server:
             )
         if not (self.data_dir / "PG_VERSION").exists():
             self._init(bins)
+        secured_before = (self.data_dir / SECURED_MARKER).exists()
         if self.secured is not None:
+            if not secured_before:  # made unsecured (before issue 45, say): its role given the password in place
+                self._set_password(bins, self.secured)
             self._secure(self.secured)
+        elif secured_before:
+            raise ComponentError(
+                f"{self.data_dir} was made by a secured platform (TLS and a password only): set security.enabled=true"
+            )
         else:
             self._trust_network()
-        runner = _runner(self.data_dir)
-        settings = [arg for key, value in self.settings().items() for arg in ("-c", f"{key}={value}")]
-        command = [*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings]
-        proc.start(command, user=runner.user, host=self.on)
-        proc.wait_until_healthy("postgres", self.is_healthy, START_TIMEOUT_SECONDS, 0.05)
+        self._launch(bins)
         created = self._create_databases()
         made = f", created {', '.join(created)}" if created else ""
         return f"postgres started (pid {proc.pid()}) on {self.address}{made}"
+
+    def _launch(self, bins: Path) -> None:
+        """Run the server with its settings and wait until it answers."""
+        runner = _runner(self.data_dir)
+        settings = [arg for key, value in self.settings().items() for arg in ("-c", f"{key}={value}")]
+        command = [*runner.prefix, str(bins / "postgres"), "-D", str(self.data_dir), *settings]
+        self.process.start(command, user=runner.user, host=self.on)
+        self.process.wait_until_healthy("postgres", self.is_healthy, START_TIMEOUT_SECONDS, 0.05)
+
+    def _set_password(self, bins: Path, secured: Secured) -> None:
+        """A data dir made without security: run once as it was (trusting its own host's connections, and the
+        hosts' subnet if it did), give the role the password as a SCRAM verifier (the password itself never reaches
+        the server), stop, and mark it secured."""
+        as_it_was = dataclasses.replace(self, secured=None)
+        as_it_was._trust_network()
+        as_it_was._launch(bins)
+        try:
+            with contextlib.closing(as_it_was._connect("postgres")) as connection, connection.cursor() as cursor:
+                connection.autocommit = True
+                cursor.execute(f"ALTER ROLE {ROLE} PASSWORD %s", (scram_verifier(secured.password()),))
+        finally:
+            as_it_was.stop()
+        (self.data_dir / SECURED_MARKER).touch()
 
     def _trust_network(self) -> None:
         """The hosts' subnet in pg_hba.conf (initdb's trusts the loopback only), once."""
@@ -253,12 +288,8 @@ class Server:
 
     def _secure(self, secured: Secured) -> None:
         """What a secured server reads, in its data dir and owned like it (PostgreSQL reads a key only its account
-        owns, mode 0600): its certificate, key and CA, and the platform's pg_hba.conf; its clients' password file."""
-        if not (self.data_dir / SECURED_MARKER).exists():
-            raise ComponentError(
-                f"{self.data_dir} was made without security (its role has no password, its connections are trusted): "
-                "move it away (or delete it) to make it again with security.enabled=true"
-            )
+        owns, mode 0600): its certificate, key and CA, and the platform's pg_hba.conf; its clients' password
+        file."""
         owner = self.data_dir.stat()
         for name, text in (
             ("server.crt", secured.cert.read_text()),
@@ -270,7 +301,7 @@ class Server:
             if os.geteuid() == 0:
                 os.chown(path, owner.st_uid, owner.st_gid)
         passfile = Path(secured.client["passfile"])
-        keep_private(passfile, f"{self.host}:{self.port}:*:{ROLE}:{secured.password}\n")
+        keep_private(passfile, f"{self.host}:{self.port}:*:{ROLE}:{secured.password()}\n")
 
     def _init(self, bins: Path) -> None:
         """`initdb` into a staging dir beside the data dir, renamed into place when whole. Without syncing to disk
@@ -319,7 +350,7 @@ class Server:
             yield None
             return
         path = self.data_dir.parent / f".{self.data_dir.name}.pwfile"
-        write_private(path, f"{self.secured.password}\n".encode())
+        write_private(path, f"{self.secured.password()}\n".encode())
         try:
             if "user" in ids:
                 os.chown(path, ids["user"], ids["group"])
@@ -388,7 +419,18 @@ def secured(config: ClusterConfig) -> Secured | None:
         return None
     cert, key = certificate(config, "postgres")
     client = postgres_client_files(config.data_dir, config.security.ca_cert)
-    return Secured(ca_path(config), cert, key, secret(config, "postgres"), client)
+    return Secured(ca_path(config), cert, key, functools.partial(secret, config, "postgres"), client)
+
+
+def scram_verifier(password: str, iterations: int = 4096) -> str:
+    """What PostgreSQL keeps of a scram-sha-256 password (RFC 5802, RFC 7677), made on the client's side as libpq's
+    PQencryptPasswordConn does: the server can check the password with it but not recover it."""
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    salt_, stored, server = (base64.b64encode(raw).decode() for raw in (salt, stored_key, server_key))
+    return f"SCRAM-SHA-256${iterations}:{salt_}${stored}:{server}"
 
 
 def process(config: ClusterConfig) -> ManagedProcess:

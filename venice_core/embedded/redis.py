@@ -11,16 +11,16 @@ worker has taken yet, and the scheduler sends one lost with a restart again (`[s
 
 from __future__ import annotations
 
-import functools
 import socket
 import ssl
 
 from venice_core.config import ClusterConfig
 from venice_core.embedded.process import ManagedProcess, host_of
-from venice_core.errors import ComponentError
+from venice_core.errors import ComponentError, ConfigError
 from venice_core.host.programs import require_program
 from venice_core.security.files import ca_path, certificate, write_private
 from venice_core.security.secrets import secret
+from venice_core.security.tls import ADMIN, context_presenting
 
 NAME = "redis"  # its process's name, its host's and its certificate's
 START_TIMEOUT_SECONDS = 30.0
@@ -40,10 +40,6 @@ def password(config: ClusterConfig) -> str | None:
     return secret(config, "redis") if config.security.enabled else None
 
 
-# The client certificate the platform's Redis clients present (Airflow's components, `venice up`'s health checks).
-CLIENT_ROLE = "admin"
-
-
 def broker_url(config: ClusterConfig) -> str:
     """The Celery broker's URL: the config's, for the embedded server of a secured platform over TLS (`rediss`) with
     its password."""
@@ -58,15 +54,8 @@ def client_tls_files(config: ClusterConfig) -> dict[str, str]:
     names), none unsecured."""
     if password(config) is None or not config.redis.enabled:
         return {}
-    cert, key = certificate(config, CLIENT_ROLE)
+    cert, key = certificate(config, ADMIN)  # what Airflow's components and the health checks present
     return {"ssl_cacert": str(ca_path(config)), "ssl_cert": str(cert), "ssl_key": str(key)}
-
-
-@functools.cache
-def _client_context(ca: str, cert: str, key: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=ca)
-    context.load_cert_chain(cert, key)
-    return context
 
 
 def _command(*parts: str) -> bytes:
@@ -78,8 +67,10 @@ def ping(
 ) -> bool:
     """Redis at `host:port` answers PING (over TLS with `tls`, after AUTH with `secret_`, when given)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as plain:
-            sock = tls.wrap_socket(plain, server_hostname=host) if tls is not None else plain
+        with (
+            socket.create_connection((host, port), timeout=timeout) as plain,
+            tls.wrap_socket(plain, server_hostname=host) if tls is not None else plain as sock,
+        ):
             if secret_ is not None:
                 sock.sendall(_command("AUTH", secret_))
                 if not sock.recv(64).startswith(b"+OK"):
@@ -91,13 +82,17 @@ def ping(
 
 
 def is_healthy(config: ClusterConfig) -> bool:
-    return ping(config.redis.host, config.redis.port, secret_=password(config), tls=client_context(config))
+    try:
+        tls = client_context(config)
+    except ConfigError:  # the client certificate not issued (yet): no TLS client can be let in
+        return False
+    return ping(config.redis.host, config.redis.port, secret_=password(config), tls=tls)
 
 
 def client_context(config: ClusterConfig) -> ssl.SSLContext | None:
     """What a client of the embedded server of a secured platform speaks TLS with, None unsecured."""
     files = client_tls_files(config)
-    return _client_context(files["ssl_cacert"], files["ssl_cert"], files["ssl_key"]) if files else None
+    return context_presenting(files["ssl_cacert"], files["ssl_cert"], files["ssl_key"]) if files else None
 
 
 def _port_open(host: str, port: int) -> bool:
@@ -129,8 +124,8 @@ def command(config: ClusterConfig, server: str = "redis-server") -> list[str]:
         *("--protected-mode", "no" if config.hosts.enabled else "yes"),
         *("--dir", str(config.data_dir / "redis"), "--save", "", "--appendonly", "no"),
         *("--daemonize", "no", "--logfile", ""),  # its log on stdout: the managed process's log file
-        # Each connection's address logged as it is accepted: Redis's line for a refused handshake names none.
-        *("--loglevel", "verbose"),
+        # Secured: each connection's address logged as it is accepted (Redis's line for a refused handshake names none).
+        *(("--loglevel", "verbose") if secured is not None else ()),
     ]
 
 

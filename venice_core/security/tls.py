@@ -51,11 +51,13 @@ def client_context(config: ClusterConfig, role: str = ADMIN) -> ssl.SSLContext |
         raise ConfigError("security.client.cert and security.client.key are set together (a certificate and its key)")
     if cert is None or key is None:
         cert, key = certificate(config, role)
-    return _client_context(str(ca_path(config)), str(cert), str(key))
+    return context_presenting(str(ca_path(config)), str(cert), str(key))
 
 
 @functools.cache
-def _client_context(ca: str, cert: str, key: str) -> ssl.SSLContext:
+def context_presenting(ca: str, cert: str, key: str) -> ssl.SSLContext:
+    """A client's TLS context: the server checked against `ca`, `cert` presented (a ConfigError if it cannot be
+    loaded); one per process and certificate."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load(context, Path(cert), Path(key))

@@ -141,7 +141,7 @@ def database_url(config: ClusterConfig) -> str:
 
 # libpq's TLS files, which asyncpg (Airflow's async engine) takes from the environment alone: SQLAlchemy hands a URL's
 # query to `asyncpg.connect` as keywords, and it has none for them.
-ASYNCPG_TLS_ENV = {"sslrootcert": "PGSSLROOTCERT", "sslcert": "PGSSLCERT", "sslkey": "PGSSLKEY"}
+ASYNCPG_TLS_FILES = ("sslrootcert", "sslcert", "sslkey")
 
 
 def async_database_url(config: ClusterConfig) -> str | None:
@@ -163,7 +163,9 @@ def async_database_env(config: ClusterConfig) -> dict[str, str]:
     from sqlalchemy.engine import make_url
 
     query = make_url(database_url(config)).query
-    return {env: str(query[key]) for key, env in ASYNCPG_TLS_ENV.items() if key in query and async_database_url(config)}
+    if async_database_url(config) is None:
+        return {}
+    return {f"PG{key.upper()}": str(query[key]) for key in ASYNCPG_TLS_FILES if key in query}  # libpq's names
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
