@@ -18,6 +18,7 @@ from venice_core.config.build import (
     build_config,
     embedded_postgres_url,
     kafka_node_name,
+    libpq_environment,
     postgres_client_files,
 )
 from venice_core.config.choice import (
@@ -97,6 +98,7 @@ __all__ = [
     "conf_flag",
     "config_path",
     "embedded_postgres_url",
+    "libpq_environment",
     "postgres_client_files",
     "load_config",
     "parse_bool",

@@ -114,6 +114,12 @@ def embedded_postgres_url(host: str, port: int, database: str, query: Mapping[st
     return f"{url}?{urllib.parse.urlencode(query, safe='/')}" if query else url
 
 
+def libpq_environment(parameters: Mapping[str, str]) -> dict[str, str]:
+    """libpq's connection parameters as the environment variables libpq (and asyncpg) read: `sslmode` ->
+    `PGSSLMODE`, `passfile` -> `PGPASSFILE`, ..."""
+    return {f"PG{name.upper()}": value for name, value in parameters.items()}
+
+
 def postgres_client_files(data_dir: Path, own_ca: Path | None) -> dict[str, str]:
     """How a client reaches the embedded PostgreSQL of a secured platform (libpq's connection parameters): TLS with
     the server's certificate checked against the platform's CA and its address, a certificate of that CA presented

@@ -37,7 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from venice_core.config import LOOPBACK, ClusterConfig, embedded_postgres_url, postgres_client_files
+from venice_core.config import (
+    LOOPBACK,
+    ClusterConfig,
+    embedded_postgres_url,
+    libpq_environment,
+    postgres_client_files,
+)
 from venice_core.config.security_layout import DATABASE_CLIENT
 from venice_core.embedded.process import Host, ManagedProcess, host_of
 from venice_core.errors import ComponentError, MissingDependency
@@ -177,8 +183,7 @@ class Server:
     def client_env(self) -> dict[str, str]:
         """libpq's environment for the server's own programs as clients (`psql`, `pg_dump`): its TLS files and
         password file on a secured platform, nothing else."""
-        client = self.secured.client if self.secured else {}
-        return {f"PG{key.upper()}": value for key, value in client.items()}
+        return libpq_environment(self.secured.client if self.secured else {})
 
     def _connect(self, database: str, timeout: int = 5) -> Any:  # psycopg2's connection: psycopg2 ships no types
         import psycopg2

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from venice_core.config import ENV_CONFIG, ClusterConfig, process_env
+from venice_core.config import ENV_CONFIG, ClusterConfig, libpq_environment, process_env
 from venice_core.deployment.airflow import (
     PLATFORM_BUNDLE,
     PLATFORM_SECTION,
@@ -165,7 +165,7 @@ def async_database_env(config: ClusterConfig) -> dict[str, str]:
     query = make_url(database_url(config)).query
     if async_database_url(config) is None:
         return {}
-    return {f"PG{key.upper()}": str(query[key]) for key in ASYNCPG_TLS_FILES if key in query}  # libpq's names
+    return libpq_environment({key: str(query[key]) for key in ASYNCPG_TLS_FILES if key in query})
 
 
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
