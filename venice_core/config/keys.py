@@ -249,7 +249,8 @@ SECURITY_ENABLED = _declare(
     "false",
     "security.enabled",
     "Whether the platform is secured: its CA and a certificate per host and client role, Kafka over SASL_SSL with a "
-    "principal per role and its ACLs (docs/operations/security.md).",
+    "principal per role and its ACLs, region servers over mutual TLS, the embedded PostgreSQL and Redis over TLS "
+    "with a client certificate and a password, Spark's RPC authenticated (docs/operations/security.md).",
 )
 SECURITY_CA_CERT = _declare(
     "security.ca.cert",
