@@ -14,7 +14,8 @@ security) instead, and prints the cluster's overhead (no target on two cores: th
 region servers share them). `--profile hosts` (root) runs it on the cluster profile and on the hosts profile (the same
 processes, each on a host of its own) in the same run, and prints the hosts' ratio (no target). `--profile security`
 runs it on the cluster profile without security and with it, and prints the secured one's ratio (issue 45's target:
-at most 1.25x).
+at most 1.25x). Each pair also runs the floor's Kafka work (`raw_topology`) on both platforms after the push, and
+prints its ratio: on the security pair, what TLS costs the Kafka work alone.
 """
 
 from __future__ import annotations
@@ -345,18 +346,21 @@ def compare_profiles(count: int, confs: dict[str, str], pair: tuple[Run, Run]) -
     process on a host of its own), or the cluster profile without and with security (Kafka over SASL_SSL with its
     ACLs); Airflow off, as the push runs `venice push --local`'s steps in each, each on a platform of its own, the
     dataset the same."""
-    results = {}
+    results, floors = {}, {}
     for label, profile, settings in pair:
         with sandbox_platform({"airflow.enabled": "false", **settings}, profile=profile) as (config, meta, home):
-            data, _records = bench_store(config, meta, home, count)
+            data, records = bench_store(config, meta, home, count)
             push_seconds, cpu = _timed_push(config, meta, data, confs)
             results[label] = push_seconds
             print(f"\n{label}: {count} records pushed to {len(config.regions)} regions in {push_seconds:.1f}s")
             print(f"  where its CPU went ({sum(cpu.values()):.0f} core-seconds on 2 cores):")
             for name, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
                 print(f"    {seconds:6.1f}s  {name}")
+            floors[label] = floor_seconds(config, records)
+            print(f"  the floor's Kafka work (confluent-kafka alone, `raw_topology`): {floors[label]:.1f}s")
     (first, *_), (second, *_) = pair
-    print(f"\n{second} / {first}: {results[second] / results[first]:.2f}x")
+    print(f"\nthe floor's Kafka work, {second} / {first}: {floors[second] / floors[first]:.2f}x")
+    print(f"{second} / {first}: {results[second] / results[first]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -109,6 +109,26 @@ def test_on_a_cluster_every_job_ships_the_package_and_a_stream_takes_one_core(
     assert _confs(stream)["spark.cores.max"] == "1"  # a streaming job, running for good, only one
 
 
+def test_a_secured_clusters_jobs_name_its_private_settings_file_and_keep_the_drivers_classpath(
+    config: ClusterConfig, cache_dir: Path
+) -> None:
+    """The secret reaches spark-submit as a file it names (`--properties-file`, mode 0600), never on its command line;
+    not as `$SPARK_CONF_DIR`, which Spark's launcher puts on the driver's classpath, where it made the JVM refuse the
+    class archive (made with the default classpath). A job on a local master, or an unsecured platform's, has none."""
+    secured = dataclasses.replace(_on_cluster(config), security=dataclasses.replace(config.security, enabled=True))
+    request = PushJobRequest("users", 1, "/data/in", "key", "value", "users-1", {})
+    spec = push_job_spec(secured, request, config.data_dir / "result.json")
+    named = Path(_value(spec.argv(), "--properties-file") or "")
+    assert named.parent.parent == config.data_dir / "security" and named.stat().st_mode & 0o777 == 0o600
+    settings = dict(line.split(" ", 1) for line in named.read_text().splitlines())
+    assert settings["spark.authenticate"] == settings["spark.network.crypto.enabled"] == "true"
+    assert settings["spark.authenticate.secret"] not in " ".join(spec.argv())
+    assert "SPARK_CONF_DIR" not in spec.env
+    assert _value(_stream(secured), "--properties-file") == str(named)
+    assert "--properties-file" not in _push(secured, **{"spark.master": "local[1]"})
+    assert "--properties-file" not in _push(_on_cluster(config))
+
+
 def test_a_requests_own_master_and_settings_win(config: ClusterConfig, cache_dir: Path) -> None:
     cluster = _on_cluster(config)
     local = _push(cluster, **{"spark.master": "local[1]"})

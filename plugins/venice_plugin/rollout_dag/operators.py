@@ -98,6 +98,7 @@ class PushJobOperator(SparkSubmitOperator):
         self.py_files = ",".join(spec.py_files) or None  # the package the executors import, on a cluster
         self.master = spec.master
         self.env_vars = spec.env or None  # the job's Kafka credentials file (a path), for its driver
+        self.properties_file = spec.properties_file  # a secured cluster's Spark settings and secret (a path)
         # An earlier try's application still on a standalone master (its driver's host cut off: nothing told the
         # master) holds the executors this one needs: killed first.
         killed = standalone.kill_applications(inputs.rollout.config, spec.master, spec.name)

@@ -103,6 +103,7 @@ class SparkJobSpec:
     driver_memory: str = DRIVER_MEMORY
     py_files: list[str] = field(default_factory=list)  # what executors import (`job_package`), on a cluster
     env: dict[str, str] = field(default_factory=dict)  # spark-submit's, over the platform's (`submit_env`)
+    properties_file: str | None = None  # a secured cluster's Spark settings and secret (`security.spark`)
 
     def argv(self) -> list[str]:
         """The command line, as Airflow's SparkSubmitHook builds it."""
@@ -112,6 +113,8 @@ class SparkJobSpec:
             argv += ["--conf", f"{key}={value}"]
         if self.py_files:
             argv += ["--py-files", ",".join(self.py_files)]
+        if self.properties_file:
+            argv += ["--properties-file", self.properties_file]
         return [*argv, self.application, *self.args]
 
 
@@ -136,14 +139,14 @@ def job_spec(
     cores_max: int | None = None,
     driver_host: str = LOOPBACK,
     kafka_client: Path | None = None,
-    env: dict[str, str] | None = None,
+    properties_file: str | None = None,
 ) -> SparkJobSpec:
     """A job's spark-submit on `master`: the platform's Spark properties, its driver on `driver_host` (the address
     of the host it runs on, which its executors reach), its scratch dir (`scratch_dir`), the job's own
     (`job_confs`), the executors' and the shipped package's on a cluster (with at most `cores_max` cores; None:
     every free one), then the request's `spark.*` confs over them all. `kafka_client`: the credentials file of the
-    job's Kafka principal, named to its driver and executors by path (`security.principals`). `env`: spark-submit's own
-    (a secured cluster's `SPARK_CONF_DIR`)."""
+    job's Kafka principal, named to its driver and executors by path (`security.principals`). `properties_file`: a
+    secured cluster's Spark settings (`security.spark`)."""
     # The driver's RPC and block manager listen on its host's address alone, as every server of the platform does.
     conf = {**default_spark_confs(), "spark.driver.bindAddress": driver_host, "spark.driver.host": driver_host}
     conf.update(job_confs or {})
@@ -161,10 +164,10 @@ def job_spec(
     if "spark.jars" in requested:  # a request's jars join the platform's (the push job's functions need them)
         requested["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), requested["spark.jars"]]))
     conf.update(requested)
-    env = dict(env or {})
+    env = {}
     if kafka_client is not None:
         env[ENV_KAFKA_CLIENT] = conf[f"spark.executorEnv.{ENV_KAFKA_CLIENT}"] = str(kafka_client)
-    return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files, env)
+    return SparkJobSpec(name, master, conf, args, application, driver_memory, py_files, env, properties_file)
 
 
 def master_of(config: ClusterConfig, confs: dict[str, str]) -> str:
@@ -297,7 +300,7 @@ def push_job_spec(config: ClusterConfig, request: PushJobRequest, result_file: P
         scratch_dir(config),
         driver_host=config.hosts.local_address(),
         kafka_client=kafka_client(config, principals.push(request.store)),
-        env=spark_security.env(config, master_of(config, confs)),
+        properties_file=spark_security.properties_file(config, master_of(config, confs)),
     )
 
 
@@ -408,5 +411,5 @@ def stream_job_spec(config: ClusterConfig, request: StreamJobRequest, run_id: st
         cores_max=STREAM_CORES_MAX,
         driver_host=config.hosts.local_address(),
         kafka_client=kafka_client(config, principals.nearline(request.store)),
-        env=spark_security.env(config, master_of(config, request.confs)),
+        properties_file=spark_security.properties_file(config, master_of(config, request.confs)),
     )
