@@ -34,7 +34,8 @@ from venice_core.security.files import ca_path, certificate, write_private
 
 POM = Path(__file__).with_name("kafka-pom.xml")
 # The JVM's security providers, the Amazon Corretto Crypto Provider (fetched with the broker) first: a broker on C1
-# alone did TLS's AES-GCM in plain Java, a third of a secured push's broker CPU (bench/README.md).
+# alone did TLS's AES-GCM in plain Java, about half a secured push's broker CPU (bench/README.md). Its native
+# library is fetched for linux-x86_64; elsewhere the JDK's providers serve.
 SECURITY_PROVIDERS = Path(__file__).with_name("java-crypto.security")
 SECURED_MARK = "secured"  # in a node's folder: its storage was formatted with the SCRAM users of a secured cluster
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -319,8 +320,8 @@ def jvm_command(config: ClusterConfig, libs: Path, log4j: Path) -> list[str]:
         java,
         f"-Xmx{config.kafka.heap}",
         "-Xms64m",
+        f"-Djava.security.properties={SECURITY_PROVIDERS}",  # before the config's: a -D there wins
         *config.kafka.jvm_options,
-        f"-Djava.security.properties={SECURITY_PROVIDERS}",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",

@@ -8,7 +8,7 @@ master and never runs.
 
 A spark-submit names the file rather than the folder: Spark's launcher puts `$SPARK_CONF_DIR` first on the driver's
 classpath, and a classpath other than the one the driver's class archive was made with (`class_archive`) makes the
-JVM refuse the archive: the driver then loaded and verified every class itself, 6-8 s more before each secured job's
+JVM refuse the archive: the driver then loaded and verified every class itself, 8-13 s more before each secured job's
 first task on two cores."""
 
 from __future__ import annotations
