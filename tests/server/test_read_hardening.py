@@ -87,8 +87,10 @@ def _assert_reads_are_served(address: tuple[str, int], rounds: int = 200) -> Non
     batch = [f"user-{i:04d}" for i in range(100)]
     assert client.batch_get(STORE, batch) == {k: RECORDS[k] for k in batch}
     latencies.sort()
-    # A generous bound (this machine also runs other tests); the strict targets are bench/read_latency.py's.
-    assert latencies[int(len(latencies) * 0.99) - 1] < 0.05, latencies[-5:]
+    # A read held up by idle connections waits for their idle timeout (1 s here): a bound well under it, and well over
+    # what the suite's load does to a read (p99 55 ms seen at a load average of 8). The strict targets are
+    # bench/read_latency.py's.
+    assert latencies[int(len(latencies) * 0.99) - 1] < 0.25, latencies[-5:]
 
 
 @pytest.mark.parametrize(
